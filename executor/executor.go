@@ -1,0 +1,231 @@
+// Package executor runs authorized tool calls: each with its own timeout,
+// bounded retries for transient failures, panics recovered, and every
+// failure classified so the loop can decide between "tell the model" and
+// "stop the run". It never decides what happens next.
+package executor
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/toolloop/toolloop/llm"
+	"github.com/toolloop/toolloop/tool"
+)
+
+// Options configure an Executor. The zero value is usable; see the field
+// comments for defaults.
+type Options struct {
+	// DefaultTimeout bounds a call whose tool sets no timeout. Default 30s.
+	DefaultTimeout time.Duration
+	// MaxRetries is how many times a rate-limited or unavailable call is
+	// tried again. Default 2; negative means never.
+	MaxRetries int
+	// RetryBackoff is the first wait between attempts; it doubles each time
+	// and is raised to a rate limiter's Retry-After. Default 100ms.
+	RetryBackoff time.Duration
+	// MaxRetryWait caps a single wait. Default 5s.
+	MaxRetryWait time.Duration
+	// MaxParallel caps how many calls of one stage run at once. Default 4.
+	MaxParallel int
+}
+
+// Executor runs stages of tool calls. It is safe for concurrent use.
+type Executor struct {
+	opts Options
+}
+
+// New returns an executor; opts may be nil.
+func New(opts *Options) *Executor {
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	if o.DefaultTimeout <= 0 {
+		o.DefaultTimeout = 30 * time.Second
+	}
+	if o.MaxRetries == 0 {
+		o.MaxRetries = 2
+	} else if o.MaxRetries < 0 {
+		o.MaxRetries = 0
+	}
+	if o.RetryBackoff <= 0 {
+		o.RetryBackoff = 100 * time.Millisecond
+	}
+	if o.MaxRetryWait <= 0 {
+		o.MaxRetryWait = 5 * time.Second
+	}
+	if o.MaxParallel <= 0 {
+		o.MaxParallel = 4
+	}
+	return &Executor{opts: o}
+}
+
+// Options returns the executor's effective options, defaults filled in.
+func (e *Executor) Options() Options { return e.opts }
+
+// Call is one authorized call to execute.
+type Call struct {
+	Call llm.ToolCall
+	Tool *tool.Tool
+	// Timeout overrides the tool's timeout when positive.
+	Timeout time.Duration
+}
+
+// Outcome is what happened to one call.
+type Outcome struct {
+	Result   llm.ToolResult `json:"result"`
+	Attempts int            `json:"attempts"`
+	Duration time.Duration  `json:"duration"`
+	// TimedOut is set when the last attempt ran past its timeout.
+	TimedOut bool `json:"timed_out,omitempty"`
+	// StopRun is set when the run must stop because of this call: the tool
+	// timed out and its setting says stop, or the run's context ended.
+	StopRun bool `json:"stop_run,omitempty"`
+	// Err is the full error for logs; the model sees Result only.
+	Err string `json:"err,omitempty"`
+}
+
+// RunStage executes the calls of one stage, at most MaxParallel at once,
+// and returns their outcomes in the order of calls, whatever order they
+// finished in.
+func (e *Executor) RunStage(ctx context.Context, calls []Call) []Outcome {
+	out := make([]Outcome, len(calls))
+	if len(calls) == 1 || e.opts.MaxParallel == 1 {
+		for i := range calls {
+			out[i] = e.Run(ctx, calls[i])
+		}
+		return out
+	}
+	sem := make(chan struct{}, e.opts.MaxParallel)
+	var wg sync.WaitGroup
+	for i := range calls {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			out[i] = e.Run(ctx, calls[i])
+		}()
+	}
+	wg.Wait()
+	return out
+}
+
+// Run executes one call: attempts with backoff while the failure is
+// retryable, then a classified outcome.
+func (e *Executor) Run(ctx context.Context, c Call) Outcome {
+	timeout := c.Timeout
+	if timeout <= 0 {
+		timeout = c.Tool.Timeout()
+	}
+	if timeout <= 0 {
+		timeout = e.opts.DefaultTimeout
+	}
+	start := time.Now()
+	res := llm.ToolResult{CallID: c.Call.ID, Name: c.Call.Name}
+	wait := e.opts.RetryBackoff
+	for attempt := 1; ; attempt++ {
+		content, err, timedOut := e.once(ctx, c, timeout)
+		if err == nil {
+			res.Status, res.Content = llm.StatusOK, content
+			if len(res.Content) == 0 {
+				res.Content = json.RawMessage("null")
+			}
+			return Outcome{Result: res, Attempts: attempt, Duration: time.Since(start)}
+		}
+		kind := tool.KindOf(err)
+		switch {
+		case ctx.Err() != nil:
+			// The run itself was canceled or ran out of time: not this
+			// tool's fault, and not something the model can fix.
+			kind = llm.ErrCanceled
+			res.Status, res.ErrorKind = llm.StatusSkipped, kind
+			res.Content = llm.ErrorContent(kind, "the run ended before this call finished")
+			return Outcome{Result: res, Attempts: attempt, Duration: time.Since(start), StopRun: true, Err: ctx.Err().Error()}
+		case timedOut:
+			kind = tool.KindTimeout
+			res.Status, res.ErrorKind = llm.StatusError, kind
+			res.Content = llm.ErrorContent(kind, fmt.Sprintf("the tool did not finish within %v", timeout))
+			return Outcome{Result: res, Attempts: attempt, Duration: time.Since(start), TimedOut: true,
+				StopRun: c.Tool.OnTimeout() == tool.TimeoutStop, Err: err.Error()}
+		case tool.Retryable(kind) && attempt <= e.opts.MaxRetries:
+			d := wait
+			var te *tool.Error
+			if errors.As(err, &te) && te.RetryAfter > d {
+				d = te.RetryAfter
+			}
+			d = min(d, e.opts.MaxRetryWait)
+			wait *= 2
+			if !sleep(ctx, d) {
+				continue // the next attempt sees the ended context and reports it
+			}
+			continue
+		}
+		res.Status, res.ErrorKind = llm.StatusError, kind
+		res.Content = llm.ErrorContent(kind, modelMessage(err, attempt))
+		return Outcome{Result: res, Attempts: attempt, Duration: time.Since(start), Err: err.Error()}
+	}
+}
+
+// modelMessage is what the model is told about a failure: the tool's own
+// message for classified errors, the error text otherwise.
+func modelMessage(err error, attempts int) string {
+	msg := err.Error()
+	var te *tool.Error
+	if errors.As(err, &te) && te.Msg != "" {
+		msg = te.Msg
+	}
+	if attempts > 1 {
+		msg = fmt.Sprintf("%s (after %d attempts)", msg, attempts)
+	}
+	return msg
+}
+
+type attempt struct {
+	content json.RawMessage
+	err     error
+}
+
+// once runs the handler in its own goroutine so that a tool which ignores
+// its context cannot hold the run past the timeout: the executor stops
+// waiting and the goroutine finishes on its own later.
+func (e *Executor) once(ctx context.Context, c Call, timeout time.Duration) (json.RawMessage, error, bool) {
+	cctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	done := make(chan attempt, 1) // buffered: an abandoned handler never blocks
+	go func() {
+		defer func() {
+			if p := recover(); p != nil {
+				done <- attempt{err: fmt.Errorf("tool %q panicked: %v", c.Call.Name, p)}
+			}
+		}()
+		out, err := c.Tool.Invoke(cctx, c.Call.Arguments)
+		done <- attempt{out, err}
+	}()
+	select {
+	case a := <-done:
+		timedOut := a.err != nil && ctx.Err() == nil && errors.Is(cctx.Err(), context.DeadlineExceeded) &&
+			errors.Is(a.err, context.DeadlineExceeded)
+		return a.content, a.err, timedOut
+	case <-cctx.Done():
+		if ctx.Err() != nil {
+			return nil, ctx.Err(), false
+		}
+		return nil, cctx.Err(), true
+	}
+}
+
+// sleep waits d or until ctx ends; it reports whether the full wait passed.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}

@@ -1,0 +1,44 @@
+package llm
+
+import "fmt"
+
+// CheckHistory verifies the history invariant: every tool call has a
+// non-empty ID that is unique in the conversation, is answered by exactly one
+// tool message with that ID after the assistant message that made it, and
+// every tool message answers a call made earlier. It returns the first
+// violation found, or nil.
+func CheckHistory(msgs []Message) error {
+	open := map[string]string{}   // call ID -> tool name, awaiting a result
+	answered := map[string]bool{} // call ID -> already has its result
+	for i, m := range msgs {
+		switch m.Role {
+		case RoleAssistant:
+			for _, c := range m.ToolCalls {
+				if c.ID == "" {
+					return fmt.Errorf("message %d: tool call %q has an empty ID", i, c.Name)
+				}
+				if _, dup := open[c.ID]; dup || answered[c.ID] {
+					return fmt.Errorf("message %d: tool call ID %q is used twice", i, c.ID)
+				}
+				open[c.ID] = c.Name
+			}
+		case RoleTool:
+			if m.Result == nil {
+				return fmt.Errorf("message %d: tool message without a result", i)
+			}
+			id := m.Result.CallID
+			if answered[id] {
+				return fmt.Errorf("message %d: call %q has a second result", i, id)
+			}
+			if _, ok := open[id]; !ok {
+				return fmt.Errorf("message %d: result for unknown call %q", i, id)
+			}
+			delete(open, id)
+			answered[id] = true
+		}
+	}
+	for id, name := range open {
+		return fmt.Errorf("tool call %q (%s) has no result", id, name)
+	}
+	return nil
+}

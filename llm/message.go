@@ -1,0 +1,107 @@
+// Package llm holds the provider-neutral conversation types and the Model
+// interface that every provider adapter implements.
+//
+// A conversation is a slice of Message values. An assistant message may carry
+// tool calls; each call is answered by exactly one tool message whose CallID
+// names it. The link is always the ID, never a position in the slice or the
+// order in which calls finished (see CheckHistory).
+package llm
+
+import (
+	"encoding/json"
+)
+
+// Role says who wrote a message.
+type Role string
+
+// The four roles of a conversation.
+const (
+	RoleSystem    Role = "system"
+	RoleUser      Role = "user"
+	RoleAssistant Role = "assistant"
+	RoleTool      Role = "tool"
+)
+
+// Message is one entry of a conversation. Which fields are set depends on
+// Role: Text for system and user messages; Text and/or ToolCalls for
+// assistant messages; Result for tool messages.
+type Message struct {
+	Role      Role        `json:"role"`
+	Text      string      `json:"text,omitempty"`
+	ToolCalls []ToolCall  `json:"tool_calls,omitempty"`
+	Result    *ToolResult `json:"result,omitempty"`
+}
+
+// ToolCall is a model's proposal to call a tool. Arguments are kept exactly as
+// the model sent them: they may not even be valid JSON, which validation
+// reports back to the model as a recoverable error.
+type ToolCall struct {
+	ID        string          `json:"id"`
+	Name      string          `json:"name"`
+	Arguments json.RawMessage `json:"arguments"`
+}
+
+// ResultStatus says how a tool call ended.
+type ResultStatus string
+
+// Result statuses. Skipped marks a call that never ran because the run
+// stopped (or paused) before reaching it; it keeps the history valid.
+const (
+	StatusOK      ResultStatus = "ok"
+	StatusError   ResultStatus = "error"
+	StatusSkipped ResultStatus = "skipped"
+)
+
+// ErrorKind classifies a failed or skipped call. The model sees it, and the
+// loop uses it to decide between "send back" and "stop".
+type ErrorKind string
+
+// Error kinds. The first group goes back to the model as a recoverable
+// result; the second names why a call was not run or why the run stopped.
+const (
+	ErrNotFound         ErrorKind = "not_found"
+	ErrInvalidArguments ErrorKind = "invalid_arguments"
+	ErrNeedsInput       ErrorKind = "needs_input"
+	ErrRateLimited      ErrorKind = "rate_limited"
+	ErrUnavailable      ErrorKind = "unavailable"
+	ErrTimeout          ErrorKind = "timeout"
+	ErrInternal         ErrorKind = "internal"
+
+	ErrToolNotAllowed       ErrorKind = "tool_not_allowed"
+	ErrPermissionDenied     ErrorKind = "permission_denied"
+	ErrAwaitingConfirmation ErrorKind = "awaiting_confirmation"
+	ErrCanceled             ErrorKind = "canceled"
+	ErrRunStopped           ErrorKind = "run_stopped"
+)
+
+// ToolResult answers one tool call. Content is JSON: the tool's output when
+// Status is ok, or an object {"error": "..."} describing the failure.
+type ToolResult struct {
+	CallID    string          `json:"call_id"`
+	Name      string          `json:"name"`
+	Status    ResultStatus    `json:"status"`
+	ErrorKind ErrorKind       `json:"error_kind,omitempty"`
+	Content   json.RawMessage `json:"content,omitempty"`
+}
+
+// UserMessage returns a user message with the given text.
+func UserMessage(text string) Message { return Message{Role: RoleUser, Text: text} }
+
+// SystemMessage returns a system message with the given text.
+func SystemMessage(text string) Message { return Message{Role: RoleSystem, Text: text} }
+
+// ToolMessage wraps a result in a tool message.
+func ToolMessage(r ToolResult) Message { return Message{Role: RoleTool, Result: &r} }
+
+// ErrorContent renders a failure as the JSON content of a tool result, so the
+// model receives a readable object rather than a bare string.
+func ErrorContent(kind ErrorKind, msg string) json.RawMessage {
+	b, err := json.Marshal(struct {
+		Error string    `json:"error"`
+		Kind  ErrorKind `json:"kind"`
+	}{msg, kind})
+	if err != nil { // cannot happen for two strings
+		return json.RawMessage(`{"error":"unrenderable error"}`)
+	}
+	return b
+}

@@ -1,0 +1,104 @@
+package llm
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"time"
+)
+
+// Model is the model-client boundary: it takes messages and tool
+// definitions and returns a final answer or tool-call proposals. It never
+// executes a tool.
+//
+// Generate must not retain or modify req.Messages after it returns; the loop
+// appends to the history in place.
+type Model interface {
+	Generate(ctx context.Context, req *Request) (*Response, error)
+}
+
+// ModelFunc adapts a function to the Model interface.
+type ModelFunc func(ctx context.Context, req *Request) (*Response, error)
+
+// Generate calls f.
+func (f ModelFunc) Generate(ctx context.Context, req *Request) (*Response, error) {
+	return f(ctx, req)
+}
+
+// ToolDefinition is what the model is told about a tool.
+type ToolDefinition struct {
+	Name        string          `json:"name"`
+	Description string          `json:"description,omitempty"`
+	InputSchema json.RawMessage `json:"input_schema"`
+}
+
+// Request is one model turn's input.
+type Request struct {
+	Model    string           `json:"model"`
+	Messages []Message        `json:"messages"`
+	Tools    []ToolDefinition `json:"tools,omitempty"`
+	// Step is the 1-based number of this model turn within the run.
+	Step int `json:"step"`
+}
+
+// Response is one model turn's output. Message has role assistant.
+type Response struct {
+	ID           string  `json:"id,omitempty"`
+	Model        string  `json:"model,omitempty"`
+	Message      Message `json:"message"`
+	Usage        Usage   `json:"usage"`
+	FinishReason string  `json:"finish_reason,omitempty"`
+}
+
+// Usage counts tokens for one turn or, summed, for a run.
+type Usage struct {
+	InputTokens       int64 `json:"input_tokens"`
+	OutputTokens      int64 `json:"output_tokens"`
+	CachedInputTokens int64 `json:"cached_input_tokens,omitempty"`
+	ReasoningTokens   int64 `json:"reasoning_tokens,omitempty"`
+}
+
+// Add returns the sum of u and v.
+func (u Usage) Add(v Usage) Usage {
+	return Usage{
+		InputTokens:       u.InputTokens + v.InputTokens,
+		OutputTokens:      u.OutputTokens + v.OutputTokens,
+		CachedInputTokens: u.CachedInputTokens + v.CachedInputTokens,
+		ReasoningTokens:   u.ReasoningTokens + v.ReasoningTokens,
+	}
+}
+
+// Total is input plus output tokens (cached and reasoning tokens are already
+// part of those two counts).
+func (u Usage) Total() int64 { return u.InputTokens + u.OutputTokens }
+
+// Error is a failed model request, classified so the loop knows whether a
+// retry can help. Adapters return it; any other error is treated as
+// non-retryable.
+type Error struct {
+	// StatusCode is the HTTP status, when there was one.
+	StatusCode int
+	// Retryable is true for failures a later attempt may not meet
+	// (rate limits, overload, 5xx).
+	Retryable bool
+	// RetryAfter is the provider's requested wait, if it gave one.
+	RetryAfter time.Duration
+	// Err is the underlying failure.
+	Err error
+}
+
+func (e *Error) Error() string {
+	if e.Err == nil {
+		return "model request failed"
+	}
+	return e.Err.Error()
+}
+
+// Unwrap returns the underlying failure.
+func (e *Error) Unwrap() error { return e.Err }
+
+// IsRetryable reports whether err is a model failure worth retrying.
+func IsRetryable(err error) bool {
+	var me *Error
+	return errors.As(err, &me) && me.Retryable
+}

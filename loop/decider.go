@@ -1,0 +1,442 @@
+package loop
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/toolloop/toolloop/executor"
+	"github.com/toolloop/toolloop/llm"
+	"github.com/toolloop/toolloop/policy"
+	"github.com/toolloop/toolloop/tool"
+)
+
+// EffectKind names what the driver must do next.
+type EffectKind string
+
+// Effects. DESIGN.md names RequestModel, ExecuteStage, AwaitConfirmation
+// and Stop; validation, authorization and planning are effects of their own
+// here because each may do I/O (a policy service) or must be recorded (the
+// plan), and a pure decider can do neither.
+const (
+	RequestModel   EffectKind = "request_model"
+	ValidateCalls  EffectKind = "validate_calls"
+	AuthorizeCalls EffectKind = "authorize_calls"
+	PlanBatch      EffectKind = "plan_batch"
+	ExecuteStage   EffectKind = "execute_stage"
+	Stop           EffectKind = "stop"
+	// None follows the Stopped event: the run is over.
+	None EffectKind = "none"
+)
+
+// Effect is the decider's instruction to the driver.
+type Effect struct {
+	Kind EffectKind
+	// Calls holds indexes into the current batch (AuthorizeCalls,
+	// PlanBatch, ExecuteStage).
+	Calls []int
+	// Stage is the stage to execute (ExecuteStage).
+	Stage int
+	// Status and Detail say why the run stops (Stop).
+	Status Status
+	Detail string
+}
+
+// Pending is a call waiting for a human's confirmation.
+type Pending struct {
+	CallID    string          `json:"call_id"`
+	Tool      string          `json:"tool"`
+	Arguments []byte          `json:"arguments"`
+	Reason    string          `json:"reason"`
+	Decision  policy.Decision `json:"decision"`
+}
+
+// Batch is the tool calls of one model turn while they are being handled.
+type Batch struct {
+	Step      int
+	Calls     []llm.ToolCall
+	Checks    []CallCheck
+	Decisions []policy.Decision
+	Plan      executor.Plan
+	NextStage int
+	// Results is indexed like Calls; a zero Status means "no result yet".
+	Results []llm.ToolResult
+}
+
+// State is everything the decider knows about a run. It is rebuilt exactly
+// by replaying the run's events, which is what makes a log a checkpoint.
+type State struct {
+	RunID     string
+	Model     string
+	StartedAt time.Time
+	// Deadline is when the run's time is spent; zero for none.
+	Deadline  time.Time
+	Budgets   Budgets
+	Price     *Price
+	Messages  []llm.Message
+	Steps     int
+	ToolCalls int
+	Usage     llm.Usage
+	Cost      float64
+	Batch     *Batch
+	Pending   []Pending
+
+	Status Status
+	Detail string
+	// Stopping is set once the decider has said Stop; Done once the
+	// Stopped event is in the log.
+	Stopping bool
+	Done     bool
+
+	callIDs  map[string]struct{}
+	lastKeys []uint64
+	lastIDs  []string
+	failed   map[uint64]llm.ErrorKind
+}
+
+// Next is the decider: given the state and the next event it updates the
+// state in place and returns the effect the driver must perform. It does no
+// I/O and reads no clock (event times come from the driver), so the same
+// events always lead to the same state and effects.
+func Next(s *State, ev *Event) Effect {
+	if s.Done {
+		return Effect{Kind: None}
+	}
+	if ev.Kind == Started {
+		return start(s, ev)
+	}
+	if ev.Kind == Stopped {
+		s.Done = true
+		return Effect{Kind: None}
+	}
+	if s.Stopping {
+		return Effect{Kind: Stop, Status: s.Status, Detail: s.Detail}
+	}
+	if ev.Kind == Interrupted || ev.Failure != nil {
+		if st, detail, ok := failure(ev); ok {
+			if ev.Kind == StageFinished {
+				record(s, ev)
+			}
+			return stop(s, st, detail)
+		}
+	}
+	if !s.Deadline.IsZero() && !ev.At.Before(s.Deadline) {
+		switch ev.Kind {
+		case StageFinished:
+			record(s, ev)
+		case ModelResponded:
+			// Count what the late answer cost; its calls will not run,
+			// so it stays out of the history.
+			account(s, ev.Response)
+		}
+		return stop(s, DeadlineExceeded, fmt.Sprintf("the run's deadline of %v passed", s.Budgets.Deadline))
+	}
+	switch ev.Kind {
+	case ModelResponded:
+		return modelResponded(s, ev)
+	case CallsValidated:
+		return callsValidated(s, ev)
+	case PolicyDecided:
+		return policyDecided(s, ev)
+	case StagePlanned:
+		return stagePlanned(s, ev)
+	case StageFinished:
+		return stageFinished(s, ev)
+	}
+	return stop(s, ProtocolError, fmt.Sprintf("driver error: unexpected event %q", ev.Kind))
+}
+
+func start(s *State, ev *Event) Effect {
+	info := ev.Start
+	*s = State{
+		RunID: info.RunID, Model: info.Model, StartedAt: ev.At, Budgets: info.Budgets, Price: info.Price,
+		Messages: append(make([]llm.Message, 0, len(info.Messages)+4*info.Budgets.MaxSteps), info.Messages...),
+		callIDs:  map[string]struct{}{},
+		failed:   map[uint64]llm.ErrorKind{},
+	}
+	if info.Budgets.Deadline > 0 {
+		s.Deadline = ev.At.Add(info.Budgets.Deadline)
+	}
+	for _, m := range info.Messages {
+		for _, c := range m.ToolCalls {
+			s.callIDs[c.ID] = struct{}{}
+		}
+	}
+	return Effect{Kind: RequestModel}
+}
+
+func failure(ev *Event) (Status, string, bool) {
+	f := ev.Failure
+	if f == nil {
+		return "", "", false
+	}
+	switch f.Kind {
+	case FailCanceled:
+		return Canceled, "the caller canceled the run: " + f.Message, true
+	case FailDeadline:
+		return DeadlineExceeded, "the run's time ran out: " + f.Message, true
+	case FailModel:
+		return ModelError, f.Message, true
+	}
+	return ProtocolError, "driver error: unknown failure kind " + string(f.Kind), true
+}
+
+func modelResponded(s *State, ev *Event) Effect {
+	resp := ev.Response
+	account(s, resp)
+	msg := resp.Message
+	msg.Role = llm.RoleAssistant
+	if problem := protocolProblem(s, &msg); problem != "" {
+		// The malformed message stays in the event log but never enters
+		// the history, which must remain valid for every provider.
+		return stop(s, ProtocolError, problem)
+	}
+	s.Messages = append(s.Messages, msg)
+	n := len(msg.ToolCalls)
+	if n == 0 {
+		return stop(s, FinalAnswer, fmt.Sprintf("the model answered after %d turn(s)", s.Steps))
+	}
+	for _, c := range msg.ToolCalls {
+		s.callIDs[c.ID] = struct{}{}
+	}
+	s.Batch = &Batch{Step: s.Steps, Calls: msg.ToolCalls, Results: make([]llm.ToolResult, n)}
+	b := s.Budgets
+	switch {
+	case s.Steps >= b.MaxSteps:
+		return stop(s, MaxStepsExceeded, fmt.Sprintf(
+			"turn %d of %d asked for %d more tool call(s); no turn is left to read their results", s.Steps, b.MaxSteps, n))
+	case b.MaxTokens > 0 && s.Usage.Total() > b.MaxTokens:
+		return stop(s, CostBudgetExceeded, fmt.Sprintf("%d tokens used, budget %d", s.Usage.Total(), b.MaxTokens))
+	case b.MaxCost > 0 && s.Cost > b.MaxCost:
+		return stop(s, CostBudgetExceeded, fmt.Sprintf("cost $%.6f, budget $%.6f", s.Cost, b.MaxCost))
+	case b.MaxToolCalls > 0 && s.ToolCalls+n > b.MaxToolCalls:
+		return stop(s, ToolBudgetExceeded, fmt.Sprintf(
+			"%d tool call(s) made, %d more requested, budget %d", s.ToolCalls, n, b.MaxToolCalls))
+	}
+	s.ToolCalls += n
+	return Effect{Kind: ValidateCalls}
+}
+
+func account(s *State, resp *llm.Response) {
+	s.Steps++
+	s.Usage = s.Usage.Add(resp.Usage)
+	if s.Price != nil {
+		s.Cost += s.Price.Cost(resp.Usage)
+	}
+}
+
+// protocolProblem names the first way msg breaks the tool-calling
+// protocol, or returns "".
+func protocolProblem(s *State, msg *llm.Message) string {
+	if len(msg.ToolCalls) == 0 && strings.TrimSpace(msg.Text) == "" {
+		return "the model returned neither text nor tool calls"
+	}
+	for i, c := range msg.ToolCalls {
+		if c.ID == "" {
+			return fmt.Sprintf("tool call %d (%s) has no ID", i+1, c.Name)
+		}
+		if c.Name == "" {
+			return fmt.Sprintf("tool call %s has no tool name", c.ID)
+		}
+		if _, dup := s.callIDs[c.ID]; dup {
+			return fmt.Sprintf("tool call ID %s was already used earlier in the run", c.ID)
+		}
+		for _, d := range msg.ToolCalls[:i] {
+			if d.ID == c.ID {
+				return fmt.Sprintf("tool call ID %s appears twice in one response", c.ID)
+			}
+		}
+	}
+	return ""
+}
+
+func callsValidated(s *State, ev *Event) Effect {
+	b := s.Batch
+	if b == nil || len(ev.Checks) != len(b.Calls) {
+		return stop(s, ProtocolError, "driver error: validation does not match the batch")
+	}
+	b.Checks = ev.Checks
+	for i, c := range ev.Checks {
+		if !c.Known {
+			call := b.Calls[i]
+			b.Results[i] = errorResult(call, llm.StatusError, llm.ErrToolNotAllowed, "no tool named "+call.Name+" is registered")
+			return stop(s, ToolNotAllowed, fmt.Sprintf("call %s names tool %q, which is not registered", call.ID, call.Name))
+		}
+	}
+	for i, c := range ev.Checks {
+		call := b.Calls[i]
+		if kind, ok := s.failed[c.Key]; ok {
+			return stop(s, SpinDetected, fmt.Sprintf(
+				"call %s retries %s with the same arguments after it failed with %s", call.ID, call.Name, kind))
+		}
+		for j, k := range s.lastKeys {
+			if k == c.Key {
+				return stop(s, SpinDetected, fmt.Sprintf(
+					"call %s repeats %s with the same arguments as call %s of the previous turn", call.ID, call.Name, s.lastIDs[j]))
+			}
+		}
+	}
+	s.lastKeys = s.lastKeys[:0]
+	s.lastIDs = s.lastIDs[:0]
+	var valid []int
+	for i, c := range ev.Checks {
+		s.lastKeys = append(s.lastKeys, c.Key)
+		s.lastIDs = append(s.lastIDs, b.Calls[i].ID)
+		if c.Problem != "" {
+			s.failed[c.Key] = llm.ErrInvalidArguments
+			b.Results[i] = errorResult(b.Calls[i], llm.StatusError, llm.ErrInvalidArguments, c.Problem)
+			continue
+		}
+		if valid == nil {
+			valid = make([]int, 0, len(ev.Checks)-i)
+		}
+		valid = append(valid, i)
+	}
+	if len(valid) == 0 {
+		return finishBatch(s)
+	}
+	return Effect{Kind: AuthorizeCalls, Calls: valid}
+}
+
+func policyDecided(s *State, ev *Event) Effect {
+	b := s.Batch
+	if b == nil || len(ev.Decisions) != len(b.Calls) {
+		return stop(s, ProtocolError, "driver error: policy decisions do not match the batch")
+	}
+	b.Decisions = ev.Decisions
+	// The most severe verdict decides: an out-of-bounds tool, then a denial,
+	// then a confirmation.
+	for _, want := range []policy.Verdict{policy.NotAllowed, policy.Deny} {
+		for i, d := range ev.Decisions {
+			if d.Verdict != want {
+				continue
+			}
+			call := b.Calls[i]
+			if want == policy.NotAllowed {
+				b.Results[i] = errorResult(call, llm.StatusError, llm.ErrToolNotAllowed, d.Reason)
+				return stop(s, ToolNotAllowed, fmt.Sprintf("call %s: %s", call.ID, d.Reason))
+			}
+			b.Results[i] = errorResult(call, llm.StatusError, llm.ErrPermissionDenied, d.Reason)
+			return stop(s, PermissionDenied, fmt.Sprintf("call %s: %s", call.ID, d.Reason))
+		}
+	}
+	var allowed []int
+	for i, d := range ev.Decisions {
+		switch d.Verdict {
+		case policy.Confirm:
+			call := b.Calls[i]
+			s.Pending = append(s.Pending, Pending{
+				CallID: call.ID, Tool: call.Name, Arguments: call.Arguments, Reason: d.Reason, Decision: d,
+			})
+			b.Results[i] = errorResult(call, llm.StatusSkipped, llm.ErrAwaitingConfirmation, d.Reason)
+		case policy.Allow:
+			allowed = append(allowed, i)
+		case "":
+			// not asked: the call's arguments were invalid
+		default:
+			return stop(s, ProtocolError, fmt.Sprintf("driver error: unknown verdict %q", d.Verdict))
+		}
+	}
+	if len(s.Pending) > 0 {
+		p := s.Pending[0]
+		return stop(s, ConfirmationRequired, fmt.Sprintf("call %s (%s) awaits confirmation: %s", p.CallID, p.Tool, p.Reason))
+	}
+	return Effect{Kind: PlanBatch, Calls: allowed}
+}
+
+func stagePlanned(s *State, ev *Event) Effect {
+	b := s.Batch
+	if b == nil || ev.Plan == nil {
+		return stop(s, ProtocolError, "driver error: a plan without a batch")
+	}
+	b.Plan = *ev.Plan
+	b.NextStage = 0
+	return nextStage(s)
+}
+
+func nextStage(s *State) Effect {
+	b := s.Batch
+	for b.NextStage < len(b.Plan.Stages) && len(b.Plan.Stages[b.NextStage]) == 0 {
+		b.NextStage++
+	}
+	if b.NextStage >= len(b.Plan.Stages) {
+		return finishBatch(s)
+	}
+	return Effect{Kind: ExecuteStage, Stage: b.NextStage, Calls: b.Plan.Stages[b.NextStage]}
+}
+
+// record copies a stage's outcomes into the batch.
+func record(s *State, ev *Event) {
+	b := s.Batch
+	if b == nil || ev.Stage >= len(b.Plan.Stages) {
+		return
+	}
+	idx := b.Plan.Stages[ev.Stage]
+	for j, o := range ev.Outcomes {
+		if j >= len(idx) {
+			break
+		}
+		i := idx[j]
+		b.Results[i] = o.Result
+		if o.Result.Status == llm.StatusError && tool.Deterministic(o.Result.ErrorKind) && i < len(b.Checks) {
+			s.failed[b.Checks[i].Key] = o.Result.ErrorKind
+		}
+	}
+}
+
+func stageFinished(s *State, ev *Event) Effect {
+	b := s.Batch
+	if b == nil || ev.Stage != b.NextStage || ev.Stage >= len(b.Plan.Stages) ||
+		len(ev.Outcomes) != len(b.Plan.Stages[ev.Stage]) {
+		return stop(s, ProtocolError, "driver error: stage outcomes do not match the plan")
+	}
+	record(s, ev)
+	for _, o := range ev.Outcomes {
+		if o.TimedOut && o.StopRun {
+			r := o.Result
+			return stop(s, ToolTimeout, fmt.Sprintf("call %s (%s) ran past its timeout", r.CallID, r.Name))
+		}
+	}
+	b.NextStage++
+	return nextStage(s)
+}
+
+// finishBatch appends the batch's results, in the model's call order, and
+// asks the model again unless a budget is already spent.
+func finishBatch(s *State) Effect {
+	appendResults(s)
+	b := s.Budgets
+	switch {
+	case b.MaxTokens > 0 && s.Usage.Total() >= b.MaxTokens:
+		return stop(s, CostBudgetExceeded, fmt.Sprintf("%d tokens used, budget %d: no room for another turn", s.Usage.Total(), b.MaxTokens))
+	case b.MaxCost > 0 && s.Cost >= b.MaxCost:
+		return stop(s, CostBudgetExceeded, fmt.Sprintf("cost $%.6f, budget $%.6f: no room for another turn", s.Cost, b.MaxCost))
+	}
+	return Effect{Kind: RequestModel}
+}
+
+func appendResults(s *State) {
+	b := s.Batch
+	if b == nil {
+		return
+	}
+	for i := range b.Results {
+		r := &b.Results[i]
+		if r.Status == "" {
+			*r = errorResult(b.Calls[i], llm.StatusSkipped, llm.ErrRunStopped,
+				"not run: the run stopped with "+string(s.Status)+" before this call")
+		}
+		s.Messages = append(s.Messages, llm.ToolMessage(*r))
+	}
+	s.Batch = nil
+}
+
+func stop(s *State, st Status, detail string) Effect {
+	s.Status, s.Detail, s.Stopping = st, detail, true
+	appendResults(s)
+	return Effect{Kind: Stop, Status: st, Detail: detail}
+}
+
+func errorResult(c llm.ToolCall, status llm.ResultStatus, kind llm.ErrorKind, msg string) llm.ToolResult {
+	return llm.ToolResult{CallID: c.ID, Name: c.Name, Status: status, ErrorKind: kind, Content: llm.ErrorContent(kind, msg)}
+}

@@ -1,0 +1,107 @@
+package loop
+
+import (
+	"time"
+
+	"github.com/toolloop/toolloop/executor"
+	"github.com/toolloop/toolloop/llm"
+	"github.com/toolloop/toolloop/policy"
+)
+
+// EventKind names what happened.
+type EventKind string
+
+// Event kinds, in the order a turn produces them.
+const (
+	// Started opens the run: its configuration and first messages.
+	Started EventKind = "started"
+	// ModelResponded carries the model's answer to one request.
+	ModelResponded EventKind = "model_responded"
+	// ModelFailed says a model request failed after its retries.
+	ModelFailed EventKind = "model_failed"
+	// CallsValidated carries, per call of the batch, whether the tool is
+	// known and its arguments conform.
+	CallsValidated EventKind = "calls_validated"
+	// PolicyDecided carries the policy decision for each valid call.
+	PolicyDecided EventKind = "policy_decided"
+	// StagePlanned carries the batch's execution plan.
+	StagePlanned EventKind = "stage_planned"
+	// StageFinished carries the outcomes of one stage's calls.
+	StageFinished EventKind = "stage_finished"
+	// Interrupted says the caller's context ended (canceled or deadline)
+	// between two steps.
+	Interrupted EventKind = "interrupted"
+	// Stopped closes the run with its status.
+	Stopped EventKind = "stopped"
+)
+
+// Event is one entry of a run's log. Which fields are set depends on Kind.
+// At is the time the driver read from its clock; the decider uses no other
+// time, so replaying the same events reproduces the same run.
+type Event struct {
+	Seq  int       `json:"seq"`
+	At   time.Time `json:"at"`
+	Kind EventKind `json:"kind"`
+
+	// Started.
+	Start *StartInfo `json:"start,omitempty"`
+	// ModelResponded.
+	Response *llm.Response `json:"response,omitempty"`
+	// ModelResponded, ModelFailed: time spent on the request and attempts.
+	Latency  time.Duration `json:"latency,omitempty"`
+	Attempts int           `json:"attempts,omitempty"`
+	// ModelFailed, Interrupted, and StageFinished when the context ended.
+	Failure *Failure `json:"failure,omitempty"`
+	// CallsValidated: one per call of the batch.
+	Checks []CallCheck `json:"checks,omitempty"`
+	// PolicyDecided: one per call of the batch; calls that were not asked
+	// about (invalid arguments) have an empty verdict.
+	Decisions []policy.Decision `json:"decisions,omitempty"`
+	// StagePlanned.
+	Plan *executor.Plan `json:"plan,omitempty"`
+	// StageFinished: the stage's index and its outcomes in stage order.
+	Stage    int                `json:"stage,omitempty"`
+	Outcomes []executor.Outcome `json:"outcomes,omitempty"`
+	// Stopped.
+	Status Status `json:"status,omitempty"`
+	Detail string `json:"detail,omitempty"`
+}
+
+// StartInfo is the run's configuration as the log records it.
+type StartInfo struct {
+	RunID         string          `json:"run_id"`
+	SessionID     string          `json:"session_id,omitempty"`
+	Model         string          `json:"model,omitempty"`
+	PromptVersion string          `json:"prompt_version,omitempty"`
+	ToolsVersion  string          `json:"tools_version"`
+	Identity      policy.Identity `json:"identity"`
+	Budgets       Budgets         `json:"budgets"`
+	Price         *Price          `json:"price,omitempty"`
+	Messages      []llm.Message   `json:"messages"`
+}
+
+// FailureKind classifies a failure the run cannot hand to the model.
+type FailureKind string
+
+// Failure kinds.
+const (
+	FailCanceled FailureKind = "canceled"
+	FailDeadline FailureKind = "deadline"
+	FailModel    FailureKind = "model"
+)
+
+// Failure describes why a request or the run's context failed.
+type Failure struct {
+	Kind    FailureKind `json:"kind"`
+	Message string      `json:"message"`
+}
+
+// CallCheck is the validation of one call.
+type CallCheck struct {
+	// Known is false when no registered tool has the call's name.
+	Known bool `json:"known"`
+	// Problem says why the arguments were rejected; empty when valid.
+	Problem string `json:"problem,omitempty"`
+	// Key identifies the call by tool name and canonical arguments.
+	Key uint64 `json:"key"`
+}

@@ -1,0 +1,366 @@
+package loop
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/toolloop/toolloop/executor"
+	"github.com/toolloop/toolloop/llm"
+	"github.com/toolloop/toolloop/policy"
+	"github.com/toolloop/toolloop/tool"
+)
+
+// Config configures a Runner. Model and Tools are required.
+type Config struct {
+	Model llm.Model
+	// ModelName is sent with every request and prices the run.
+	ModelName string
+	Tools     *tool.Registry
+	// Policy decides each call; nil allows every registered tool.
+	Policy   policy.Policy
+	Identity policy.Identity
+	Budgets  Budgets
+	// Executor runs tool calls; nil means executor.New(nil).
+	Executor *executor.Executor
+	// Planner plans each batch; nil means executor.SerialPlanner().
+	Planner executor.Planner
+	// ModelRetries is how many times a retryable model failure is tried
+	// again (default 2; negative for never). ModelRetryBackoff is the first
+	// wait, doubled each time (default 500ms).
+	ModelRetries      int
+	ModelRetryBackoff time.Duration
+	// SessionID and PromptVersion are recorded in the log.
+	SessionID     string
+	PromptVersion string
+	// Now is the driver's clock; nil means time.Now.
+	Now func() time.Time
+	// NewRunID makes run IDs; nil means 16 random hex digits.
+	NewRunID func() string
+}
+
+// Runner is the in-process driver: it performs the decider's effects with
+// goroutines, context deadlines and timeouts. It is immutable and safe for
+// concurrent runs.
+type Runner struct {
+	cfg     Config
+	budgets Budgets
+	price   *Price
+}
+
+// NewRunner checks cfg and fills in defaults.
+func NewRunner(cfg Config) (*Runner, error) {
+	if cfg.Model == nil {
+		return nil, errors.New("loop: Config.Model is required")
+	}
+	if cfg.Tools == nil {
+		return nil, errors.New("loop: Config.Tools is required (an empty tool.Registry is fine)")
+	}
+	b, err := cfg.Budgets.normalized()
+	if err != nil {
+		return nil, fmt.Errorf("loop: %w", err)
+	}
+	r := &Runner{cfg: cfg, budgets: b}
+	if p, ok := b.Prices[cfg.ModelName]; ok {
+		r.price = &p
+	} else if b.MaxCost > 0 {
+		return nil, fmt.Errorf("loop: MaxCost is set but Budgets.Prices has no price for model %q", cfg.ModelName)
+	}
+	if r.cfg.Executor == nil {
+		r.cfg.Executor = executor.New(nil)
+	}
+	if r.cfg.Planner == nil {
+		r.cfg.Planner = executor.SerialPlanner()
+	}
+	switch {
+	case r.cfg.ModelRetries == 0:
+		r.cfg.ModelRetries = 2
+	case r.cfg.ModelRetries < 0:
+		r.cfg.ModelRetries = 0
+	}
+	if r.cfg.ModelRetryBackoff <= 0 {
+		r.cfg.ModelRetryBackoff = 500 * time.Millisecond
+	}
+	if r.cfg.Now == nil {
+		r.cfg.Now = time.Now
+	}
+	if r.cfg.NewRunID == nil {
+		r.cfg.NewRunID = randomID
+	}
+	return r, nil
+}
+
+// Run runs the loop once from msgs with a Runner built from cfg.
+func Run(ctx context.Context, cfg Config, msgs []llm.Message) (*Result, error) {
+	r, err := NewRunner(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return r.Run(ctx, msgs)
+}
+
+// Result is how a run ended and what it did.
+type Result struct {
+	RunID     string        `json:"run_id"`
+	Status    Status        `json:"status"`
+	Detail    string        `json:"detail"`
+	Steps     int           `json:"steps"`
+	ToolCalls int           `json:"tool_calls"`
+	Usage     llm.Usage     `json:"usage"`
+	Cost      float64       `json:"cost"`
+	Duration  time.Duration `json:"duration"`
+	// Messages is the full history, valid for any provider: every call
+	// has exactly one result.
+	Messages []llm.Message `json:"messages"`
+	// Pending lists calls awaiting confirmation (status
+	// confirmation_required).
+	Pending []Pending `json:"pending,omitempty"`
+	// Events is the run's log.
+	Events []Event `json:"events"`
+}
+
+// Err is nil for a final answer and a *StopError otherwise, so that a
+// budget stop never looks like success.
+func (r *Result) Err() error {
+	if r.Status == FinalAnswer {
+		return nil
+	}
+	return &StopError{Status: r.Status, Detail: r.Detail}
+}
+
+// Answer returns the final answer's text, or "" when the run did not end
+// with one.
+func (r *Result) Answer() string {
+	if r.Status != FinalAnswer || len(r.Messages) == 0 {
+		return ""
+	}
+	return r.Messages[len(r.Messages)-1].Text
+}
+
+// Run runs the loop from msgs until it stops. The error is nil exactly when
+// the status is final_answer; the Result is returned in every case but a
+// configuration error.
+func (r *Runner) Run(ctx context.Context, msgs []llm.Message) (*Result, error) {
+	d := &drive{r: r, log: make([]Event, 0, 8*r.budgets.MaxSteps)}
+	runID := r.cfg.NewRunID()
+	if r.budgets.Deadline > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, r.cfg.Now().Add(r.budgets.Deadline))
+		defer cancel()
+	}
+	eff := d.emit(Event{Kind: Started, Start: &StartInfo{
+		RunID: runID, SessionID: r.cfg.SessionID, Model: r.cfg.ModelName, PromptVersion: r.cfg.PromptVersion,
+		ToolsVersion: r.cfg.Tools.Version(), Identity: r.cfg.Identity, Budgets: r.budgets, Price: r.price,
+		Messages: msgs,
+	}})
+	for eff.Kind != None {
+		if eff.Kind != Stop {
+			if f := contextFailure(ctx); f != nil {
+				eff = d.emit(Event{Kind: Interrupted, Failure: f})
+				continue
+			}
+		}
+		switch eff.Kind {
+		case RequestModel:
+			eff = d.emit(d.requestModel(ctx))
+		case ValidateCalls:
+			eff = d.emit(d.validate())
+		case AuthorizeCalls:
+			eff = d.emit(d.authorize(ctx, eff.Calls))
+		case PlanBatch:
+			eff = d.emit(d.plan(eff.Calls))
+		case ExecuteStage:
+			eff = d.emit(d.execute(ctx, eff.Stage, eff.Calls))
+		case Stop:
+			eff = d.emit(Event{Kind: Stopped, Status: eff.Status, Detail: eff.Detail})
+		default:
+			eff = d.emit(Event{Kind: Interrupted, Failure: &Failure{Kind: FailModel, Message: "driver error: unknown effect " + string(eff.Kind)}})
+		}
+	}
+	s := &d.state
+	res := &Result{
+		RunID: runID, Status: s.Status, Detail: s.Detail, Steps: s.Steps, ToolCalls: s.ToolCalls,
+		Usage: s.Usage, Cost: s.Cost, Messages: s.Messages, Pending: s.Pending, Events: d.log,
+		Duration: d.log[len(d.log)-1].At.Sub(d.log[0].At),
+	}
+	return res, res.Err()
+}
+
+// drive holds one run's mutable driver state.
+type drive struct {
+	r     *Runner
+	state State
+	log   []Event
+}
+
+func (d *drive) emit(ev Event) Effect {
+	ev.Seq = len(d.log) + 1
+	ev.At = d.r.cfg.Now()
+	d.log = append(d.log, ev)
+	return Next(&d.state, &d.log[len(d.log)-1])
+}
+
+func contextFailure(ctx context.Context) *Failure {
+	err := ctx.Err()
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, context.DeadlineExceeded):
+		return &Failure{Kind: FailDeadline, Message: err.Error()}
+	}
+	return &Failure{Kind: FailCanceled, Message: err.Error()}
+}
+
+func (d *drive) requestModel(ctx context.Context) Event {
+	s := &d.state
+	req := &llm.Request{Model: d.r.cfg.ModelName, Messages: s.Messages, Tools: d.r.cfg.Tools.Definitions(), Step: s.Steps + 1}
+	start := time.Now()
+	wait := d.r.cfg.ModelRetryBackoff
+	for attempt := 1; ; attempt++ {
+		resp, err := d.r.cfg.Model.Generate(ctx, req)
+		if err == nil && resp == nil {
+			err = errors.New("the model client returned neither a response nor an error")
+		}
+		if err == nil {
+			return Event{Kind: ModelResponded, Response: resp, Latency: time.Since(start), Attempts: attempt}
+		}
+		if f := contextFailure(ctx); f != nil {
+			return Event{Kind: ModelFailed, Failure: f, Latency: time.Since(start), Attempts: attempt}
+		}
+		if llm.IsRetryable(err) && attempt <= d.r.cfg.ModelRetries {
+			w := wait
+			var me *llm.Error
+			if errors.As(err, &me) && me.RetryAfter > w {
+				w = me.RetryAfter
+			}
+			wait *= 2
+			t := time.NewTimer(w)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+			case <-t.C:
+			}
+			continue
+		}
+		return Event{Kind: ModelFailed, Latency: time.Since(start), Attempts: attempt,
+			Failure: &Failure{Kind: FailModel, Message: fmt.Sprintf("model request failed after %d attempt(s): %v", attempt, err)}}
+	}
+}
+
+func (d *drive) validate() Event {
+	calls := d.state.Batch.Calls
+	checks := make([]CallCheck, len(calls))
+	for i, c := range calls {
+		t, ok := d.r.cfg.Tools.Lookup(c.Name)
+		if !ok {
+			continue
+		}
+		fp, err := t.Validate(c.Arguments)
+		checks[i] = CallCheck{Known: true, Key: tool.CallKey(c.Name, fp)}
+		if err != nil {
+			checks[i].Problem = err.Error()
+			var te *tool.Error
+			if errors.As(err, &te) && te.Msg != "" {
+				checks[i].Problem = te.Msg
+			}
+		}
+	}
+	return Event{Kind: CallsValidated, Checks: checks}
+}
+
+func (d *drive) authorize(ctx context.Context, idx []int) Event {
+	b := d.state.Batch
+	decisions := make([]policy.Decision, len(b.Calls))
+	for _, i := range idx {
+		if d.r.cfg.Policy == nil {
+			decisions[i] = policy.Decision{Verdict: policy.Allow, Rule: "none", Reason: "no policy configured"}
+			continue
+		}
+		t, _ := d.r.cfg.Tools.Lookup(b.Calls[i].Name)
+		dec, err := d.r.cfg.Policy.Decide(ctx, policy.Request{
+			Identity: d.r.cfg.Identity, Call: b.Calls[i], Tool: t, Risk: t.Risk(),
+		})
+		if err != nil {
+			if f := contextFailure(ctx); f != nil {
+				return Event{Kind: Interrupted, Failure: f}
+			}
+			// Fail closed: a policy that cannot decide does not allow.
+			dec = policy.Decision{Verdict: policy.Deny, Rule: "policy_error", Reason: "the policy engine failed: " + err.Error()}
+		}
+		decisions[i] = dec
+	}
+	return Event{Kind: PolicyDecided, Decisions: decisions}
+}
+
+func (d *drive) plan(idx []int) Event {
+	b := d.state.Batch
+	pcs := make([]executor.PlanCall, len(idx))
+	for j, i := range idx {
+		t, _ := d.r.cfg.Tools.Lookup(b.Calls[i].Name)
+		pcs[j] = executor.PlanCall{Call: b.Calls[i], Tool: t}
+	}
+	p := d.r.cfg.Planner.Plan(pcs)
+	if err := checkPlan(p, len(pcs)); err != nil {
+		fallback := executor.SerialPlanner().Plan(pcs)
+		for k := range fallback.Table {
+			fallback.Table[k].Reason = "planner returned an invalid plan (" + err.Error() + "); running serially"
+		}
+		p = fallback
+	}
+	// The planner numbers calls within idx; the log numbers them within
+	// the batch. Copy rather than rewrite in place: the planner may share
+	// its slices.
+	flat := make([]int, 0, len(idx))
+	stages := make([][]int, len(p.Stages))
+	for k, st := range p.Stages {
+		start := len(flat)
+		for _, j := range st {
+			flat = append(flat, idx[j])
+		}
+		stages[k] = flat[start:len(flat):len(flat)]
+	}
+	p.Stages = stages
+	return Event{Kind: StagePlanned, Plan: &p}
+}
+
+// checkPlan verifies that every call is placed exactly once.
+func checkPlan(p executor.Plan, n int) error {
+	seen := make([]bool, n)
+	count := 0
+	for _, st := range p.Stages {
+		for _, j := range st {
+			if j < 0 || j >= n {
+				return fmt.Errorf("call index %d out of range", j)
+			}
+			if seen[j] {
+				return fmt.Errorf("call index %d placed twice", j)
+			}
+			seen[j] = true
+			count++
+		}
+	}
+	if count != n {
+		return fmt.Errorf("%d of %d calls placed", count, n)
+	}
+	return nil
+}
+
+func (d *drive) execute(ctx context.Context, stage int, idx []int) Event {
+	b := d.state.Batch
+	calls := make([]executor.Call, len(idx))
+	for j, i := range idx {
+		t, _ := d.r.cfg.Tools.Lookup(b.Calls[i].Name)
+		calls[j] = executor.Call{Call: b.Calls[i], Tool: t, Timeout: d.r.budgets.ToolTimeout}
+	}
+	outs := d.r.cfg.Executor.RunStage(ctx, calls)
+	return Event{Kind: StageFinished, Stage: stage, Outcomes: outs, Failure: contextFailure(ctx)}
+}
+
+func randomID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails on supported platforms
+	return hex.EncodeToString(b[:])
+}

@@ -1,0 +1,59 @@
+// Package loop is the loop controller: a pure decider that says what to do
+// next, and an in-process runner that does it. Every run ends with exactly
+// one Status, and its event log shows how it got there.
+package loop
+
+import "fmt"
+
+// Status is how a run ended. It implements error so that
+// errors.Is(err, loop.MaxStepsExceeded) reads naturally on a run's error.
+type Status string
+
+// The statuses of DESIGN.md §5.
+const (
+	FinalAnswer          Status = "final_answer"
+	ToolNotAllowed       Status = "tool_not_allowed"
+	PermissionDenied     Status = "permission_denied"
+	ConfirmationRequired Status = "confirmation_required"
+	MaxStepsExceeded     Status = "max_steps_exceeded"
+	ToolTimeout          Status = "tool_timeout"
+	DeadlineExceeded     Status = "deadline_exceeded"
+	ToolBudgetExceeded   Status = "tool_budget_exceeded"
+	CostBudgetExceeded   Status = "cost_budget_exceeded"
+	SpinDetected         Status = "spin_detected"
+	ToolOutcomeUnknown   Status = "tool_outcome_unknown"
+	ProtocolError        Status = "protocol_error"
+	ModelError           Status = "model_error"
+	Canceled             Status = "canceled"
+)
+
+// Statuses lists every status, final_answer first.
+func Statuses() []Status {
+	return []Status{FinalAnswer, ToolNotAllowed, PermissionDenied, ConfirmationRequired,
+		MaxStepsExceeded, ToolTimeout, DeadlineExceeded, ToolBudgetExceeded, CostBudgetExceeded,
+		SpinDetected, ToolOutcomeUnknown, ProtocolError, ModelError, Canceled}
+}
+
+// Error makes a Status usable as an errors.Is target.
+func (s Status) Error() string { return "toolloop: " + string(s) }
+
+// Resumable reports whether a run that stopped with s can be continued
+// later without starting over.
+func (s Status) Resumable() bool { return s == ConfirmationRequired }
+
+// StopError is the error of a run that did not end with a final answer.
+// errors.Is(err, status) is true for its Status.
+type StopError struct {
+	Status Status
+	Detail string
+}
+
+func (e *StopError) Error() string {
+	return fmt.Sprintf("toolloop: run stopped: %s: %s", e.Status, e.Detail)
+}
+
+// Is matches the run's status.
+func (e *StopError) Is(target error) bool {
+	s, ok := target.(Status)
+	return ok && s == e.Status
+}

@@ -1,0 +1,95 @@
+package tool
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/toolloop/toolloop/llm"
+)
+
+// Error kinds a handler can return, re-exported from llm for convenience.
+const (
+	KindNotFound         = llm.ErrNotFound
+	KindInvalidArguments = llm.ErrInvalidArguments
+	KindNeedsInput       = llm.ErrNeedsInput
+	KindRateLimited      = llm.ErrRateLimited
+	KindUnavailable      = llm.ErrUnavailable
+	KindTimeout          = llm.ErrTimeout
+	KindInternal         = llm.ErrInternal
+)
+
+// Error is a classified tool failure. Handlers return one (through the
+// constructors below) to tell the executor what kind of failure it is;
+// any other error counts as internal.
+type Error struct {
+	Kind llm.ErrorKind
+	// Msg is what the model is told.
+	Msg string
+	// RetryAfter is a rate limiter's requested wait, if known.
+	RetryAfter time.Duration
+	// Err is the underlying cause, for logs; it is not shown to the model.
+	Err error
+}
+
+func (e *Error) Error() string {
+	if e.Msg != "" {
+		return string(e.Kind) + ": " + e.Msg
+	}
+	if e.Err != nil {
+		return string(e.Kind) + ": " + e.Err.Error()
+	}
+	return string(e.Kind)
+}
+
+// Unwrap returns the underlying cause.
+func (e *Error) Unwrap() error { return e.Err }
+
+// NotFound reports that nothing matched; the model may try something else.
+func NotFound(msg string) error { return &Error{Kind: KindNotFound, Msg: msg} }
+
+// NeedsInput reports that information only the user can supply is missing.
+func NeedsInput(msg string) error { return &Error{Kind: KindNeedsInput, Msg: msg} }
+
+// RateLimited reports a downstream rate limit; the executor retries it a
+// bounded number of times, waiting at least retryAfter.
+func RateLimited(retryAfter time.Duration, err error) error {
+	return &Error{Kind: KindRateLimited, Msg: "rate limited", RetryAfter: retryAfter, Err: err}
+}
+
+// Unavailable reports a brief downstream outage; the executor retries it a
+// bounded number of times.
+func Unavailable(err error) error {
+	return &Error{Kind: KindUnavailable, Msg: "temporarily unavailable", Err: err}
+}
+
+// KindOf classifies any error a handler returned.
+func KindOf(err error) llm.ErrorKind {
+	var te *Error
+	switch {
+	case err == nil:
+		return ""
+	case errors.As(err, &te):
+		return te.Kind
+	case errors.Is(err, context.DeadlineExceeded):
+		return KindTimeout
+	case errors.Is(err, context.Canceled):
+		return llm.ErrCanceled
+	}
+	return KindInternal
+}
+
+// Retryable reports whether another attempt of the same call may succeed.
+func Retryable(kind llm.ErrorKind) bool {
+	return kind == KindRateLimited || kind == KindUnavailable
+}
+
+// Deterministic reports whether the same call with the same arguments will
+// fail the same way again. A model that retries such a call is spinning.
+func Deterministic(kind llm.ErrorKind) bool {
+	switch kind {
+	case KindNotFound, KindInvalidArguments, KindNeedsInput, KindInternal:
+		return true
+	}
+	return false
+}

@@ -1,0 +1,113 @@
+package tool
+
+import (
+	"encoding/json"
+	"math"
+	"slices"
+)
+
+// Fingerprint hashes a decoded JSON value canonically: object keys are
+// visited in sorted order and white space never enters, so two encodings of
+// the same value hash alike. v must be what encoding/json decodes into an
+// any (nil, bool, float64, string, []any, map[string]any); json.Number is
+// accepted too.
+func Fingerprint(v any) uint64 {
+	h := fnv64(offset64)
+	h.value(v)
+	return uint64(h)
+}
+
+// fingerprintBytes hashes arguments that are not valid JSON, as they are.
+func fingerprintBytes(b []byte) uint64 {
+	h := fnv64(offset64)
+	h.byte('!')
+	h.string(string(b))
+	return uint64(h)
+}
+
+// FNV-1a, inlined so hashing allocates nothing.
+const (
+	offset64 = 14695981039346656037
+	prime64  = 1099511628211
+)
+
+type fnv64 uint64
+
+func (h *fnv64) byte(b byte) { *h = (*h ^ fnv64(b)) * prime64 }
+
+func (h *fnv64) string(s string) {
+	for i := 0; i < len(s); i++ {
+		h.byte(s[i])
+	}
+}
+
+func (h *fnv64) uint(u uint64) {
+	for i := 0; i < 8; i++ {
+		h.byte(byte(u >> (8 * i)))
+	}
+}
+
+func (h *fnv64) value(v any) {
+	switch x := v.(type) {
+	case nil:
+		h.byte('n')
+	case bool:
+		if x {
+			h.byte('t')
+		} else {
+			h.byte('f')
+		}
+	case float64:
+		h.byte('#')
+		h.uint(math.Float64bits(x))
+	case json.Number:
+		if f, err := x.Float64(); err == nil {
+			h.value(f)
+			return
+		}
+		h.byte('N')
+		h.string(string(x))
+	case string:
+		// Length-prefixed, so ["ab"] and ["a","b"] differ.
+		h.byte('"')
+		h.uint(uint64(len(x)))
+		h.string(x)
+	case []any:
+		h.byte('[')
+		for _, e := range x {
+			h.value(e)
+		}
+		h.byte(']')
+	case map[string]any:
+		keys := make([]string, 0, len(x))
+		for k := range x {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		h.byte('{')
+		for _, k := range keys {
+			h.value(k)
+			h.value(x[k])
+		}
+		h.byte('}')
+	default:
+		// Not a decoded JSON value; hash its encoding so the result is
+		// still stable.
+		b, err := json.Marshal(x)
+		if err != nil {
+			h.byte('?')
+			return
+		}
+		h.byte('~')
+		h.string(string(b))
+	}
+}
+
+// CallKey combines a tool name and an argument fingerprint into the key by
+// which the loop recognises a repeated call.
+func CallKey(name string, argsFingerprint uint64) uint64 {
+	h := fnv64(offset64)
+	h.value(name)
+	h.uint(argsFingerprint)
+	return uint64(h)
+}

@@ -1,0 +1,299 @@
+// Package tool defines tools, typed tools built from Go functions, and the
+// registry that maps a tool name to its definition and handler.
+//
+// A tool's input schema is inferred from its Go input type, and arguments
+// are validated against it before the handler runs. Invalid arguments are a
+// recoverable failure: the loop sends them back to the model as an error
+// result it can correct.
+package tool
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"time"
+
+	"github.com/google/jsonschema-go/jsonschema"
+)
+
+// Effect says whether a tool changes the world.
+type Effect string
+
+// Tool effects. The planner runs writes one at a time, and the default policy
+// treats them as high risk.
+const (
+	ReadOnly Effect = "read_only"
+	Write    Effect = "write"
+)
+
+// Risk grades how much harm a wrong call could do. The policy engine takes it
+// as an input; it is declared by the tool, never by the prompt.
+type Risk string
+
+// Risk levels. A tool that declares none gets Low for reads and High for
+// writes.
+const (
+	RiskLow    Risk = "low"
+	RiskMedium Risk = "medium"
+	RiskHigh   Risk = "high"
+)
+
+// TimeoutAction says what a timeout of this tool does to the run.
+type TimeoutAction string
+
+// Timeout actions. Stop is the default: a tool that hangs ends the run with
+// status tool_timeout. Report sends a timeout error back to the model, for
+// reads where another attempt or another tool may help.
+const (
+	TimeoutStop   TimeoutAction = "stop"
+	TimeoutReport TimeoutAction = "report"
+)
+
+// Definition is everything the loop knows about a tool besides its handler.
+type Definition struct {
+	Name        string
+	Description string
+	// InputSchema is the JSON Schema of the arguments, as sent to the model.
+	InputSchema json.RawMessage
+	Effect      Effect
+	Risk        Risk
+	// Timeout bounds one execution; zero means the executor's default.
+	Timeout   time.Duration
+	OnTimeout TimeoutAction
+	// Sensitive names argument fields that traces must mask.
+	Sensitive []string
+	// ExclusiveGroup names a shared transaction or strict rate limit: calls
+	// in the same group never run at the same time.
+	ExclusiveGroup string
+}
+
+// Spec describes a typed tool for New. Only Name is required.
+type Spec[In any] struct {
+	Name        string
+	Description string
+	Effect      Effect // default ReadOnly
+	Risk        Risk   // default from Effect
+	Timeout     time.Duration
+	OnTimeout   TimeoutAction // default TimeoutStop
+	// Resources lists what a call touches, e.g. "order:A100", for the
+	// planner and the trace. Nil means the call touches nothing shared.
+	Resources      func(in In) []string
+	Sensitive      []string
+	ExclusiveGroup string
+}
+
+// Tool is an immutable, ready-to-run tool: a definition, its resolved schema
+// and a handler. Build one with New or NewRaw.
+type Tool struct {
+	def       Definition
+	schema    *jsonschema.Resolved
+	invoke    func(ctx context.Context, args json.RawMessage) (json.RawMessage, error)
+	resources func(args json.RawMessage) []string
+}
+
+// Providers accept tool names of letters, digits, '_' and '-', 1 to 64 long.
+var validName = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+
+// New builds a typed tool from a Go function. The input schema is inferred
+// from In (which must be a struct or a map with string keys); the handler
+// receives decoded, validated arguments, and its output is encoded as JSON.
+func New[In, Out any](spec Spec[In], fn func(ctx context.Context, in In) (Out, error)) (*Tool, error) {
+	if fn == nil {
+		return nil, fmt.Errorf("tool %q: nil handler", spec.Name)
+	}
+	schema, err := jsonschema.For[In](nil)
+	if err != nil {
+		return nil, fmt.Errorf("tool %q: inferring input schema: %w", spec.Name, err)
+	}
+	raw, err := json.Marshal(schema)
+	if err != nil {
+		return nil, fmt.Errorf("tool %q: encoding input schema: %w", spec.Name, err)
+	}
+	def := Definition{
+		Name: spec.Name, Description: spec.Description, InputSchema: raw,
+		Effect: spec.Effect, Risk: spec.Risk, Timeout: spec.Timeout, OnTimeout: spec.OnTimeout,
+		Sensitive: append([]string(nil), spec.Sensitive...), ExclusiveGroup: spec.ExclusiveGroup,
+	}
+	invoke := func(ctx context.Context, args json.RawMessage) (json.RawMessage, error) {
+		var in In
+		if err := decodeArgs(args, &in); err != nil {
+			return nil, err
+		}
+		out, err := fn(ctx, in)
+		if err != nil {
+			return nil, err
+		}
+		b, err := json.Marshal(out)
+		if err != nil {
+			return nil, fmt.Errorf("encoding result: %w", err)
+		}
+		return b, nil
+	}
+	var resources func(json.RawMessage) []string
+	if spec.Resources != nil {
+		resources = func(args json.RawMessage) []string {
+			var in In
+			if decodeArgs(args, &in) != nil {
+				return nil
+			}
+			return spec.Resources(in)
+		}
+	}
+	return build(def, schema, invoke, resources)
+}
+
+// MustNew is New for tool sets defined at start-up; it panics on error.
+func MustNew[In, Out any](spec Spec[In], fn func(ctx context.Context, in In) (Out, error)) *Tool {
+	t, err := New(spec, fn)
+	if err != nil {
+		panic(err)
+	}
+	return t
+}
+
+// RawHandler handles raw JSON arguments, for tools whose schema comes from
+// elsewhere (an MCP server, a configuration file).
+type RawHandler func(ctx context.Context, args json.RawMessage) (json.RawMessage, error)
+
+// NewRaw builds a tool from a definition whose InputSchema is set and a raw
+// handler. Arguments are validated against the schema before fn runs.
+// resources may be nil.
+func NewRaw(def Definition, fn RawHandler, resources func(args json.RawMessage) []string) (*Tool, error) {
+	if fn == nil {
+		return nil, fmt.Errorf("tool %q: nil handler", def.Name)
+	}
+	if len(def.InputSchema) == 0 {
+		return nil, fmt.Errorf("tool %q: InputSchema is required", def.Name)
+	}
+	var schema jsonschema.Schema
+	if err := json.Unmarshal(def.InputSchema, &schema); err != nil {
+		return nil, fmt.Errorf("tool %q: input schema is not a JSON Schema: %w", def.Name, err)
+	}
+	def.InputSchema = append(json.RawMessage(nil), def.InputSchema...)
+	def.Sensitive = append([]string(nil), def.Sensitive...)
+	return build(def, &schema, fn, resources)
+}
+
+func build(def Definition, schema *jsonschema.Schema, invoke RawHandler, resources func(json.RawMessage) []string) (*Tool, error) {
+	if !validName.MatchString(def.Name) {
+		return nil, fmt.Errorf("tool name %q: want 1 to 64 letters, digits, '_' or '-'", def.Name)
+	}
+	if schema.Type != "object" {
+		return nil, fmt.Errorf("tool %q: input schema must describe a JSON object, not %q", def.Name, schema.Type)
+	}
+	switch def.Effect {
+	case "":
+		def.Effect = ReadOnly
+	case ReadOnly, Write:
+	default:
+		return nil, fmt.Errorf("tool %q: unknown effect %q (want %q or %q)", def.Name, def.Effect, ReadOnly, Write)
+	}
+	switch def.Risk {
+	case "":
+		def.Risk = RiskLow
+		if def.Effect == Write {
+			def.Risk = RiskHigh
+		}
+	case RiskLow, RiskMedium, RiskHigh:
+	default:
+		return nil, fmt.Errorf("tool %q: unknown risk %q", def.Name, def.Risk)
+	}
+	switch def.OnTimeout {
+	case "":
+		def.OnTimeout = TimeoutStop
+	case TimeoutStop, TimeoutReport:
+	default:
+		return nil, fmt.Errorf("tool %q: unknown timeout action %q", def.Name, def.OnTimeout)
+	}
+	if def.Timeout < 0 {
+		return nil, fmt.Errorf("tool %q: negative timeout %v", def.Name, def.Timeout)
+	}
+	resolved, err := schema.Resolve(nil)
+	if err != nil {
+		return nil, fmt.Errorf("tool %q: resolving input schema: %w", def.Name, err)
+	}
+	return &Tool{def: def, schema: resolved, invoke: invoke, resources: resources}, nil
+}
+
+// Name returns the tool's name.
+func (t *Tool) Name() string { return t.def.Name }
+
+// Definition returns a copy of the tool's definition.
+func (t *Tool) Definition() Definition {
+	d := t.def
+	d.Sensitive = append([]string(nil), d.Sensitive...)
+	return d
+}
+
+// Effect returns whether the tool reads or writes.
+func (t *Tool) Effect() Effect { return t.def.Effect }
+
+// Timeout returns the tool's own timeout; zero means "use the default".
+func (t *Tool) Timeout() time.Duration { return t.def.Timeout }
+
+// OnTimeout returns what a timeout of this tool does to the run.
+func (t *Tool) OnTimeout() TimeoutAction { return t.def.OnTimeout }
+
+// Validate checks args against the input schema. It returns a fingerprint
+// of the arguments that is equal for argument objects differing only in
+// key order or white space (the loop uses it to spot a model that repeats
+// itself), and an *Error of kind invalid_arguments when they do not conform.
+func (t *Tool) Validate(args json.RawMessage) (uint64, error) {
+	if len(args) == 0 {
+		args = emptyObject()
+	}
+	var v any
+	if err := json.Unmarshal(args, &v); err != nil {
+		return fingerprintBytes(args), &Error{Kind: KindInvalidArguments, Msg: "arguments are not valid JSON: " + err.Error()}
+	}
+	fp := Fingerprint(v)
+	if err := t.schema.Validate(v); err != nil {
+		return fp, &Error{Kind: KindInvalidArguments, Msg: "arguments do not match the schema: " + err.Error()}
+	}
+	return fp, nil
+}
+
+// Invoke runs the handler on arguments that Validate accepted. It does not
+// validate again; use Call for arguments of unknown provenance.
+func (t *Tool) Invoke(ctx context.Context, args json.RawMessage) (json.RawMessage, error) {
+	if len(args) == 0 {
+		args = emptyObject()
+	}
+	return t.invoke(ctx, args)
+}
+
+// Call validates args and, if they conform, runs the handler.
+func (t *Tool) Call(ctx context.Context, args json.RawMessage) (json.RawMessage, error) {
+	if _, err := t.Validate(args); err != nil {
+		return nil, err
+	}
+	return t.Invoke(ctx, args)
+}
+
+// Resources returns what a call with these arguments touches.
+func (t *Tool) Resources(args json.RawMessage) []string {
+	if t.resources == nil {
+		return nil
+	}
+	return t.resources(args)
+}
+
+// emptyObject is what missing arguments mean. A fresh slice each time, so a
+// handler that edits its arguments cannot change what the next call sees.
+func emptyObject() json.RawMessage { return json.RawMessage("{}") }
+
+func decodeArgs(args json.RawMessage, in any) error {
+	if err := json.Unmarshal(args, in); err != nil {
+		var ute *json.UnmarshalTypeError
+		if errors.As(err, &ute) {
+			return &Error{Kind: KindInvalidArguments, Msg: fmt.Sprintf("argument %q: cannot use a JSON %s as %s", ute.Field, ute.Value, ute.Type)}
+		}
+		return &Error{Kind: KindInvalidArguments, Msg: "arguments: " + err.Error()}
+	}
+	return nil
+}
+
+// Risk returns the tool's declared (or defaulted) risk.
+func (t *Tool) Risk() Risk { return t.def.Risk }
