@@ -115,58 +115,93 @@ func (e *Executor) RunStage(ctx context.Context, calls []Call) []Outcome {
 }
 
 // Run executes one call: attempts with backoff while the failure is
-// retryable, then a classified outcome.
+// retryable, then a classified outcome. The handler runs on its own
+// goroutine, so Run returns at the timeout even if the handler ignores its
+// context.
 func (e *Executor) Run(ctx context.Context, c Call) Outcome {
-	timeout := c.Timeout
-	if timeout <= 0 {
-		timeout = c.Tool.Timeout()
-	}
-	if timeout <= 0 {
-		timeout = e.opts.DefaultTimeout
-	}
+	timeout := e.timeout(c)
 	start := time.Now()
-	res := llm.ToolResult{CallID: c.Call.ID, Name: c.Call.Name}
 	wait := e.opts.RetryBackoff
 	for attempt := 1; ; attempt++ {
 		content, err, timedOut := e.once(ctx, c, timeout)
-		if err == nil {
-			res.Status, res.Content = llm.StatusOK, content
-			if len(res.Content) == 0 {
-				res.Content = json.RawMessage("null")
-			}
-			return Outcome{Result: res, Attempts: attempt, Duration: time.Since(start)}
-		}
-		kind := tool.KindOf(err)
 		switch {
+		case err == nil:
+			return e.succeeded(&c, attempt, start, content)
 		case ctx.Err() != nil:
-			// The run itself was canceled or ran out of time: not this
-			// tool's fault, and not something the model can fix.
-			kind = llm.ErrCanceled
-			res.Status, res.ErrorKind = llm.StatusSkipped, kind
-			res.Content = llm.ErrorContent(kind, "the run ended before this call finished")
-			return Outcome{Result: res, Attempts: attempt, Duration: time.Since(start), StopRun: true, Err: ctx.Err().Error()}
+			return e.ended(&c, attempt, start, ctx.Err())
 		case timedOut:
-			kind = tool.KindTimeout
-			res.Status, res.ErrorKind = llm.StatusError, kind
-			res.Content = llm.ErrorContent(kind, fmt.Sprintf("the tool did not finish within %v", timeout))
-			return Outcome{Result: res, Attempts: attempt, Duration: time.Since(start), TimedOut: true,
-				StopRun: c.Tool.OnTimeout() == tool.TimeoutStop, Err: err.Error()}
-		case tool.Retryable(kind) && attempt <= e.opts.MaxRetries:
-			d := wait
-			var te *tool.Error
-			if errors.As(err, &te) && te.RetryAfter > d {
-				d = te.RetryAfter
-			}
-			d = min(d, e.opts.MaxRetryWait)
-			wait *= 2
-			if !sleep(ctx, d) {
-				continue // the next attempt sees the ended context and reports it
-			}
+			return e.timedOut(&c, attempt, start, timeout, err)
+		}
+		if d, retry := e.retryWait(err, attempt, &wait); retry {
+			sleep(ctx, d) // if the run ends meanwhile, the next attempt reports it
 			continue
 		}
-		res.Status, res.ErrorKind = llm.StatusError, kind
-		res.Content = llm.ErrorContent(kind, modelMessage(err, attempt))
-		return Outcome{Result: res, Attempts: attempt, Duration: time.Since(start), Err: err.Error()}
+		return e.failed(&c, attempt, start, err)
+	}
+}
+
+func (e *Executor) timeout(c Call) time.Duration {
+	switch {
+	case c.Timeout > 0:
+		return c.Timeout
+	case c.Tool.Timeout() > 0:
+		return c.Tool.Timeout()
+	}
+	return e.opts.DefaultTimeout
+}
+
+// retryWait says whether a failed attempt is tried again and after how
+// long: exponential backoff from *wait, raised to a Retry-After, capped.
+func (e *Executor) retryWait(err error, attempt int, wait *time.Duration) (time.Duration, bool) {
+	if !tool.Retryable(tool.KindOf(err)) || attempt > e.opts.MaxRetries {
+		return 0, false
+	}
+	d := *wait
+	var te *tool.Error
+	if errors.As(err, &te) && te.RetryAfter > d {
+		d = te.RetryAfter
+	}
+	*wait *= 2
+	return min(d, e.opts.MaxRetryWait), true
+}
+
+func (e *Executor) succeeded(c *Call, attempt int, start time.Time, content json.RawMessage) Outcome {
+	if len(content) == 0 {
+		content = json.RawMessage("null")
+	}
+	return Outcome{
+		Result:   llm.ToolResult{CallID: c.Call.ID, Name: c.Call.Name, Status: llm.StatusOK, Content: content},
+		Attempts: attempt, Duration: time.Since(start),
+	}
+}
+
+// ended reports a call cut short because the run itself was canceled or
+// ran out of time: not the tool's fault, and nothing the model can fix.
+func (e *Executor) ended(c *Call, attempt int, start time.Time, err error) Outcome {
+	kind := llm.ErrCanceled
+	return Outcome{
+		Result: llm.ToolResult{CallID: c.Call.ID, Name: c.Call.Name, Status: llm.StatusSkipped, ErrorKind: kind,
+			Content: llm.ErrorContent(kind, "the run ended before this call finished")},
+		Attempts: attempt, Duration: time.Since(start), StopRun: true, Err: err.Error(),
+	}
+}
+
+func (e *Executor) timedOut(c *Call, attempt int, start time.Time, timeout time.Duration, err error) Outcome {
+	kind := tool.KindTimeout
+	return Outcome{
+		Result: llm.ToolResult{CallID: c.Call.ID, Name: c.Call.Name, Status: llm.StatusError, ErrorKind: kind,
+			Content: llm.ErrorContent(kind, fmt.Sprintf("the tool did not finish within %v", timeout))},
+		Attempts: attempt, Duration: time.Since(start), TimedOut: true,
+		StopRun: c.Tool.OnTimeout() == tool.TimeoutStop, Err: err.Error(),
+	}
+}
+
+func (e *Executor) failed(c *Call, attempt int, start time.Time, err error) Outcome {
+	kind := tool.KindOf(err)
+	return Outcome{
+		Result: llm.ToolResult{CallID: c.Call.ID, Name: c.Call.Name, Status: llm.StatusError, ErrorKind: kind,
+			Content: llm.ErrorContent(kind, modelMessage(err, attempt))},
+		Attempts: attempt, Duration: time.Since(start), Err: err.Error(),
 	}
 }
 

@@ -143,19 +143,38 @@ func (r *Result) Answer() string {
 // Run runs the loop from msgs until it stops. The error is nil exactly when
 // the status is final_answer; the Result is returned in every case but a
 // configuration error.
+//
+// The run is driven on a goroutine of its own, which also executes tool
+// handlers one at a time. If a handler overruns its timeout while ignoring
+// its context, the run carries on from another goroutine and Run returns on
+// time; the stuck handler's goroutine ends whenever the handler does.
 func (r *Runner) Run(ctx context.Context, msgs []llm.Message) (*Result, error) {
-	d := &drive{r: r, log: make([]Event, 0, 8*r.budgets.MaxSteps)}
+	d := &drive{r: r, log: make([]Event, 0, 8*r.budgets.MaxSteps), done: make(chan *Result, 1)}
 	runID := r.cfg.NewRunID()
 	if r.budgets.Deadline > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithDeadline(ctx, r.cfg.Now().Add(r.budgets.Deadline))
 		defer cancel()
 	}
+	d.ctx = ctx
+	d.takeover = d.continueAfter
+	d.watch = executor.NewWatchdog(ctx)
+	defer d.watch.Close()
 	eff := d.emit(Event{Kind: Started, Start: &StartInfo{
 		RunID: runID, SessionID: r.cfg.SessionID, Model: r.cfg.ModelName, PromptVersion: r.cfg.PromptVersion,
 		ToolsVersion: r.cfg.Tools.Version(), Identity: r.cfg.Identity, Budgets: r.budgets, Price: r.price,
 		Messages: msgs,
 	}})
+	go d.loop(eff)
+	res := <-d.done
+	return res, res.Err()
+}
+
+// loop performs effects until the run is over, then delivers the result.
+// It returns early, delivering nothing, when a stuck tool handler made the
+// watchdog hand the run to another goroutine.
+func (d *drive) loop(eff Effect) {
+	ctx := d.ctx
 	for eff.Kind != None {
 		if eff.Kind != Stop {
 			if f := contextFailure(ctx); f != nil {
@@ -173,7 +192,11 @@ func (r *Runner) Run(ctx context.Context, msgs []llm.Message) (*Result, error) {
 		case PlanBatch:
 			eff = d.emit(d.plan(eff.Calls))
 		case ExecuteStage:
-			eff = d.emit(d.execute(ctx, eff.Stage, eff.Calls))
+			ev, ok := d.execute(ctx, eff.Stage, eff.Calls)
+			if !ok {
+				return
+			}
+			eff = d.emit(ev)
 		case Stop:
 			eff = d.emit(Event{Kind: Stopped, Status: eff.Status, Detail: eff.Detail})
 		default:
@@ -181,19 +204,28 @@ func (r *Runner) Run(ctx context.Context, msgs []llm.Message) (*Result, error) {
 		}
 	}
 	s := &d.state
-	res := &Result{
-		RunID: runID, Status: s.Status, Detail: s.Detail, Steps: s.Steps, ToolCalls: s.ToolCalls,
+	d.done <- &Result{
+		RunID: s.RunID, Status: s.Status, Detail: s.Detail, Steps: s.Steps, ToolCalls: s.ToolCalls,
 		Usage: s.Usage, Cost: s.Cost, Messages: s.Messages, Pending: s.Pending, Events: d.log,
 		Duration: d.log[len(d.log)-1].At.Sub(d.log[0].At),
 	}
-	return res, res.Err()
 }
 
 // drive holds one run's mutable driver state.
 type drive struct {
 	r     *Runner
+	ctx   context.Context
+	watch *executor.Watchdog
+	done  chan *Result
 	state State
 	log   []Event
+
+	// takeover is d.continueAfter, bound once per run rather than once per
+	// call; stage is the stage being executed, for it.
+	takeover func(executor.Outcome)
+	stage    int
+	outSlab  []executor.Outcome
+	slabFor  *Batch
 }
 
 func (d *drive) emit(ev Event) Effect {
@@ -348,15 +380,44 @@ func checkPlan(p executor.Plan, n int) error {
 	return nil
 }
 
-func (d *drive) execute(ctx context.Context, stage int, idx []int) Event {
+// execute runs one stage. A stage of one call runs on the driver's own
+// goroutine under the watchdog; ok=false means the watchdog has handed the
+// run to another goroutine, which continues from this stage's end.
+func (d *drive) execute(ctx context.Context, stage int, idx []int) (ev Event, ok bool) {
 	b := d.state.Batch
+	if d.outSlab == nil || d.slabFor != b {
+		// One slab per batch holds every stage's outcomes.
+		d.outSlab, d.slabFor = make([]executor.Outcome, 0, len(b.Calls)), b
+	}
+	first := len(d.outSlab)
+	if len(idx) == 1 {
+		i := idx[0]
+		t, _ := d.r.cfg.Tools.Lookup(b.Calls[i].Name)
+		call := executor.Call{Call: b.Calls[i], Tool: t, Timeout: d.r.budgets.ToolTimeout}
+		d.stage = stage
+		o, ok := d.r.cfg.Executor.RunInline(ctx, call, d.watch, d.takeover)
+		if !ok {
+			return Event{}, false
+		}
+		d.outSlab = append(d.outSlab, o)
+		return d.stageFinished(stage, d.outSlab[first:len(d.outSlab):len(d.outSlab)]), true
+	}
 	calls := make([]executor.Call, len(idx))
 	for j, i := range idx {
 		t, _ := d.r.cfg.Tools.Lookup(b.Calls[i].Name)
 		calls[j] = executor.Call{Call: b.Calls[i], Tool: t, Timeout: d.r.budgets.ToolTimeout}
 	}
-	outs := d.r.cfg.Executor.RunStage(ctx, calls)
-	return Event{Kind: StageFinished, Stage: stage, Outcomes: outs, Failure: contextFailure(ctx)}
+	return d.stageFinished(stage, d.r.cfg.Executor.RunStage(ctx, calls)), true
+}
+
+func (d *drive) stageFinished(stage int, outs []executor.Outcome) Event {
+	return Event{Kind: StageFinished, Stage: stage, Outcomes: outs, Failure: contextFailure(d.ctx)}
+}
+
+// continueAfter continues the run after the watchdog gave up on the handler of
+// the current one-call stage. It runs on the watchdog's goroutine.
+func (d *drive) continueAfter(o executor.Outcome) {
+	d.loop(d.emit(d.stageFinished(d.stage, []executor.Outcome{o})))
 }
 
 func randomID() string {

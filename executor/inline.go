@@ -1,0 +1,219 @@
+package executor
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Watchdog lets a driver run tool handlers on its own goroutine, which is
+// several times cheaper than a goroutine per call, without letting a
+// handler that ignores its context hold the run: when a call overruns its
+// timeout, or the run's context ends, the watchdog gives the run to a new
+// goroutine (see RunInline) and the stuck one is abandoned.
+//
+// A Watchdog serves one run, one call at a time. Close it when the run ends.
+type Watchdog struct {
+	timer      *time.Timer
+	stopParent func() bool
+	parent     context.Context
+
+	mu  sync.Mutex
+	cur *callContext
+}
+
+// NewWatchdog returns a watchdog for a run whose context is ctx.
+func NewWatchdog(ctx context.Context) *Watchdog {
+	w := &Watchdog{parent: ctx}
+	w.timer = time.AfterFunc(time.Hour, w.fire)
+	w.timer.Stop()
+	w.stopParent = context.AfterFunc(ctx, w.fire)
+	return w
+}
+
+// Close releases the watchdog's timer and context registration.
+func (w *Watchdog) Close() {
+	w.timer.Stop()
+	w.stopParent()
+}
+
+func (w *Watchdog) arm(c *callContext, d time.Duration) {
+	w.mu.Lock()
+	w.cur = c
+	w.mu.Unlock()
+	w.timer.Reset(d)
+}
+
+func (w *Watchdog) disarm(c *callContext) {
+	w.timer.Stop()
+	w.mu.Lock()
+	if w.cur == c {
+		w.cur = nil
+	}
+	w.mu.Unlock()
+}
+
+// fire runs on the timer's or the context's own goroutine.
+func (w *Watchdog) fire() {
+	w.mu.Lock()
+	c := w.cur
+	// A timer armed for an earlier call may fire late; only a call whose
+	// time is really up, or whose run has ended, is expired.
+	if c == nil || (w.parent.Err() == nil && time.Now().Before(c.deadline)) {
+		w.mu.Unlock()
+		return
+	}
+	w.cur = nil
+	w.mu.Unlock()
+	c.expire()
+}
+
+// Call states: the handler is running, it returned in time, or the
+// watchdog gave up on it. Exactly one of the handler and the watchdog wins
+// the change away from running.
+const (
+	callRunning int32 = iota
+	callReturned
+	callAbandoned
+)
+
+// callContext is the context a handler receives. Its Done channel is made
+// only if the handler asks for it, since most quick tools never do.
+type callContext struct {
+	context.Context // the run's context: values and cancellation
+
+	deadline time.Time
+	state    atomic.Int32
+
+	mu         sync.Mutex
+	done       chan struct{}
+	err        error
+	stopParent func() bool
+
+	// What the watchdog needs to report an abandoned call.
+	exec     *Executor
+	call     Call
+	timeout  time.Duration
+	attempt  int
+	start    time.Time
+	takeover func(Outcome)
+}
+
+func (c *callContext) Deadline() (time.Time, bool) {
+	if d, ok := c.Context.Deadline(); ok && d.Before(c.deadline) {
+		return d, true
+	}
+	return c.deadline, true
+}
+
+func (c *callContext) Done() <-chan struct{} {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.done == nil {
+		c.done = make(chan struct{})
+		if c.err != nil {
+			close(c.done)
+		} else {
+			c.stopParent = context.AfterFunc(c.Context, func() { c.cancel(c.Context.Err()) })
+		}
+	}
+	return c.done
+}
+
+func (c *callContext) Err() error {
+	c.mu.Lock()
+	err := c.err
+	c.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	return c.Context.Err()
+}
+
+func (c *callContext) cancel(err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.err != nil {
+		return
+	}
+	c.err = err
+	if c.done != nil {
+		close(c.done)
+	}
+	if c.stopParent != nil {
+		c.stopParent()
+	}
+}
+
+func (c *callContext) String() string {
+	return fmt.Sprintf("toolloop call context (deadline %v)", c.deadline)
+}
+
+// expire ends the call's context and, if the handler has not returned yet,
+// abandons it and hands the run on.
+func (c *callContext) expire() {
+	parentErr := c.Context.Err()
+	if parentErr != nil {
+		c.cancel(parentErr)
+	} else {
+		c.cancel(context.DeadlineExceeded)
+	}
+	if !c.state.CompareAndSwap(callRunning, callAbandoned) {
+		return
+	}
+	var o Outcome
+	if parentErr != nil {
+		o = c.exec.ended(&c.call, c.attempt, c.start, parentErr)
+	} else {
+		o = c.exec.timedOut(&c.call, c.attempt, c.start, c.timeout, context.DeadlineExceeded)
+	}
+	c.takeover(o)
+}
+
+// RunInline executes one call on the calling goroutine, with the same
+// retries and classification as Run. If the watchdog gives up on the
+// handler (it overran its timeout, or the run's context ended), takeover is
+// called on another goroutine with that outcome and becomes the run's
+// owner; when the handler finally returns, RunInline reports ok=false and
+// its caller must return at once without touching the run's state.
+func (e *Executor) RunInline(ctx context.Context, c Call, w *Watchdog, takeover func(Outcome)) (o Outcome, ok bool) {
+	timeout := e.timeout(c)
+	start := time.Now()
+	wait := e.opts.RetryBackoff
+	for attempt := 1; ; attempt++ {
+		if err := ctx.Err(); err != nil {
+			return e.ended(&c, attempt, start, err), true
+		}
+		cc := &callContext{
+			Context: ctx, deadline: time.Now().Add(timeout),
+			exec: e, call: c, timeout: timeout, attempt: attempt, start: start, takeover: takeover,
+		}
+		w.arm(cc, timeout)
+		content, err := invoke(cc, &cc.call)
+		w.disarm(cc)
+		if !cc.state.CompareAndSwap(callRunning, callReturned) {
+			return Outcome{}, false
+		}
+		cc.cancel(context.Canceled) // the call is over; so is its context
+		if err == nil {
+			return e.succeeded(&c, attempt, start, content), true
+		}
+		if d, retry := e.retryWait(err, attempt, &wait); retry {
+			sleep(ctx, d)
+			continue
+		}
+		return e.failed(&c, attempt, start, err), true
+	}
+}
+
+// invoke calls the handler, turning a panic into an error.
+func invoke(ctx context.Context, c *Call) (content []byte, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("tool %q panicked: %v", c.Call.Name, p)
+		}
+	}()
+	return c.Tool.Invoke(ctx, c.Call.Arguments)
+}

@@ -1,0 +1,76 @@
+package loop_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/toolloop/toolloop/llm"
+	"github.com/toolloop/toolloop/llm/llmtest"
+	"github.com/toolloop/toolloop/loop"
+	"github.com/toolloop/toolloop/tool"
+)
+
+type noopIn struct {
+	Key string `json:"key"`
+}
+
+type noopOut struct {
+	OK bool `json:"ok"`
+}
+
+// benchWorkload is the issue's workload: 5 model turns of 3 read-only no-op
+// calls each, then a final answer.
+func benchWorkload(b *testing.B) (*loop.Runner, []llm.Message) {
+	b.Helper()
+	var tools []*tool.Tool
+	for _, name := range []string{"read_a", "read_b", "read_c"} {
+		tools = append(tools, tool.MustNew(tool.Spec[noopIn]{Name: name},
+			func(context.Context, noopIn) (noopOut, error) { return noopOut{OK: true}, nil }))
+	}
+	reg, err := tool.NewRegistry(tools...)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var turns []llmtest.Turn
+	for t := 1; t <= 5; t++ {
+		var calls []llm.ToolCall
+		for i, name := range []string{"read_a", "read_b", "read_c"} {
+			calls = append(calls, llmtest.Call(fmt.Sprintf("call_%d_%d", t, i), name, fmt.Sprintf(`{"key":"k%d"}`, t)))
+		}
+		turns = append(turns, llmtest.Calls(calls...).WithUsage(100, 20))
+	}
+	turns = append(turns, llmtest.Text("done").WithUsage(100, 5))
+	// One model per run: the scripted model keeps its position. Building it
+	// is outside the loop's cost, so the model is rebuilt cheaply below.
+	r, err := loop.NewRunner(loop.Config{
+		Model: llm.ModelFunc(func(ctx context.Context, req *llm.Request) (*llm.Response, error) {
+			// The turn is chosen by the request's step number, which keeps
+			// the model stateless and shareable across iterations.
+			t := turns[req.Step-1]
+			resp := *t.Response
+			return &resp, nil
+		}),
+		ModelName: "bench",
+		Tools:     reg,
+		Budgets:   loop.Budgets{MaxSteps: 10},
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return r, []llm.Message{llm.UserMessage("check the keys")}
+}
+
+// BenchmarkRun measures one whole run of the issue's workload with the
+// in-process runner, no tracer and no store.
+func BenchmarkRun(b *testing.B) {
+	r, msgs := benchWorkload(b)
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		res, err := r.Run(ctx, msgs)
+		if err != nil || res.ToolCalls != 15 {
+			b.Fatalf("run: %v, %d tool calls", err, res.ToolCalls)
+		}
+	}
+}

@@ -1,0 +1,595 @@
+package loop_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/toolloop/toolloop/executor"
+	"github.com/toolloop/toolloop/llm"
+	"github.com/toolloop/toolloop/llm/llmtest"
+	"github.com/toolloop/toolloop/loop"
+	"github.com/toolloop/toolloop/policy"
+	"github.com/toolloop/toolloop/tool"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+type orderIn struct {
+	ID string `json:"id"`
+}
+
+type orderOut struct {
+	ID     string `json:"id"`
+	Status string `json:"status"`
+}
+
+// fixture is a small tool set with counters, so tests can assert what ran.
+type fixture struct {
+	queries atomic.Int32
+	refunds atomic.Int32
+	reg     *tool.Registry
+}
+
+func newFixture(t *testing.T, extra ...*tool.Tool) *fixture {
+	t.Helper()
+	f := &fixture{}
+	query := tool.MustNew(tool.Spec[orderIn]{Name: "query_order", Description: "look an order up",
+		Resources: func(in orderIn) []string { return []string{"order:" + in.ID} }},
+		func(_ context.Context, in orderIn) (orderOut, error) {
+			f.queries.Add(1)
+			if !strings.HasPrefix(in.ID, "A") {
+				return orderOut{}, tool.NotFound("no order " + in.ID)
+			}
+			return orderOut{ID: in.ID, Status: "shipped"}, nil
+		})
+	refund := tool.MustNew(tool.Spec[orderIn]{Name: "refund_order", Effect: tool.Write},
+		func(_ context.Context, in orderIn) (orderOut, error) {
+			f.refunds.Add(1)
+			return orderOut{ID: in.ID, Status: "refunded"}, nil
+		})
+	reg, err := tool.NewRegistry(append([]*tool.Tool{query, refund}, extra...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.reg = reg
+	return f
+}
+
+func call(id, name, args string) llm.ToolCall { return llmtest.Call(id, name, args) }
+
+func user(s string) []llm.Message { return []llm.Message{llm.UserMessage(s)} }
+
+// mustStatus checks the status, that the error agrees with it, and that the
+// history is valid whatever the status.
+func mustStatus(t *testing.T, res *loop.Result, err error, want loop.Status) {
+	t.Helper()
+	if res == nil {
+		t.Fatalf("no result; err = %v", err)
+	}
+	if res.Status != want {
+		t.Fatalf("status = %s (%s), want %s", res.Status, res.Detail, want)
+	}
+	if want == loop.FinalAnswer {
+		if err != nil {
+			t.Fatalf("final answer with error %v", err)
+		}
+	} else {
+		var se *loop.StopError
+		if !errors.As(err, &se) || !errors.Is(err, want) || se.Detail == "" {
+			t.Fatalf("error %v does not carry status %s with a detail", err, want)
+		}
+	}
+	if herr := llm.CheckHistory(res.Messages); herr != nil {
+		t.Fatalf("history invalid after %s: %v", res.Status, herr)
+	}
+	if last := res.Events[len(res.Events)-1]; last.Kind != loop.Stopped || last.Status != want {
+		t.Fatalf("last event = %s %s, want stopped %s", last.Kind, last.Status, want)
+	}
+}
+
+func resultFor(t *testing.T, msgs []llm.Message, callID string) llm.ToolResult {
+	t.Helper()
+	for _, m := range msgs {
+		if m.Role == llm.RoleTool && m.Result.CallID == callID {
+			return *m.Result
+		}
+	}
+	t.Fatalf("no result for call %s", callID)
+	return llm.ToolResult{}
+}
+
+func TestFinalAnswerWithToolRoundTrip(t *testing.T) {
+	f := newFixture(t)
+	model := llmtest.New(
+		llmtest.Calls(call("c1", "query_order", `{"id":"A1"}`), call("c2", "query_order", `{"id":"A2"}`)).WithUsage(10, 5),
+		llmtest.Text("both shipped").WithUsage(20, 3),
+	)
+	res, err := loop.Run(context.Background(), loop.Config{Model: model, Tools: f.reg, ModelName: "m"}, user("where are A1 and A2?"))
+	mustStatus(t, res, err, loop.FinalAnswer)
+	if res.Answer() != "both shipped" || res.Steps != 2 || res.ToolCalls != 2 {
+		t.Fatalf("answer %q steps %d calls %d", res.Answer(), res.Steps, res.ToolCalls)
+	}
+	if res.Usage != (llm.Usage{InputTokens: 30, OutputTokens: 8}) {
+		t.Fatalf("usage = %+v", res.Usage)
+	}
+	// The second request carried both results, each linked by its call ID.
+	reqs := model.Requests()
+	if len(reqs) != 2 {
+		t.Fatalf("%d requests", len(reqs))
+	}
+	second := reqs[1].Messages
+	for _, id := range []string{"c1", "c2"} {
+		r := resultFor(t, second, id)
+		if r.Status != llm.StatusOK || !strings.Contains(string(r.Content), `"shipped"`) {
+			t.Fatalf("result %s = %+v", id, r)
+		}
+	}
+	if len(reqs[0].Tools) != 2 || reqs[1].Step != 2 {
+		t.Fatalf("request shape: %d tools, step %d", len(reqs[0].Tools), reqs[1].Step)
+	}
+	start := res.Events[0].Start
+	if start == nil || start.ToolsVersion != f.reg.Version() || start.Budgets.MaxSteps != loop.DefaultMaxSteps {
+		t.Fatalf("start event does not record the configuration: %+v", start)
+	}
+}
+
+func TestRecoverableErrorsGoBackToTheModel(t *testing.T) {
+	f := newFixture(t)
+	model := llmtest.New(
+		llmtest.Calls(call("c1", "query_order", `{"id":"Z9"}`), call("c2", "query_order", `{"id":42}`), call("c3", "query_order", `{"id":"A1"}`)),
+		llmtest.Text("Z9 does not exist"),
+	)
+	res, err := loop.Run(context.Background(), loop.Config{Model: model, Tools: f.reg}, user("q"))
+	mustStatus(t, res, err, loop.FinalAnswer)
+	if r := resultFor(t, res.Messages, "c1"); r.Status != llm.StatusError || r.ErrorKind != llm.ErrNotFound {
+		t.Fatalf("c1 = %+v", r)
+	}
+	r := resultFor(t, res.Messages, "c2")
+	if r.ErrorKind != llm.ErrInvalidArguments || !strings.Contains(string(r.Content), "id") {
+		t.Fatalf("c2 = %+v %s", r, r.Content)
+	}
+	if r := resultFor(t, res.Messages, "c3"); r.Status != llm.StatusOK {
+		t.Fatalf("c3 = %+v", r)
+	}
+	if got := f.queries.Load(); got != 2 {
+		t.Fatalf("handler ran %d times; invalid arguments must never reach it", got)
+	}
+}
+
+func TestResultsAppendedInModelOrder(t *testing.T) {
+	f := newFixture(t)
+	model := llmtest.New(
+		llmtest.Calls(call("z", "query_order", `{"id":"A1"}`), call("a", "query_order", `{"id":"A2"}`), call("m", "query_order", `{"id":"A3"}`)),
+		llmtest.Text("ok"),
+	)
+	res, err := loop.Run(context.Background(), loop.Config{Model: model, Tools: f.reg}, user("q"))
+	mustStatus(t, res, err, loop.FinalAnswer)
+	var ids []string
+	for _, m := range res.Messages {
+		if m.Role == llm.RoleTool {
+			ids = append(ids, m.Result.CallID)
+		}
+	}
+	if !slices.Equal(ids, []string{"z", "a", "m"}) {
+		t.Fatalf("result order %v", ids)
+	}
+}
+
+func TestUnknownToolStopsWithAValidHistory(t *testing.T) {
+	f := newFixture(t)
+	model := llmtest.New(llmtest.Calls(call("c1", "query_order", `{"id":"A1"}`), call("c2", "drop_tables", `{}`)))
+	res, err := loop.Run(context.Background(), loop.Config{Model: model, Tools: f.reg}, user("q"))
+	mustStatus(t, res, err, loop.ToolNotAllowed)
+	if r := resultFor(t, res.Messages, "c2"); r.ErrorKind != llm.ErrToolNotAllowed {
+		t.Fatalf("c2 = %+v", r)
+	}
+	if r := resultFor(t, res.Messages, "c1"); r.Status != llm.StatusSkipped {
+		t.Fatalf("c1 = %+v; calls of a stopped batch are skipped", r)
+	}
+	if f.queries.Load() != 0 {
+		t.Fatal("a call ran in a batch that stopped before execution")
+	}
+}
+
+func TestPolicyVerdicts(t *testing.T) {
+	cases := []struct {
+		name   string
+		policy policy.Policy
+		id     policy.Identity
+		want   loop.Status
+		kind   llm.ErrorKind
+	}{
+		{"allowlist", policy.Allowlist("query_order"), policy.Identity{}, loop.ToolNotAllowed, llm.ErrToolNotAllowed},
+		{"permissions", policy.Permissions(policy.Grants{"role:agent": {"query_order"}}),
+			policy.Identity{Name: "bob", Roles: []string{"agent"}}, loop.PermissionDenied, llm.ErrPermissionDenied},
+		{"confirm", policy.ConfirmWrites(), policy.Identity{}, loop.ConfirmationRequired, llm.ErrAwaitingConfirmation},
+		{"policy_error", policy.Func(func(context.Context, policy.Request) (policy.Decision, error) {
+			return policy.Decision{}, errors.New("policy service down")
+		}), policy.Identity{}, loop.PermissionDenied, llm.ErrPermissionDenied},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t)
+			model := llmtest.New(llmtest.Calls(call("c1", "refund_order", `{"id":"A1"}`)))
+			res, err := loop.Run(context.Background(), loop.Config{Model: model, Tools: f.reg, Policy: tc.policy, Identity: tc.id}, user("refund"))
+			mustStatus(t, res, err, tc.want)
+			if r := resultFor(t, res.Messages, "c1"); r.ErrorKind != tc.kind {
+				t.Fatalf("result = %+v, want kind %s", r, tc.kind)
+			}
+			if f.refunds.Load() != 0 {
+				t.Fatal("the write ran although the policy did not allow it")
+			}
+			if tc.want == loop.ConfirmationRequired {
+				if len(res.Pending) != 1 || res.Pending[0].CallID != "c1" || res.Pending[0].Tool != "refund_order" ||
+					string(res.Pending[0].Arguments) != `{"id":"A1"}` || !res.Status.Resumable() {
+					t.Fatalf("pending = %+v", res.Pending)
+				}
+			}
+		})
+	}
+}
+
+func TestPolicyAllowsReadsWhileConfirmingWrites(t *testing.T) {
+	f := newFixture(t)
+	model := llmtest.New(llmtest.Calls(call("c1", "query_order", `{"id":"A1"}`)), llmtest.Text("fine"))
+	res, err := loop.Run(context.Background(), loop.Config{Model: model, Tools: f.reg,
+		Policy: policy.Chain(policy.Allowlist("query_order", "refund_order"), policy.ConfirmWrites())}, user("q"))
+	mustStatus(t, res, err, loop.FinalAnswer)
+}
+
+// counter returns a model that asks for query_order with a new ID every
+// turn: never a repeat, so only the step budget can stop it.
+func counter() llm.Model {
+	return llm.ModelFunc(func(_ context.Context, req *llm.Request) (*llm.Response, error) {
+		return &llm.Response{Message: llm.Message{Role: llm.RoleAssistant, ToolCalls: []llm.ToolCall{
+			call(fmt.Sprintf("c%d", req.Step), "query_order", fmt.Sprintf(`{"id":"A%d"}`, req.Step)),
+		}}, Usage: llm.Usage{InputTokens: 100, OutputTokens: 10}}, nil
+	})
+}
+
+func TestMaxStepsExceeded(t *testing.T) {
+	f := newFixture(t)
+	res, err := loop.Run(context.Background(), loop.Config{Model: counter(), Tools: f.reg, Budgets: loop.Budgets{MaxSteps: 4}}, user("q"))
+	mustStatus(t, res, err, loop.MaxStepsExceeded)
+	if res.Steps != 4 || f.queries.Load() != 3 {
+		t.Fatalf("steps %d, queries %d: the last turn's calls must not run", res.Steps, f.queries.Load())
+	}
+	if r := resultFor(t, res.Messages, "c4"); r.Status != llm.StatusSkipped {
+		t.Fatalf("c4 = %+v", r)
+	}
+}
+
+func TestToolBudgetExceeded(t *testing.T) {
+	f := newFixture(t)
+	model := llmtest.New(
+		llmtest.Calls(call("c1", "query_order", `{"id":"A1"}`)),
+		llmtest.Calls(call("c2", "query_order", `{"id":"A2"}`), call("c3", "query_order", `{"id":"A3"}`)),
+	)
+	res, err := loop.Run(context.Background(), loop.Config{Model: model, Tools: f.reg, Budgets: loop.Budgets{MaxToolCalls: 2}}, user("q"))
+	mustStatus(t, res, err, loop.ToolBudgetExceeded)
+	if res.ToolCalls != 1 || f.queries.Load() != 1 {
+		t.Fatalf("tool calls %d, queries %d", res.ToolCalls, f.queries.Load())
+	}
+}
+
+func TestTokenAndCostBudgets(t *testing.T) {
+	prices := loop.Prices{"m": {InputPerMTok: 1000, OutputPerMTok: 4000}} // $0.1 + $0.04 per turn
+	cases := []struct {
+		name    string
+		budgets loop.Budgets
+		steps   int
+	}{
+		{"tokens", loop.Budgets{MaxTokens: 250}, 3},
+		{"cost", loop.Budgets{MaxCost: 0.3, Prices: prices}, 3},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t)
+			res, err := loop.Run(context.Background(), loop.Config{Model: counter(), ModelName: "m", Tools: f.reg, Budgets: tc.budgets}, user("q"))
+			mustStatus(t, res, err, loop.CostBudgetExceeded)
+			if res.Steps != tc.steps {
+				t.Fatalf("steps = %d, want %d (%s)", res.Steps, tc.steps, res.Detail)
+			}
+		})
+	}
+	if _, err := loop.NewRunner(loop.Config{Model: counter(), ModelName: "unpriced", Tools: newFixture(t).reg,
+		Budgets: loop.Budgets{MaxCost: 1, Prices: prices}}); err == nil || !strings.Contains(err.Error(), "unpriced") {
+		t.Fatalf("MaxCost without a price: err = %v", err)
+	}
+}
+
+func TestSpinDetection(t *testing.T) {
+	t.Run("same call twice in a row", func(t *testing.T) {
+		f := newFixture(t)
+		model := llmtest.New(
+			llmtest.Calls(call("c1", "query_order", `{"id":"A1"}`)),
+			llmtest.Calls(call("c2", "query_order", "{ \"id\" : \"A1\" }")), // same arguments, other spelling
+		)
+		res, err := loop.Run(context.Background(), loop.Config{Model: model, Tools: f.reg}, user("q"))
+		mustStatus(t, res, err, loop.SpinDetected)
+		if !strings.Contains(res.Detail, "c1") || f.queries.Load() != 1 {
+			t.Fatalf("detail %q, queries %d", res.Detail, f.queries.Load())
+		}
+	})
+	t.Run("retry of a deterministic failure", func(t *testing.T) {
+		f := newFixture(t)
+		model := llmtest.New(
+			llmtest.Calls(call("c1", "query_order", `{"id":"Z1"}`)),
+			llmtest.Calls(call("c2", "query_order", `{"id":"A1"}`)),
+			llmtest.Calls(call("c3", "query_order", `{"id":"Z1"}`)),
+		)
+		res, err := loop.Run(context.Background(), loop.Config{Model: model, Tools: f.reg}, user("q"))
+		mustStatus(t, res, err, loop.SpinDetected)
+		if !strings.Contains(res.Detail, "not_found") {
+			t.Fatalf("detail %q", res.Detail)
+		}
+	})
+	t.Run("different arguments are progress", func(t *testing.T) {
+		f := newFixture(t)
+		model := llmtest.New(
+			llmtest.Calls(call("c1", "query_order", `{"id":"A1"}`)),
+			llmtest.Calls(call("c2", "query_order", `{"id":"A2"}`)),
+			llmtest.Text("done"),
+		)
+		res, err := loop.Run(context.Background(), loop.Config{Model: model, Tools: f.reg}, user("q"))
+		mustStatus(t, res, err, loop.FinalAnswer)
+	})
+}
+
+func TestProtocolErrors(t *testing.T) {
+	cases := map[string][]llmtest.Turn{
+		"duplicate IDs in one response": {llmtest.Calls(call("c1", "query_order", `{"id":"A1"}`), call("c1", "query_order", `{"id":"A2"}`))},
+		"empty ID":                      {llmtest.Calls(call("", "query_order", `{"id":"A1"}`))},
+		"ID reused across turns": {llmtest.Calls(call("c1", "query_order", `{"id":"A1"}`)),
+			llmtest.Calls(call("c1", "query_order", `{"id":"A2"}`))},
+		"empty response": {{Response: &llm.Response{Message: llm.Message{Role: llm.RoleAssistant}}}},
+	}
+	for name, turns := range cases {
+		t.Run(name, func(t *testing.T) {
+			f := newFixture(t)
+			res, err := loop.Run(context.Background(), loop.Config{Model: llmtest.New(turns...), Tools: f.reg}, user("q"))
+			mustStatus(t, res, err, loop.ProtocolError)
+		})
+	}
+}
+
+func TestModelErrors(t *testing.T) {
+	f := newFixture(t)
+	t.Run("not retryable", func(t *testing.T) {
+		model := llmtest.New(llmtest.Turn{Err: &llm.Error{StatusCode: 401, Err: errors.New("invalid API key")}})
+		res, err := loop.Run(context.Background(), loop.Config{Model: model, Tools: f.reg}, user("q"))
+		mustStatus(t, res, err, loop.ModelError)
+		if len(model.Requests()) != 1 || !strings.Contains(res.Detail, "invalid API key") {
+			t.Fatalf("%d requests, detail %q", len(model.Requests()), res.Detail)
+		}
+	})
+	overloaded := llmtest.Turn{Err: &llm.Error{StatusCode: 529, Retryable: true, Err: errors.New("overloaded")}}
+	t.Run("retryable until the retries run out", func(t *testing.T) {
+		model := llmtest.Repeating(overloaded)
+		res, err := loop.Run(context.Background(), loop.Config{Model: model, Tools: f.reg, ModelRetries: 3, ModelRetryBackoff: time.Millisecond}, user("q"))
+		mustStatus(t, res, err, loop.ModelError)
+		if len(model.Requests()) != 4 {
+			t.Fatalf("%d requests, want 1 + 3 retries", len(model.Requests()))
+		}
+	})
+	t.Run("retryable then fine", func(t *testing.T) {
+		model := llmtest.New(overloaded, llmtest.Text("hello"))
+		res, err := loop.Run(context.Background(), loop.Config{Model: model, Tools: f.reg, ModelRetryBackoff: time.Millisecond}, user("q"))
+		mustStatus(t, res, err, loop.FinalAnswer)
+		if res.Events[1].Attempts != 2 {
+			t.Fatalf("attempts = %d", res.Events[1].Attempts)
+		}
+	})
+}
+
+// blocker is a tool that ignores its context until released.
+func blocker(t *testing.T, name string, timeout time.Duration, onTimeout tool.TimeoutAction) (*tool.Tool, func()) {
+	release := make(chan struct{})
+	started := make(chan struct{}, 100)
+	tl := tool.MustNew(tool.Spec[struct{}]{Name: name, Timeout: timeout, OnTimeout: onTimeout},
+		func(context.Context, struct{}) (string, error) {
+			started <- struct{}{}
+			<-release
+			return "late", nil
+		})
+	var once atomic.Bool
+	return tl, func() {
+		if once.CompareAndSwap(false, true) {
+			close(release)
+		}
+		// Give the abandoned handler goroutine a moment to finish so goleak
+		// sees a clean process.
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func TestToolTimeoutIgnoringContext(t *testing.T) {
+	slow, release := blocker(t, "slow", 30*time.Millisecond, "")
+	defer release()
+	f := newFixture(t, slow)
+	model := llmtest.New(llmtest.Calls(call("c1", "slow", `{}`), call("c2", "query_order", `{"id":"A1"}`)))
+	begin := time.Now()
+	res, err := loop.Run(context.Background(), loop.Config{Model: model, Tools: f.reg}, user("q"))
+	mustStatus(t, res, err, loop.ToolTimeout)
+	if took := time.Since(begin); took > 5*time.Second {
+		t.Fatalf("run took %v with a 30ms tool timeout", took)
+	}
+	if r := resultFor(t, res.Messages, "c1"); r.ErrorKind != llm.ErrTimeout {
+		t.Fatalf("c1 = %+v", r)
+	}
+	if r := resultFor(t, res.Messages, "c2"); r.Status != llm.StatusSkipped || f.queries.Load() != 0 {
+		t.Fatalf("c2 = %+v; calls after a stopping timeout are skipped", r)
+	}
+}
+
+func TestToolTimeoutReportedToTheModel(t *testing.T) {
+	slow, release := blocker(t, "slow", 20*time.Millisecond, tool.TimeoutReport)
+	defer release()
+	f := newFixture(t, slow)
+	model := llmtest.New(llmtest.Calls(call("c1", "slow", `{}`)), llmtest.Text("the slow tool timed out"))
+	res, err := loop.Run(context.Background(), loop.Config{Model: model, Tools: f.reg}, user("q"))
+	mustStatus(t, res, err, loop.FinalAnswer)
+	if r := resultFor(t, res.Messages, "c1"); r.ErrorKind != llm.ErrTimeout {
+		t.Fatalf("c1 = %+v", r)
+	}
+}
+
+func TestDeadlineExceeded(t *testing.T) {
+	t.Run("slow model", func(t *testing.T) {
+		f := newFixture(t)
+		model := llmtest.New(llmtest.Turn{Delay: time.Minute, Response: &llm.Response{}})
+		res, err := loop.Run(context.Background(), loop.Config{Model: model, Tools: f.reg, Budgets: loop.Budgets{Deadline: 30 * time.Millisecond}}, user("q"))
+		mustStatus(t, res, err, loop.DeadlineExceeded)
+	})
+	t.Run("tool ignoring its context past the run's deadline", func(t *testing.T) {
+		slow, release := blocker(t, "slow", time.Minute, "")
+		defer release()
+		f := newFixture(t, slow)
+		model := llmtest.New(llmtest.Calls(call("c1", "slow", `{}`)))
+		res, err := loop.Run(context.Background(), loop.Config{Model: model, Tools: f.reg, Budgets: loop.Budgets{Deadline: 40 * time.Millisecond}}, user("q"))
+		mustStatus(t, res, err, loop.DeadlineExceeded)
+		if r := resultFor(t, res.Messages, "c1"); r.Status != llm.StatusSkipped {
+			t.Fatalf("c1 = %+v", r)
+		}
+	})
+}
+
+func TestCanceled(t *testing.T) {
+	t.Run("during the model request", func(t *testing.T) {
+		f := newFixture(t)
+		ctx, cancel := context.WithCancel(context.Background())
+		model := llm.ModelFunc(func(ctx context.Context, _ *llm.Request) (*llm.Response, error) {
+			cancel()
+			<-ctx.Done()
+			return nil, ctx.Err()
+		})
+		res, err := loop.Run(ctx, loop.Config{Model: model, Tools: f.reg}, user("q"))
+		mustStatus(t, res, err, loop.Canceled)
+	})
+	t.Run("during a tool that ignores its context", func(t *testing.T) {
+		slow, release := blocker(t, "slow", time.Minute, "")
+		defer release()
+		f := newFixture(t, slow)
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		model := llmtest.New(llmtest.Calls(call("c1", "slow", `{}`)))
+		go func() { time.Sleep(20 * time.Millisecond); cancel() }()
+		res, err := loop.Run(ctx, loop.Config{Model: model, Tools: f.reg}, user("q"))
+		mustStatus(t, res, err, loop.Canceled)
+	})
+}
+
+func TestEveryStatusButOutcomeUnknownIsReachable(t *testing.T) {
+	// The tests above reach each status; this guards the list itself so a
+	// new status cannot be added without a test that reaches it.
+	covered := []loop.Status{loop.FinalAnswer, loop.ToolNotAllowed, loop.PermissionDenied, loop.ConfirmationRequired,
+		loop.MaxStepsExceeded, loop.ToolTimeout, loop.DeadlineExceeded, loop.ToolBudgetExceeded, loop.CostBudgetExceeded,
+		loop.SpinDetected, loop.ProtocolError, loop.ModelError, loop.Canceled}
+	for _, s := range loop.Statuses() {
+		if s != loop.ToolOutcomeUnknown && !slices.Contains(covered, s) {
+			t.Errorf("status %s has no test", s)
+		}
+	}
+}
+
+// TestReplayReproducesTheRun feeds a finished run's events through the
+// decider again: the state must come out identical. This is what lets a
+// log serve as a checkpoint.
+func TestReplayReproducesTheRun(t *testing.T) {
+	f := newFixture(t)
+	model := llmtest.New(
+		llmtest.Calls(call("c1", "query_order", `{"id":"A1"}`), call("c2", "query_order", `{"id":"Z"}`)),
+		llmtest.Calls(call("c3", "refund_order", `{"id":"A1"}`)),
+		llmtest.Text("refunded"),
+	)
+	res, err := loop.Run(context.Background(), loop.Config{Model: model, Tools: f.reg}, user("q"))
+	mustStatus(t, res, err, loop.FinalAnswer)
+
+	// Round-trip through JSON, as a durable store would.
+	raw, err := json.Marshal(res.Events)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var events []loop.Event
+	if err := json.Unmarshal(raw, &events); err != nil {
+		t.Fatal(err)
+	}
+	var s loop.State
+	var last loop.Effect
+	for i := range events {
+		last = loop.Next(&s, &events[i])
+	}
+	if last.Kind != loop.None || s.Status != res.Status || s.Steps != res.Steps || s.ToolCalls != res.ToolCalls {
+		t.Fatalf("replay: effect %s status %s steps %d calls %d", last.Kind, s.Status, s.Steps, s.ToolCalls)
+	}
+	a, _ := json.Marshal(s.Messages)
+	b, _ := json.Marshal(res.Messages)
+	if string(a) != string(b) {
+		t.Fatalf("replayed history differs:\n%s\n%s", a, b)
+	}
+}
+
+func TestDeciderIgnoresEventsAfterStop(t *testing.T) {
+	var s loop.State
+	now := time.Unix(0, 0)
+	eff := loop.Next(&s, &loop.Event{Kind: loop.Started, At: now, Start: &loop.StartInfo{Budgets: loop.Budgets{MaxSteps: 3}}})
+	if eff.Kind != loop.RequestModel {
+		t.Fatalf("first effect %s", eff.Kind)
+	}
+	eff = loop.Next(&s, &loop.Event{Kind: loop.ModelResponded, At: now, Response: &llm.Response{Message: llm.Message{Text: "hi"}}})
+	if eff.Kind != loop.Stop || eff.Status != loop.FinalAnswer {
+		t.Fatalf("effect %+v", eff)
+	}
+	// Until Stopped is logged, the decider keeps saying stop.
+	if again := loop.Next(&s, &loop.Event{Kind: loop.ModelResponded, At: now, Response: &llm.Response{}}); again.Kind != loop.Stop {
+		t.Fatalf("after stop: %+v", again)
+	}
+	loop.Next(&s, &loop.Event{Kind: loop.Stopped, At: now, Status: loop.FinalAnswer})
+	if !s.Done || loop.Next(&s, &loop.Event{Kind: loop.ModelResponded, At: now}).Kind != loop.None {
+		t.Fatal("a finished run must ignore further events")
+	}
+}
+
+func TestConfigErrors(t *testing.T) {
+	f := newFixture(t)
+	for name, cfg := range map[string]loop.Config{
+		"no model":       {Tools: f.reg},
+		"no tools":       {Model: counter()},
+		"negative steps": {Model: counter(), Tools: f.reg, Budgets: loop.Budgets{MaxSteps: -1}},
+	} {
+		if _, err := loop.NewRunner(cfg); err == nil {
+			t.Errorf("%s: no error", name)
+		}
+	}
+}
+
+func TestParallelStageThroughRunStage(t *testing.T) {
+	// A planner that puts every call in one stage exercises the executor's
+	// concurrent path; results still come back in model order.
+	f := newFixture(t)
+	together := executor.PlannerFunc(func(calls []executor.PlanCall) executor.Plan {
+		st := make([]int, len(calls))
+		for i := range st {
+			st[i] = i
+		}
+		return executor.Plan{Stages: [][]int{st}}
+	})
+	model := llmtest.New(
+		llmtest.Calls(call("c1", "query_order", `{"id":"A1"}`), call("c2", "query_order", `{"id":"A2"}`), call("c3", "query_order", `{"id":"Z"}`)),
+		llmtest.Text("ok"),
+	)
+	res, err := loop.Run(context.Background(), loop.Config{Model: model, Tools: f.reg, Planner: together}, user("q"))
+	mustStatus(t, res, err, loop.FinalAnswer)
+	if f.queries.Load() != 3 {
+		t.Fatalf("queries = %d", f.queries.Load())
+	}
+}
