@@ -153,7 +153,9 @@ func (r *Runner) Run(ctx context.Context, msgs []llm.Message) (*Result, error) {
 	runID := r.cfg.NewRunID()
 	if r.budgets.Deadline > 0 {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithDeadline(ctx, r.cfg.Now().Add(r.budgets.Deadline))
+		// The real deadline comes from the real clock: Config.Now only
+		// stamps events, and a test clock must not end runs early or never.
+		ctx, cancel = context.WithTimeout(ctx, r.budgets.Deadline)
 		defer cancel()
 	}
 	d.ctx = ctx
@@ -246,6 +248,10 @@ func contextFailure(ctx context.Context) *Failure {
 	return &Failure{Kind: FailCanceled, Message: err.Error()}
 }
 
+// maxModelRetryWait caps one wait between model attempts, whatever a
+// provider's Retry-After asks; the run's deadline bounds the total.
+const maxModelRetryWait = 30 * time.Second
+
 func (d *drive) requestModel(ctx context.Context) Event {
 	s := &d.state
 	req := &llm.Request{Model: d.r.cfg.ModelName, Messages: s.Messages, Tools: d.r.cfg.Tools.Definitions(), Step: s.Steps + 1}
@@ -269,10 +275,11 @@ func (d *drive) requestModel(ctx context.Context) Event {
 				w = me.RetryAfter
 			}
 			wait *= 2
-			t := time.NewTimer(w)
+			t := time.NewTimer(min(w, maxModelRetryWait))
 			select {
 			case <-ctx.Done():
 				t.Stop()
+				return Event{Kind: ModelFailed, Failure: contextFailure(ctx), Latency: time.Since(start), Attempts: attempt}
 			case <-t.C:
 			}
 			continue
@@ -341,6 +348,11 @@ func (d *drive) plan(idx []int) Event {
 			fallback.Table[k].Reason = "planner returned an invalid plan (" + err.Error() + "); running serially"
 		}
 		p = fallback
+	}
+	if len(idx) == len(b.Calls) {
+		// Every call of the batch is in the plan, so the planner's numbering
+		// is already the batch's.
+		return Event{Kind: StagePlanned, Plan: &p}
 	}
 	// The planner numbers calls within idx; the log numbers them within
 	// the batch. Copy rather than rewrite in place: the planner may share

@@ -3,8 +3,6 @@
 // one Status, and its event log shows how it got there.
 package loop
 
-import "fmt"
-
 // Status is how a run ended. It implements error so that
 // errors.Is(err, loop.MaxStepsExceeded) reads naturally on a run's error.
 type Status string
@@ -34,8 +32,9 @@ func Statuses() []Status {
 		SpinDetected, ToolOutcomeUnknown, ProtocolError, ModelError, Canceled}
 }
 
-// Error makes a Status usable as an errors.Is target.
-func (s Status) Error() string { return "toolloop: " + string(s) }
+// Error makes a Status usable as an errors.Is target. It returns the bare
+// status, so that printing a Status shows its name.
+func (s Status) Error() string { return string(s) }
 
 // Resumable reports whether a run that stopped with s can be continued
 // later without starting over.
@@ -49,7 +48,7 @@ type StopError struct {
 }
 
 func (e *StopError) Error() string {
-	return fmt.Sprintf("toolloop: run stopped: %s: %s", e.Status, e.Detail)
+	return "toolloop: run stopped: " + string(e.Status) + ": " + e.Detail
 }
 
 // Is matches the run's status.

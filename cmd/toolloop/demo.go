@@ -1,0 +1,185 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/toolloop/toolloop/examples/orders"
+	"github.com/toolloop/toolloop/llm"
+	"github.com/toolloop/toolloop/loop"
+)
+
+// contractLines is how many of the first scenarios have stop lines that
+// DESIGN.md §9 fixes exactly ("mode=NAME status=STATUS", nothing after).
+// The other scenarios' stop lines add the run's counters and detail.
+const contractLines = 3
+
+// demo runs the "demo" subcommand.
+func demo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("toolloop demo", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	// The flag package prints a parse error itself; help is printed below,
+	// on stdout, because the user asked for it.
+	fs.Usage = func() {}
+	mode := fs.String("mode", "", "run only the scenario `NAME` (default: all, in order)")
+	trace := fs.Bool("trace", false, "print each run's messages: tool calls with their call IDs and\narguments, and each result beside its call ID")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			demoUsage(stdout)
+			return exitOK
+		}
+		fmt.Fprintln(stderr, "run 'toolloop demo --help' for usage")
+		return exitUsage
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "toolloop demo: unexpected argument %q (did you mean --mode %s?)\n", fs.Arg(0), fs.Arg(0))
+		return exitUsage
+	}
+
+	all := orders.Scenarios()
+	type indexed struct {
+		orders.Scenario
+		index int
+	}
+	var selected []indexed
+	for i, s := range all {
+		if *mode == "" || s.Name == *mode {
+			selected = append(selected, indexed{s, i})
+		}
+	}
+	if len(selected) == 0 {
+		fmt.Fprintf(stderr, "toolloop demo: unknown mode %q; valid modes: %s\n", *mode, strings.Join(orders.Names(), ", "))
+		return exitUsage
+	}
+
+	code := exitOK
+	for n, s := range selected {
+		res, _, err := s.Run(ctx)
+		if err != nil {
+			fmt.Fprintf(stderr, "toolloop demo: mode %s: %v\n", s.Name, err)
+			code = exitFail
+			continue
+		}
+		if *trace {
+			if n > 0 {
+				fmt.Fprintln(stdout)
+			}
+			writeTrace(stdout, s.Name, res)
+		}
+		fmt.Fprintln(stdout, stopLine(s.Name, res, s.index < contractLines))
+		if res.Status != s.Want {
+			fmt.Fprintf(stderr, "toolloop demo: mode %s ended with status %s, want %s (%s)\n",
+				s.Name, string(res.Status), string(s.Want), res.Detail)
+			code = exitFail
+		}
+	}
+	return code
+}
+
+// stopLine is the one-line summary of a run. A bare line is exactly
+// "mode=NAME status=STATUS".
+func stopLine(name string, res *loop.Result, bare bool) string {
+	// Status implements error, and fmt prefers Error() to the string value:
+	// convert, so the line never depends on how the error reads.
+	line := fmt.Sprintf("mode=%s status=%s", name, string(res.Status))
+	if bare {
+		return line
+	}
+	return fmt.Sprintf("%s steps=%d tool_calls=%d tokens=%d detail=%q",
+		line, res.Steps, res.ToolCalls, res.Usage.Total(), res.Detail)
+}
+
+// writeTrace prints a run's history in order: text, each tool call with its
+// call ID, tool and arguments, and each result with its call ID, status,
+// error kind and content; then a response rejected for breaking the
+// protocol, the calls awaiting confirmation, and why the run stopped.
+func writeTrace(w io.Writer, name string, res *loop.Result) {
+	fmt.Fprintf(w, "# trace mode=%s run=%s\n", name, res.RunID)
+	for i, m := range res.Messages {
+		prefix := fmt.Sprintf("%3d %-9s", i+1, m.Role)
+		if m.Text != "" || (m.Role != llm.RoleTool && len(m.ToolCalls) == 0) {
+			fmt.Fprintf(w, "%s text %q\n", prefix, m.Text)
+			prefix = fmt.Sprintf("%3s %-9s", "", "")
+		}
+		for _, c := range m.ToolCalls {
+			fmt.Fprintf(w, "%s call   call_id=%s tool=%s args=%s\n", prefix, c.ID, c.Name, oneLine(c.Arguments))
+			prefix = fmt.Sprintf("%3s %-9s", "", "")
+		}
+		if r := m.Result; r != nil {
+			kind := ""
+			if r.ErrorKind != "" {
+				kind = " kind=" + string(r.ErrorKind)
+			}
+			fmt.Fprintf(w, "%s result call_id=%s tool=%s status=%s%s content=%s\n",
+				prefix, r.CallID, r.Name, r.Status, kind, oneLine(r.Content))
+		}
+	}
+	if res.Status == loop.ProtocolError {
+		// The offending response never enters the history; the log keeps it.
+		for i := len(res.Events) - 1; i >= 0; i-- {
+			if ev := res.Events[i]; ev.Kind == loop.ModelResponded && ev.Response != nil {
+				for _, c := range ev.Response.Message.ToolCalls {
+					fmt.Fprintf(w, "    rejected  call   call_id=%s tool=%s args=%s\n", c.ID, c.Name, oneLine(c.Arguments))
+				}
+				break
+			}
+		}
+	}
+	for _, p := range res.Pending {
+		fmt.Fprintf(w, "    pending   call_id=%s tool=%s args=%s reason=%q\n", p.CallID, p.Tool, oneLine(p.Arguments), p.Reason)
+	}
+	fmt.Fprintf(w, "    stopped   status=%s detail=%q\n", string(res.Status), res.Detail)
+}
+
+// oneLine shows raw JSON as it was sent, unless it spans several lines:
+// then valid JSON is compacted and anything else quoted, so that one trace
+// entry stays one line.
+func oneLine(b []byte) string {
+	switch {
+	case len(b) == 0:
+		return "(none)"
+	case !bytes.ContainsAny(b, "\r\n"):
+		return string(b)
+	}
+	var buf bytes.Buffer
+	if json.Compact(&buf, b) == nil {
+		return buf.String()
+	}
+	return strconv.Quote(string(b))
+}
+
+// demoUsage explains the demo's flags and lists its modes.
+func demoUsage(w io.Writer) {
+	fmt.Fprint(w, `Usage: toolloop demo [--mode NAME] [--trace]
+
+Runs the order-desk sandbox: a scripted model (no API key, no network) drives
+the tool loop over an in-memory order book, once per scenario, and prints one
+stop line per run, "mode=NAME status=STATUS". The first three lines are exactly
+that; the others add the run's steps, tool calls, tokens and stop detail.
+
+Flags:
+  --mode NAME   run only the named scenario (default: all, in the order below)
+  --trace       before each stop line, print the run's messages: every tool
+                call with its call ID and arguments, and every result beside
+                its call ID, with status, error kind and content
+  -h, --help    show this help
+
+Exit status: 0 when every scenario ended with its expected status, 1 when one
+did not, 2 for a usage error.
+
+Modes (name, expected status, what happens):
+`)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	for _, s := range orders.Scenarios() {
+		fmt.Fprintf(tw, "  %s\t%s\t%s\n", s.Name, string(s.Want), s.Description)
+	}
+	tw.Flush()
+}

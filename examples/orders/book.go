@@ -1,0 +1,265 @@
+// Package orders is the order-desk sandbox: an in-memory order book, the
+// tools a support assistant uses on it, and a fixed set of scenarios that
+// drive the tool loop with a scripted model (no API key, no network).
+//
+// Each scenario ends with a known status, so together they show every exit
+// of the loop: a final answer, the errors the run must not hand to the model,
+// and each budget running out. The demo command (toolloop demo) runs them and
+// prints one stop line per scenario.
+package orders
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/toolloop/toolloop/tool"
+)
+
+// Order statuses used by the book.
+const (
+	StatusPlaced    = "placed"
+	StatusShipped   = "shipped"
+	StatusDelivered = "delivered"
+	StatusCancelled = "cancelled"
+	StatusRefunded  = "refunded"
+)
+
+// SlowCarrier is the carrier whose tracking service never answers in time.
+// Tracking an order it carries blocks until the call's context ends (or
+// SlowCarrierDelay passes), which is how the sandbox produces timeouts.
+const SlowCarrier = "SlowPost"
+
+// SlowCarrierDelay is how long the slow carrier takes to answer when nothing
+// cuts the call short. It is far longer than any timeout the sandbox sets.
+const SlowCarrierDelay = 30 * time.Second
+
+// Item is one line of an order.
+type Item struct {
+	SKU        string `json:"sku"`
+	Name       string `json:"name"`
+	Quantity   int    `json:"quantity"`
+	PriceCents int64  `json:"price_cents"`
+}
+
+// Order is an order as the book stores it. Amounts are in euro cents.
+type Order struct {
+	ID         string `json:"id"`
+	Customer   string `json:"customer"`
+	Items      []Item `json:"items"`
+	TotalCents int64  `json:"total_cents"`
+	Status     string `json:"status"`
+	// Carrier and Tracking are empty until the order ships.
+	Carrier  string `json:"carrier,omitempty"`
+	Tracking string `json:"tracking,omitempty"`
+	// RefundedCents is what has been paid back so far.
+	RefundedCents int64 `json:"refunded_cents,omitempty"`
+}
+
+func (o Order) clone() Order {
+	o.Items = slices.Clone(o.Items)
+	return o
+}
+
+// Shipment is what a carrier reports about a parcel.
+type Shipment struct {
+	OrderID  string `json:"order_id"`
+	Carrier  string `json:"carrier"`
+	Tracking string `json:"tracking"`
+	// State is in_transit or delivered.
+	State    string `json:"state"`
+	Location string `json:"location"`
+	// ETA is the expected delivery date (YYYY-MM-DD); empty once delivered.
+	ETA string `json:"eta,omitempty"`
+}
+
+// Refund records one refund the book applied.
+type Refund struct {
+	RefundID    string `json:"refund_id"`
+	OrderID     string `json:"order_id"`
+	AmountCents int64  `json:"amount_cents"`
+	Reason      string `json:"reason,omitempty"`
+}
+
+// Book is an in-memory order book. It is safe for concurrent use. Reads
+// return copies, so callers can never change the book behind its lock.
+type Book struct {
+	mu        sync.Mutex
+	orders    map[string]*Order
+	shipments map[string]Shipment
+	refunds   map[string]int
+	cancels   map[string]int
+}
+
+// NewBook returns a book holding the sandbox's fixed orders, A100 to A105:
+//
+//	A100  shipped with DHL, in transit
+//	A101  delivered by UPS
+//	A102  placed, not shipped yet
+//	A103  delivered by DHL (the one customers ask to refund)
+//	A104  shipped with SlowPost, whose tracking never answers in time
+//	A105  cancelled
+func NewBook() *Book {
+	orders := []Order{
+		{ID: "A100", Customer: "Ada Lovelace", Status: StatusShipped, Carrier: "DHL", Tracking: "DHL-100-7731",
+			Items: []Item{{SKU: "KB-01", Name: "mechanical keyboard", Quantity: 1, PriceCents: 8900}}},
+		{ID: "A101", Customer: "Grace Hopper", Status: StatusDelivered, Carrier: "UPS", Tracking: "1Z-A101-0042",
+			Items: []Item{{SKU: "CB-USB-C", Name: "USB-C cable", Quantity: 2, PriceCents: 1200}}},
+		{ID: "A102", Customer: "Alan Turing", Status: StatusPlaced,
+			Items: []Item{{SKU: "LP-22", Name: "desk lamp", Quantity: 1, PriceCents: 4500}}},
+		{ID: "A103", Customer: "Katherine Johnson", Status: StatusDelivered, Carrier: "DHL", Tracking: "DHL-103-5120",
+			Items: []Item{{SKU: "MA-07", Name: "monitor arm", Quantity: 1, PriceCents: 6400}}},
+		{ID: "A104", Customer: "Edsger Dijkstra", Status: StatusShipped, Carrier: SlowCarrier, Tracking: "SP-104-0001",
+			Items: []Item{{SKU: "NB-A5", Name: "dotted notebook", Quantity: 3, PriceCents: 800}}},
+		{ID: "A105", Customer: "Barbara Liskov", Status: StatusCancelled,
+			Items: []Item{{SKU: "HP-90", Name: "headphones", Quantity: 1, PriceCents: 12900}}},
+	}
+	b := &Book{
+		orders:  make(map[string]*Order, len(orders)),
+		refunds: map[string]int{},
+		cancels: map[string]int{},
+		shipments: map[string]Shipment{
+			"A100": {State: "in_transit", Location: "Leipzig hub", ETA: "2025-06-12"},
+			"A101": {State: "delivered", Location: "front desk"},
+			"A103": {State: "delivered", Location: "parcel locker 14"},
+			"A104": {State: "in_transit", Location: "unknown"},
+		},
+	}
+	for _, o := range orders {
+		for _, it := range o.Items {
+			o.TotalCents += int64(it.Quantity) * it.PriceCents
+		}
+		b.orders[o.ID] = &o
+	}
+	return b
+}
+
+// Order returns a copy of the order with the given ID. An unknown ID is a
+// tool.NotFound error, which the loop hands back to the model.
+func (b *Book) Order(id string) (Order, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	o, ok := b.orders[id]
+	if !ok {
+		return Order{}, notFound(id)
+	}
+	return o.clone(), nil
+}
+
+// Orders returns copies of all orders, sorted by ID.
+func (b *Book) Orders() []Order {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	out := make([]Order, 0, len(b.orders))
+	for _, o := range b.orders {
+		out = append(out, o.clone())
+	}
+	slices.SortFunc(out, func(x, y Order) int { return strings.Compare(x.ID, y.ID) })
+	return out
+}
+
+// Track asks the order's carrier where the parcel is. It honours ctx: for
+// an order carried by SlowCarrier it waits until ctx ends and returns
+// ctx.Err(), unless SlowCarrierDelay passes first.
+func (b *Book) Track(ctx context.Context, id string) (Shipment, error) {
+	b.mu.Lock()
+	o, ok := b.orders[id]
+	var sh Shipment
+	if ok {
+		sh = b.shipments[id]
+		sh.OrderID, sh.Carrier, sh.Tracking = o.ID, o.Carrier, o.Tracking
+	}
+	b.mu.Unlock() // never hold the lock while waiting on a carrier
+	switch {
+	case !ok:
+		return Shipment{}, notFound(id)
+	case sh.Carrier == "":
+		return Shipment{}, tool.NotFound(fmt.Sprintf("order %s has not shipped, so there is nothing to track", id))
+	case sh.Carrier == SlowCarrier:
+		t := time.NewTimer(SlowCarrierDelay)
+		defer t.Stop()
+		select {
+		case <-ctx.Done():
+			return Shipment{}, ctx.Err()
+		case <-t.C:
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return Shipment{}, err
+	}
+	return sh, nil
+}
+
+// Refund pays back the rest of an order's total and marks it refunded. Only
+// shipped or delivered orders can be refunded, and only once; anything else
+// is an invalid_arguments error the model can read.
+func (b *Book) Refund(id, reason string) (Refund, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	o, ok := b.orders[id]
+	if !ok {
+		return Refund{}, notFound(id)
+	}
+	switch o.Status {
+	case StatusShipped, StatusDelivered:
+	case StatusPlaced:
+		return Refund{}, invalid("order %s has not shipped yet; cancel it instead of refunding it", id)
+	default:
+		return Refund{}, invalid("order %s is %s; there is nothing to refund", id, o.Status)
+	}
+	amount := o.TotalCents - o.RefundedCents
+	o.RefundedCents += amount
+	o.Status = StatusRefunded
+	b.refunds[id]++
+	return Refund{RefundID: fmt.Sprintf("R-%s-%d", id, b.refunds[id]), OrderID: id, AmountCents: amount, Reason: reason}, nil
+}
+
+// Cancel cancels an order that has not shipped yet.
+func (b *Book) Cancel(id string) (Order, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	o, ok := b.orders[id]
+	if !ok {
+		return Order{}, notFound(id)
+	}
+	if o.Status != StatusPlaced {
+		return Order{}, invalid("order %s is %s; only orders that have not shipped can be cancelled", id, o.Status)
+	}
+	o.Status = StatusCancelled
+	b.cancels[id]++
+	return o.clone(), nil
+}
+
+// Refunds returns how many refunds the book applied to the order.
+func (b *Book) Refunds(id string) int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.refunds[id]
+}
+
+// TotalRefunds returns how many refunds the book applied to all orders.
+func (b *Book) TotalRefunds() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	n := 0
+	for _, c := range b.refunds {
+		n += c
+	}
+	return n
+}
+
+// Cancels returns how many times the order was cancelled.
+func (b *Book) Cancels(id string) int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.cancels[id]
+}
+
+func notFound(id string) error { return tool.NotFound("no order " + id) }
+
+func invalid(format string, args ...any) error {
+	return &tool.Error{Kind: tool.KindInvalidArguments, Msg: fmt.Sprintf(format, args...)}
+}

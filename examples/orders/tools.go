@@ -1,0 +1,169 @@
+package orders
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/toolloop/toolloop/tool"
+)
+
+// Names of the sandbox's tools.
+const (
+	QueryOrder    = "query_order"
+	TrackShipment = "track_shipment"
+	ListOrders    = "list_orders"
+	RefundOrder   = "refund_order"
+	CancelOrder   = "cancel_order"
+)
+
+// TrackTimeout is track_shipment's own timeout. Scenarios that want a
+// quicker timeout set loop.Budgets.ToolTimeout, which overrides it.
+const TrackTimeout = 2 * time.Second
+
+// PageSize is how many orders one list_orders page holds.
+const PageSize = 2
+
+// orderRef is the input of the tools that act on one order.
+type orderRef struct {
+	OrderID string `json:"order_id" jsonschema:"the order's ID, for example A100"`
+}
+
+// pageRef is the input of list_orders.
+type pageRef struct {
+	Page int `json:"page,omitempty" jsonschema:"1-based page number; defaults to 1"`
+}
+
+// refundRef is the input of refund_order.
+type refundRef struct {
+	OrderID string `json:"order_id" jsonschema:"the order's ID, for example A100"`
+	Reason  string `json:"reason,omitempty" jsonschema:"why the customer wants the money back"`
+}
+
+// orderSummary is one line of a list_orders page.
+type orderSummary struct {
+	ID         string `json:"id"`
+	Customer   string `json:"customer"`
+	Status     string `json:"status"`
+	TotalCents int64  `json:"total_cents"`
+}
+
+// orderPage is the output of list_orders.
+type orderPage struct {
+	Page   int            `json:"page"`
+	Orders []orderSummary `json:"orders"`
+	// More says whether a later page holds more orders.
+	More bool `json:"more"`
+}
+
+func (r orderRef) resources() []string  { return []string{"order:" + r.OrderID} }
+func (r refundRef) resources() []string { return []string{"order:" + r.OrderID} }
+
+// Tools returns a registry of the sandbox's tools, all working on book:
+//
+//	query_order     read   one order's items, total and status
+//	track_shipment  read   where the parcel is (times out for SlowPost orders)
+//	list_orders     read   all orders, PageSize per page
+//	refund_order    write  refunds an order
+//	cancel_order    write  cancels an order that has not shipped
+//
+// Every tool that takes an order ID declares the resource "order:ID".
+func Tools(book *Book) (*tool.Registry, error) {
+	if book == nil {
+		return nil, fmt.Errorf("orders: Tools needs a book")
+	}
+	query, err := tool.New(tool.Spec[orderRef]{
+		Name:        QueryOrder,
+		Description: "Look up one order by its ID: customer, items, total in cents, status, carrier and tracking number.",
+		Resources:   orderRef.resources,
+	}, func(_ context.Context, in orderRef) (Order, error) {
+		if err := checkID(in.OrderID); err != nil {
+			return Order{}, err
+		}
+		return book.Order(in.OrderID)
+	})
+	if err != nil {
+		return nil, err
+	}
+	track, err := tool.New(tool.Spec[orderRef]{
+		Name:        TrackShipment,
+		Description: "Ask the carrier where an order's parcel is and when it should arrive. Only shipped orders can be tracked.",
+		Timeout:     TrackTimeout,
+		Resources:   orderRef.resources,
+	}, func(ctx context.Context, in orderRef) (Shipment, error) {
+		if err := checkID(in.OrderID); err != nil {
+			return Shipment{}, err
+		}
+		return book.Track(ctx, in.OrderID)
+	})
+	if err != nil {
+		return nil, err
+	}
+	list, err := tool.New(tool.Spec[pageRef]{
+		Name:        ListOrders,
+		Description: fmt.Sprintf("List all orders, %d per page, sorted by ID. The result says whether more pages follow.", PageSize),
+	}, func(_ context.Context, in pageRef) (orderPage, error) {
+		return listPage(book, in.Page)
+	})
+	if err != nil {
+		return nil, err
+	}
+	refund, err := tool.New(tool.Spec[refundRef]{
+		Name:        RefundOrder,
+		Description: "Refund the rest of an order's total to the customer. Only shipped or delivered orders can be refunded, once.",
+		Effect:      tool.Write,
+		Resources:   refundRef.resources,
+	}, func(_ context.Context, in refundRef) (Refund, error) {
+		if err := checkID(in.OrderID); err != nil {
+			return Refund{}, err
+		}
+		return book.Refund(in.OrderID, in.Reason)
+	})
+	if err != nil {
+		return nil, err
+	}
+	cancel, err := tool.New(tool.Spec[orderRef]{
+		Name:        CancelOrder,
+		Description: "Cancel an order that has not shipped yet.",
+		Effect:      tool.Write,
+		Resources:   orderRef.resources,
+	}, func(_ context.Context, in orderRef) (Order, error) {
+		if err := checkID(in.OrderID); err != nil {
+			return Order{}, err
+		}
+		return book.Cancel(in.OrderID)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return tool.NewRegistry(query, track, list, refund, cancel)
+}
+
+func checkID(id string) error {
+	if strings.TrimSpace(id) == "" {
+		return invalid("order_id is empty; order IDs look like A100")
+	}
+	return nil
+}
+
+func listPage(book *Book, page int) (orderPage, error) {
+	switch {
+	case page == 0:
+		page = 1
+	case page < 0:
+		return orderPage{}, invalid("page %d: pages are numbered from 1", page)
+	}
+	all := book.Orders()
+	out := orderPage{Page: page, Orders: []orderSummary{}}
+	if page-1 > len(all)/PageSize {
+		return out, nil // past the last page; checked first so start cannot overflow
+	}
+	start := (page - 1) * PageSize
+	for i := start; i < len(all) && i < start+PageSize; i++ {
+		o := all[i]
+		out.Orders = append(out.Orders, orderSummary{ID: o.ID, Customer: o.Customer, Status: o.Status, TotalCents: o.TotalCents})
+	}
+	out.More = start+PageSize < len(all)
+	return out, nil
+}
