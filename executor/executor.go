@@ -10,9 +10,11 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/toolloop/toolloop/llm"
+	"github.com/toolloop/toolloop/store"
 	"github.com/toolloop/toolloop/tool"
 )
 
@@ -31,11 +33,23 @@ type Options struct {
 	MaxRetryWait time.Duration
 	// MaxParallel caps how many calls of one stage run at once. Default 4.
 	MaxParallel int
+	// SpillAfter is how long RunStageInline works through a stage alone
+	// before more goroutines join. Default DefaultSpillAfter.
+	SpillAfter time.Duration
+	// Ledger is the idempotency ledger for write calls. Default an
+	// in-memory ledger owned by the executor.
+	Ledger store.Ledger
+	// LedgerRetention is how long finished keys are kept; older ones are
+	// pruned as the executor goes. Default 7 days; negative keeps them
+	// forever.
+	LedgerRetention time.Duration
 }
 
 // Executor runs stages of tool calls. It is safe for concurrent use.
 type Executor struct {
-	opts Options
+	opts      Options
+	ledger    store.Ledger
+	lastPrune atomic.Int64 // unix nanoseconds of the last ledger prune
 }
 
 // New returns an executor; opts may be nil.
@@ -61,7 +75,19 @@ func New(opts *Options) *Executor {
 	if o.MaxParallel <= 0 {
 		o.MaxParallel = 4
 	}
-	return &Executor{opts: o}
+	if o.SpillAfter <= 0 {
+		o.SpillAfter = DefaultSpillAfter
+	}
+	if o.Ledger == nil {
+		o.Ledger = store.NewMemory()
+	}
+	switch {
+	case o.LedgerRetention == 0:
+		o.LedgerRetention = 7 * 24 * time.Hour
+	case o.LedgerRetention < 0:
+		o.LedgerRetention = 0
+	}
+	return &Executor{opts: o, ledger: o.Ledger}
 }
 
 // Options returns the executor's effective options, defaults filled in.
@@ -73,7 +99,16 @@ type Call struct {
 	Tool *tool.Tool
 	// Timeout overrides the tool's timeout when positive.
 	Timeout time.Duration
+	// IdempotencyKey, for a write, names the write in the ledger; a write
+	// without one runs unguarded. ArgsHash identifies its arguments, and
+	// RunID is recorded with the key.
+	IdempotencyKey string
+	ArgsHash       string
+	RunID          string
 }
+
+// guarded reports whether the call goes through the idempotency ledger.
+func (c *Call) guarded() bool { return c.IdempotencyKey != "" && c.Tool.Effect() == tool.Write }
 
 // Outcome is what happened to one call.
 type Outcome struct {
@@ -87,6 +122,17 @@ type Outcome struct {
 	StopRun bool `json:"stop_run,omitempty"`
 	// Err is the full error for logs; the model sees Result only.
 	Err string `json:"err,omitempty"`
+	// IdempotencyKey is the write's key in the ledger, if it has one.
+	IdempotencyKey string `json:"idempotency_key,omitempty"`
+	// Replayed is set when the result came from the ledger: the write had
+	// already been done, and was not executed again.
+	Replayed bool `json:"replayed,omitempty"`
+	// Reconciled is set when the tool's status look-up settled a write
+	// whose outcome was unknown.
+	Reconciled bool `json:"reconciled,omitempty"`
+	// OutcomeUnknown is set when a write may or may not have happened and
+	// nothing could settle it; the run must stop.
+	OutcomeUnknown bool `json:"outcome_unknown,omitempty"`
 }
 
 // RunStage executes the calls of one stage, at most MaxParallel at once,
@@ -119,10 +165,23 @@ func (e *Executor) RunStage(ctx context.Context, calls []Call) []Outcome {
 // goroutine, so Run returns at the timeout even if the handler ignores its
 // context.
 func (e *Executor) Run(ctx context.Context, c Call) Outcome {
+	if c.guarded() {
+		o, _ := e.guardedWrite(ctx, c, func() (Outcome, bool) { return e.run(ctx, c), true })
+		return o
+	}
+	return e.run(ctx, c)
+}
+
+func (e *Executor) run(ctx context.Context, c Call) Outcome {
 	timeout := e.timeout(c)
 	start := time.Now()
 	wait := e.opts.RetryBackoff
 	for attempt := 1; ; attempt++ {
+		if err := ctx.Err(); err != nil {
+			// The run ended before this attempt: do not start the handler,
+			// since the call is reported as skipped.
+			return e.ended(&c, attempt-1, start, err)
+		}
 		content, err, timedOut := e.once(ctx, c, timeout)
 		switch {
 		case err == nil:

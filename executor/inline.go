@@ -2,6 +2,7 @@ package executor
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -40,17 +41,24 @@ func (w *Watchdog) Close() {
 }
 
 func (w *Watchdog) arm(c *callContext, d time.Duration) {
+	if w.parent.Err() != nil {
+		// The run ended just before this call was armed, so the one-shot
+		// context callback found no call to expire: expire this one now.
+		d = 0
+	}
 	w.mu.Lock()
 	w.cur = c
-	w.mu.Unlock()
 	w.timer.Reset(d)
+	w.mu.Unlock()
 }
 
+// disarm ends c's watch. If the watchdog already gave up on c, another
+// call may own the timer by now, so it is left alone.
 func (w *Watchdog) disarm(c *callContext) {
-	w.timer.Stop()
 	w.mu.Lock()
 	if w.cur == c {
 		w.cur = nil
+		w.timer.Stop()
 	}
 	w.mu.Unlock()
 }
@@ -179,12 +187,22 @@ func (c *callContext) expire() {
 // owner; when the handler finally returns, RunInline reports ok=false and
 // its caller must return at once without touching the run's state.
 func (e *Executor) RunInline(ctx context.Context, c Call, w *Watchdog, takeover func(Outcome)) (o Outcome, ok bool) {
+	if c.guarded() {
+		// An abandoned write's outcome is unknown until the ledger and the
+		// tool's status look-up have had their say.
+		settle := func(o Outcome) { takeover(e.finishClaimed(c, o)) }
+		return e.guardedWrite(ctx, c, func() (Outcome, bool) { return e.runInline(ctx, c, w, settle) })
+	}
+	return e.runInline(ctx, c, w, takeover)
+}
+
+func (e *Executor) runInline(ctx context.Context, c Call, w *Watchdog, takeover func(Outcome)) (o Outcome, ok bool) {
 	timeout := e.timeout(c)
 	start := time.Now()
 	wait := e.opts.RetryBackoff
 	for attempt := 1; ; attempt++ {
 		if err := ctx.Err(); err != nil {
-			return e.ended(&c, attempt, start, err), true
+			return e.ended(&c, attempt-1, start, err), true // attempts made, as in Run
 		}
 		cc := &callContext{
 			Context: ctx, deadline: time.Now().Add(timeout),
@@ -196,9 +214,18 @@ func (e *Executor) RunInline(ctx context.Context, c Call, w *Watchdog, takeover 
 		if !cc.state.CompareAndSwap(callRunning, callReturned) {
 			return Outcome{}, false
 		}
+		expired := cc.Err()         // DeadlineExceeded if the watchdog fired first
 		cc.cancel(context.Canceled) // the call is over; so is its context
-		if err == nil {
+		// The handler returned before the watchdog could give up on it;
+		// classify its error exactly as Run does.
+		switch {
+		case err == nil:
 			return e.succeeded(&c, attempt, start, content), true
+		case ctx.Err() != nil:
+			return e.ended(&c, attempt, start, ctx.Err()), true
+		case errors.Is(err, context.DeadlineExceeded) &&
+			(errors.Is(expired, context.DeadlineExceeded) || !time.Now().Before(cc.deadline)):
+			return e.timedOut(&c, attempt, start, timeout, err), true
 		}
 		if d, retry := e.retryWait(err, attempt, &wait); retry {
 			sleep(ctx, d)

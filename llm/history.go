@@ -10,6 +10,7 @@ import "fmt"
 func CheckHistory(msgs []Message) error {
 	open := map[string]string{}   // call ID -> tool name, awaiting a result
 	answered := map[string]bool{} // call ID -> already has its result
+	var order []string            // call IDs in the order they were made
 	for i, m := range msgs {
 		switch m.Role {
 		case RoleAssistant:
@@ -21,6 +22,7 @@ func CheckHistory(msgs []Message) error {
 					return fmt.Errorf("message %d: tool call ID %q is used twice", i, c.ID)
 				}
 				open[c.ID] = c.Name
+				order = append(order, c.ID)
 			}
 		case RoleTool:
 			if m.Result == nil {
@@ -37,8 +39,12 @@ func CheckHistory(msgs []Message) error {
 			answered[id] = true
 		}
 	}
-	for id, name := range open {
-		return fmt.Errorf("tool call %q (%s) has no result", id, name)
+	// Report the earliest unanswered call, so the error is the same on
+	// every run (ranging over the map would pick one at random).
+	for _, id := range order {
+		if name, ok := open[id]; ok {
+			return fmt.Errorf("tool call %q (%s) has no result", id, name)
+		}
 	}
 	return nil
 }

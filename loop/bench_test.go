@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/toolloop/toolloop/executor"
 	"github.com/toolloop/toolloop/llm"
 	"github.com/toolloop/toolloop/llm/llmtest"
 	"github.com/toolloop/toolloop/loop"
@@ -21,7 +22,7 @@ type noopOut struct {
 
 // benchWorkload is the workload: 5 model turns of 3 read-only no-op
 // calls each, then a final answer.
-func benchWorkload(b *testing.B) (*loop.Runner, []llm.Message) {
+func benchWorkload(b *testing.B, planner executor.Planner) (*loop.Runner, []llm.Message) {
 	b.Helper()
 	var tools []*tool.Tool
 	for _, name := range []string{"read_a", "read_b", "read_c"} {
@@ -54,6 +55,7 @@ func benchWorkload(b *testing.B) (*loop.Runner, []llm.Message) {
 		ModelName: "bench",
 		Tools:     reg,
 		Budgets:   loop.Budgets{MaxSteps: 10},
+		Planner:   planner,
 	})
 	if err != nil {
 		b.Fatal(err)
@@ -62,15 +64,24 @@ func benchWorkload(b *testing.B) (*loop.Runner, []llm.Message) {
 }
 
 // BenchmarkRun measures one whole run of the workload with the
-// in-process runner, no tracer and no store.
+// in-process runner, no tracer and no store: with the default planner
+// (the three reads of a turn form one parallel stage) and with the serial
+// planner (one call per stage).
 func BenchmarkRun(b *testing.B) {
-	r, msgs := benchWorkload(b)
-	ctx := context.Background()
-	b.ReportAllocs()
-	for b.Loop() {
-		res, err := r.Run(ctx, msgs)
-		if err != nil || res.ToolCalls != 15 {
-			b.Fatalf("run: %v, %d tool calls", err, res.ToolCalls)
-		}
+	for _, bc := range []struct {
+		name    string
+		planner executor.Planner
+	}{{"planned", nil}, {"serial", executor.SerialPlanner()}} {
+		b.Run(bc.name, func(b *testing.B) {
+			r, msgs := benchWorkload(b, bc.planner)
+			ctx := context.Background()
+			b.ReportAllocs()
+			for b.Loop() {
+				res, err := r.Run(ctx, msgs)
+				if err != nil || res.ToolCalls != 15 {
+					b.Fatalf("run: %v, %d tool calls", err, res.ToolCalls)
+				}
+			}
+		})
 	}
 }

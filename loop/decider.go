@@ -88,10 +88,11 @@ type State struct {
 	Stopping bool
 	Done     bool
 
-	callIDs  map[string]struct{}
-	lastKeys []uint64
-	lastIDs  []string
-	failed   map[uint64]llm.ErrorKind
+	callIDs   map[string]struct{}
+	writeKeys map[string]int // times each write key was requested
+	lastKeys  []uint64
+	lastIDs   []string
+	failed    map[uint64]llm.ErrorKind
 }
 
 // Next is the decider: given the state and the next event it updates the
@@ -150,9 +151,10 @@ func start(s *State, ev *Event) Effect {
 	info := ev.Start
 	*s = State{
 		RunID: info.RunID, Model: info.Model, StartedAt: ev.At, Budgets: info.Budgets, Price: info.Price,
-		Messages: append(make([]llm.Message, 0, len(info.Messages)+4*info.Budgets.MaxSteps), info.Messages...),
-		callIDs:  map[string]struct{}{},
-		failed:   map[uint64]llm.ErrorKind{},
+		Messages:  append(make([]llm.Message, 0, len(info.Messages)+8), info.Messages...),
+		callIDs:   map[string]struct{}{},
+		writeKeys: map[string]int{},
+		failed:    map[uint64]llm.ErrorKind{},
 	}
 	if info.Budgets.Deadline > 0 {
 		s.Deadline = ev.At.Add(info.Budgets.Deadline)
@@ -276,6 +278,21 @@ func callsValidated(s *State, ev *Event) Effect {
 			}
 		}
 	}
+	for i, c := range ev.Checks {
+		// A write asked for again is answered from the ledger once; a
+		// third request of the same write is a model going round in
+		// circles.
+		if c.WriteKey != "" && c.Problem == "" && s.writeKeys[c.WriteKey] >= 2 {
+			call := b.Calls[i]
+			return stop(s, SpinDetected, fmt.Sprintf(
+				"call %s asks for write %q a third time in this run", call.ID, c.WriteKey))
+		}
+	}
+	for _, c := range ev.Checks {
+		if c.WriteKey != "" && c.Problem == "" {
+			s.writeKeys[c.WriteKey]++
+		}
+	}
 	s.lastKeys = s.lastKeys[:0]
 	s.lastIDs = s.lastIDs[:0]
 	var valid []int
@@ -320,7 +337,7 @@ func policyDecided(s *State, ev *Event) Effect {
 			return stop(s, PermissionDenied, fmt.Sprintf("call %s: %s", call.ID, d.Reason))
 		}
 	}
-	var allowed []int
+	allowed := make([]int, 0, len(ev.Decisions))
 	for i, d := range ev.Decisions {
 		switch d.Verdict {
 		case policy.Confirm:
@@ -392,6 +409,14 @@ func stageFinished(s *State, ev *Event) Effect {
 	}
 	record(s, ev)
 	for _, o := range ev.Outcomes {
+		if o.OutcomeUnknown {
+			r := o.Result
+			return stop(s, ToolOutcomeUnknown, fmt.Sprintf(
+				"call %s (%s): the write with idempotency key %q may or may not have happened, and no status look-up settled it",
+				r.CallID, r.Name, o.IdempotencyKey))
+		}
+	}
+	for _, o := range ev.Outcomes {
 		if o.TimedOut && o.StopRun {
 			r := o.Result
 			return stop(s, ToolTimeout, fmt.Sprintf("call %s (%s) ran past its timeout", r.CallID, r.Name))
@@ -426,7 +451,9 @@ func appendResults(s *State) {
 			*r = errorResult(b.Calls[i], llm.StatusSkipped, llm.ErrRunStopped,
 				"not run: the run stopped with "+string(s.Status)+" before this call")
 		}
-		s.Messages = append(s.Messages, llm.ToolMessage(*r))
+		// The message points into the batch's results rather than a copy:
+		// one allocation per batch instead of one per result.
+		s.Messages = append(s.Messages, llm.Message{Role: llm.RoleTool, Result: r})
 	}
 	s.Batch = nil
 }

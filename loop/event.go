@@ -104,4 +104,6 @@ type CallCheck struct {
 	Problem string `json:"problem,omitempty"`
 	// Key identifies the call by tool name and canonical arguments.
 	Key uint64 `json:"key"`
+	// WriteKey is a write's idempotency key; empty for reads.
+	WriteKey string `json:"write_key,omitempty"`
 }

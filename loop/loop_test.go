@@ -418,7 +418,8 @@ func TestToolTimeoutIgnoringContext(t *testing.T) {
 	f := newFixture(t, slow)
 	model := llmtest.New(llmtest.Calls(call("c1", "slow", `{}`), call("c2", "query_order", `{"id":"A1"}`)))
 	begin := time.Now()
-	res, err := loop.Run(context.Background(), loop.Config{Model: model, Tools: f.reg}, user("q"))
+	// Serial, so that c2 is in a later stage than the timeout.
+	res, err := loop.Run(context.Background(), loop.Config{Model: model, Tools: f.reg, Planner: executor.SerialPlanner()}, user("q"))
 	mustStatus(t, res, err, loop.ToolTimeout)
 	if took := time.Since(begin); took > 5*time.Second {
 		t.Fatalf("run took %v with a 30ms tool timeout", took)
@@ -428,6 +429,22 @@ func TestToolTimeoutIgnoringContext(t *testing.T) {
 	}
 	if r := resultFor(t, res.Messages, "c2"); r.Status != llm.StatusSkipped || f.queries.Load() != 0 {
 		t.Fatalf("c2 = %+v; calls after a stopping timeout are skipped", r)
+	}
+}
+
+func TestToolTimeoutInAParallelStage(t *testing.T) {
+	slow, release := blocker(t, "slow", 30*time.Millisecond, "")
+	defer release()
+	f := newFixture(t, slow)
+	model := llmtest.New(llmtest.Calls(call("c1", "slow", `{}`), call("c2", "query_order", `{"id":"A1"}`)))
+	res, err := loop.Run(context.Background(), loop.Config{Model: model, Tools: f.reg}, user("q"))
+	mustStatus(t, res, err, loop.ToolTimeout)
+	// Both reads ran together; the one that finished keeps its result.
+	if r := resultFor(t, res.Messages, "c2"); r.Status != llm.StatusOK {
+		t.Fatalf("c2 = %+v; a sibling's timeout must not lose this result", r)
+	}
+	if r := resultFor(t, res.Messages, "c1"); r.ErrorKind != llm.ErrTimeout {
+		t.Fatalf("c1 = %+v", r)
 	}
 }
 

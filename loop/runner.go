@@ -26,13 +26,19 @@ type Config struct {
 	Budgets  Budgets
 	// Executor runs tool calls; nil means executor.New(nil).
 	Executor *executor.Executor
-	// Planner plans each batch; nil means executor.SerialPlanner().
+	// Planner plans each batch; nil means executor.RulePlanner with the
+	// executor's MaxParallel.
 	Planner executor.Planner
 	// ModelRetries is how many times a retryable model failure is tried
 	// again (default 2; negative for never). ModelRetryBackoff is the first
 	// wait, doubled each time (default 500ms).
 	ModelRetries      int
 	ModelRetryBackoff time.Duration
+	// RequestID, when set, derives write idempotency keys from the
+	// business request rather than the run: a retried request (a new run
+	// with the same RequestID) finds its writes already done. Tools with
+	// their own key (tool.Spec.IdempotencyKey) keep it.
+	RequestID string
 	// SessionID and PromptVersion are recorded in the log.
 	SessionID     string
 	PromptVersion string
@@ -73,7 +79,7 @@ func NewRunner(cfg Config) (*Runner, error) {
 		r.cfg.Executor = executor.New(nil)
 	}
 	if r.cfg.Planner == nil {
-		r.cfg.Planner = executor.SerialPlanner()
+		r.cfg.Planner = executor.RulePlanner(r.cfg.Executor.Options().MaxParallel)
 	}
 	switch {
 	case r.cfg.ModelRetries == 0:
@@ -149,7 +155,7 @@ func (r *Result) Answer() string {
 // its context, the run carries on from another goroutine and Run returns on
 // time; the stuck handler's goroutine ends whenever the handler does.
 func (r *Runner) Run(ctx context.Context, msgs []llm.Message) (*Result, error) {
-	d := &drive{r: r, log: make([]Event, 0, 8*r.budgets.MaxSteps), done: make(chan *Result, 1)}
+	d := &drive{r: r, log: make([]Event, 0, 16), done: make(chan *Result, 1)}
 	runID := r.cfg.NewRunID()
 	if r.budgets.Deadline > 0 {
 		var cancel context.CancelFunc
@@ -224,10 +230,8 @@ type drive struct {
 
 	// takeover is d.continueAfter, bound once per run rather than once per
 	// call; stage is the stage being executed, for it.
-	takeover func(executor.Outcome)
+	takeover func([]executor.Outcome)
 	stage    int
-	outSlab  []executor.Outcome
-	slabFor  *Batch
 }
 
 func (d *drive) emit(ev Event) Effect {
@@ -299,6 +303,9 @@ func (d *drive) validate() Event {
 		}
 		fp, err := t.Validate(c.Arguments)
 		checks[i] = CallCheck{Known: true, Key: tool.CallKey(c.Name, fp)}
+		if t.Effect() == tool.Write && err == nil {
+			checks[i].WriteKey = d.writeKey(t, c, checks[i].Key)
+		}
 		if err != nil {
 			checks[i].Problem = err.Error()
 			var te *tool.Error
@@ -308,6 +315,18 @@ func (d *drive) validate() Event {
 		}
 	}
 	return Event{Kind: CallsValidated, Checks: checks}
+}
+
+// writeKey derives a write's idempotency key: the tool's business key,
+// else one from the request ID and the call's content, else run + call ID.
+func (d *drive) writeKey(t *tool.Tool, c llm.ToolCall, callKey uint64) string {
+	if k := t.IdempotencyKey(c.Arguments); k != "" {
+		return k
+	}
+	if d.r.cfg.RequestID != "" {
+		return fmt.Sprintf("%s/%s/%016x", d.r.cfg.RequestID, c.Name, callKey)
+	}
+	return d.state.RunID + "/" + c.ID
 }
 
 func (d *drive) authorize(ctx context.Context, idx []int) Event {
@@ -392,44 +411,42 @@ func checkPlan(p executor.Plan, n int) error {
 	return nil
 }
 
-// execute runs one stage. A stage of one call runs on the driver's own
-// goroutine under the watchdog; ok=false means the watchdog has handed the
-// run to another goroutine, which continues from this stage's end.
+// execute runs one stage on the driver's goroutine (spilling onto more for
+// a slow parallel stage) under the watchdog; ok=false means the watchdog
+// has handed the run to another goroutine, which continues from this
+// stage's end.
 func (d *drive) execute(ctx context.Context, stage int, idx []int) (ev Event, ok bool) {
 	b := d.state.Batch
-	if d.outSlab == nil || d.slabFor != b {
-		// One slab per batch holds every stage's outcomes.
-		d.outSlab, d.slabFor = make([]executor.Outcome, 0, len(b.Calls)), b
-	}
-	first := len(d.outSlab)
-	if len(idx) == 1 {
-		i := idx[0]
-		t, _ := d.r.cfg.Tools.Lookup(b.Calls[i].Name)
-		call := executor.Call{Call: b.Calls[i], Tool: t, Timeout: d.r.budgets.ToolTimeout}
-		d.stage = stage
-		o, ok := d.r.cfg.Executor.RunInline(ctx, call, d.watch, d.takeover)
-		if !ok {
-			return Event{}, false
-		}
-		d.outSlab = append(d.outSlab, o)
-		return d.stageFinished(stage, d.outSlab[first:len(d.outSlab):len(d.outSlab)]), true
-	}
 	calls := make([]executor.Call, len(idx))
 	for j, i := range idx {
 		t, _ := d.r.cfg.Tools.Lookup(b.Calls[i].Name)
-		calls[j] = executor.Call{Call: b.Calls[i], Tool: t, Timeout: d.r.budgets.ToolTimeout}
+		calls[j] = d.call(b, i, t)
 	}
-	return d.stageFinished(stage, d.r.cfg.Executor.RunStage(ctx, calls)), true
+	d.stage = stage
+	outs, ok := d.r.cfg.Executor.RunStageInline(ctx, calls, d.watch, d.takeover)
+	if !ok {
+		return Event{}, false
+	}
+	return d.stageFinished(stage, outs), true
+}
+
+func (d *drive) call(b *Batch, i int, t *tool.Tool) executor.Call {
+	c := executor.Call{Call: b.Calls[i], Tool: t, Timeout: d.r.budgets.ToolTimeout}
+	if i < len(b.Checks) && b.Checks[i].WriteKey != "" {
+		c.IdempotencyKey, c.RunID = b.Checks[i].WriteKey, d.state.RunID
+		c.ArgsHash = fmt.Sprintf("%016x", b.Checks[i].Key)
+	}
+	return c
 }
 
 func (d *drive) stageFinished(stage int, outs []executor.Outcome) Event {
 	return Event{Kind: StageFinished, Stage: stage, Outcomes: outs, Failure: contextFailure(d.ctx)}
 }
 
-// continueAfter continues the run after the watchdog gave up on the handler of
-// the current one-call stage. It runs on the watchdog's goroutine.
-func (d *drive) continueAfter(o executor.Outcome) {
-	d.loop(d.emit(d.stageFinished(d.stage, []executor.Outcome{o})))
+// continueAfter continues the run after the watchdog gave up on a handler
+// of the current stage. It runs on the watchdog's goroutine.
+func (d *drive) continueAfter(outs []executor.Outcome) {
+	d.loop(d.emit(d.stageFinished(d.stage, outs)))
 }
 
 func randomID() string {

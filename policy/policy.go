@@ -8,6 +8,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/toolloop/toolloop/llm"
 	"github.com/toolloop/toolloop/tool"
@@ -99,8 +100,11 @@ func Allowlist(names ...string) Policy {
 }
 
 // Grants maps an identity name, or "role:NAME" for a role, to the tools it
-// may call; "*" stands for every tool.
+// may call; "*" stands for every tool. The "role:" prefix is reserved: an
+// identity whose name starts with it gets no grants by name.
 type Grants map[string][]string
+
+const rolePrefix = "role:"
 
 // Permissions allows a call only when the identity, or one of its roles, is
 // granted the tool; otherwise it denies.
@@ -115,11 +119,13 @@ func Permissions(grants Grants) Policy {
 	}
 	granted := func(who, name string) bool { return g[who][name] || g[who]["*"] }
 	return Func(func(_ context.Context, req Request) (Decision, error) {
-		if granted(req.Identity.Name, req.Call.Name) {
+		// An identity named "role:X" is not the role X: identity names and
+		// role keys share the grant map, so the prefix is reserved for roles.
+		if !strings.HasPrefix(req.Identity.Name, rolePrefix) && granted(req.Identity.Name, req.Call.Name) {
 			return Decision{Verdict: Allow, Rule: "permissions", Reason: "identity is granted the tool"}, nil
 		}
 		for _, r := range req.Identity.Roles {
-			if granted("role:"+r, req.Call.Name) {
+			if granted(rolePrefix+r, req.Call.Name) {
 				return Decision{Verdict: Allow, Rule: "permissions", Reason: "role " + r + " is granted the tool"}, nil
 			}
 		}
@@ -153,6 +159,9 @@ func ConfirmWrites(exempt ...string) Policy {
 func ConfirmRisk(min tool.Risk) Policy {
 	level := map[tool.Risk]int{tool.RiskLow: 1, tool.RiskMedium: 2, tool.RiskHigh: 3}
 	return Func(func(_ context.Context, req Request) (Decision, error) {
+		if req.Risk == "" && req.Tool != nil {
+			req.Risk = req.Tool.Risk() // never let a missing field lower the risk
+		}
 		if level[req.Risk] >= level[min] {
 			return Decision{Verdict: Confirm, Rule: "confirm_risk",
 				Reason: fmt.Sprintf("%q is %s risk; %s and above need human confirmation", req.Call.Name, req.Risk, min)}, nil

@@ -69,7 +69,7 @@ func KindOf(err error) llm.ErrorKind {
 	switch {
 	case err == nil:
 		return ""
-	case errors.As(err, &te):
+	case errors.As(err, &te) && te.Kind != "":
 		return te.Kind
 	case errors.Is(err, context.DeadlineExceeded):
 		return KindTimeout

@@ -107,7 +107,9 @@ func (h *fnv64) value(v any) {
 // which the loop recognises a repeated call.
 func CallKey(name string, argsFingerprint uint64) uint64 {
 	h := fnv64(offset64)
-	h.value(name)
+	h.byte('"')
+	h.uint(uint64(len(name)))
+	h.string(name)
 	h.uint(argsFingerprint)
 	return uint64(h)
 }

@@ -82,6 +82,17 @@ type Spec[In any] struct {
 	Resources      func(in In) []string
 	Sensitive      []string
 	ExclusiveGroup string
+	// IdempotencyKey derives a write's business key from its arguments,
+	// e.g. "refund:" + in.OrderID, so that the same business action asked
+	// for again (under any call ID, in any run) is done once. Nil means
+	// the runner's default key (run ID + call ID).
+	IdempotencyKey func(in In) string
+	// Lookup is the write's status look-up: it reports whether a write
+	// with these arguments has already happened and, if so, its result.
+	// The executor asks it before deciding about a write whose outcome is
+	// unknown (a timeout, a crash). Without one, such a write stops the
+	// run with tool_outcome_unknown.
+	Lookup func(ctx context.Context, in In) (result any, applied bool, err error)
 }
 
 // Tool is an immutable, ready-to-run tool: a definition, its resolved schema
@@ -89,8 +100,10 @@ type Spec[In any] struct {
 type Tool struct {
 	def       Definition
 	schema    *jsonschema.Resolved
+	fast      *fastSchema // nil if the schema needs jsonschema-go
 	invoke    func(ctx context.Context, args json.RawMessage) (json.RawMessage, error)
 	resources func(args json.RawMessage) []string
+	writeHooks
 }
 
 // Providers accept tool names of letters, digits, '_' and '-', 1 to 64 long.
@@ -141,7 +154,12 @@ func New[In, Out any](spec Spec[In], fn func(ctx context.Context, in In) (Out, e
 			return spec.Resources(in)
 		}
 	}
-	return build(def, schema, invoke, resources)
+	t, err := build(def, schema, invoke, resources)
+	if err != nil {
+		return nil, err
+	}
+	t.writeHooks = typedWriteHooks(spec)
+	return t, nil
 }
 
 // MustNew is New for tool sets defined at start-up; it panics on error.
@@ -214,7 +232,7 @@ func build(def Definition, schema *jsonschema.Schema, invoke RawHandler, resourc
 	if err != nil {
 		return nil, fmt.Errorf("tool %q: resolving input schema: %w", def.Name, err)
 	}
-	return &Tool{def: def, schema: resolved, invoke: invoke, resources: resources}, nil
+	return &Tool{def: def, schema: resolved, fast: compileFast(schema), invoke: invoke, resources: resources}, nil
 }
 
 // Name returns the tool's name.
@@ -223,6 +241,7 @@ func (t *Tool) Name() string { return t.def.Name }
 // Definition returns a copy of the tool's definition.
 func (t *Tool) Definition() Definition {
 	d := t.def
+	d.InputSchema = append(json.RawMessage(nil), d.InputSchema...)
 	d.Sensitive = append([]string(nil), d.Sensitive...)
 	return d
 }
@@ -244,11 +263,17 @@ func (t *Tool) Validate(args json.RawMessage) (uint64, error) {
 	if len(args) == 0 {
 		args = emptyObject()
 	}
+	// The compiled validator checks the bytes in one pass. For a schema it
+	// cannot compile, it checks only syntax and duplicate keys, and
+	// jsonschema-go checks the decoded value.
+	fp, err := t.fast.validate(args)
+	if err != nil || t.fast != nil {
+		return fp, err
+	}
 	var v any
 	if err := json.Unmarshal(args, &v); err != nil {
 		return fingerprintBytes(args), &Error{Kind: KindInvalidArguments, Msg: "arguments are not valid JSON: " + err.Error()}
 	}
-	fp := Fingerprint(v)
 	if err := t.schema.Validate(v); err != nil {
 		return fp, &Error{Kind: KindInvalidArguments, Msg: "arguments do not match the schema: " + err.Error()}
 	}
@@ -277,6 +302,9 @@ func (t *Tool) Resources(args json.RawMessage) []string {
 	if t.resources == nil {
 		return nil
 	}
+	if len(args) == 0 {
+		args = emptyObject() // as in Validate and Invoke
+	}
 	return t.resources(args)
 }
 
@@ -294,6 +322,9 @@ func decodeArgs(args json.RawMessage, in any) error {
 	}
 	return nil
 }
+
+// ExclusiveGroup returns the tool's exclusive group, or "".
+func (t *Tool) ExclusiveGroup() string { return t.def.ExclusiveGroup }
 
 // Risk returns the tool's declared (or defaulted) risk.
 func (t *Tool) Risk() Risk { return t.def.Risk }

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -94,10 +95,12 @@ func Repeating(turns ...Turn) *Model { return &Model{turns: turns, repeat: true}
 
 // Generate answers with the next scripted turn.
 func (m *Model) Generate(ctx context.Context, req *llm.Request) (*llm.Response, error) {
+	// Record a copy of the message list: the Model contract forbids keeping
+	// req.Messages, and the caller may reuse or edit it after we return.
+	rec := *req
+	rec.Messages = slices.Clone(req.Messages)
 	m.mu.Lock()
-	// The history is append-only, so keeping the slice header is a faithful
-	// record of what was sent without copying it.
-	m.requests = append(m.requests, *req)
+	m.requests = append(m.requests, rec)
 	i := m.next
 	m.next++
 	m.mu.Unlock()
@@ -127,7 +130,13 @@ func (m *Model) Generate(ctx context.Context, req *llm.Request) (*llm.Response, 
 	case t.Err != nil:
 		return nil, t.Err
 	case t.Response != nil:
+		// A fresh copy each time, so a caller that edits its answer cannot
+		// change what the script plays next (Repeating replays the turn).
 		r := *t.Response
+		r.Message.ToolCalls = slices.Clone(r.Message.ToolCalls)
+		for i := range r.Message.ToolCalls {
+			r.Message.ToolCalls[i].Arguments = slices.Clone(r.Message.ToolCalls[i].Arguments)
+		}
 		return &r, nil
 	}
 	return nil, fmt.Errorf("llmtest: turn %d is empty", i+1)

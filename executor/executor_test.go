@@ -1,0 +1,889 @@
+package executor_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/toolloop/toolloop/executor"
+	"github.com/toolloop/toolloop/llm"
+	"github.com/toolloop/toolloop/tool"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// margin bounds how long a call may take past its timeout before a test
+// calls it hung. Generous, so a loaded machine never fails the test.
+const margin = 2 * time.Second
+
+type args struct {
+	N int `json:"n,omitempty"`
+}
+
+type handler func(ctx context.Context, in args) (any, error)
+
+func mkTool(t *testing.T, spec tool.Spec[args], h handler) *tool.Tool {
+	t.Helper()
+	if spec.Name == "" {
+		spec.Name = "t"
+	}
+	tl, err := tool.New(spec, func(ctx context.Context, in args) (any, error) { return h(ctx, in) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tl
+}
+
+func call(id string, tl *tool.Tool, n int) executor.Call {
+	return executor.Call{
+		Call: llm.ToolCall{ID: id, Name: tl.Name(), Arguments: json.RawMessage(fmt.Sprintf(`{"n":%d}`, n))},
+		Tool: tl,
+	}
+}
+
+// blocker is a handler that ignores its context and waits until the test
+// releases it; release also waits for every handler that has started to
+// return, so no handler goroutine outlives the test.
+type blocker struct {
+	started chan int
+	gate    chan struct{}
+	once    sync.Once
+
+	mu      sync.Mutex
+	cond    *sync.Cond
+	running int
+}
+
+func newBlocker(t *testing.T) *blocker {
+	b := &blocker{started: make(chan int, 100), gate: make(chan struct{})}
+	b.cond = sync.NewCond(&b.mu)
+	t.Cleanup(b.release)
+	return b
+}
+
+func (b *blocker) handle(_ context.Context, in args) (any, error) {
+	b.mu.Lock()
+	b.running++
+	b.mu.Unlock()
+	defer func() {
+		b.mu.Lock()
+		b.running--
+		b.cond.Broadcast()
+		b.mu.Unlock()
+	}()
+	b.started <- in.N
+	<-b.gate
+	return "released", nil
+}
+
+func (b *blocker) release() {
+	b.once.Do(func() { close(b.gate) })
+	b.mu.Lock()
+	for b.running > 0 {
+		b.cond.Wait()
+	}
+	b.mu.Unlock()
+}
+
+// within runs f in a goroutine and fails the test if it does not return
+// within d.
+func within[T any](t *testing.T, d time.Duration, f func() T) T {
+	t.Helper()
+	ch := make(chan T, 1)
+	go func() { ch <- f() }()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(d):
+		t.Fatalf("did not return within %v", d)
+		panic("unreachable")
+	}
+}
+
+// errorContent decodes the {"error", "kind"} content of a failed result.
+func errorContent(t *testing.T, r llm.ToolResult) (msg string, kind llm.ErrorKind) {
+	t.Helper()
+	var c struct {
+		Error string        `json:"error"`
+		Kind  llm.ErrorKind `json:"kind"`
+	}
+	if err := json.Unmarshal(r.Content, &c); err != nil {
+		t.Fatalf("result content is not an error object: %s", r.Content)
+	}
+	if c.Kind != r.ErrorKind {
+		t.Errorf("content kind %q != result kind %q", c.Kind, r.ErrorKind)
+	}
+	return c.Error, c.Kind
+}
+
+// core is the part of Options this file tests (the idempotency ledger's
+// options are tested with the ledger).
+type core struct {
+	DefaultTimeout, RetryBackoff, MaxRetryWait time.Duration
+	MaxRetries, MaxParallel                    int
+}
+
+func coreOf(o executor.Options) core {
+	return core{o.DefaultTimeout, o.RetryBackoff, o.MaxRetryWait, o.MaxRetries, o.MaxParallel}
+}
+
+func TestDefaults(t *testing.T) {
+	want := core{
+		DefaultTimeout: 30 * time.Second, MaxRetries: 2, RetryBackoff: 100 * time.Millisecond,
+		MaxRetryWait: 5 * time.Second, MaxParallel: 4,
+	}
+	if got := coreOf(executor.New(nil).Options()); got != want {
+		t.Errorf("New(nil).Options() = %+v, want %+v", got, want)
+	}
+	if got := coreOf(executor.New(&executor.Options{}).Options()); got != want {
+		t.Errorf("New(&Options{}).Options() = %+v, want %+v", got, want)
+	}
+	if got := executor.New(&executor.Options{MaxRetries: -1}).Options().MaxRetries; got != 0 {
+		t.Errorf("MaxRetries -1 -> %d, want 0", got)
+	}
+	custom := executor.Options{DefaultTimeout: time.Second, MaxRetries: 5, RetryBackoff: time.Millisecond, MaxRetryWait: time.Minute, MaxParallel: 9}
+	if got := coreOf(executor.New(&custom).Options()); got != coreOf(custom) {
+		t.Errorf("custom options changed: %+v", got)
+	}
+}
+
+func TestRunOK(t *testing.T) {
+	tl := mkTool(t, tool.Spec[args]{Name: "double"}, func(_ context.Context, in args) (any, error) {
+		return map[string]int{"n": in.N * 2}, nil
+	})
+	o := executor.New(nil).Run(context.Background(), call("c1", tl, 21))
+	r := o.Result
+	if r.CallID != "c1" || r.Name != "double" || r.Status != llm.StatusOK || r.ErrorKind != "" {
+		t.Errorf("result = %+v", r)
+	}
+	if string(r.Content) != `{"n":42}` {
+		t.Errorf("content = %s", r.Content)
+	}
+	if o.Attempts != 1 || o.TimedOut || o.StopRun || o.Err != "" || o.Duration < 0 {
+		t.Errorf("outcome = %+v", o)
+	}
+}
+
+func TestRunEmptyContentIsNull(t *testing.T) {
+	tl, err := tool.NewRaw(tool.Definition{Name: "raw", InputSchema: json.RawMessage(`{"type":"object"}`)},
+		func(context.Context, json.RawMessage) (json.RawMessage, error) { return nil, nil }, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := executor.New(nil).Run(context.Background(), executor.Call{Call: llm.ToolCall{ID: "c", Name: "raw"}, Tool: tl})
+	if o.Result.Status != llm.StatusOK || string(o.Result.Content) != "null" {
+		t.Errorf("result = %+v (content %s), want ok with null content", o.Result, o.Result.Content)
+	}
+}
+
+func TestRunStageEmpty(t *testing.T) {
+	if out := executor.New(nil).RunStage(context.Background(), nil); len(out) != 0 {
+		t.Errorf("RunStage(nil) = %v", out)
+	}
+}
+
+// Outcomes come back in call order even when the calls finish in reverse.
+// Channels force the completion order; nothing depends on timing.
+func TestRunStageKeepsCallOrder(t *testing.T) {
+	const n = 4
+	gates := make([]chan struct{}, n)
+	for i := range gates {
+		gates[i] = make(chan struct{})
+	}
+	started := make(chan int, n)
+	finished := make(chan int, n)
+	var mu sync.Mutex
+	var order []int
+	tl := mkTool(t, tool.Spec[args]{Name: "gated"}, func(_ context.Context, in args) (any, error) {
+		started <- in.N
+		<-gates[in.N]
+		mu.Lock()
+		order = append(order, in.N)
+		mu.Unlock()
+		finished <- in.N
+		return fmt.Sprintf("result %d", in.N), nil
+	})
+	calls := make([]executor.Call, n)
+	for i := range calls {
+		calls[i] = call(fmt.Sprintf("call_%d", i), tl, i)
+	}
+	ex := executor.New(&executor.Options{MaxParallel: n})
+	done := make(chan []executor.Outcome, 1)
+	go func() { done <- ex.RunStage(context.Background(), calls) }()
+
+	for range n {
+		<-started // all calls run at once
+	}
+	for i := n - 1; i >= 0; i-- {
+		close(gates[i])
+		if got := <-finished; got != i {
+			t.Fatalf("call %d finished, want %d", got, i)
+		}
+	}
+	out := <-done
+	if fmt.Sprint(order) != "[3 2 1 0]" {
+		t.Fatalf("completion order = %v, want [3 2 1 0]", order)
+	}
+	if len(out) != n {
+		t.Fatalf("%d outcomes, want %d", len(out), n)
+	}
+	for i, o := range out {
+		want := fmt.Sprintf("call_%d", i)
+		if o.Result.CallID != want || string(o.Result.Content) != fmt.Sprintf(`"result %d"`, i) {
+			t.Errorf("outcome %d = %s / %s, want %s / result %d", i, o.Result.CallID, o.Result.Content, want, i)
+		}
+	}
+}
+
+// One failing call does not lose the others' results.
+func TestRunStagePartialSuccess(t *testing.T) {
+	tl := mkTool(t, tool.Spec[args]{Name: "mixed"}, func(_ context.Context, in args) (any, error) {
+		switch in.N {
+		case 1:
+			return nil, tool.NotFound("nothing for 1")
+		case 2:
+			panic("bad state")
+		}
+		return in.N, nil
+	})
+	calls := []executor.Call{call("a", tl, 0), call("b", tl, 1), call("c", tl, 2), call("d", tl, 3)}
+	out := executor.New(nil).RunStage(context.Background(), calls)
+	want := []struct {
+		status llm.ResultStatus
+		kind   llm.ErrorKind
+	}{{llm.StatusOK, ""}, {llm.StatusError, tool.KindNotFound}, {llm.StatusError, tool.KindInternal}, {llm.StatusOK, ""}}
+	for i, w := range want {
+		r := out[i].Result
+		if r.CallID != calls[i].Call.ID || r.Status != w.status || r.ErrorKind != w.kind {
+			t.Errorf("outcome %d = %+v, want %s/%s", i, r, w.status, w.kind)
+		}
+		if out[i].StopRun {
+			t.Errorf("outcome %d stops the run", i)
+		}
+	}
+	if string(out[3].Result.Content) != "3" {
+		t.Errorf("last result content = %s", out[3].Result.Content)
+	}
+}
+
+func TestTimeoutToolIgnoresContext(t *testing.T) {
+	for _, tc := range []struct {
+		action   tool.TimeoutAction
+		stopRun  bool
+		stageLen int
+	}{
+		{tool.TimeoutStop, true, 1},
+		{tool.TimeoutReport, false, 1},
+		{tool.TimeoutStop, true, 3}, // in a parallel stage
+	} {
+		t.Run(fmt.Sprintf("%s/%d", tc.action, tc.stageLen), func(t *testing.T) {
+			b := newBlocker(t)
+			hang := mkTool(t, tool.Spec[args]{Name: "hang", Timeout: 50 * time.Millisecond, OnTimeout: tc.action}, b.handle)
+			quick := mkTool(t, tool.Spec[args]{Name: "quick"}, func(context.Context, args) (any, error) { return "ok", nil })
+			calls := []executor.Call{call("c0", hang, 0)}
+			for i := 1; i < tc.stageLen; i++ {
+				calls = append(calls, call(fmt.Sprintf("c%d", i), quick, i))
+			}
+			start := time.Now()
+			out := within(t, 50*time.Millisecond+margin, func() []executor.Outcome {
+				return executor.New(nil).RunStage(context.Background(), calls)
+			})
+			if d := time.Since(start); d < 50*time.Millisecond {
+				t.Errorf("returned after %v, before the 50ms timeout", d)
+			}
+			o := out[0]
+			if !o.TimedOut || o.StopRun != tc.stopRun {
+				t.Errorf("TimedOut, StopRun = %v, %v; want true, %v", o.TimedOut, o.StopRun, tc.stopRun)
+			}
+			if o.Result.Status != llm.StatusError || o.Result.ErrorKind != tool.KindTimeout || o.Result.CallID != "c0" {
+				t.Errorf("result = %+v", o.Result)
+			}
+			if msg, _ := errorContent(t, o.Result); !strings.Contains(msg, "50ms") {
+				t.Errorf("message %q does not state the timeout", msg)
+			}
+			if o.Attempts != 1 || o.Err == "" {
+				t.Errorf("outcome = %+v", o)
+			}
+			for _, q := range out[1:] {
+				if q.Result.Status != llm.StatusOK || q.StopRun {
+					t.Errorf("quick call = %+v", q)
+				}
+			}
+			b.release() // the abandoned handler can finish now
+		})
+	}
+}
+
+// A handler that honours its context ends at the timeout with the
+// context's error, and is classified the same way.
+func TestTimeoutToolHonoursContext(t *testing.T) {
+	for name, h := range map[string]handler{
+		"returns ctx.Err": func(ctx context.Context, _ args) (any, error) {
+			<-ctx.Done()
+			return nil, ctx.Err()
+		},
+		"wraps it as unavailable": func(ctx context.Context, _ args) (any, error) {
+			<-ctx.Done()
+			return nil, tool.Unavailable(ctx.Err())
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			var calls atomic.Int32
+			tl := mkTool(t, tool.Spec[args]{Timeout: 50 * time.Millisecond}, func(ctx context.Context, in args) (any, error) {
+				calls.Add(1)
+				return h(ctx, in)
+			})
+			ex := executor.New(&executor.Options{RetryBackoff: time.Millisecond})
+			o := within(t, 50*time.Millisecond+margin, func() executor.Outcome {
+				return ex.Run(context.Background(), call("c", tl, 0))
+			})
+			if !o.TimedOut || !o.StopRun || o.Result.ErrorKind != tool.KindTimeout || o.Result.Status != llm.StatusError {
+				t.Errorf("outcome = %+v", o)
+			}
+			// A timeout is not retried, even if the tool called it unavailable.
+			if o.Attempts != 1 || calls.Load() != 1 {
+				t.Errorf("attempts = %d, handler calls = %d; want 1, 1", o.Attempts, calls.Load())
+			}
+		})
+	}
+}
+
+// Which timeout applies: the call's override, else the tool's, else the
+// executor's default. The handler reads its deadline, so nothing here
+// depends on timing.
+func TestTimeoutPrecedence(t *testing.T) {
+	deadlineIn := func(ctx context.Context, _ args) (any, error) {
+		d, ok := ctx.Deadline()
+		if !ok {
+			return nil, errors.New("no deadline")
+		}
+		return time.Until(d).Seconds(), nil
+	}
+	tests := []struct {
+		name           string
+		defaultTimeout time.Duration
+		toolTimeout    time.Duration
+		callTimeout    time.Duration
+		want           time.Duration
+	}{
+		{"executor default", 0, 0, 0, 30 * time.Second},
+		{"configured default", time.Hour, 0, 0, time.Hour},
+		{"tool timeout", time.Hour, 10 * time.Hour, 0, 10 * time.Hour},
+		{"call override shorter", time.Hour, 10 * time.Hour, 2 * time.Hour, 2 * time.Hour},
+		{"call override longer", time.Hour, 10 * time.Hour, 100 * time.Hour, 100 * time.Hour},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tl := mkTool(t, tool.Spec[args]{Timeout: tt.toolTimeout}, deadlineIn)
+			c := call("c", tl, 0)
+			c.Timeout = tt.callTimeout
+			o := executor.New(&executor.Options{DefaultTimeout: tt.defaultTimeout}).Run(context.Background(), c)
+			if o.Result.Status != llm.StatusOK {
+				t.Fatalf("outcome = %+v", o)
+			}
+			var secs float64
+			if err := json.Unmarshal(o.Result.Content, &secs); err != nil {
+				t.Fatal(err)
+			}
+			left := time.Duration(secs * float64(time.Second))
+			if left > tt.want || left < tt.want-time.Minute {
+				t.Errorf("handler saw %v until its deadline, want about %v", left, tt.want)
+			}
+		})
+	}
+}
+
+// A per-call Timeout overrides a long tool timeout for a hanging tool.
+func TestTimeoutCallOverride(t *testing.T) {
+	b := newBlocker(t)
+	tl := mkTool(t, tool.Spec[args]{Timeout: time.Hour}, b.handle)
+	c := call("c", tl, 0)
+	c.Timeout = 50 * time.Millisecond
+	o := within(t, 50*time.Millisecond+margin, func() executor.Outcome {
+		return executor.New(nil).Run(context.Background(), c)
+	})
+	if !o.TimedOut || !o.StopRun || o.Result.ErrorKind != tool.KindTimeout {
+		t.Errorf("outcome = %+v", o)
+	}
+	if msg, _ := errorContent(t, o.Result); !strings.Contains(msg, "50ms") {
+		t.Errorf("message %q does not state the call's timeout", msg)
+	}
+	b.release()
+}
+
+func TestTimeoutExecutorDefault(t *testing.T) {
+	b := newBlocker(t)
+	tl := mkTool(t, tool.Spec[args]{}, b.handle)
+	o := within(t, 50*time.Millisecond+margin, func() executor.Outcome {
+		return executor.New(&executor.Options{DefaultTimeout: 50 * time.Millisecond}).Run(context.Background(), call("c", tl, 0))
+	})
+	if !o.TimedOut || o.Result.ErrorKind != tool.KindTimeout {
+		t.Errorf("outcome = %+v", o)
+	}
+	b.release()
+}
+
+func TestPanicRecovered(t *testing.T) {
+	for name, p := range map[string]any{
+		"string": "index out of range",
+		"error":  errors.New("nil map"),
+		"nil":    nil,
+	} {
+		t.Run(name, func(t *testing.T) {
+			tl := mkTool(t, tool.Spec[args]{Name: "crash"}, func(context.Context, args) (any, error) { panic(p) })
+			o := within(t, margin, func() executor.Outcome {
+				return executor.New(nil).Run(context.Background(), call("c1", tl, 0))
+			})
+			r := o.Result
+			if r.CallID != "c1" || r.Status != llm.StatusError || r.ErrorKind != tool.KindInternal {
+				t.Errorf("result = %+v", r)
+			}
+			if msg, _ := errorContent(t, r); !strings.Contains(msg, "panicked") {
+				t.Errorf("message %q does not say the tool panicked", msg)
+			}
+			if o.StopRun || o.TimedOut || o.Attempts != 1 || !strings.Contains(o.Err, "crash") {
+				t.Errorf("outcome = %+v", o)
+			}
+		})
+	}
+}
+
+func TestRetryTransientThenGiveUp(t *testing.T) {
+	cause := errors.New("HTTP 429")
+	for name, mkErr := range map[string]func() error{
+		"rate limited": func() error { return tool.RateLimited(0, cause) },
+		"unavailable":  func() error { return tool.Unavailable(cause) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			var calls atomic.Int32
+			tl := mkTool(t, tool.Spec[args]{}, func(context.Context, args) (any, error) {
+				calls.Add(1)
+				return nil, mkErr()
+			})
+			ex := executor.New(&executor.Options{MaxRetries: 3, RetryBackoff: time.Millisecond})
+			o := within(t, margin, func() executor.Outcome { return ex.Run(context.Background(), call("c", tl, 0)) })
+			kind := tool.KindOf(mkErr())
+			if o.Attempts != 4 || calls.Load() != 4 {
+				t.Errorf("attempts = %d, handler calls = %d; want 4 (1 + MaxRetries)", o.Attempts, calls.Load())
+			}
+			if o.Result.Status != llm.StatusError || o.Result.ErrorKind != kind || o.StopRun || o.TimedOut {
+				t.Errorf("outcome = %+v", o)
+			}
+			if msg, _ := errorContent(t, o.Result); !strings.Contains(msg, "after 4 attempts") {
+				t.Errorf("message %q does not state the attempts", msg)
+			}
+			// The model sees the tool's message, not the underlying cause;
+			// the log keeps the cause.
+			if msg, _ := errorContent(t, o.Result); strings.Contains(msg, "HTTP 429") {
+				t.Errorf("message %q leaks the underlying cause", msg)
+			}
+			if !strings.Contains(o.Err, string(kind)) {
+				t.Errorf("Err = %q", o.Err)
+			}
+		})
+	}
+}
+
+func TestRetryDisabled(t *testing.T) {
+	var calls atomic.Int32
+	tl := mkTool(t, tool.Spec[args]{}, func(context.Context, args) (any, error) {
+		calls.Add(1)
+		return nil, tool.Unavailable(nil)
+	})
+	o := executor.New(&executor.Options{MaxRetries: -1}).Run(context.Background(), call("c", tl, 0))
+	if o.Attempts != 1 || calls.Load() != 1 || o.Result.ErrorKind != tool.KindUnavailable {
+		t.Errorf("outcome = %+v, calls = %d", o, calls.Load())
+	}
+	if msg, _ := errorContent(t, o.Result); strings.Contains(msg, "attempts") {
+		t.Errorf("single attempt message mentions attempts: %q", msg)
+	}
+}
+
+func TestRetrySucceedsAfterTransientFailure(t *testing.T) {
+	var calls atomic.Int32
+	tl := mkTool(t, tool.Spec[args]{}, func(context.Context, args) (any, error) {
+		if calls.Add(1) == 1 {
+			return nil, tool.Unavailable(errors.New("503"))
+		}
+		return "fine", nil
+	})
+	o := executor.New(&executor.Options{RetryBackoff: time.Millisecond}).Run(context.Background(), call("c", tl, 0))
+	if o.Result.Status != llm.StatusOK || string(o.Result.Content) != `"fine"` || o.Result.ErrorKind != "" {
+		t.Errorf("result = %+v", o.Result)
+	}
+	if o.Attempts != 2 || calls.Load() != 2 || o.Err != "" {
+		t.Errorf("outcome = %+v, calls = %d", o, calls.Load())
+	}
+}
+
+// RetryAfter is a minimum wait: the next attempt starts no sooner, even
+// when the executor's own backoff is shorter. (A timer never fires early,
+// so a lower bound is safe to assert.)
+func TestRetryAfterIsMinimumWait(t *testing.T) {
+	const retryAfter = 100 * time.Millisecond
+	var mu sync.Mutex
+	var starts, ends []time.Time
+	tl := mkTool(t, tool.Spec[args]{}, func(context.Context, args) (any, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		starts = append(starts, time.Now())
+		defer func() { ends = append(ends, time.Now()) }()
+		if len(starts) == 1 {
+			return nil, tool.RateLimited(retryAfter, nil)
+		}
+		return "ok", nil
+	})
+	ex := executor.New(&executor.Options{RetryBackoff: time.Millisecond})
+	o := within(t, retryAfter+margin, func() executor.Outcome { return ex.Run(context.Background(), call("c", tl, 0)) })
+	if o.Result.Status != llm.StatusOK || o.Attempts != 2 {
+		t.Fatalf("outcome = %+v", o)
+	}
+	if gap := starts[1].Sub(ends[0]); gap < retryAfter {
+		t.Errorf("second attempt started %v after the first ended, want at least %v", gap, retryAfter)
+	}
+	if o.Duration < retryAfter {
+		t.Errorf("Duration = %v, want at least the %v wait", o.Duration, retryAfter)
+	}
+}
+
+// The backoff doubles between attempts.
+func TestRetryBackoffDoubles(t *testing.T) {
+	const backoff = 10 * time.Millisecond
+	var mu sync.Mutex
+	var starts, ends []time.Time
+	tl := mkTool(t, tool.Spec[args]{}, func(context.Context, args) (any, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		starts = append(starts, time.Now())
+		ends = append(ends, time.Now())
+		return nil, tool.Unavailable(nil)
+	})
+	ex := executor.New(&executor.Options{MaxRetries: 3, RetryBackoff: backoff})
+	o := within(t, margin, func() executor.Outcome { return ex.Run(context.Background(), call("c", tl, 0)) })
+	if o.Attempts != 4 || len(starts) != 4 {
+		t.Fatalf("attempts = %d, starts = %d", o.Attempts, len(starts))
+	}
+	for i, want := range []time.Duration{backoff, 2 * backoff, 4 * backoff} {
+		if gap := starts[i+1].Sub(ends[i]); gap < want {
+			t.Errorf("wait before attempt %d = %v, want at least %v", i+2, gap, want)
+		}
+	}
+}
+
+// MaxRetryWait caps a rate limiter's Retry-After.
+func TestRetryAfterCapped(t *testing.T) {
+	var calls atomic.Int32
+	tl := mkTool(t, tool.Spec[args]{}, func(context.Context, args) (any, error) {
+		if calls.Add(1) == 1 {
+			return nil, tool.RateLimited(time.Hour, nil)
+		}
+		return "ok", nil
+	})
+	ex := executor.New(&executor.Options{MaxRetryWait: 20 * time.Millisecond, RetryBackoff: time.Millisecond})
+	o := within(t, margin, func() executor.Outcome { return ex.Run(context.Background(), call("c", tl, 0)) })
+	if o.Result.Status != llm.StatusOK || o.Attempts != 2 {
+		t.Errorf("outcome = %+v", o)
+	}
+}
+
+// Failures that another attempt cannot fix are reported at once.
+func TestDeterministicFailuresNotRetried(t *testing.T) {
+	tests := []struct {
+		name    string
+		err     error
+		kind    llm.ErrorKind
+		message string
+	}{
+		{"not found", tool.NotFound("no order A1"), tool.KindNotFound, "no order A1"},
+		{"needs input", tool.NeedsInput("which address?"), tool.KindNeedsInput, "which address?"},
+		{"plain error", errors.New("db constraint violated"), tool.KindInternal, "db constraint violated"},
+		{"invalid arguments", &tool.Error{Kind: tool.KindInvalidArguments, Msg: "n must be even"}, tool.KindInvalidArguments, "n must be even"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var calls atomic.Int32
+			tl := mkTool(t, tool.Spec[args]{}, func(context.Context, args) (any, error) {
+				calls.Add(1)
+				return nil, tt.err
+			})
+			ex := executor.New(&executor.Options{MaxRetries: 5, RetryBackoff: time.Millisecond})
+			o := ex.Run(context.Background(), call("c", tl, 0))
+			if o.Attempts != 1 || calls.Load() != 1 {
+				t.Errorf("attempts = %d, calls = %d; want 1, 1", o.Attempts, calls.Load())
+			}
+			if o.Result.Status != llm.StatusError || o.Result.ErrorKind != tt.kind || o.StopRun {
+				t.Errorf("outcome = %+v", o)
+			}
+			if msg, _ := errorContent(t, o.Result); msg != tt.message {
+				t.Errorf("message = %q, want %q", msg, tt.message)
+			}
+		})
+	}
+}
+
+// Arguments the handler cannot decode are an invalid_arguments result, not
+// a crash (the executor does not validate; the loop does that first).
+func TestUndecodableArguments(t *testing.T) {
+	var calls atomic.Int32
+	tl := mkTool(t, tool.Spec[args]{}, func(context.Context, args) (any, error) { calls.Add(1); return "x", nil })
+	c := executor.Call{Call: llm.ToolCall{ID: "c", Name: "t", Arguments: json.RawMessage(`{"n":"two"}`)}, Tool: tl}
+	o := executor.New(nil).Run(context.Background(), c)
+	if o.Result.ErrorKind != tool.KindInvalidArguments || o.Attempts != 1 || calls.Load() != 0 {
+		t.Errorf("outcome = %+v, calls = %d", o, calls.Load())
+	}
+}
+
+func TestCanceledBeforeRun(t *testing.T) {
+	var calls atomic.Int32
+	tl := mkTool(t, tool.Spec[args]{Effect: tool.Write}, func(context.Context, args) (any, error) {
+		calls.Add(1)
+		return "wrote", nil
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	calls3 := []executor.Call{call("a", tl, 0), call("b", tl, 1), call("c", tl, 2)}
+	for _, ex := range []*executor.Executor{executor.New(nil), executor.New(&executor.Options{MaxParallel: 1})} {
+		out := within(t, margin, func() []executor.Outcome { return ex.RunStage(ctx, calls3) })
+		for i, o := range out {
+			r := o.Result
+			if r.CallID != calls3[i].Call.ID || r.Status != llm.StatusSkipped || r.ErrorKind != llm.ErrCanceled {
+				t.Errorf("outcome %d result = %+v, want skipped/canceled", i, r)
+			}
+			if !o.StopRun || o.TimedOut {
+				t.Errorf("outcome %d = %+v, want StopRun", i, o)
+			}
+			if o.Attempts != 0 {
+				t.Errorf("outcome %d attempts = %d, want 0 for a call that never ran", i, o.Attempts)
+			}
+			errorContent(t, r)
+		}
+	}
+	// A skipped call never ran: the handler (a write!) was not started.
+	if n := calls.Load(); n != 0 {
+		t.Errorf("handler ran %d times under a canceled context", n)
+	}
+}
+
+func TestCanceledDuringRun(t *testing.T) {
+	started := make(chan struct{})
+	tl := mkTool(t, tool.Spec[args]{Timeout: time.Hour}, func(ctx context.Context, _ args) (any, error) {
+		close(started)
+		<-ctx.Done()
+		return nil, ctx.Err()
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan executor.Outcome, 1)
+	go func() { done <- executor.New(nil).Run(ctx, call("c", tl, 0)) }()
+	<-started
+	cancel()
+	var o executor.Outcome
+	select {
+	case o = <-done:
+	case <-time.After(margin):
+		t.Fatal("Run did not return after cancel")
+	}
+	if o.Result.Status != llm.StatusSkipped || o.Result.ErrorKind != llm.ErrCanceled || !o.StopRun || o.TimedOut {
+		t.Errorf("outcome = %+v", o)
+	}
+	if o.Attempts != 1 {
+		t.Errorf("attempts = %d, want 1", o.Attempts)
+	}
+}
+
+// A hanging tool does not hold a canceled run.
+func TestCanceledWhileToolIgnoresContext(t *testing.T) {
+	b := newBlocker(t)
+	tl := mkTool(t, tool.Spec[args]{Timeout: time.Hour}, b.handle)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan executor.Outcome, 1)
+	go func() { done <- executor.New(nil).Run(ctx, call("c", tl, 0)) }()
+	<-b.started
+	cancel()
+	var o executor.Outcome
+	select {
+	case o = <-done:
+	case <-time.After(margin):
+		t.Fatal("Run did not return after cancel")
+	}
+	if o.Result.Status != llm.StatusSkipped || o.Result.ErrorKind != llm.ErrCanceled || !o.StopRun || o.TimedOut {
+		t.Errorf("outcome = %+v", o)
+	}
+	b.release()
+}
+
+// The run's own deadline ending is not the tool's timeout.
+func TestRunDeadlineIsNotToolTimeout(t *testing.T) {
+	b := newBlocker(t)
+	tl := mkTool(t, tool.Spec[args]{Timeout: time.Hour}, b.handle)
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	o := within(t, 50*time.Millisecond+margin, func() executor.Outcome {
+		return executor.New(nil).Run(ctx, call("c", tl, 0))
+	})
+	if o.TimedOut || !o.StopRun || o.Result.ErrorKind != llm.ErrCanceled || o.Result.Status != llm.StatusSkipped {
+		t.Errorf("outcome = %+v", o)
+	}
+	b.release()
+}
+
+// Cancellation during the wait between attempts ends the call without
+// another attempt.
+func TestCanceledDuringRetryWait(t *testing.T) {
+	var calls atomic.Int32
+	failed := make(chan struct{})
+	tl := mkTool(t, tool.Spec[args]{}, func(context.Context, args) (any, error) {
+		if calls.Add(1) == 1 {
+			defer close(failed)
+		}
+		return nil, tool.RateLimited(time.Hour, nil)
+	})
+	ex := executor.New(&executor.Options{MaxRetries: 5, RetryBackoff: time.Hour, MaxRetryWait: time.Hour})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan executor.Outcome, 1)
+	go func() { done <- ex.Run(ctx, call("c", tl, 0)) }()
+	<-failed
+	cancel()
+	var o executor.Outcome
+	select {
+	case o = <-done:
+	case <-time.After(margin):
+		t.Fatal("Run kept waiting after cancel")
+	}
+	if o.Result.Status != llm.StatusSkipped || o.Result.ErrorKind != llm.ErrCanceled || !o.StopRun {
+		t.Errorf("outcome = %+v", o)
+	}
+	if n := calls.Load(); n != 1 {
+		t.Errorf("handler ran %d times, want 1 (no attempt after cancel)", n)
+	}
+	if o.Attempts != 1 {
+		t.Errorf("attempts = %d, want 1", o.Attempts)
+	}
+}
+
+// concurrency counts how many handlers run at once.
+type concurrency struct {
+	cur, max atomic.Int32
+	started  chan struct{}
+	gate     chan struct{}
+}
+
+func (c *concurrency) handle(context.Context, args) (any, error) {
+	n := c.cur.Add(1)
+	for {
+		m := c.max.Load()
+		if n <= m || c.max.CompareAndSwap(m, n) {
+			break
+		}
+	}
+	c.started <- struct{}{}
+	<-c.gate
+	c.cur.Add(-1)
+	return "ok", nil
+}
+
+func TestMaxParallel(t *testing.T) {
+	for _, tc := range []struct{ maxParallel, want, calls int }{
+		{2, 2, 6},
+		{1, 1, 4},
+		{0, 4, 9}, // default
+		{8, 3, 3}, // fewer calls than the cap
+	} {
+		t.Run(fmt.Sprintf("max%d/calls%d", tc.maxParallel, tc.calls), func(t *testing.T) {
+			c := &concurrency{started: make(chan struct{}, tc.calls), gate: make(chan struct{})}
+			tl := mkTool(t, tool.Spec[args]{}, c.handle)
+			calls := make([]executor.Call, tc.calls)
+			for i := range calls {
+				calls[i] = call(fmt.Sprint("c", i), tl, i)
+			}
+			ex := executor.New(&executor.Options{MaxParallel: tc.maxParallel})
+			done := make(chan []executor.Outcome, 1)
+			go func() { done <- ex.RunStage(context.Background(), calls) }()
+
+			for range tc.want {
+				<-c.started // the cap is reached...
+			}
+			// ...and a buggy executor gets a moment to exceed it.
+			time.Sleep(20 * time.Millisecond)
+			close(c.gate)
+			out := <-done
+			if got := int(c.max.Load()); got != tc.want {
+				t.Errorf("max concurrent calls = %d, want %d", got, tc.want)
+			}
+			for i, o := range out {
+				if o.Result.Status != llm.StatusOK || o.Result.CallID != calls[i].Call.ID {
+					t.Errorf("outcome %d = %+v", i, o.Result)
+				}
+			}
+		})
+	}
+}
+
+// An Executor is safe for concurrent use by several stages at once.
+func TestConcurrentStages(t *testing.T) {
+	tl := mkTool(t, tool.Spec[args]{}, func(_ context.Context, in args) (any, error) { return in.N, nil })
+	ex := executor.New(&executor.Options{MaxParallel: 3})
+	var wg sync.WaitGroup
+	for s := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			calls := make([]executor.Call, 5)
+			for i := range calls {
+				calls[i] = call(fmt.Sprintf("s%d_c%d", s, i), tl, s*10+i)
+			}
+			for i, o := range ex.RunStage(context.Background(), calls) {
+				if o.Result.CallID != calls[i].Call.ID || string(o.Result.Content) != fmt.Sprint(s*10+i) {
+					t.Errorf("stage %d outcome %d = %+v", s, i, o.Result)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// A call that was rate limited and then timed out reports the timeout, and
+// counts both attempts.
+func TestRetryThenTimeout(t *testing.T) {
+	b := newBlocker(t)
+	var calls atomic.Int32
+	tl := mkTool(t, tool.Spec[args]{Timeout: 50 * time.Millisecond, OnTimeout: tool.TimeoutReport}, func(ctx context.Context, in args) (any, error) {
+		if calls.Add(1) == 1 {
+			return nil, tool.RateLimited(0, nil)
+		}
+		return b.handle(ctx, in)
+	})
+	ex := executor.New(&executor.Options{RetryBackoff: time.Millisecond})
+	o := within(t, 50*time.Millisecond+margin, func() executor.Outcome { return ex.Run(context.Background(), call("c", tl, 0)) })
+	if !o.TimedOut || o.StopRun || o.Attempts != 2 || o.Result.ErrorKind != tool.KindTimeout {
+		t.Errorf("outcome = %+v", o)
+	}
+	b.release()
+}
+
+// Outcomes serialise for the run log.
+func TestOutcomeJSON(t *testing.T) {
+	tl := mkTool(t, tool.Spec[args]{}, func(context.Context, args) (any, error) { return nil, tool.NotFound("none") })
+	o := executor.New(nil).Run(context.Background(), call("c", tl, 0))
+	b, err := json.Marshal(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back executor.Outcome
+	if err := json.Unmarshal(b, &back); err != nil {
+		t.Fatal(err)
+	}
+	if back.Result.CallID != "c" || back.Result.ErrorKind != tool.KindNotFound || back.Attempts != 1 || back.Err != o.Err {
+		t.Errorf("round trip = %+v", back)
+	}
+}

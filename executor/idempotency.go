@@ -1,0 +1,227 @@
+package executor
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/toolloop/toolloop/llm"
+	"github.com/toolloop/toolloop/store"
+	"github.com/toolloop/toolloop/tool"
+)
+
+// ErrIdempotencyConflict is the error kind of a write whose idempotency
+// key was already used with other arguments: the call is refused, never
+// executed.
+const ErrIdempotencyConflict llm.ErrorKind = "idempotency_conflict"
+
+// ErrOutcomeUnknown is the error kind of a write that may or may not have
+// happened and that no status look-up could settle.
+const ErrOutcomeUnknown llm.ErrorKind = "outcome_unknown"
+
+// ErrWriteInProgress is the error kind of a write whose key another
+// attempt holds in flight right now.
+const ErrWriteInProgress llm.ErrorKind = "write_in_progress"
+
+// guardedWrite wraps the execution of one write call with the ledger: it
+// replays a finished write, refuses a key reused with other arguments,
+// reconciles a write left in flight, and records the outcome of the one
+// it executes. run executes the call and reports whether the caller still
+// owns the run (see RunInline).
+func (e *Executor) guardedWrite(ctx context.Context, c Call, run func() (Outcome, bool)) (Outcome, bool) {
+	start := time.Now()
+	rec := store.Record{Key: c.IdempotencyKey, ArgsHash: c.ArgsHash, RunID: c.RunID, CallID: c.Call.ID,
+		Tool: c.Call.Name, CreatedAt: start}
+	old, claimed, err := e.ledger.Claim(ctx, rec)
+	if err != nil {
+		// Without the ledger the write cannot be made safe; it does not run.
+		return e.refused(c, start, tool.KindUnavailable, "the idempotency ledger is unavailable: "+err.Error()), true
+	}
+	e.maybePrune(ctx, start)
+	if !claimed {
+		return e.existing(ctx, c, old, start, run)
+	}
+	o, ok := run()
+	if !ok {
+		// Another goroutine owns the run now and has (or will have)
+		// recorded the outcome through finishClaimed.
+		return o, false
+	}
+	return e.finishClaimed(c, o), true
+}
+
+// finishClaimed records what became of a write this executor claimed.
+func (e *Executor) finishClaimed(c Call, o Outcome) Outcome {
+	o.IdempotencyKey = c.IdempotencyKey
+	ctx := context.WithoutCancel(context.Background())
+	switch {
+	case o.Result.Status == llm.StatusOK:
+		if err := e.finish(ctx, c.IdempotencyKey, o.Result); err != nil {
+			o.Err = joinErr(o.Err, "recording the write's result: "+err.Error())
+		}
+		return o
+	case o.TimedOut || o.StopRun:
+		// Timed out or cut short: the write may or may not have happened.
+		return e.reconcile(c, o)
+	}
+	// The handler reported a failure: nothing was written, so a later
+	// attempt with this key may run.
+	if err := e.ledger.Release(ctx, c.IdempotencyKey); err != nil && !errors.Is(err, store.ErrNotInFlight) {
+		o.Err = joinErr(o.Err, "releasing the idempotency key: "+err.Error())
+	}
+	return o
+}
+
+// existing handles a key that already has a record.
+func (e *Executor) existing(ctx context.Context, c Call, old store.Record, start time.Time, run func() (Outcome, bool)) (Outcome, bool) {
+	if old.ArgsHash != c.ArgsHash {
+		return e.refused(c, start, ErrIdempotencyConflict, fmt.Sprintf(
+			"idempotency key %q was first used by call %s with other arguments; this call was not executed", old.Key, old.CallID)), true
+	}
+	if old.State == store.Done {
+		return e.replayed(c, old, start), true
+	}
+	// In flight: another attempt started this write and never recorded
+	// how it ended (a crash, a timeout). Ask the tool before deciding.
+	if !c.Tool.CanReconcile() {
+		return e.unknown(c, start, fmt.Sprintf(
+			"an earlier write with idempotency key %q never finished and %s has no status look-up", old.Key, c.Call.Name)), true
+	}
+	content, applied, err := e.lookup(c)
+	switch {
+	case err != nil:
+		return e.unknown(c, start, "the status look-up failed: "+err.Error()), true
+	case applied:
+		res := llm.ToolResult{CallID: c.Call.ID, Name: c.Call.Name, Status: llm.StatusOK, Content: content}
+		if err := e.finish(ctx, c.IdempotencyKey, res); err != nil {
+			return e.refused(c, start, tool.KindUnavailable, "recording the reconciled write: "+err.Error()), true
+		}
+		return Outcome{Result: res, Duration: time.Since(start), IdempotencyKey: c.IdempotencyKey, Reconciled: true}, true
+	}
+	// Not written (yet). If the earlier attempt may still be running, its
+	// write could land after our look-up: wait it out rather than race it.
+	if age := start.Sub(old.UpdatedAt); age < e.timeout(c) {
+		return e.refused(c, start, ErrWriteInProgress, fmt.Sprintf(
+			"a write with idempotency key %q started %v ago and may still be running", old.Key, age.Round(time.Millisecond))), true
+	}
+	// The earlier attempt is over and wrote nothing: take the key over.
+	if err := e.ledger.Release(ctx, c.IdempotencyKey); err != nil && !errors.Is(err, store.ErrNotInFlight) {
+		return e.refused(c, start, tool.KindUnavailable, "releasing the stale idempotency key: "+err.Error()), true
+	}
+	return e.guardedWrite(ctx, c, run)
+}
+
+func (e *Executor) unknown(c Call, start time.Time, msg string) Outcome {
+	o := e.refused(c, start, ErrOutcomeUnknown, msg)
+	o.Result.Status, o.OutcomeUnknown, o.StopRun = llm.StatusSkipped, true, true
+	return o
+}
+
+// reconcile resolves a write this executor claimed whose outcome is
+// unknown: the tool's status look-up decides, and without one the outcome
+// stays unknown.
+func (e *Executor) reconcile(c Call, o Outcome) Outcome {
+	if !c.Tool.CanReconcile() {
+		o.OutcomeUnknown, o.StopRun = true, true
+		return o
+	}
+	content, applied, err := e.lookup(c)
+	ctx := context.Background()
+	switch {
+	case err != nil:
+		o.OutcomeUnknown, o.StopRun = true, true
+		o.Err = joinErr(o.Err, "status look-up failed: "+err.Error())
+	case applied:
+		res := llm.ToolResult{CallID: c.Call.ID, Name: c.Call.Name, Status: llm.StatusOK, Content: content}
+		if err := e.finish(ctx, c.IdempotencyKey, res); err != nil {
+			o.OutcomeUnknown, o.StopRun = true, true
+			o.Err = joinErr(o.Err, "recording the reconciled write: "+err.Error())
+			return o
+		}
+		// The write happened: the call succeeded, late.
+		o.Result, o.TimedOut, o.StopRun, o.Reconciled = res, false, false, true
+	default:
+		// Not written yet. The handler may still be running (it ignored
+		// its context), so the key stays in flight: a later attempt looks
+		// again once the record is older than the tool's timeout.
+		o.Reconciled = true
+	}
+	return o
+}
+
+// lookup runs the tool's status look-up under the tool's own timeout,
+// detached from the run's context: a canceled run still needs to know.
+func (e *Executor) lookup(c Call) (json.RawMessage, bool, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), e.timeout(c))
+	defer cancel()
+	type answer struct {
+		content json.RawMessage
+		applied bool
+		err     error
+	}
+	done := make(chan answer, 1)
+	go func() {
+		defer func() {
+			if p := recover(); p != nil {
+				done <- answer{err: fmt.Errorf("status look-up panicked: %v", p)}
+			}
+		}()
+		content, applied, err := c.Tool.Reconcile(ctx, c.Call.Arguments)
+		done <- answer{content, applied, err}
+	}()
+	select {
+	case a := <-done:
+		return a.content, a.applied, a.err
+	case <-ctx.Done():
+		return nil, false, fmt.Errorf("status look-up did not answer within %v", e.timeout(c))
+	}
+}
+
+func (e *Executor) finish(ctx context.Context, key string, res llm.ToolResult) error {
+	b, err := json.Marshal(res)
+	if err != nil {
+		return err
+	}
+	return e.ledger.Finish(ctx, key, b, time.Now())
+}
+
+func (e *Executor) replayed(c Call, old store.Record, start time.Time) Outcome {
+	var res llm.ToolResult
+	if err := json.Unmarshal(old.Result, &res); err != nil {
+		return e.refused(c, start, tool.KindInternal, "the stored result of idempotency key "+old.Key+" is unreadable: "+err.Error())
+	}
+	// The stored result answered another call; this one gets it under
+	// its own ID.
+	res.CallID, res.Name = c.Call.ID, c.Call.Name
+	return Outcome{Result: res, Duration: time.Since(start), IdempotencyKey: c.IdempotencyKey, Replayed: true}
+}
+
+func (e *Executor) refused(c Call, start time.Time, kind llm.ErrorKind, msg string) Outcome {
+	return Outcome{
+		Result: llm.ToolResult{CallID: c.Call.ID, Name: c.Call.Name, Status: llm.StatusError, ErrorKind: kind,
+			Content: llm.ErrorContent(kind, msg)},
+		Duration: time.Since(start), IdempotencyKey: c.IdempotencyKey, Err: msg,
+	}
+}
+
+// maybePrune deletes expired ledger records at most once per tenth of the
+// retention period.
+func (e *Executor) maybePrune(ctx context.Context, now time.Time) {
+	if e.opts.LedgerRetention <= 0 {
+		return
+	}
+	last := e.lastPrune.Load()
+	if now.UnixNano()-last < int64(e.opts.LedgerRetention/10) || !e.lastPrune.CompareAndSwap(last, now.UnixNano()) {
+		return
+	}
+	_, _ = e.ledger.Prune(ctx, now.Add(-e.opts.LedgerRetention)) // best effort; the next prune retries
+}
+
+func joinErr(a, b string) string {
+	if a == "" {
+		return b
+	}
+	return a + "; " + b
+}

@@ -1,0 +1,173 @@
+package executor
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/toolloop/toolloop/tool"
+)
+
+// RulePlanner plans a batch by the rules of DESIGN.md §6, in order:
+//
+//  1. a call that needs confirmation runs alone, after every call the
+//     model gave before it;
+//  2. writes run one at a time, each alone in its stage, in the model's
+//     order;
+//  3. a call touching a resource that an earlier call of the batch writes
+//     runs after that write (and a write runs after earlier calls touching
+//     its resources);
+//  4. calls of one exclusive group (a shared transaction, a strict rate
+//     limit) run one at a time, in the model's order;
+//  5. the remaining read-only, independent calls run in parallel, at most
+//     maxParallel per stage.
+//
+// The plan depends only on the batch, so replaying a run reproduces it.
+func RulePlanner(maxParallel int) Planner {
+	if maxParallel <= 0 {
+		maxParallel = 4
+	}
+	return PlannerFunc(func(calls []PlanCall) Plan { return planByRules(calls, maxParallel) })
+}
+
+type placed struct {
+	stage  int
+	reason string
+}
+
+func planByRules(calls []PlanCall, maxParallel int) Plan {
+	n := len(calls)
+	resources := make([][]string, n)
+	for i, c := range calls {
+		resources[i] = c.Tool.Resources(c.Call.Arguments)
+	}
+	// Stage occupancy while placing: how many calls, and whether one of
+	// them must be alone.
+	var count []int
+	var alone []bool
+	use := func(s int, exclusive bool) {
+		for len(count) <= s {
+			count = append(count, 0)
+			alone = append(alone, false)
+		}
+		count[s]++
+		alone[s] = alone[s] || exclusive
+	}
+	free := func(s int) bool { return s >= len(count) || (!alone[s] && count[s] < maxParallel) }
+	empty := func(s int) bool { return s >= len(count) || count[s] == 0 }
+
+	place := make([]placed, n)
+	lastWrite := -1 // stage of the latest write
+	barrier := -1   // every call must come after this stage (confirmations)
+	groupLast := map[string]int{}
+	for i, c := range calls {
+		earliest := barrier + 1
+		reason := ""
+		after := func(s int, why string) {
+			if s+1 > earliest || (s+1 == earliest && reason == "") {
+				earliest, reason = s+1, why
+			}
+		}
+		write := c.Tool.Effect() == tool.Write
+		// Rule 3: order against earlier calls that share a resource.
+		for j := 0; j < i; j++ {
+			jw := calls[j].Tool.Effect() == tool.Write
+			if !jw && !write {
+				continue
+			}
+			if r := shared(resources[i], resources[j]); r != "" {
+				if jw {
+					after(place[j].stage, fmt.Sprintf("touches %s, written by %s earlier in the batch", r, calls[j].Call.ID))
+				} else {
+					after(place[j].stage, fmt.Sprintf("writes %s, read by %s earlier in the batch", r, calls[j].Call.ID))
+				}
+			}
+		}
+		// Rule 4: one at a time within a group.
+		if g := c.Tool.ExclusiveGroup(); g != "" {
+			if s, ok := groupLast[g]; ok {
+				after(s, fmt.Sprintf("exclusive group %q: after %s's stage", g, g))
+			}
+		}
+		var s int
+		switch {
+		case c.NeedsConfirmation:
+			// Rule 1: alone, after everything before it.
+			s = max(len(count), earliest)
+			reason = "needs confirmation: runs alone, after the calls before it"
+			use(s, true)
+			barrier = s
+		case write:
+			// Rule 2: alone, after the previous write.
+			s = max(earliest, lastWrite+1)
+			for !empty(s) {
+				s++
+			}
+			if reason == "" {
+				reason = "write: runs alone, in the model's order"
+			} else {
+				reason = "write: runs alone; " + reason
+			}
+			use(s, true)
+			lastWrite = s
+		default:
+			s = earliest
+			for !free(s) {
+				s++
+			}
+			if reason == "" {
+				reason = "read-only and independent"
+			}
+			use(s, false)
+		}
+		if g := c.Tool.ExclusiveGroup(); g != "" {
+			groupLast[g] = s
+			// Rule 4 also means no two calls of a group share a stage.
+			if !strings.Contains(reason, "exclusive group") {
+				reason += fmt.Sprintf("; exclusive group %q", g)
+			}
+		}
+		place[i] = placed{stage: s, reason: reason}
+	}
+	return assemble(calls, resources, place)
+}
+
+// assemble numbers the used stages densely and builds the table.
+func assemble(calls []PlanCall, resources [][]string, place []placed) Plan {
+	used := make([]int, 0, len(place))
+	for _, p := range place {
+		if !slices.Contains(used, p.stage) {
+			used = append(used, p.stage)
+		}
+	}
+	slices.Sort(used)
+	dense := make(map[int]int, len(used))
+	for k, s := range used {
+		dense[s] = k
+	}
+	p := Plan{Stages: make([][]int, len(used)), Table: make([]Row, len(calls))}
+	for i, pl := range place {
+		k := dense[pl.stage]
+		p.Stages[k] = append(p.Stages[k], i)
+	}
+	for i, c := range calls {
+		k := dense[place[i].stage]
+		mode := Serial
+		if len(p.Stages[k]) > 1 {
+			mode = Parallel
+		}
+		p.Table[i] = Row{CallID: c.Call.ID, Tool: c.Call.Name, Effect: c.Tool.Effect(), Resources: resources[i],
+			Stage: k, Mode: mode, Reason: place[i].reason}
+	}
+	return p
+}
+
+// shared returns a resource in both lists, or "".
+func shared(a, b []string) string {
+	for _, r := range a {
+		if slices.Contains(b, r) {
+			return r
+		}
+	}
+	return ""
+}

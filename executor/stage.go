@@ -1,0 +1,137 @@
+package executor
+
+import (
+	"context"
+	"sync/atomic"
+	"time"
+)
+
+// DefaultSpillAfter is how long a stage runs on the driver's goroutine
+// alone before its remaining calls spill onto more goroutines.
+const DefaultSpillAfter = 100 * time.Microsecond
+
+// RunStageInline executes the calls of one stage, in parallel where it
+// pays: the calling goroutine starts on them one after another, and if the
+// stage is still running after SpillAfter, up to MaxParallel-1 more
+// goroutines join in on the calls not yet started. Quick calls (a cache
+// hit, a no-op) thus cost no goroutine at all, and slow ones still run side
+// by side, at most MaxParallel at once.
+//
+// Outcomes come back in the order of calls. As with RunInline, a handler
+// that ignores its context cannot hold the stage: if the watchdog gives up
+// on a call the caller is running, the stage carries on from another
+// goroutine, takeover receives the outcomes when the stage is done, and
+// RunStageInline reports ok=false once the stuck handler returns.
+func (e *Executor) RunStageInline(ctx context.Context, calls []Call, w *Watchdog, takeover func([]Outcome)) ([]Outcome, bool) {
+	if len(calls) == 1 {
+		o, ok := e.RunInline(ctx, calls[0], w, func(o Outcome) { takeover([]Outcome{o}) })
+		if !ok {
+			return nil, false
+		}
+		return []Outcome{o}, true
+	}
+	s := &stageRun{e: e, ctx: ctx, calls: calls, outs: make([]Outcome, len(calls)), done: make(chan struct{}),
+		watch: w, takeover: takeover}
+	s.pending.Store(int32(len(calls)))
+	s.abandonDriver = s.driverAbandoned
+	if e.opts.MaxParallel > 1 {
+		s.spill = time.AfterFunc(e.opts.SpillAfter, s.spillOver)
+	}
+	if !s.drive() {
+		return nil, false
+	}
+	return s.outs, true
+}
+
+// stageRun is one stage in progress. Calls are claimed by index, so each
+// runs exactly once whichever goroutine gets to it first.
+type stageRun struct {
+	e     *Executor
+	ctx   context.Context
+	calls []Call
+	outs  []Outcome
+	next  atomic.Int32 // next call index to claim
+	// pending counts outcomes not yet delivered; done closes at zero.
+	pending atomic.Int32
+	done    chan struct{}
+	spill   *time.Timer
+
+	// The driver's side: its watchdog, the call it is running inline, and
+	// where the outcomes go if it is replaced.
+	watch         *Watchdog
+	inline        int
+	takeover      func([]Outcome)
+	abandonDriver func(Outcome)
+}
+
+func (s *stageRun) claim() (int, bool) {
+	i := int(s.next.Add(1)) - 1
+	return i, i < len(s.calls)
+}
+
+func (s *stageRun) deliver(i int, o Outcome) {
+	s.outs[i] = o
+	if s.pending.Add(-1) == 0 {
+		close(s.done)
+	}
+}
+
+// drive runs calls on the driver's goroutine until none is left to claim,
+// then waits for the others. It reports false if the watchdog replaced it.
+func (s *stageRun) drive() bool {
+	for {
+		i, ok := s.claim()
+		if !ok {
+			break
+		}
+		s.inline = i
+		o, ok := s.e.RunInline(s.ctx, s.calls[i], s.watch, s.abandonDriver)
+		if !ok {
+			return false
+		}
+		s.deliver(i, o)
+	}
+	if s.spill != nil {
+		s.spill.Stop()
+	}
+	// Every claimed call delivers, by returning or by its watchdog giving
+	// up on it, so this wait is bounded by the calls' timeouts.
+	<-s.done
+	return true
+}
+
+// driverAbandoned runs on the watchdog's goroutine when the driver's own
+// call overran: it records that call's outcome and becomes the driver.
+func (s *stageRun) driverAbandoned(o Outcome) {
+	s.deliver(s.inline, o)
+	if s.drive() {
+		s.takeover(s.outs)
+	}
+}
+
+// spillOver starts helpers for the calls nobody has claimed yet.
+func (s *stageRun) spillOver() {
+	left := len(s.calls) - int(s.next.Load())
+	for k := 0; k < min(left, s.e.opts.MaxParallel-1); k++ {
+		go s.help()
+	}
+}
+
+// help claims and runs calls under a watchdog of its own until none is
+// left. If its watchdog gives up on a call, the outcome is delivered from
+// there and this goroutine ends when the stuck handler does.
+func (s *stageRun) help() {
+	w := NewWatchdog(s.ctx)
+	defer w.Close()
+	for {
+		i, ok := s.claim()
+		if !ok {
+			return
+		}
+		o, ok := s.e.RunInline(s.ctx, s.calls[i], w, func(o Outcome) { s.deliver(i, o) })
+		if !ok {
+			return
+		}
+		s.deliver(i, o)
+	}
+}

@@ -1,0 +1,69 @@
+package llm_test
+
+import (
+	"encoding/json"
+	"reflect"
+	"testing"
+
+	"github.com/toolloop/toolloop/llm"
+)
+
+func TestConstructors(t *testing.T) {
+	if m := llm.UserMessage("hi"); m.Role != llm.RoleUser || m.Text != "hi" {
+		t.Errorf("UserMessage = %+v", m)
+	}
+	if m := llm.SystemMessage("rules"); m.Role != llm.RoleSystem || m.Text != "rules" {
+		t.Errorf("SystemMessage = %+v", m)
+	}
+	r := llm.ToolResult{CallID: "c1", Name: "get_order", Status: llm.StatusOK, Content: json.RawMessage(`{"id":1}`)}
+	m := llm.ToolMessage(r)
+	if m.Role != llm.RoleTool || m.Result == nil || m.Result.CallID != "c1" {
+		t.Fatalf("ToolMessage = %+v", m)
+	}
+	// The message holds its own copy of the result struct.
+	r.CallID = "changed"
+	if m.Result.CallID != "c1" {
+		t.Errorf("ToolMessage shares the caller's result: CallID = %q", m.Result.CallID)
+	}
+}
+
+func TestErrorContent(t *testing.T) {
+	raw := llm.ErrorContent(llm.ErrNotFound, `no order "A1"`)
+	var got map[string]any
+	if err := json.Unmarshal(raw, &got); err != nil {
+		t.Fatalf("ErrorContent is not JSON: %v (%s)", err, raw)
+	}
+	want := map[string]any{"error": `no order "A1"`, "kind": "not_found"}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("ErrorContent = %v, want %v", got, want)
+	}
+}
+
+// A message survives a JSON round trip with its call IDs and raw arguments
+// intact (stores and replay fixtures depend on this).
+func TestMessageJSONRoundTrip(t *testing.T) {
+	msgs := []llm.Message{
+		llm.UserMessage("where is A100?"),
+		{Role: llm.RoleAssistant, Text: "checking", ToolCalls: []llm.ToolCall{
+			{ID: "call_1", Name: "get_order", Arguments: json.RawMessage(`{"order_id":"A100"}`)},
+		}},
+		llm.ToolMessage(llm.ToolResult{
+			CallID: "call_1", Name: "get_order", Status: llm.StatusError, ErrorKind: llm.ErrNotFound,
+			Content: llm.ErrorContent(llm.ErrNotFound, "no such order"),
+		}),
+	}
+	b, err := json.Marshal(msgs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back []llm.Message
+	if err := json.Unmarshal(b, &back); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(back, msgs) {
+		t.Errorf("round trip changed the messages:\n got %+v\nwant %+v", back, msgs)
+	}
+	if err := llm.CheckHistory(back); err != nil {
+		t.Errorf("round-tripped history is invalid: %v", err)
+	}
+}
