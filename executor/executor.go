@@ -114,7 +114,10 @@ func (c *Call) guarded() bool { return c.IdempotencyKey != "" && c.Tool.Effect()
 type Outcome struct {
 	Result   llm.ToolResult `json:"result"`
 	Attempts int            `json:"attempts"`
-	Duration time.Duration  `json:"duration"`
+	// Started is when the executor began the call; Duration is how long
+	// it took, retries included.
+	Started  time.Time     `json:"started"`
+	Duration time.Duration `json:"duration"`
 	// TimedOut is set when the last attempt ran past its timeout.
 	TimedOut bool `json:"timed_out,omitempty"`
 	// StopRun is set when the run must stop because of this call: the tool
@@ -230,7 +233,7 @@ func (e *Executor) succeeded(c *Call, attempt int, start time.Time, content json
 	}
 	return Outcome{
 		Result:   llm.ToolResult{CallID: c.Call.ID, Name: c.Call.Name, Status: llm.StatusOK, Content: content},
-		Attempts: attempt, Duration: time.Since(start),
+		Attempts: attempt, Started: start, Duration: time.Since(start),
 	}
 }
 
@@ -241,7 +244,7 @@ func (e *Executor) ended(c *Call, attempt int, start time.Time, err error) Outco
 	return Outcome{
 		Result: llm.ToolResult{CallID: c.Call.ID, Name: c.Call.Name, Status: llm.StatusSkipped, ErrorKind: kind,
 			Content: llm.ErrorContent(kind, "the run ended before this call finished")},
-		Attempts: attempt, Duration: time.Since(start), StopRun: true, Err: err.Error(),
+		Attempts: attempt, Started: start, Duration: time.Since(start), StopRun: true, Err: err.Error(),
 	}
 }
 
@@ -250,7 +253,7 @@ func (e *Executor) timedOut(c *Call, attempt int, start time.Time, timeout time.
 	return Outcome{
 		Result: llm.ToolResult{CallID: c.Call.ID, Name: c.Call.Name, Status: llm.StatusError, ErrorKind: kind,
 			Content: llm.ErrorContent(kind, fmt.Sprintf("the tool did not finish within %v", timeout))},
-		Attempts: attempt, Duration: time.Since(start), TimedOut: true,
+		Attempts: attempt, Started: start, Duration: time.Since(start), TimedOut: true,
 		StopRun: c.Tool.OnTimeout() == tool.TimeoutStop, Err: err.Error(),
 	}
 }
@@ -260,7 +263,7 @@ func (e *Executor) failed(c *Call, attempt int, start time.Time, err error) Outc
 	return Outcome{
 		Result: llm.ToolResult{CallID: c.Call.ID, Name: c.Call.Name, Status: llm.StatusError, ErrorKind: kind,
 			Content: llm.ErrorContent(kind, modelMessage(err, attempt))},
-		Attempts: attempt, Duration: time.Since(start), Err: err.Error(),
+		Attempts: attempt, Started: start, Duration: time.Since(start), Err: err.Error(),
 	}
 }
 

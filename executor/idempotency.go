@@ -98,7 +98,7 @@ func (e *Executor) existing(ctx context.Context, c Call, old store.Record, start
 		if err := e.finish(ctx, c.IdempotencyKey, res); err != nil {
 			return e.refused(c, start, tool.KindUnavailable, "recording the reconciled write: "+err.Error()), true
 		}
-		return Outcome{Result: res, Duration: time.Since(start), IdempotencyKey: c.IdempotencyKey, Reconciled: true}, true
+		return Outcome{Result: res, Started: start, Duration: time.Since(start), IdempotencyKey: c.IdempotencyKey, Reconciled: true}, true
 	}
 	// Not written (yet). If the earlier attempt may still be running, its
 	// write could land after our look-up: wait it out rather than race it.
@@ -195,14 +195,14 @@ func (e *Executor) replayed(c Call, old store.Record, start time.Time) Outcome {
 	// The stored result answered another call; this one gets it under
 	// its own ID.
 	res.CallID, res.Name = c.Call.ID, c.Call.Name
-	return Outcome{Result: res, Duration: time.Since(start), IdempotencyKey: c.IdempotencyKey, Replayed: true}
+	return Outcome{Result: res, Started: start, Duration: time.Since(start), IdempotencyKey: c.IdempotencyKey, Replayed: true}
 }
 
 func (e *Executor) refused(c Call, start time.Time, kind llm.ErrorKind, msg string) Outcome {
 	return Outcome{
 		Result: llm.ToolResult{CallID: c.Call.ID, Name: c.Call.Name, Status: llm.StatusError, ErrorKind: kind,
 			Content: llm.ErrorContent(kind, msg)},
-		Duration: time.Since(start), IdempotencyKey: c.IdempotencyKey, Err: msg,
+		Started: start, Duration: time.Since(start), IdempotencyKey: c.IdempotencyKey, Err: msg,
 	}
 }
 

@@ -59,7 +59,7 @@ func planByRules(calls []PlanCall, maxParallel int) Plan {
 	place := make([]placed, n)
 	lastWrite := -1 // stage of the latest write
 	barrier := -1   // every call must come after this stage (confirmations)
-	groupLast := map[string]int{}
+	groupLast := map[string]int{} // index of the group's latest call
 	for i, c := range calls {
 		earliest := barrier + 1
 		reason := ""
@@ -85,8 +85,8 @@ func planByRules(calls []PlanCall, maxParallel int) Plan {
 		}
 		// Rule 4: one at a time within a group.
 		if g := c.Tool.ExclusiveGroup(); g != "" {
-			if s, ok := groupLast[g]; ok {
-				after(s, fmt.Sprintf("exclusive group %q: after %s's stage", g, g))
+			if j, ok := groupLast[g]; ok {
+				after(place[j].stage, fmt.Sprintf("exclusive group %q: after %s", g, calls[j].Call.ID))
 			}
 		}
 		var s int
@@ -121,7 +121,7 @@ func planByRules(calls []PlanCall, maxParallel int) Plan {
 			use(s, false)
 		}
 		if g := c.Tool.ExclusiveGroup(); g != "" {
-			groupLast[g] = s
+			groupLast[g] = i
 			// Rule 4 also means no two calls of a group share a stage.
 			if !strings.Contains(reason, "exclusive group") {
 				reason += fmt.Sprintf("; exclusive group %q", g)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/toolloop/toolloop/executor"
 	"github.com/toolloop/toolloop/llm"
@@ -84,4 +85,53 @@ func BenchmarkRun(b *testing.B) {
 			}
 		})
 	}
+}
+
+// BenchmarkParallelStage runs one turn of 50 independent reads that each
+// sleep 20 ms, with MaxParallel 50, then a final answer. The ideal is one
+// sleep; the reported ratio is the run's time over 20 ms.
+func BenchmarkParallelStage(b *testing.B) {
+	const n, sleep = 50, 20 * time.Millisecond
+	slow := tool.MustNew(tool.Spec[noopIn]{Name: "slow_read"}, func(ctx context.Context, in noopIn) (noopOut, error) {
+		t := time.NewTimer(sleep)
+		defer t.Stop()
+		select {
+		case <-t.C:
+			return noopOut{OK: true}, nil
+		case <-ctx.Done():
+			return noopOut{}, ctx.Err()
+		}
+	})
+	reg, err := tool.NewRegistry(slow)
+	if err != nil {
+		b.Fatal(err)
+	}
+	calls := make([]llm.ToolCall, n)
+	for i := range calls {
+		calls[i] = llmtest.Call(fmt.Sprintf("c%d", i), "slow_read", fmt.Sprintf(`{"key":"k%d"}`, i))
+	}
+	turns := []llmtest.Turn{llmtest.Calls(calls...), llmtest.Text("done")}
+	r, err := loop.NewRunner(loop.Config{
+		Model: llm.ModelFunc(func(ctx context.Context, req *llm.Request) (*llm.Response, error) {
+			resp := *turns[req.Step-1].Response
+			return &resp, nil
+		}),
+		Tools:    reg,
+		Executor: executor.New(&executor.Options{MaxParallel: n}),
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	msgs := []llm.Message{llm.UserMessage("read everything")}
+	ctx := context.Background()
+	var total time.Duration
+	for b.Loop() {
+		start := time.Now()
+		res, err := r.Run(ctx, msgs)
+		total += time.Since(start)
+		if err != nil || res.ToolCalls != n {
+			b.Fatalf("run: %v, %d tool calls", err, res.ToolCalls)
+		}
+	}
+	b.ReportMetric(float64(total)/float64(b.N)/float64(sleep), "x_sleep")
 }

@@ -271,6 +271,11 @@ func callsValidated(s *State, ev *Event) Effect {
 			return stop(s, SpinDetected, fmt.Sprintf(
 				"call %s retries %s with the same arguments after it failed with %s", call.ID, call.Name, kind))
 		}
+		if c.WriteKey != "" {
+			// A keyed write asked for again is replayed from the ledger,
+			// not executed; the write-key count below bounds it instead.
+			continue
+		}
 		for j, k := range s.lastKeys {
 			if k == c.Key {
 				return stop(s, SpinDetected, fmt.Sprintf(

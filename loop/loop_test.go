@@ -610,3 +610,24 @@ func TestParallelStageThroughRunStage(t *testing.T) {
 		t.Fatalf("queries = %d", f.queries.Load())
 	}
 }
+
+func TestObserverSeesEveryEventInOrder(t *testing.T) {
+	f := newFixture(t)
+	var seen []loop.EventKind
+	var seqs []int
+	obs := loop.Observers(nil, loop.ObserverFunc(func(_ context.Context, ev *loop.Event) {
+		seen = append(seen, ev.Kind)
+		seqs = append(seqs, ev.Seq)
+	}))
+	model := llmtest.New(llmtest.Calls(call("c1", "query_order", `{"id":"A1"}`)), llmtest.Text("ok"))
+	res, err := loop.Run(context.Background(), loop.Config{Model: model, Tools: f.reg, Observer: obs}, user("q"))
+	mustStatus(t, res, err, loop.FinalAnswer)
+	if len(seen) != len(res.Events) {
+		t.Fatalf("observed %d events, log has %d", len(seen), len(res.Events))
+	}
+	for i, ev := range res.Events {
+		if seen[i] != ev.Kind || seqs[i] != i+1 {
+			t.Fatalf("event %d: observed %s #%d, logged %s", i, seen[i], seqs[i], ev.Kind)
+		}
+	}
+}

@@ -42,6 +42,9 @@ type Config struct {
 	// SessionID and PromptVersion are recorded in the log.
 	SessionID     string
 	PromptVersion string
+	// Observer sees every event as the run appends it: the hook for run
+	// logs and tracing. Nil costs nothing.
+	Observer Observer
 	// Now is the driver's clock; nil means time.Now.
 	Now func() time.Time
 	// NewRunID makes run IDs; nil means 16 random hex digits.
@@ -238,7 +241,11 @@ func (d *drive) emit(ev Event) Effect {
 	ev.Seq = len(d.log) + 1
 	ev.At = d.r.cfg.Now()
 	d.log = append(d.log, ev)
-	return Next(&d.state, &d.log[len(d.log)-1])
+	last := &d.log[len(d.log)-1]
+	if d.r.cfg.Observer != nil {
+		d.r.cfg.Observer.Observe(d.ctx, last)
+	}
+	return Next(&d.state, last)
 }
 
 func contextFailure(ctx context.Context) *Failure {

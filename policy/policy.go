@@ -169,3 +169,15 @@ func ConfirmRisk(min tool.Risk) Policy {
 		return Decision{Verdict: Allow, Rule: "confirm_risk", Reason: "risk below the confirmation level"}, nil
 	})
 }
+
+// ConfirmDeclared asks for human confirmation before any call to a tool
+// whose definition declares NeedsConfirmation.
+func ConfirmDeclared() Policy {
+	return Func(func(_ context.Context, req Request) (Decision, error) {
+		if req.Tool != nil && req.Tool.NeedsConfirmation() {
+			return Decision{Verdict: Confirm, Rule: "confirm_declared",
+				Reason: fmt.Sprintf("%q declares that its calls need human confirmation", req.Call.Name)}, nil
+		}
+		return Decision{Verdict: Allow, Rule: "confirm_declared", Reason: "the tool does not ask for confirmation"}, nil
+	})
+}

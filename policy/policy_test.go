@@ -378,3 +378,20 @@ func TestFunc(t *testing.T) {
 		t.Errorf("Func: decision %+v, request %+v", d, got)
 	}
 }
+
+func TestConfirmDeclared(t *testing.T) {
+	flagged := tool.MustNew(tool.Spec[struct{}]{Name: "wire_money", NeedsConfirmation: true},
+		func(context.Context, struct{}) (string, error) { return "", nil })
+	plain := tool.MustNew(tool.Spec[struct{}]{Name: "read_balance"},
+		func(context.Context, struct{}) (string, error) { return "", nil })
+	p := policy.ConfirmDeclared()
+	for _, tc := range []struct {
+		t    *tool.Tool
+		want policy.Verdict
+	}{{flagged, policy.Confirm}, {plain, policy.Allow}} {
+		d, err := p.Decide(context.Background(), policy.Request{Call: llm.ToolCall{Name: tc.t.Name()}, Tool: tc.t})
+		if err != nil || d.Verdict != tc.want {
+			t.Errorf("%s: %+v %v, want %s", tc.t.Name(), d, err, tc.want)
+		}
+	}
+}

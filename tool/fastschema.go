@@ -458,14 +458,15 @@ const (
 
 // span locates an object member for sorting.
 type span struct {
-	k0, k1 int32 // the raw key, without quotes
-	v0     int32 // the value
-	simple bool  // the raw key is its decoded form
+	k0, k1  int32 // the raw key, without quotes
+	v0, v1  int32 // the value
+	simple  bool  // the raw key is its decoded form
+	pending bool  // the value is yet to be validated
 }
 
 func (v *validator) document(root *fsNode) bool {
 	v.i = v.ws(0)
-	if !v.value(root, true, 0) {
+	if !v.value(root, 0) {
 		return false
 	}
 	if i := v.ws(v.i); i < len(v.b) {
@@ -500,9 +501,8 @@ func (v *validator) syntax(i int, where string) bool {
 }
 
 // value validates the value at v.i, whose nesting depth is depth, against
-// n, and hashes it if hash is set. It returns false if the input is not
-// JSON.
-func (v *validator) value(n *fsNode, hash bool, depth int) bool {
+// n, and hashes it. It returns false if the input is not JSON.
+func (v *validator) value(n *fsNode, depth int) bool {
 	b := v.b
 	i := v.i
 	if i >= len(b) {
@@ -517,9 +517,9 @@ func (v *validator) value(n *fsNode, hash bool, depth int) bool {
 	}
 	switch c := b[i]; c {
 	case '{':
-		return v.object(n, hash, depth)
+		return v.object(n, depth)
 	case '[':
-		return v.array(n, hash, depth)
+		return v.array(n, depth)
 	case '"':
 		end, simple, ok := v.str(i)
 		if !ok {
@@ -527,9 +527,7 @@ func (v *validator) value(n *fsNode, hash bool, depth int) bool {
 		}
 		v.i = end
 		raw := b[i+1 : end-1]
-		if hash {
-			v.hashString(raw, simple)
-		}
+		v.hashString(raw, simple)
 		if n != nil {
 			v.checkString(n, i, raw, simple)
 		}
@@ -546,9 +544,7 @@ func (v *validator) value(n *fsNode, hash bool, depth int) bool {
 			return v.syntax(i, "in literal "+lit)
 		}
 		v.i = i + len(lit)
-		if hash {
-			v.h = (v.h ^ fnv64(c)) * prime64
-		}
+		v.h = (v.h ^ fnv64(c)) * prime64
 		if n != nil {
 			kind, con := kindNull, fsConst{kind: kindNull}
 			if c != 'n' {
@@ -562,9 +558,7 @@ func (v *validator) value(n *fsNode, hash bool, depth int) bool {
 	if !ok {
 		return false
 	}
-	if hash {
-		v.h = fnvUint((v.h^'#')*prime64, math.Float64bits(x))
-	}
+	v.h = fnvUint((v.h^'#')*prime64, math.Float64bits(x))
 	if n != nil {
 		v.checkNumber(n, i, x)
 	}
@@ -759,7 +753,7 @@ func (v *validator) hashString(raw []byte, simple bool) {
 }
 
 // array validates the array at v.i.
-func (v *validator) array(n *fsNode, hash bool, depth int) bool {
+func (v *validator) array(n *fsNode, depth int) bool {
 	if depth >= maxNestingDepth {
 		v.fatal = "exceeded max depth"
 		return false
@@ -770,9 +764,7 @@ func (v *validator) array(n *fsNode, hash bool, depth int) bool {
 		v.mismatch(n, start, kindArray)
 		n = nil
 	}
-	if hash {
-		v.h = (v.h ^ '[') * prime64
-	}
+	v.h = (v.h ^ '[') * prime64
 	var items *fsNode
 	if n != nil {
 		items = n.items
@@ -784,7 +776,7 @@ func (v *validator) array(n *fsNode, hash bool, depth int) bool {
 	} else {
 		for {
 			v.i = i
-			if !v.value(items, hash, depth+1) {
+			if !v.value(items, depth+1) {
 				return false
 			}
 			count++
@@ -804,9 +796,7 @@ func (v *validator) array(n *fsNode, hash bool, depth int) bool {
 		}
 	}
 	v.i = i
-	if hash {
-		v.h = (v.h ^ ']') * prime64
-	}
+	v.h = (v.h ^ ']') * prime64
 	if n != nil && v.errKind == errNone {
 		if n.hasMinItems && count < n.minItems {
 			v.fail(start, fmt.Sprintf("want at least %d %s, got %d", n.minItems, plural(n.minItems, "item"), count))
@@ -825,7 +815,14 @@ func plural(n int, s string) string {
 }
 
 // object validates the object at v.i.
-func (v *validator) object(n *fsNode, hash bool, depth int) bool {
+//
+// While its keys come in increasing order, it validates and hashes each
+// member in turn. At the first key out of order, it skims the rest of the
+// object to find the members, sorts them all, hashes again the members
+// before that key, and validates and hashes the rest in sorted order. So
+// each value is validated once, and only the members before the first key
+// out of order are read twice.
+func (v *validator) object(n *fsNode, depth int) bool {
 	if depth >= maxNestingDepth {
 		v.fatal = "exceeded max depth"
 		return false
@@ -837,18 +834,17 @@ func (v *validator) object(n *fsNode, hash bool, depth int) bool {
 		n = nil
 	}
 	saved := v.h
-	if hash {
-		v.h = (v.h ^ '{') * prime64
-	}
+	v.h = (v.h ^ '{') * prime64
 	// Members, for sorting: in buf, or for a large object in a pooled
 	// slice. Nothing derived from buf may be stored where it outlives
 	// this call, or buf would move to the heap.
 	var buf [16]span
 	spans := buf[:0]
 	var ext *[]span
-	sorted := true
 	var seen [fsMaxProps / 64]uint64 // the properties of n present
 	other := n == nil                // a key that is not a property of n
+	sorted := true
+	reorder := false // members are validated in sorted order, after a skim
 	i := v.ws(start + 1)
 	if i < len(b) && b[i] == '}' {
 		i++
@@ -867,59 +863,49 @@ func (v *validator) object(n *fsNode, hash bool, depth int) bool {
 				return v.syntax(i, "after object key")
 			}
 			i = v.ws(i + 1)
-			if len(spans) > 0 && sorted {
+			if sorted && len(spans) > 0 {
 				last := spans[len(spans)-1]
 				switch cmpKeys(b[last.k0:last.k1], last.simple, key, simple) {
 				case 0:
 					v.duplicate(i)
 				case 1:
 					sorted = false
+					// Past the budget, validate in document order and leave
+					// the fingerprint to the decoder.
+					reorder = !v.overBudget
 				}
 			}
 			sp := span{k0: int32(end - 1 - len(key)), k1: int32(end - 1), v0: int32(i), simple: simple}
+			if reorder {
+				e, ok := v.skip(i)
+				if !ok {
+					return false
+				}
+				sp.pending = true
+				v.spend(e - i)
+				v.i = e
+			} else {
+				sub := v.member(n, key, simple, i, &seen, &other)
+				if sorted {
+					v.hashString(key, simple)
+				}
+				v.i = i
+				if !v.value(sub, depth+1) {
+					return false
+				}
+			}
+			sp.v1 = int32(v.i)
 			switch {
 			case ext != nil:
 				*ext = append(*ext, sp)
 				spans = *ext
 			case len(spans) < cap(spans):
-				spans = append(spans, sp)
+				spans = spans[:len(spans)+1]
+				spans[len(spans)-1] = sp
 			default:
 				ext = spanPool.Get().(*[]span)
 				*ext = append(append((*ext)[:0], spans...), sp)
 				spans = *ext
-			}
-
-			var sub *fsNode
-			if n != nil {
-				k := n.lookup(key, simple)
-				var p *fsProp
-				if k >= 0 {
-					p = &n.props[k]
-					bit := uint64(1) << (k & 63)
-					if seen[k>>6]&bit != 0 {
-						v.duplicate(i)
-					}
-					seen[k>>6] |= bit
-				} else {
-					other = true
-				}
-				switch {
-				case p != nil && p.declared:
-					sub = p.node
-				case n.addlNo:
-					if v.errKind == errNone {
-						v.errKind, v.errAt = errUnexpected, i
-					}
-				default:
-					sub = n.addl
-				}
-			}
-			if hash && sorted {
-				v.hashString(key, simple)
-			}
-			v.i = i
-			if !v.value(sub, hash && sorted, depth+1) {
-				return false
 			}
 			i = v.ws(v.i)
 			if i >= len(b) {
@@ -936,25 +922,42 @@ func (v *validator) object(n *fsNode, hash bool, depth int) bool {
 			return v.syntax(i, "after object key:value pair")
 		}
 	}
-	v.i = i
-	// Sort the members to hash them in order, and to find repeated keys
-	// that are not properties (the bit set catches those that are).
-	if !sorted && (hash || other) {
-		slices.SortFunc(spans, func(x, y span) int {
-			return cmpKeys(b[x.k0:x.k1], x.simple, b[y.k0:y.k1], y.simple)
-		})
-		for k := 1; other && k < len(spans); k++ {
+	if sorted {
+		v.h = (v.h ^ '}') * prime64
+	} else if reorder || other {
+		sortSpans(b, spans)
+	}
+	if reorder {
+		v.h = (saved ^ '{') * prime64
+		for _, s := range spans {
+			key := b[s.k0:s.k1]
+			v.hashString(key, s.simple)
+			v.i = int(s.v0)
+			if !s.pending {
+				v.spend(int(s.v1 - s.v0))
+				v.value(nil, depth+1) // cannot fail: it was read before
+				continue
+			}
+			sub := v.member(n, key, s.simple, v.i, &seen, &other)
+			if !v.value(sub, depth+1) {
+				return false
+			}
+			if v.i != int(s.v1) {
+				return v.syntax(v.i, "after object key:value pair")
+			}
+		}
+		v.h = (v.h ^ '}') * prime64
+	}
+	if !sorted && other {
+		// The bit set catches repeated properties of n, but not other keys.
+		for k := 1; k < len(spans); k++ {
 			x, y := spans[k-1], spans[k]
 			if cmpKeys(b[x.k0:x.k1], x.simple, b[y.k0:y.k1], y.simple) == 0 {
 				v.duplicate(int(max(x.v0, y.v0)))
 			}
 		}
-		if hash && v.dupAt < 0 {
-			v.rehash(saved, spans, start, depth)
-		}
-	} else if hash {
-		v.h = (v.h ^ '}') * prime64
 	}
+	v.i = i
 	if ext != nil {
 		spanPool.Put(ext)
 	}
@@ -969,25 +972,107 @@ func (v *validator) object(n *fsNode, hash bool, depth int) bool {
 	return true
 }
 
-var spanPool = sync.Pool{New: func() any { s := make([]span, 0, 64); return &s }}
-
-// rehash hashes again, in sorted key order, the object from start to v.i
-// whose keys came out of order, starting from the hash before it.
-func (v *validator) rehash(saved fnv64, spans []span, start, depth int) {
-	end := v.i
-	v.budget -= end - start
-	if v.budget < 0 || v.overBudget {
-		v.overBudget = true
+// sortSpans sorts members by key.
+func sortSpans(b []byte, spans []span) {
+	if len(spans) > 12 {
+		slices.SortFunc(spans, func(x, y span) int {
+			return cmpKeys(b[x.k0:x.k1], x.simple, b[y.k0:y.k1], y.simple)
+		})
 		return
 	}
-	v.h = (saved ^ '{') * prime64
-	for _, s := range spans {
-		v.hashString(v.b[s.k0:s.k1], s.simple)
-		v.i = int(s.v0)
-		v.value(nil, true, depth+1) // cannot fail: it was read before
+	for i := 1; i < len(spans); i++ {
+		x := spans[i]
+		j := i
+		for ; j > 0; j-- {
+			y := spans[j-1]
+			if cmpKeys(b[y.k0:y.k1], y.simple, b[x.k0:x.k1], x.simple) <= 0 {
+				break
+			}
+			spans[j] = y
+		}
+		spans[j] = x
 	}
-	v.h = (v.h ^ '}') * prime64
-	v.i = end
+}
+
+var spanPool = sync.Pool{New: func() any { s := make([]span, 0, 64); return &s }}
+
+// member looks up key, whose value is at at, in n, marks it seen, and
+// returns the schema for the value.
+func (v *validator) member(n *fsNode, key []byte, simple bool, at int, seen *[fsMaxProps / 64]uint64, other *bool) *fsNode {
+	if n == nil {
+		return nil
+	}
+	k := n.lookup(key, simple)
+	if k < 0 {
+		*other = true
+	} else {
+		bit := uint64(1) << (k & 63)
+		if seen[k>>6]&bit != 0 {
+			v.duplicate(at)
+		}
+		seen[k>>6] |= bit
+		if p := &n.props[k]; p.declared {
+			return p.node
+		}
+	}
+	if n.addlNo {
+		if v.errKind == errNone {
+			v.errKind, v.errAt = errUnexpected, at
+		}
+		return nil
+	}
+	return n.addl
+}
+
+// spend charges reading n bytes again to the budget.
+func (v *validator) spend(n int) {
+	v.budget -= n
+	if v.budget < 0 {
+		v.overBudget = true
+	}
+}
+
+// skip finds the end of the value at i without validating it, but for
+// strings; the value is validated later, and must end there.
+func (v *validator) skip(i int) (int, bool) {
+	b := v.b
+	depth := 0
+	for i < len(b) {
+		switch b[i] {
+		case '"':
+			end, _, ok := v.str(i)
+			if !ok {
+				return 0, false
+			}
+			i = end
+			if depth == 0 {
+				return i, true
+			}
+		case '{', '[':
+			depth++
+			i++
+		case '}', ']':
+			if depth == 0 {
+				return i, true
+			}
+			depth--
+			i++
+			if depth == 0 {
+				return i, true
+			}
+		case ',', ':', ' ', '\t', '\n', '\r':
+			if depth == 0 {
+				return i, true
+			}
+			i++
+		default:
+			i++
+		}
+	}
+	if depth > 0 {
+		return 0, v.syntax(i, "")
+	}
+	return i, true
 }
 
 // lookup returns the index of the property named key, or -1.

@@ -67,6 +67,9 @@ type Definition struct {
 	// ExclusiveGroup names a shared transaction or strict rate limit: calls
 	// in the same group never run at the same time.
 	ExclusiveGroup string
+	// NeedsConfirmation declares that every call needs a human's
+	// confirmation first (policy.ConfirmDeclared enforces it).
+	NeedsConfirmation bool
 }
 
 // Spec describes a typed tool for New. Only Name is required.
@@ -82,6 +85,9 @@ type Spec[In any] struct {
 	Resources      func(in In) []string
 	Sensitive      []string
 	ExclusiveGroup string
+	// NeedsConfirmation declares that every call needs a human's
+	// confirmation first.
+	NeedsConfirmation bool
 	// IdempotencyKey derives a write's business key from its arguments,
 	// e.g. "refund:" + in.OrderID, so that the same business action asked
 	// for again (under any call ID, in any run) is done once. Nil means
@@ -128,6 +134,7 @@ func New[In, Out any](spec Spec[In], fn func(ctx context.Context, in In) (Out, e
 		Name: spec.Name, Description: spec.Description, InputSchema: raw,
 		Effect: spec.Effect, Risk: spec.Risk, Timeout: spec.Timeout, OnTimeout: spec.OnTimeout,
 		Sensitive: append([]string(nil), spec.Sensitive...), ExclusiveGroup: spec.ExclusiveGroup,
+		NeedsConfirmation: spec.NeedsConfirmation,
 	}
 	invoke := func(ctx context.Context, args json.RawMessage) (json.RawMessage, error) {
 		var in In
@@ -322,6 +329,10 @@ func decodeArgs(args json.RawMessage, in any) error {
 	}
 	return nil
 }
+
+// NeedsConfirmation reports whether the tool declares that its calls need
+// a human's confirmation.
+func (t *Tool) NeedsConfirmation() bool { return t.def.NeedsConfirmation }
 
 // ExclusiveGroup returns the tool's exclusive group, or "".
 func (t *Tool) ExclusiveGroup() string { return t.def.ExclusiveGroup }
