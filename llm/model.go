@@ -76,6 +76,8 @@ func (u Usage) Total() int64 { return u.InputTokens + u.OutputTokens }
 // retry can help. Adapters return it; any other error is treated as
 // non-retryable.
 type Error struct {
+	// Kind classifies the failure; it leads the error's text.
+	Kind ErrorClass
 	// StatusCode is the HTTP status, when there was one.
 	StatusCode int
 	// Retryable is true for failures a later attempt may not meet
@@ -88,11 +90,31 @@ type Error struct {
 }
 
 func (e *Error) Error() string {
-	if e.Err == nil {
-		return "model request failed"
+	msg := "model request failed"
+	if e.Err != nil {
+		msg = e.Err.Error()
 	}
-	return e.Err.Error()
+	if e.Kind != "" {
+		return string(e.Kind) + ": " + msg
+	}
+	return msg
 }
+
+// ErrorClass classifies a failed model request.
+type ErrorClass string
+
+// Model error classes. RateLimited and Unavailable are retryable; the
+// others are not, and each names the fix: a key, a model name, a shorter
+// prompt.
+const (
+	ErrorRateLimited   ErrorClass = "rate_limited"
+	ErrorUnavailable   ErrorClass = "unavailable"
+	ErrorAuth          ErrorClass = "authentication"
+	ErrorUnknownModel  ErrorClass = "unknown_model"
+	ErrorContextLength ErrorClass = "context_length_exceeded"
+	ErrorRefusal       ErrorClass = "refusal"
+	ErrorBadRequest    ErrorClass = "bad_request"
+)
 
 // Unwrap returns the underlying failure.
 func (e *Error) Unwrap() error { return e.Err }
