@@ -2,6 +2,7 @@ package loop
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -49,6 +50,8 @@ type Pending struct {
 	Arguments []byte          `json:"arguments"`
 	Reason    string          `json:"reason"`
 	Decision  policy.Decision `json:"decision"`
+	// Confirmation is the human's answer, once there is one.
+	Confirmation *Confirmation `json:"confirmation,omitempty"`
 }
 
 // Batch is the tool calls of one model turn while they are being handled.
@@ -61,12 +64,17 @@ type Batch struct {
 	NextStage int
 	// Results is indexed like Calls; a zero Status means "no result yet".
 	Results []llm.ToolResult
+	// Allowed lists the calls the policy allowed outright; Approved marks
+	// (by index) calls a human approved after the run paused for them.
+	Allowed  []int
+	Approved []bool
 }
 
 // State is everything the decider knows about a run. It is rebuilt exactly
 // by replaying the run's events, which is what makes a log a checkpoint.
 type State struct {
 	RunID     string
+	SessionID string
 	Model     string
 	StartedAt time.Time
 	// Deadline is when the run's time is spent; zero for none.
@@ -80,6 +88,12 @@ type State struct {
 	Cost      float64
 	Batch     *Batch
 	Pending   []Pending
+	// Answered keeps the pending calls humans have answered, with the
+	// answers, once the run has moved on.
+	Answered []Pending
+	// PausedAt is when the run paused for confirmation; the wait for a
+	// human does not count against the run's deadline.
+	PausedAt time.Time
 
 	Status Status
 	Detail string
@@ -100,6 +114,9 @@ type State struct {
 // I/O and reads no clock (event times come from the driver), so the same
 // events always lead to the same state and effects.
 func Next(s *State, ev *Event) Effect {
+	if ev.Kind == ConfirmationDecided {
+		return confirmationDecided(s, ev)
+	}
 	if s.Done {
 		return Effect{Kind: None}
 	}
@@ -108,6 +125,9 @@ func Next(s *State, ev *Event) Effect {
 	}
 	if ev.Kind == Stopped {
 		s.Done = true
+		if s.Status == ConfirmationRequired {
+			s.PausedAt = ev.At
+		}
 		return Effect{Kind: None}
 	}
 	if s.Stopping {
@@ -150,7 +170,7 @@ func Next(s *State, ev *Event) Effect {
 func start(s *State, ev *Event) Effect {
 	info := ev.Start
 	*s = State{
-		RunID: info.RunID, Model: info.Model, StartedAt: ev.At, Budgets: info.Budgets, Price: info.Price,
+		RunID: info.RunID, SessionID: info.SessionID, Model: info.Model, StartedAt: ev.At, Budgets: info.Budgets, Price: info.Price,
 		Messages:  append(make([]llm.Message, 0, len(info.Messages)+8), info.Messages...),
 		callIDs:   map[string]struct{}{},
 		writeKeys: map[string]int{},
@@ -359,9 +379,14 @@ func policyDecided(s *State, ev *Event) Effect {
 			return stop(s, ProtocolError, fmt.Sprintf("driver error: unknown verdict %q", d.Verdict))
 		}
 	}
+	b.Allowed = allowed
 	if len(s.Pending) > 0 {
+		// A pause, not an end: the batch stays open so that the approved
+		// calls can run when the run resumes.
 		p := s.Pending[0]
-		return stop(s, ConfirmationRequired, fmt.Sprintf("call %s (%s) awaits confirmation: %s", p.CallID, p.Tool, p.Reason))
+		s.Status, s.Stopping = ConfirmationRequired, true
+		s.Detail = fmt.Sprintf("call %s (%s) awaits confirmation: %s", p.CallID, p.Tool, p.Reason)
+		return Effect{Kind: Stop, Status: s.Status, Detail: s.Detail}
 	}
 	return Effect{Kind: PlanBatch, Calls: allowed}
 }
@@ -471,4 +496,101 @@ func stop(s *State, st Status, detail string) Effect {
 
 func errorResult(c llm.ToolCall, status llm.ResultStatus, kind llm.ErrorKind, msg string) llm.ToolResult {
 	return llm.ToolResult{CallID: c.ID, Name: c.Name, Status: status, ErrorKind: kind, Content: llm.ErrorContent(kind, msg)}
+}
+
+// confirmationDecided records a human's answer to a pending call. When the
+// last pending call of the paused batch is answered, the run resumes: denied
+// calls get a result saying so (the model can react to it), and the approved
+// ones are planned with the calls the policy allowed outright.
+func confirmationDecided(s *State, ev *Event) Effect {
+	c := ev.Confirmation
+	if s.Status != ConfirmationRequired || s.Batch == nil || c == nil {
+		return idle(s)
+	}
+	undecided := 0
+	for i := range s.Pending {
+		p := &s.Pending[i]
+		if p.CallID == c.CallID && p.Confirmation == nil {
+			cc := *c
+			p.Confirmation = &cc
+		}
+		if p.Confirmation == nil {
+			undecided++
+		}
+	}
+	if undecided > 0 {
+		return idle(s)
+	}
+	b := s.Batch
+	b.Approved = make([]bool, len(b.Calls))
+	for _, p := range s.Pending {
+		for i, call := range b.Calls {
+			if call.ID != p.CallID {
+				continue
+			}
+			if p.Confirmation.Approved {
+				b.Approved[i] = true
+				b.Results[i] = llm.ToolResult{}
+			} else {
+				b.Results[i] = errorResult(call, llm.StatusError, llm.ErrPermissionDenied, denial(p.Confirmation))
+			}
+		}
+	}
+	if !s.PausedAt.IsZero() && !s.Deadline.IsZero() && ev.At.After(s.PausedAt) {
+		s.Deadline = s.Deadline.Add(ev.At.Sub(s.PausedAt))
+	}
+	s.Answered = append(s.Answered, s.Pending...)
+	s.Pending, s.PausedAt = nil, time.Time{}
+	s.Status, s.Detail, s.Stopping, s.Done = "", "", false, false
+	calls := append([]int(nil), b.Allowed...)
+	for i, ok := range b.Approved {
+		if ok {
+			calls = append(calls, i)
+		}
+	}
+	slices.Sort(calls)
+	if len(calls) == 0 {
+		return finishBatch(s)
+	}
+	return Effect{Kind: PlanBatch, Calls: calls}
+}
+
+// idle is the effect of an event that changes nothing to do.
+func idle(s *State) Effect {
+	if s.Done {
+		return Effect{Kind: None}
+	}
+	if s.Stopping {
+		return Effect{Kind: Stop, Status: s.Status, Detail: s.Detail}
+	}
+	return Effect{Kind: None}
+}
+
+func denial(c *Confirmation) string {
+	msg := "a person (" + c.By + ") denied this call"
+	if c.Note != "" {
+		msg += ": " + c.Note
+	}
+	return msg
+}
+
+// History returns the conversation as it stands, valid for any provider:
+// while a batch is open (a run paused for confirmation) its calls without a
+// result get a skipped placeholder. It never changes the state.
+func (s *State) History() []llm.Message {
+	b := s.Batch
+	if b == nil {
+		return s.Messages
+	}
+	h := make([]llm.Message, len(s.Messages), len(s.Messages)+len(b.Calls))
+	copy(h, s.Messages)
+	for i := range b.Results {
+		r := b.Results[i]
+		if r.Status == "" {
+			r = errorResult(b.Calls[i], llm.StatusSkipped, llm.ErrAwaitingConfirmation,
+				"not run yet: the run is paused until pending confirmations are answered")
+		}
+		h = append(h, llm.ToolMessage(r))
+	}
+	return h
 }

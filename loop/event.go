@@ -31,8 +31,11 @@ const (
 	// Interrupted says the caller's context ended (canceled or deadline)
 	// between two steps.
 	Interrupted EventKind = "interrupted"
-	// Stopped closes the run with its status.
+	// Stopped closes the run with its status (for confirmation_required,
+	// it pauses the run).
 	Stopped EventKind = "stopped"
+	// ConfirmationDecided records a human's answer to a pending call.
+	ConfirmationDecided EventKind = "confirmation_decided"
 )
 
 // Event is one entry of a run's log. Which fields are set depends on Kind.
@@ -65,6 +68,16 @@ type Event struct {
 	// Stopped.
 	Status Status `json:"status,omitempty"`
 	Detail string `json:"detail,omitempty"`
+	// ConfirmationDecided.
+	Confirmation *Confirmation `json:"confirmation,omitempty"`
+}
+
+// Confirmation is a human's answer to a call that needed confirmation.
+type Confirmation struct {
+	CallID   string `json:"call_id"`
+	Approved bool   `json:"approved"`
+	By       string `json:"by"`
+	Note     string `json:"note,omitempty"`
 }
 
 // StartInfo is the run's configuration as the log records it.

@@ -11,6 +11,7 @@ import (
 	"github.com/toolloop/toolloop/executor"
 	"github.com/toolloop/toolloop/llm"
 	"github.com/toolloop/toolloop/policy"
+	"github.com/toolloop/toolloop/store"
 	"github.com/toolloop/toolloop/tool"
 )
 
@@ -45,6 +46,10 @@ type Config struct {
 	// Observer sees every event as the run appends it: the hook for run
 	// logs and tracing. Nil costs nothing.
 	Observer Observer
+	// Store, when set, makes runs durable: each run's events are appended
+	// to it before the run acts on the world (a model request, a tool
+	// stage) and when it stops, and Resume continues a run from it.
+	Store store.EventLog
 	// Now is the driver's clock; nil means time.Now.
 	Now func() time.Time
 	// NewRunID makes run IDs; nil means 16 random hex digits.
@@ -158,27 +163,106 @@ func (r *Result) Answer() string {
 // its context, the run carries on from another goroutine and Run returns on
 // time; the stuck handler's goroutine ends whenever the handler does.
 func (r *Runner) Run(ctx context.Context, msgs []llm.Message) (*Result, error) {
-	d := &drive{r: r, log: make([]Event, 0, 16), done: make(chan *Result, 1)}
-	runID := r.cfg.NewRunID()
-	if r.budgets.Deadline > 0 {
+	d := r.newDrive(make([]Event, 0, 16))
+	return d.run(ctx, func() Effect {
+		return d.emit(Event{Kind: Started, Start: &StartInfo{
+			RunID: r.cfg.NewRunID(), SessionID: r.cfg.SessionID, Model: r.cfg.ModelName, PromptVersion: r.cfg.PromptVersion,
+			ToolsVersion: r.cfg.Tools.Version(), Identity: r.cfg.Identity, Budgets: r.budgets, Price: r.price,
+			Messages: msgs,
+		}})
+	}, r.budgets.Deadline)
+}
+
+// Resume continues a run from its log in Config.Store: the events are
+// replayed through the decider, which rebuilds the state exactly, and the
+// run goes on from the effect the last event called for. A stage whose
+// outcome was not recorded is executed again: reads simply run again, and
+// writes go through the idempotency ledger, so a write that finished is
+// replayed and one left in flight is reconciled, never repeated. Resuming
+// a run that has ended returns its result unchanged.
+func (r *Runner) Resume(ctx context.Context, runID string) (*Result, error) {
+	if r.cfg.Store == nil {
+		return nil, errors.New("loop: Resume needs Config.Store")
+	}
+	events, err := LoadEvents(ctx, r.cfg.Store, runID)
+	if err != nil {
+		return nil, err
+	}
+	return r.continueFrom(ctx, events, len(events))
+}
+
+// Continue goes on with a run from its result, after the given answers to
+// its pending confirmations, without a store: the in-memory counterpart of
+// Decide then Resume. The answers are appended to the run's log.
+func (r *Runner) Continue(ctx context.Context, res *Result, answers ...Confirmation) (*Result, error) {
+	events := append([]Event(nil), res.Events...)
+	var s State
+	for i := range events {
+		Next(&s, &events[i])
+	}
+	for _, a := range answers {
+		if err := checkAnswer(&s, a); err != nil {
+			return nil, err
+		}
+		ev := Event{Seq: len(events) + 1, At: r.cfg.Now(), Kind: ConfirmationDecided, Confirmation: &a}
+		events = append(events, ev)
+		Next(&s, &events[len(events)-1])
+	}
+	return r.continueFrom(ctx, events, len(res.Events))
+}
+
+// continueFrom replays events and drives the run on; events from
+// flushed on are not yet in the store.
+func (r *Runner) continueFrom(ctx context.Context, events []Event, flushed int) (*Result, error) {
+	if len(events) == 0 || events[0].Kind != Started {
+		return nil, errors.New("loop: a run's log must begin with its started event")
+	}
+	d := r.newDrive(events)
+	d.flushed = flushed
+	var eff Effect
+	for i := range d.log {
+		eff = Next(&d.state, &d.log[i])
+	}
+	if eff.Kind == None && d.flushed == len(d.log) {
+		return d.result(), d.result().Err()
+	}
+	remaining := time.Duration(0)
+	if !d.state.Deadline.IsZero() {
+		remaining = max(d.state.Deadline.Sub(r.cfg.Now()), time.Nanosecond)
+	}
+	return d.run(ctx, func() Effect { return eff }, remaining)
+}
+
+func (r *Runner) newDrive(log []Event) *drive {
+	return &drive{r: r, log: log, done: make(chan delivery, 1)}
+}
+
+// run drives a run on its own goroutine from the effect first returns.
+func (d *drive) run(ctx context.Context, first func() Effect, deadline time.Duration) (*Result, error) {
+	if deadline > 0 {
 		var cancel context.CancelFunc
 		// The real deadline comes from the real clock: Config.Now only
 		// stamps events, and a test clock must not end runs early or never.
-		ctx, cancel = context.WithTimeout(ctx, r.budgets.Deadline)
+		ctx, cancel = context.WithTimeout(ctx, deadline)
 		defer cancel()
 	}
 	d.ctx = ctx
 	d.takeover = d.continueAfter
 	d.watch = executor.NewWatchdog(ctx)
 	defer d.watch.Close()
-	eff := d.emit(Event{Kind: Started, Start: &StartInfo{
-		RunID: runID, SessionID: r.cfg.SessionID, Model: r.cfg.ModelName, PromptVersion: r.cfg.PromptVersion,
-		ToolsVersion: r.cfg.Tools.Version(), Identity: r.cfg.Identity, Budgets: r.budgets, Price: r.price,
-		Messages: msgs,
-	}})
+	eff := first()
 	go d.loop(eff)
-	res := <-d.done
-	return res, res.Err()
+	out := <-d.done
+	if out.err != nil {
+		return nil, out.err
+	}
+	return out.res, out.res.Err()
+}
+
+// delivery is what a run's driver hands back to Run.
+type delivery struct {
+	res *Result
+	err error
 }
 
 // loop performs effects until the run is over, then delivers the result.
@@ -187,6 +271,14 @@ func (r *Runner) Run(ctx context.Context, msgs []llm.Message) (*Result, error) {
 func (d *drive) loop(eff Effect) {
 	ctx := d.ctx
 	for eff.Kind != None {
+		if eff.Kind == RequestModel || eff.Kind == ExecuteStage {
+			// What the run learned so far is on disk before it acts on the
+			// world again.
+			if err := d.flush(); err != nil {
+				d.done <- delivery{err: err}
+				return
+			}
+		}
 		if eff.Kind != Stop {
 			if f := contextFailure(ctx); f != nil {
 				eff = d.emit(Event{Kind: Interrupted, Failure: f})
@@ -214,10 +306,18 @@ func (d *drive) loop(eff Effect) {
 			eff = d.emit(Event{Kind: Interrupted, Failure: &Failure{Kind: FailModel, Message: "driver error: unknown effect " + string(eff.Kind)}})
 		}
 	}
+	if err := d.flush(); err != nil {
+		d.done <- delivery{err: err}
+		return
+	}
+	d.done <- delivery{res: d.result()}
+}
+
+func (d *drive) result() *Result {
 	s := &d.state
-	d.done <- &Result{
+	return &Result{
 		RunID: s.RunID, Status: s.Status, Detail: s.Detail, Steps: s.Steps, ToolCalls: s.ToolCalls,
-		Usage: s.Usage, Cost: s.Cost, Messages: s.Messages, Pending: s.Pending, Events: d.log,
+		Usage: s.Usage, Cost: s.Cost, Messages: s.History(), Pending: s.Pending, Events: d.log,
 		Duration: d.log[len(d.log)-1].At.Sub(d.log[0].At),
 	}
 }
@@ -227,9 +327,11 @@ type drive struct {
 	r     *Runner
 	ctx   context.Context
 	watch *executor.Watchdog
-	done  chan *Result
-	state State
-	log   []Event
+	done  chan delivery
+	// flushed counts the events already in Config.Store.
+	flushed int
+	state   State
+	log     []Event
 
 	// takeover is d.continueAfter, bound once per run rather than once per
 	// call; stage is the stage being executed, for it.
@@ -365,7 +467,7 @@ func (d *drive) plan(idx []int) Event {
 	pcs := make([]executor.PlanCall, len(idx))
 	for j, i := range idx {
 		t, _ := d.r.cfg.Tools.Lookup(b.Calls[i].Name)
-		pcs[j] = executor.PlanCall{Call: b.Calls[i], Tool: t}
+		pcs[j] = executor.PlanCall{Call: b.Calls[i], Tool: t, NeedsConfirmation: i < len(b.Approved) && b.Approved[i]}
 	}
 	p := d.r.cfg.Planner.Plan(pcs)
 	if err := checkPlan(p, len(pcs)); err != nil {

@@ -3,19 +3,80 @@ package store
 import (
 	"context"
 	"encoding/json"
+	"sort"
 	"sync"
 	"time"
 )
 
-// Memory is an in-memory Ledger, for tests and single-process runs that
-// need no durability.
-type Memory struct {
-	mu   sync.Mutex
-	recs map[string]Record
+// sortRuns orders summaries newest first, then by run ID for a stable list.
+func sortRuns(runs []RunSummary) {
+	sort.Slice(runs, func(i, j int) bool {
+		if !runs[i].StartedAt.Equal(runs[j].StartedAt) {
+			return runs[i].StartedAt.After(runs[j].StartedAt)
+		}
+		return runs[i].RunID < runs[j].RunID
+	})
 }
 
-// NewMemory returns an empty in-memory ledger.
-func NewMemory() *Memory { return &Memory{recs: map[string]Record{}} }
+// Memory is an in-memory Ledger and EventLog, for tests and
+// single-process runs that need no durability.
+type Memory struct {
+	mu      sync.Mutex
+	recs    map[string]Record
+	events  map[string][]EventRecord
+	summary map[string]RunSummary
+}
+
+// NewMemory returns an empty in-memory store.
+func NewMemory() *Memory {
+	return &Memory{recs: map[string]Record{}, events: map[string][]EventRecord{}, summary: map[string]RunSummary{}}
+}
+
+// Append implements EventLog.
+func (m *Memory) Append(_ context.Context, runID string, events []EventRecord, summary RunSummary) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	log := m.events[runID]
+	for i, ev := range events {
+		if ev.Seq != len(log)+i+1 {
+			return ErrSeqConflict
+		}
+	}
+	for _, ev := range events {
+		ev.Data = append(json.RawMessage(nil), ev.Data...)
+		log = append(log, ev)
+	}
+	m.events[runID] = log
+	summary.RunID = runID
+	summary.Pending = append(json.RawMessage(nil), summary.Pending...)
+	m.summary[runID] = summary
+	return nil
+}
+
+// Events implements EventLog.
+func (m *Memory) Events(_ context.Context, runID string) ([]EventRecord, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	log, ok := m.events[runID]
+	if !ok {
+		return nil, ErrUnknownRun
+	}
+	return append([]EventRecord(nil), log...), nil
+}
+
+// Runs implements EventLog.
+func (m *Memory) Runs(_ context.Context, status string) ([]RunSummary, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []RunSummary
+	for _, s := range m.summary {
+		if status == "" || s.Status == status {
+			out = append(out, s)
+		}
+	}
+	sortRuns(out)
+	return out, nil
+}
 
 // Claim implements Ledger.
 func (m *Memory) Claim(_ context.Context, rec Record) (Record, bool, error) {

@@ -10,3 +10,7 @@ import (
 func TestMemoryLedger(t *testing.T) {
 	storetest.TestLedger(t, func(*testing.T) store.Ledger { return store.NewMemory() })
 }
+
+func TestMemoryEventLog(t *testing.T) {
+	storetest.TestEventLog(t, func(*testing.T) store.EventLog { return store.NewMemory() })
+}

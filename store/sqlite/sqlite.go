@@ -28,13 +28,16 @@ type Options struct {
 	BusyTimeout time.Duration
 }
 
-// Store is a SQLite-backed store.Ledger. It is safe for concurrent use,
-// also by several processes on one file.
+// Store is a SQLite-backed store.Ledger and store.EventLog. It is safe for
+// concurrent use, also by several processes on one file.
 type Store struct {
 	db *sql.DB
 }
 
-var _ store.Ledger = (*Store)(nil)
+var (
+	_ store.Ledger   = (*Store)(nil)
+	_ store.EventLog = (*Store)(nil)
+)
 
 const schema = `
 CREATE TABLE IF NOT EXISTS idempotency_ledger (
@@ -49,6 +52,28 @@ CREATE TABLE IF NOT EXISTS idempotency_ledger (
 	updated_at INTEGER NOT NULL
 ) STRICT;
 CREATE INDEX IF NOT EXISTS idempotency_ledger_pruning ON idempotency_ledger (state, updated_at);
+CREATE TABLE IF NOT EXISTS runs (
+	run_id        TEXT PRIMARY KEY,
+	session_id    TEXT NOT NULL DEFAULT '',
+	status        TEXT NOT NULL DEFAULT '',
+	detail        TEXT NOT NULL DEFAULT '',
+	steps         INTEGER NOT NULL DEFAULT 0,
+	tool_calls    INTEGER NOT NULL DEFAULT 0,
+	input_tokens  INTEGER NOT NULL DEFAULT 0,
+	output_tokens INTEGER NOT NULL DEFAULT 0,
+	started_at    INTEGER NOT NULL,
+	updated_at    INTEGER NOT NULL,
+	pending       BLOB
+) STRICT;
+CREATE INDEX IF NOT EXISTS runs_by_status ON runs (status, started_at);
+CREATE TABLE IF NOT EXISTS run_events (
+	run_id TEXT NOT NULL,
+	seq    INTEGER NOT NULL,
+	kind   TEXT NOT NULL,
+	at     INTEGER NOT NULL,
+	data   BLOB NOT NULL,
+	PRIMARY KEY (run_id, seq)
+) STRICT;
 `
 
 // Open opens (creating if needed) the store in the file at path.
@@ -71,6 +96,9 @@ func Open(path string, opts *Options) (*Store, error) {
 	q.Add("_pragma", "journal_mode(WAL)")
 	q.Add("_pragma", "synchronous("+o.Synchronous+")")
 	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", o.BusyTimeout.Milliseconds()))
+	// Write transactions take the write lock when they begin, so two
+	// writers queue on the busy timeout instead of deadlocking on upgrade.
+	q.Add("_txlock", "immediate")
 	db, err := sql.Open("sqlite", path+"?"+q.Encode())
 	if err != nil {
 		return nil, fmt.Errorf("sqlite store %s: %w", path, err)
@@ -181,4 +209,103 @@ func (s *Store) Prune(ctx context.Context, cutoff time.Time) (int, error) {
 	}
 	n, err := res.RowsAffected()
 	return int(n), err
+}
+
+// Append implements store.EventLog: the new events and the summary in one
+// transaction, so one commit (one fsync) per call.
+func (s *Store) Append(ctx context.Context, runID string, events []store.EventRecord, sum store.RunSummary) error {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("appending to run %s: %w", runID, err)
+	}
+	defer tx.Rollback() // after Commit, a no-op
+	var last int
+	if err := tx.QueryRowContext(ctx, `SELECT COALESCE(MAX(seq), 0) FROM run_events WHERE run_id = ?`, runID).Scan(&last); err != nil {
+		return fmt.Errorf("appending to run %s: %w", runID, err)
+	}
+	for i, ev := range events {
+		if ev.Seq != last+i+1 {
+			return store.ErrSeqConflict
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO run_events (run_id, seq, kind, at, data) VALUES (?, ?, ?, ?, ?)`,
+			runID, ev.Seq, ev.Kind, ev.At.UnixNano(), []byte(ev.Data)); err != nil {
+			return fmt.Errorf("appending event %d to run %s: %w", ev.Seq, runID, err)
+		}
+	}
+	var pending []byte
+	if len(sum.Pending) > 0 {
+		pending = sum.Pending
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT INTO runs (run_id, session_id, status, detail, steps, tool_calls,
+		input_tokens, output_tokens, started_at, updated_at, pending) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+		ON CONFLICT (run_id) DO UPDATE SET session_id = excluded.session_id, status = excluded.status,
+		detail = excluded.detail, steps = excluded.steps, tool_calls = excluded.tool_calls,
+		input_tokens = excluded.input_tokens, output_tokens = excluded.output_tokens,
+		updated_at = excluded.updated_at, pending = excluded.pending`,
+		runID, sum.SessionID, sum.Status, sum.Detail, sum.Steps, sum.ToolCalls, sum.InputTokens, sum.OutputTokens,
+		sum.StartedAt.UnixNano(), sum.UpdatedAt.UnixNano(), pending); err != nil {
+		return fmt.Errorf("updating run %s: %w", runID, err)
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("committing to run %s: %w", runID, err)
+	}
+	return nil
+}
+
+// Events implements store.EventLog.
+func (s *Store) Events(ctx context.Context, runID string) ([]store.EventRecord, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT seq, kind, at, data FROM run_events WHERE run_id = ? ORDER BY seq`, runID)
+	if err != nil {
+		return nil, fmt.Errorf("reading run %s: %w", runID, err)
+	}
+	defer rows.Close()
+	var out []store.EventRecord
+	for rows.Next() {
+		var (
+			ev   store.EventRecord
+			at   int64
+			data []byte
+		)
+		if err := rows.Scan(&ev.Seq, &ev.Kind, &at, &data); err != nil {
+			return nil, fmt.Errorf("reading run %s: %w", runID, err)
+		}
+		ev.At, ev.Data = time.Unix(0, at).UTC(), data
+		out = append(out, ev)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("reading run %s: %w", runID, err)
+	}
+	if len(out) == 0 {
+		return nil, store.ErrUnknownRun
+	}
+	return out, nil
+}
+
+// Runs implements store.EventLog.
+func (s *Store) Runs(ctx context.Context, status string) ([]store.RunSummary, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT run_id, session_id, status, detail, steps, tool_calls, input_tokens,
+		output_tokens, started_at, updated_at, pending FROM runs WHERE ? = '' OR status = ?
+		ORDER BY started_at DESC, run_id`, status, status)
+	if err != nil {
+		return nil, fmt.Errorf("listing runs: %w", err)
+	}
+	defer rows.Close()
+	var out []store.RunSummary
+	for rows.Next() {
+		var (
+			r                store.RunSummary
+			started, updated int64
+			pending          []byte
+		)
+		if err := rows.Scan(&r.RunID, &r.SessionID, &r.Status, &r.Detail, &r.Steps, &r.ToolCalls, &r.InputTokens,
+			&r.OutputTokens, &started, &updated, &pending); err != nil {
+			return nil, fmt.Errorf("listing runs: %w", err)
+		}
+		r.StartedAt, r.UpdatedAt = time.Unix(0, started).UTC(), time.Unix(0, updated).UTC()
+		if len(pending) > 0 {
+			r.Pending = pending
+		}
+		out = append(out, r)
+	}
+	return out, rows.Err()
 }

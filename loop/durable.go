@@ -1,0 +1,161 @@
+package loop
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/toolloop/toolloop/store"
+)
+
+// InterruptedError says a durable run could not record its progress and
+// stopped being driven. Nothing was lost that the store had accepted: the
+// run resumes from there with Resume.
+type InterruptedError struct {
+	RunID string
+	Err   error
+}
+
+func (e *InterruptedError) Error() string {
+	return fmt.Sprintf("toolloop: run %s interrupted: %v (resume it once the store is back)", e.RunID, e.Err)
+}
+
+// Unwrap returns the store's error.
+func (e *InterruptedError) Unwrap() error { return e.Err }
+
+// flush appends the events not yet in the store, with the run's summary,
+// in one call (one transaction, one fsync on SQLite).
+func (d *drive) flush() error {
+	st := d.r.cfg.Store
+	if st == nil || d.flushed == len(d.log) {
+		return nil
+	}
+	recs := make([]store.EventRecord, 0, len(d.log)-d.flushed)
+	for i := d.flushed; i < len(d.log); i++ {
+		ev := &d.log[i]
+		data, err := json.Marshal(ev)
+		if err != nil {
+			return &InterruptedError{RunID: d.state.RunID, Err: fmt.Errorf("encoding event %d: %w", ev.Seq, err)}
+		}
+		recs = append(recs, store.EventRecord{Seq: ev.Seq, Kind: string(ev.Kind), At: ev.At, Data: data})
+	}
+	// A canceled run still records how it ended.
+	ctx := context.WithoutCancel(d.ctx)
+	if err := st.Append(ctx, d.state.RunID, recs, summarize(&d.state, d.log)); err != nil {
+		return &InterruptedError{RunID: d.state.RunID, Err: err}
+	}
+	d.flushed = len(d.log)
+	return nil
+}
+
+// RunningStatus is the summary status of a run that has not stopped.
+const RunningStatus = "running"
+
+func summarize(s *State, log []Event) store.RunSummary {
+	status := RunningStatus
+	if s.Done {
+		status = string(s.Status)
+	}
+	sum := store.RunSummary{
+		RunID: s.RunID, SessionID: s.SessionID, Status: status, Detail: s.Detail, Steps: s.Steps,
+		ToolCalls: s.ToolCalls, InputTokens: s.Usage.InputTokens, OutputTokens: s.Usage.OutputTokens,
+		StartedAt: s.StartedAt, UpdatedAt: log[len(log)-1].At,
+	}
+	if len(s.Pending) > 0 {
+		sum.Pending, _ = json.Marshal(s.Pending) // plain strings and bytes: cannot fail
+	}
+	return sum
+}
+
+// LoadEvents reads and decodes a run's log from a store.
+func LoadEvents(ctx context.Context, st store.EventLog, runID string) ([]Event, error) {
+	recs, err := st.Events(ctx, runID)
+	if errors.Is(err, store.ErrUnknownRun) {
+		return nil, fmt.Errorf("loop: no run %q in the store", runID)
+	}
+	if err != nil {
+		return nil, err
+	}
+	events := make([]Event, len(recs))
+	for i, rec := range recs {
+		if err := json.Unmarshal(rec.Data, &events[i]); err != nil {
+			return nil, fmt.Errorf("loop: run %s, event %d: %w", runID, rec.Seq, err)
+		}
+		if events[i].Seq != rec.Seq {
+			return nil, fmt.Errorf("loop: run %s: event %d is stored as %d", runID, events[i].Seq, rec.Seq)
+		}
+	}
+	return events, nil
+}
+
+// Replay rebuilds a run's state from its events.
+func Replay(events []Event) *State {
+	var s State
+	for i := range events {
+		Next(&s, &events[i])
+	}
+	return &s
+}
+
+// Decide records a human's answer to a call that paused a durable run for
+// confirmation: who decided, when, and why go into the run's log. The run
+// goes on with Resume once every pending call is answered. Answering a call
+// that is not pending, or answering it twice, is an error and records
+// nothing.
+func Decide(ctx context.Context, st store.EventLog, runID string, answer Confirmation, at time.Time) error {
+	events, err := LoadEvents(ctx, st, runID)
+	if err != nil {
+		return err
+	}
+	s := Replay(events)
+	if err := checkAnswer(s, answer); err != nil {
+		return err
+	}
+	ev := Event{Seq: len(events) + 1, At: at, Kind: ConfirmationDecided, Confirmation: &answer}
+	events = append(events, ev)
+	Next(s, &events[len(events)-1])
+	data, err := json.Marshal(&ev)
+	if err != nil {
+		return err
+	}
+	err = st.Append(ctx, runID, []store.EventRecord{{Seq: ev.Seq, Kind: string(ev.Kind), At: at, Data: data}}, summarize(s, events))
+	if errors.Is(err, store.ErrSeqConflict) {
+		return fmt.Errorf("loop: run %s changed while the answer was being recorded; try again", runID)
+	}
+	return err
+}
+
+// checkAnswer verifies that answer matches a call the run is waiting on.
+func checkAnswer(s *State, answer Confirmation) error {
+	if answer.By == "" {
+		return errors.New("loop: a confirmation must say who decided (By)")
+	}
+	for _, p := range append(s.Answered, s.Pending...) {
+		if p.CallID == answer.CallID && p.Confirmation != nil {
+			verb := "denied"
+			if p.Confirmation.Approved {
+				verb = "approved"
+			}
+			return fmt.Errorf("loop: call %s of run %s was already %s by %s", answer.CallID, s.RunID, verb, p.Confirmation.By)
+		}
+	}
+	if s.Status != ConfirmationRequired || s.Batch == nil {
+		st := s.Status
+		if !s.Done {
+			st = RunningStatus
+		}
+		return fmt.Errorf("loop: run %s is not waiting for confirmation (status %s)", s.RunID, st)
+	}
+	for _, p := range s.Pending {
+		if p.CallID == answer.CallID {
+			return nil
+		}
+	}
+	var ids []string
+	for _, p := range s.Pending {
+		ids = append(ids, p.CallID)
+	}
+	return fmt.Errorf("loop: call %s is not pending in run %s (pending: %v)", answer.CallID, s.RunID, ids)
+}
