@@ -50,6 +50,38 @@ type Executor struct {
 	opts      Options
 	ledger    store.Ledger
 	lastPrune atomic.Int64 // unix nanoseconds of the last ledger prune
+
+	// running counts, per idempotency key, write handlers of this process
+	// that have not returned yet, including ones given up on after a
+	// timeout: while one runs, its write may still land, so no other
+	// attempt may take the key over.
+	mu      sync.Mutex
+	running map[string]int
+}
+
+func (e *Executor) begin(key string) {
+	e.mu.Lock()
+	if e.running == nil {
+		e.running = map[string]int{}
+	}
+	e.running[key]++
+	e.mu.Unlock()
+}
+
+func (e *Executor) end(key string) {
+	e.mu.Lock()
+	if e.running[key]--; e.running[key] <= 0 {
+		delete(e.running, key)
+	}
+	e.mu.Unlock()
+}
+
+// stillRunning reports whether a handler of this process is still working
+// on the write with this key.
+func (e *Executor) stillRunning(key string) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.running[key] > 0
 }
 
 // New returns an executor; opts may be nil.
@@ -293,7 +325,13 @@ func (e *Executor) once(ctx context.Context, c Call, timeout time.Duration) (jso
 	cctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	done := make(chan attempt, 1) // buffered: an abandoned handler never blocks
+	if c.guarded() {
+		e.begin(c.IdempotencyKey)
+	}
 	go func() {
+		if c.guarded() {
+			defer e.end(c.IdempotencyKey)
+		}
 		defer func() {
 			if p := recover(); p != nil {
 				done <- attempt{err: fmt.Errorf("tool %q panicked: %v", c.Call.Name, p)}

@@ -32,6 +32,14 @@ const ErrWriteInProgress llm.ErrorKind = "write_in_progress"
 // owns the run (see RunInline).
 func (e *Executor) guardedWrite(ctx context.Context, c Call, run func() (Outcome, bool)) (Outcome, bool) {
 	start := time.Now()
+	if err := ctx.Err(); err != nil {
+		// The run has ended: the write is skipped, and the ledger left
+		// alone (a claim here would leave a key in flight for a write that
+		// never started, or fail on a store that honours the context).
+		o := e.ended(&c, 0, start, err)
+		o.IdempotencyKey = c.IdempotencyKey
+		return o, true
+	}
 	rec := store.Record{Key: c.IdempotencyKey, ArgsHash: c.ArgsHash, RunID: c.RunID, CallID: c.Call.ID,
 		Tool: c.Call.Name, CreatedAt: start}
 	old, claimed, err := e.ledger.Claim(ctx, rec)
@@ -62,6 +70,9 @@ func (e *Executor) finishClaimed(c Call, o Outcome) Outcome {
 			o.Err = joinErr(o.Err, "recording the write's result: "+err.Error())
 		}
 		return o
+	case o.Attempts == 0:
+		// The run ended before the handler started: nothing was written,
+		// so the key is released below.
 	case o.TimedOut || o.StopRun:
 		// Timed out or cut short: the write may or may not have happened.
 		return e.reconcile(c, o)
@@ -95,13 +106,21 @@ func (e *Executor) existing(ctx context.Context, c Call, old store.Record, start
 		return e.unknown(c, start, "the status look-up failed: "+err.Error()), true
 	case applied:
 		res := llm.ToolResult{CallID: c.Call.ID, Name: c.Call.Name, Status: llm.StatusOK, Content: content}
-		if err := e.finish(ctx, c.IdempotencyKey, res); err != nil {
+		// ErrNotInFlight: the attempt that claimed the key recorded its
+		// outcome meanwhile; the look-up's answer stands.
+		if err := e.finish(ctx, c.IdempotencyKey, res); err != nil && !errors.Is(err, store.ErrNotInFlight) {
 			return e.refused(c, start, tool.KindUnavailable, "recording the reconciled write: "+err.Error()), true
 		}
 		return Outcome{Result: res, Started: start, Duration: time.Since(start), IdempotencyKey: c.IdempotencyKey, Reconciled: true}, true
 	}
 	// Not written (yet). If the earlier attempt may still be running, its
 	// write could land after our look-up: wait it out rather than race it.
+	if e.stillRunning(c.IdempotencyKey) {
+		return e.refused(c, start, ErrWriteInProgress, fmt.Sprintf(
+			"the write with idempotency key %q timed out but its handler is still running; it may yet land", old.Key)), true
+	}
+	// Another process's attempt: if it may still be running, its write
+	// could land after our look-up.
 	if age := start.Sub(old.UpdatedAt); age < e.timeout(c) {
 		return e.refused(c, start, ErrWriteInProgress, fmt.Sprintf(
 			"a write with idempotency key %q started %v ago and may still be running", old.Key, age.Round(time.Millisecond))), true
@@ -135,18 +154,21 @@ func (e *Executor) reconcile(c Call, o Outcome) Outcome {
 		o.Err = joinErr(o.Err, "status look-up failed: "+err.Error())
 	case applied:
 		res := llm.ToolResult{CallID: c.Call.ID, Name: c.Call.Name, Status: llm.StatusOK, Content: content}
-		if err := e.finish(ctx, c.IdempotencyKey, res); err != nil {
+		// ErrNotInFlight: another attempt reconciled the key meanwhile.
+		if err := e.finish(ctx, c.IdempotencyKey, res); err != nil && !errors.Is(err, store.ErrNotInFlight) {
 			o.OutcomeUnknown, o.StopRun = true, true
 			o.Err = joinErr(o.Err, "recording the reconciled write: "+err.Error())
 			return o
 		}
 		// The write happened: the call succeeded, late.
+		o.Err = "settled by the status look-up after: " + o.Err
 		o.Result, o.TimedOut, o.StopRun, o.Reconciled = res, false, false, true
 	default:
 		// Not written yet. The handler may still be running (it ignored
-		// its context), so the key stays in flight: a later attempt looks
-		// again once the record is older than the tool's timeout.
-		o.Reconciled = true
+		// its context), so the key stays in flight and the timeout stands:
+		// a later attempt looks again once the record is older than the
+		// tool's timeout.
+		o.Err = joinErr(o.Err, "the status look-up found no write yet")
 	}
 	return o
 }

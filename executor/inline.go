@@ -209,7 +209,13 @@ func (e *Executor) runInline(ctx context.Context, c Call, w *Watchdog, takeover 
 			exec: e, call: c, timeout: timeout, attempt: attempt, start: start, takeover: takeover,
 		}
 		w.arm(cc, timeout)
+		if c.guarded() {
+			e.begin(c.IdempotencyKey)
+		}
 		content, err := invoke(cc, &cc.call)
+		if c.guarded() {
+			e.end(c.IdempotencyKey)
+		}
 		w.disarm(cc)
 		if !cc.state.CompareAndSwap(callRunning, callReturned) {
 			return Outcome{}, false

@@ -59,7 +59,8 @@ func planByRules(calls []PlanCall, maxParallel int) Plan {
 	place := make([]placed, n)
 	lastWrite := -1 // stage of the latest write
 	barrier := -1   // every call must come after this stage (confirmations)
-	groupLast := map[string]int{} // index of the group's latest call
+	// groupLast is the index of each exclusive group's latest call.
+	groupLast := map[string]int{}
 	for i, c := range calls {
 		earliest := barrier + 1
 		reason := ""

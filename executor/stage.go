@@ -23,7 +23,11 @@ const DefaultSpillAfter = 100 * time.Microsecond
 // goroutine, takeover receives the outcomes when the stage is done, and
 // RunStageInline reports ok=false once the stuck handler returns.
 func (e *Executor) RunStageInline(ctx context.Context, calls []Call, w *Watchdog, takeover func([]Outcome)) ([]Outcome, bool) {
-	if len(calls) == 1 {
+	switch len(calls) {
+	case 0:
+		// Nothing would ever close the stage's done channel.
+		return []Outcome{}, true
+	case 1:
 		o, ok := e.RunInline(ctx, calls[0], w, func(o Outcome) { takeover([]Outcome{o}) })
 		if !ok {
 			return nil, false

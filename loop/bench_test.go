@@ -3,6 +3,7 @@ package loop_test
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -10,6 +11,8 @@ import (
 	"github.com/toolloop/toolloop/llm"
 	"github.com/toolloop/toolloop/llm/llmtest"
 	"github.com/toolloop/toolloop/loop"
+	"github.com/toolloop/toolloop/store"
+	"github.com/toolloop/toolloop/store/sqlite"
 	"github.com/toolloop/toolloop/tool"
 )
 
@@ -134,4 +137,81 @@ func BenchmarkParallelStage(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(total)/float64(b.N)/float64(sleep), "x_sleep")
+}
+
+// countingLog counts what a durable run writes, beyond its first event
+// (which carries the run's initial messages once).
+type countingLog struct {
+	store.EventLog
+	bytes, appends int
+}
+
+func (c *countingLog) Append(ctx context.Context, runID string, evs []store.EventRecord, sum store.RunSummary) error {
+	for _, ev := range evs {
+		if ev.Seq > 1 {
+			c.bytes += len(ev.Data)
+		}
+	}
+	c.appends++
+	return c.EventLog.Append(ctx, runID, evs, sum)
+}
+
+// BenchmarkDurableBytesPerStep measures the bytes a durable run appends per
+// model turn after histories of 10, 100 and 1000 messages: it must not grow
+// with the history, since only new events are written.
+func BenchmarkDurableBytesPerStep(b *testing.B) {
+	for _, n := range []int{10, 100, 1000} {
+		b.Run(fmt.Sprintf("history=%d", n), func(b *testing.B) {
+			msgs := make([]llm.Message, 0, n)
+			for i := 0; len(msgs) < n; i++ {
+				msgs = append(msgs, llm.UserMessage(fmt.Sprintf("earlier message %d with some text in it", i)))
+			}
+			r, _ := benchWorkload(b, nil)
+			var bytes, steps int
+			for b.Loop() {
+				cl := &countingLog{EventLog: store.NewMemory()}
+				rr, err := loop.NewRunner(r.ConfigForTest(cl))
+				if err != nil {
+					b.Fatal(err)
+				}
+				res, err := rr.Run(context.Background(), msgs)
+				if err != nil {
+					b.Fatal(err)
+				}
+				bytes += cl.bytes
+				steps += res.Steps
+			}
+			b.ReportMetric(float64(bytes)/float64(steps), "bytes/step")
+		})
+	}
+}
+
+// BenchmarkRunDurable is BenchmarkRun's workload with every run appended
+// to a SQLite event log (synchronous FULL and NORMAL), against the same
+// run in memory.
+func BenchmarkRunDurable(b *testing.B) {
+	r, msgs := benchWorkload(b, nil)
+	for _, sync := range []string{"memory", "FULL", "NORMAL"} {
+		b.Run("store="+sync, func(b *testing.B) {
+			var st store.EventLog = store.NewMemory()
+			if sync != "memory" {
+				s, err := sqlite.Open(filepath.Join(b.TempDir(), "bench.db"), &sqlite.Options{Synchronous: sync})
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer s.Close()
+				st = s
+			}
+			rr, err := loop.NewRunner(r.ConfigForTest(st))
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := rr.Run(context.Background(), msgs); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
 }

@@ -271,9 +271,13 @@ type delivery struct {
 func (d *drive) loop(eff Effect) {
 	ctx := d.ctx
 	for eff.Kind != None {
-		if eff.Kind == RequestModel || eff.Kind == ExecuteStage {
-			// What the run learned so far is on disk before it acts on the
-			// world again.
+		if eff.Kind == ExecuteStage || (eff.Kind == RequestModel && d.flushed == 0) {
+			// What the run learned so far is on disk before a tool acts on
+			// the world: one commit per step. (The run is recorded before
+			// its first model request too, so that it can be listed.) A
+			// crash between a stage and the next commit runs that stage
+			// again on resume: reads repeat harmlessly and writes go
+			// through the idempotency ledger.
 			if err := d.flush(); err != nil {
 				d.done <- delivery{err: err}
 				return

@@ -6,14 +6,20 @@ package tool
 // allocates nothing when the arguments conform, and computes the same
 // fingerprint as Fingerprint of the decoded value along the way.
 //
-// The fingerprint hashes object members in sorted key order. The validator
-// hashes an object's members as they come while its keys arrive in
-// increasing order; at the first key out of order it stops hashing that
-// object and, at its end, hashes it again from its members' offsets in
-// sorted order. FNV cannot be resumed from a member's own hash, so this
-// re-reads the members' values; a budget bounds that work, and input that
-// exceeds it (objects out of order nested many levels deep) is fingerprinted
-// by decoding it instead.
+// The fingerprint hashes object members in sorted key order, and FNV
+// cannot combine hashes computed apart, so members must be visited in that
+// order. The validator validates and hashes an object's members as they
+// come while their keys increase (one key, or keys written sorted). At the
+// first key out of order it skims the rest of the object for where the
+// members are, sorts them, hashes again the members before that key, and
+// validates and hashes the others in sorted order. Only those first
+// members are read twice, and the skim is cheap. A budget bounds the
+// re-reading, which objects out of order nested many levels deep could
+// make quadratic; past it, objects are validated in document order and
+// the fingerprint is computed by decoding the arguments instead.
+//
+// Duplicate keys are rejected: a bit set of the properties seen catches
+// repeated properties; other repeated keys are found by sorting.
 //
 // A schema that uses any keyword outside the subset does not compile, and
 // (*Tool).Validate uses jsonschema-go for it, which remains the validator
@@ -30,6 +36,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
 	"reflect"
 	"slices"
@@ -289,14 +296,7 @@ func compileNode(s *jsonschema.Schema, depth int) (*fsNode, bool) {
 	}
 	// Properties in a fixed order (the map's is random), so that error
 	// messages are stable.
-	names := slices.Sorted(func(yield func(string) bool) {
-		for k := range s.Properties {
-			if !yield(k) {
-				return
-			}
-		}
-	})
-	for _, name := range names {
+	for _, name := range slices.Sorted(maps.Keys(s.Properties)) {
 		sub, ok := compileNode(s.Properties[name], depth+1)
 		if !ok {
 			return nil, false
@@ -396,12 +396,19 @@ func fsOr(s []string) string {
 	return strings.Join(s[:len(s)-1], ", ") + " or " + s[len(s)-1]
 }
 
+// emptyArgs is what missing arguments mean, for validation only.
+var emptyArgs = []byte("{}")
+
 // validate checks args against the schema and fingerprints them. With a
 // nil receiver it checks only that args are JSON without duplicate keys.
+// Empty args mean {}.
 func (fs *fastSchema) validate(args []byte) (uint64, error) {
 	var root *fsNode
 	if fs != nil {
 		root = fs.root
+	}
+	if len(args) == 0 {
+		args = emptyArgs
 	}
 	if len(args) > math.MaxInt32 { // offsets are int32
 		return fingerprintBytes(args), &Error{Kind: KindInvalidArguments, Msg: "arguments are too large"}
@@ -433,8 +440,8 @@ type validator struct {
 	b []byte
 	i int   // read position
 	h fnv64 // the fingerprint so far
-	// budget is how many bytes re-hashing objects out of order may re-read
-	// before the fingerprint is computed by decoding instead.
+	// budget is how many bytes objects out of order may skim or read again
+	// before the fingerprint is left to the decoder.
 	budget     int
 	overBudget bool
 	fatal      string // why b is not JSON; validation stopped
@@ -1321,49 +1328,49 @@ func locate(b []byte, at int) string {
 
 // locate walks the value at i, appending to path the steps to the value
 // at offset at. It returns where the value ends and whether it found at.
-func (w *validator) locate(i, at int, path *[]string) (int, bool) {
+func (v *validator) locate(i, at int, path *[]string) (int, bool) {
 	if i == at {
 		return i, true
 	}
-	b := w.b
+	b := v.b
 	switch b[i] {
 	case '{', '[':
 		obj := b[i] == '{'
-		i = w.ws(i + 1)
+		i = v.ws(i + 1)
 		for k := 0; b[i] != '}' && b[i] != ']'; k++ {
 			step := strconv.Itoa(k)
 			if obj {
-				end, simple, _ := w.str(i)
+				end, simple, _ := v.str(i)
 				key := b[i+1 : end-1]
 				step = string(key)
 				if !simple {
 					step = string(decode(nil, key))
 				}
 				step = escapeKey(step)
-				i = w.ws(w.ws(end) + 1) // past ':'
+				i = v.ws(v.ws(end) + 1) // past ':'
 			}
 			*path = append(*path, step)
-			end, found := w.locate(i, at, path)
+			end, found := v.locate(i, at, path)
 			if found {
 				return end, true
 			}
 			*path = (*path)[:len(*path)-1]
-			i = w.ws(end)
+			i = v.ws(end)
 			if b[i] == ',' {
-				i = w.ws(i + 1)
+				i = v.ws(i + 1)
 			}
 		}
 		return i + 1, false
 	case '"':
-		end, _, _ := w.str(i)
+		end, _, _ := v.str(i)
 		return end, false
 	case 't', 'n':
 		return i + 4, false
 	case 'f':
 		return i + 5, false
 	}
-	w.number(i)
-	return w.i, false
+	v.number(i)
+	return v.i, false
 }
 
 // cmpKeys compares two raw strings by their decoded forms, byte-wise, as

@@ -7,9 +7,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
+
+	"github.com/google/jsonschema-go/jsonschema"
 )
 
 // The identifiers in this file start with fs, to keep clear of other test
@@ -454,6 +458,10 @@ var fsSchemas = []struct {
 		{strings.Replace(fsManyArgs(24, true), `"p07":7`, `"p07":7,"p03":3`, 1), fsDuplicate},
 		{strings.Replace(fsManyArgs(24, true), `"p07":7`, `"p\u0030\u0037":7`, 1), fsValid},
 	}},
+	{name: "additional not {}", fast: true, schema: `{"type":"object","properties":{"a":{}},"additionalProperties":{"not":{}}}`, cases: []fsCase{
+		{`{"a":[1]}`, fsValid}, {`{"b":1}`, fsInvalid},
+	}},
+	{name: "draft-04", schema: `{"$schema":"http://json-schema.org/draft-04/schema#","type":"object"}`},
 	{name: "draft-07", fast: true, schema: `{"$schema":"http://json-schema.org/draft-07/schema#","type":"object","properties":{"a":{"type":"array","items":{"type":"integer"}}}}`, cases: []fsCase{
 		{`{"a":[1,2]}`, fsValid}, {`{"a":[1,"2"]}`, fsInvalid},
 	}},
@@ -541,6 +549,47 @@ func TestFastSchemaAgrees(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+type fsColor string
+
+// Schemas built in Go may hold enum and const values of any Go type;
+// jsonschema-go compares numbers by value and strings by content.
+func TestFastSchemaGoValues(t *testing.T) {
+	for _, c := range []struct {
+		enum  []any
+		fast  bool
+		valid []string
+	}{
+		{[]any{1, int8(2), uint16(3), float32(4.5), 6.0}, true, []string{"1", "2.0", "3", "4.5", "6"}},
+		{[]any{fsColor("red"), "green", true, nil}, true, []string{`"red"`, `"green"`, "true", "null"}},
+		{[]any{int64(1) << 60}, false, nil},
+		{[]any{json.Number("1")}, false, nil},
+		{[]any{[]any{1}}, false, nil},
+		{[]any{map[string]any{}}, false, nil},
+		{[]any{new(int)}, false, nil},
+	} {
+		schema := &jsonschema.Schema{Type: "object", Properties: map[string]*jsonschema.Schema{
+			"v": {Enum: c.enum},
+			"w": {Const: &c.enum[0]},
+		}}
+		tl, err := build(Definition{Name: "go"}, schema, func(context.Context, json.RawMessage) (json.RawMessage, error) { return nil, nil }, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if (tl.fast != nil) != c.fast {
+			t.Errorf("enum %v: compiled = %v, want %v", c.enum, tl.fast != nil, c.fast)
+		}
+		for _, v := range append(c.valid, "7", `"blue"`, "false", "[]", "{}", "1.5") {
+			fsCheck(t, tl, []byte(`{"v":`+v+`}`))
+			fsCheck(t, tl, []byte(`{"w":`+v+`}`))
+		}
+		for _, v := range c.valid {
+			if got, err := fsCheck(t, tl, []byte(`{"v":`+v+`}`)); got != fsValid {
+				t.Errorf("enum %v: %s: %v", c.enum, v, err)
+			}
+		}
 	}
 }
 
@@ -643,6 +692,7 @@ func TestFastSchemaNoAllocs(t *testing.T) {
 		{fsTyped[fsMedium](t), fsMediumArgs},
 		{fsTyped[fsOrder](t), `{"order_id":"\u00e9","items":[{"qty":1,"sku":"x"}],"tags":{"b":1,"a":2}}`},
 		{fsRaw(t, fsManySchema(40)), fsManyArgs(40, true)},
+		{fsTyped[map[string]any](t), ``}, // missing arguments mean {}
 	} {
 		args := json.RawMessage(c.args)
 		if _, err := c.tl.Validate(args); err != nil {
@@ -665,9 +715,143 @@ func FuzzValidate(f *testing.F) {
 	for i := range fsSchemas {
 		tools = append(tools, fsTool(f, i))
 	}
+	r := rand.New(rand.NewPCG(1, 2))
+	for i := range 32 {
+		seed := make([]byte, 64+r.IntN(192))
+		for k := range seed {
+			seed[k] = byte(r.Uint32())
+		}
+		f.Add(uint8(128+i), seed)
+	}
 	f.Fuzz(func(t *testing.T, which uint8, args []byte) {
+		if which >= 128 {
+			// Make JSON of the bytes, to reach the schemas' checks
+			// more often than random bytes do.
+			args = fsGenerate(args)
+		}
 		fsCheck(t, tools[int(which)%len(tools)], args)
 	})
+}
+
+// fsGenerate makes a JSON document of p, with the property names and
+// values of the test schemas, keys in any order, repeated keys, escapes
+// and white space.
+func fsGenerate(p []byte) []byte {
+	g := fsGen{p: p}
+	var w bytes.Buffer
+	g.value(&w, 0)
+	return w.Bytes()
+}
+
+type fsGen struct {
+	p []byte
+	i int
+}
+
+var (
+	fsGenKeys = []string{"order_id", "limit", "small", "express", "items", "tags", "ptr", "when", "fixed", "any",
+		"nested", "sku", "qty", "note", "price", "color", "n", "x", "name", "k", "kn", "e", "nul", "no", "yes",
+		"empty", "typeless", "a", "b", "c", "o", "p", "q", "s", "key", "customer", "priority", "lines", "p00",
+		"p01", "p07", "z", "é", "a/b~"}
+	fsGenStrings = []string{"A1", "red", "green", "é", `e\u0301`, `A\n`, "😀", "fixed", "ab", "abcd", "abcde", "x", "",
+		"2024-01-01T00:00:00Z", "1", `\ud83d`, `\udc00\ud800`, `\u00e9\u00e9\u00e9`, `\"\\\/`}
+	fsGenNumbers = []string{"0", "-0", "1", "1.0", "1.5", "1e0", "255", "256", "-1", "1e300", "10", "11", "0.5",
+		"3", "2", "100", "1e-400", "5", "4", "0.1e1", "-0.0", "123456789012345678", "9007199254740993", "1E+2"}
+)
+
+func (g *fsGen) next() int {
+	if g.i >= len(g.p) {
+		return 0
+	}
+	g.i++
+	return int(g.p[g.i-1])
+}
+
+func (g *fsGen) space(w *bytes.Buffer) {
+	if c := g.next(); c%5 == 0 {
+		w.WriteString([]string{" ", "\n", "\t ", "\r\n  "}[c/5%4])
+	}
+}
+
+// str writes s, which is JSON string content, quoted, with some of its
+// ASCII letters escaped.
+func (g *fsGen) str(w *bytes.Buffer, s string) {
+	mode := g.next()
+	w.WriteByte('"')
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c == '\\' { // already an escape: copy it
+			n := 2
+			if s[i+1] == 'u' {
+				n = 6
+			}
+			w.WriteString(s[i : i+n])
+			i += n - 1
+			continue
+		}
+		if mode%3 == 0 && c < 0x80 && c != '"' {
+			fmt.Fprintf(w, "\\u%04x", c)
+			continue
+		}
+		if mode%3 == 1 && c >= 0x80 {
+			r, n := utf8.DecodeRuneInString(s[i:])
+			if r > 0xffff {
+				r -= 0x10000
+				fmt.Fprintf(w, "\\u%04x\\u%04x", 0xd800+(r>>10), 0xdc00+(r&0x3ff))
+			} else {
+				fmt.Fprintf(w, "\\u%04x", r)
+			}
+			i += n - 1
+			continue
+		}
+		w.WriteByte(c)
+	}
+	w.WriteByte('"')
+}
+
+func (g *fsGen) value(w *bytes.Buffer, depth int) {
+	c := g.next()
+	kind := c % 8
+	if depth == 0 && c < 200 {
+		kind = 0
+	}
+	if depth > 4 && kind < 2 {
+		kind += 2
+	}
+	g.space(w)
+	switch kind {
+	case 0:
+		w.WriteByte('{')
+		for i := range g.next() % 6 {
+			if i > 0 {
+				w.WriteByte(',')
+			}
+			g.space(w)
+			g.str(w, fsGenKeys[g.next()%len(fsGenKeys)])
+			g.space(w)
+			w.WriteByte(':')
+			g.value(w, depth+1)
+		}
+		w.WriteByte('}')
+	case 1:
+		w.WriteByte('[')
+		for i := range g.next() % 5 {
+			if i > 0 {
+				w.WriteByte(',')
+			}
+			g.value(w, depth+1)
+		}
+		w.WriteByte(']')
+	case 2, 3:
+		g.str(w, fsGenStrings[g.next()%len(fsGenStrings)])
+	case 4, 5:
+		w.WriteString(fsGenNumbers[g.next()%len(fsGenNumbers)])
+	case 6:
+		w.WriteString([]string{"true", "false"}[g.next()%2])
+	default:
+		w.WriteString("null")
+	}
+	g.space(w)
 }
 
 func BenchmarkValidate(b *testing.B) {

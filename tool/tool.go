@@ -267,15 +267,15 @@ func (t *Tool) OnTimeout() TimeoutAction { return t.def.OnTimeout }
 // key order or white space (the loop uses it to spot a model that repeats
 // itself), and an *Error of kind invalid_arguments when they do not conform.
 func (t *Tool) Validate(args json.RawMessage) (uint64, error) {
-	if len(args) == 0 {
-		args = emptyObject()
-	}
 	// The compiled validator checks the bytes in one pass. For a schema it
 	// cannot compile, it checks only syntax and duplicate keys, and
 	// jsonschema-go checks the decoded value.
 	fp, err := t.fast.validate(args)
 	if err != nil || t.fast != nil {
 		return fp, err
+	}
+	if len(args) == 0 {
+		args = emptyObject()
 	}
 	var v any
 	if err := json.Unmarshal(args, &v); err != nil {

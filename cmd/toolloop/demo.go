@@ -31,6 +31,7 @@ func demo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.Usage = func() {}
 	mode := fs.String("mode", "", "run only the scenario `NAME` (default: all, in order)")
 	trace := fs.Bool("trace", false, "print each run's messages: tool calls with their call IDs and\narguments, and each result beside its call ID")
+	plan := fs.Bool("plan", false, "print the planner's decision table of each batch the run planned")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			demoUsage(stdout)
@@ -62,19 +63,26 @@ func demo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 
 	code := exitOK
 	for n, s := range selected {
-		res, _, err := s.Run(ctx)
+		res, book, err := s.Run(ctx)
 		if err != nil {
 			fmt.Fprintf(stderr, "toolloop demo: mode %s: %v\n", s.Name, err)
 			code = exitFail
 			continue
 		}
+		if (*trace || *plan) && n > 0 {
+			fmt.Fprintln(stdout)
+		}
 		if *trace {
-			if n > 0 {
-				fmt.Fprintln(stdout)
-			}
 			writeTrace(stdout, s.Name, res)
 		}
-		fmt.Fprintln(stdout, stopLine(s.Name, res, s.index < contractLines))
+		if *plan {
+			writePlans(stdout, s.Name, res)
+		}
+		refunds := -1
+		if s.ShowRefunds {
+			refunds = book.TotalRefunds()
+		}
+		fmt.Fprintln(stdout, stopLine(s.Name, res, s.index < contractLines, refunds))
 		if res.Status != s.Want {
 			fmt.Fprintf(stderr, "toolloop demo: mode %s ended with status %s, want %s (%s)\n",
 				s.Name, string(res.Status), string(s.Want), res.Detail)
@@ -85,24 +93,62 @@ func demo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 }
 
 // stopLine is the one-line summary of a run. A bare line is exactly
-// "mode=NAME status=STATUS".
-func stopLine(name string, res *loop.Result, bare bool) string {
+// "mode=NAME status=STATUS"; the others add the run's counters, the
+// book's refund count unless refunds is negative, and the stop detail.
+func stopLine(name string, res *loop.Result, bare bool, refunds int) string {
 	// Status implements error, and fmt prefers Error() to the string value:
 	// convert, so the line never depends on how the error reads.
 	line := fmt.Sprintf("mode=%s status=%s", name, string(res.Status))
 	if bare {
 		return line
 	}
-	return fmt.Sprintf("%s steps=%d tool_calls=%d tokens=%d detail=%q",
-		line, res.Steps, res.ToolCalls, res.Usage.Total(), res.Detail)
+	line = fmt.Sprintf("%s steps=%d tool_calls=%d tokens=%d", line, res.Steps, res.ToolCalls, res.Usage.Total())
+	if refunds >= 0 {
+		line += fmt.Sprintf(" refunds=%d", refunds)
+	}
+	return fmt.Sprintf("%s detail=%q", line, res.Detail)
+}
+
+// writePlans prints the planner's decision table of each batch of a run,
+// as the log's stage_planned events record it: one aligned table per
+// batch, headed by the batch's number and the model turn that asked for
+// it, with one row per call. Stages are numbered from 0, as in the log.
+func writePlans(w io.Writer, name string, res *loop.Result) {
+	batch, step := 0, 0
+	for _, ev := range res.Events {
+		switch {
+		case ev.Kind == loop.ModelResponded:
+			step++
+		case ev.Kind == loop.StagePlanned && ev.Plan != nil:
+			batch++
+			fmt.Fprintf(w, "# plan mode=%s batch=%d step=%d calls=%d stages=%d\n",
+				name, batch, step, len(ev.Plan.Table), len(ev.Plan.Stages))
+			tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+			fmt.Fprintln(tw, "    CALL_ID\tTOOL\tEFFECT\tRESOURCES\tSTAGE\tMODE\tREASON")
+			for _, r := range ev.Plan.Table {
+				resources := strings.Join(r.Resources, ",")
+				if resources == "" {
+					resources = "-"
+				}
+				fmt.Fprintf(tw, "    %s\t%s\t%s\t%s\t%d\t%s\t%s\n",
+					r.CallID, r.Tool, r.Effect, resources, r.Stage, r.Mode, r.Reason)
+			}
+			tw.Flush()
+		}
+	}
+	if batch == 0 {
+		fmt.Fprintf(w, "# plan mode=%s: no batch was planned\n", name)
+	}
 }
 
 // writeTrace prints a run's history in order: text, each tool call with its
 // call ID, tool and arguments, and each result with its call ID, status,
-// error kind and content; then a response rejected for breaking the
-// protocol, the calls awaiting confirmation, and why the run stopped.
+// error kind, what the idempotency ledger made of a write, and content;
+// then a response rejected for breaking the protocol, the calls awaiting
+// confirmation, and why the run stopped.
 func writeTrace(w io.Writer, name string, res *loop.Result) {
 	fmt.Fprintf(w, "# trace mode=%s run=%s\n", name, res.RunID)
+	writes := ledgerNotes(res)
 	for i, m := range res.Messages {
 		prefix := fmt.Sprintf("%3d %-9s", i+1, m.Role)
 		if m.Text != "" || (m.Role != llm.RoleTool && len(m.ToolCalls) == 0) {
@@ -118,8 +164,8 @@ func writeTrace(w io.Writer, name string, res *loop.Result) {
 			if r.ErrorKind != "" {
 				kind = " kind=" + string(r.ErrorKind)
 			}
-			fmt.Fprintf(w, "%s result call_id=%s tool=%s status=%s%s content=%s\n",
-				prefix, r.CallID, r.Name, r.Status, kind, oneLine(r.Content))
+			fmt.Fprintf(w, "%s result call_id=%s tool=%s status=%s%s%s content=%s\n",
+				prefix, r.CallID, r.Name, r.Status, kind, writes[r.CallID], oneLine(r.Content))
 		}
 	}
 	if res.Status == loop.ProtocolError {
@@ -137,6 +183,35 @@ func writeTrace(w io.Writer, name string, res *loop.Result) {
 		fmt.Fprintf(w, "    pending   call_id=%s tool=%s args=%s reason=%q\n", p.CallID, p.Tool, oneLine(p.Arguments), p.Reason)
 	}
 	fmt.Fprintf(w, "    stopped   status=%s detail=%q\n", string(res.Status), res.Detail)
+}
+
+// ledgerNotes returns, for each write the run executed through the
+// idempotency ledger, " key=KEY ledger=WHAT", where WHAT is executed,
+// replayed (the stored result of an earlier call), reconciled (settled by
+// the tool's status look-up) or outcome_unknown.
+func ledgerNotes(res *loop.Result) map[string]string {
+	notes := map[string]string{}
+	for _, ev := range res.Events {
+		if ev.Kind != loop.StageFinished {
+			continue
+		}
+		for _, o := range ev.Outcomes {
+			if o.IdempotencyKey == "" {
+				continue
+			}
+			what := "executed"
+			switch {
+			case o.Replayed:
+				what = "replayed"
+			case o.OutcomeUnknown:
+				what = "outcome_unknown"
+			case o.Reconciled:
+				what = "reconciled"
+			}
+			notes[o.Result.CallID] = fmt.Sprintf(" key=%s ledger=%s", o.IdempotencyKey, what)
+		}
+	}
+	return notes
 }
 
 // oneLine shows raw JSON as it was sent, unless it spans several lines:
@@ -158,18 +233,27 @@ func oneLine(b []byte) string {
 
 // demoUsage explains the demo's flags and lists its modes.
 func demoUsage(w io.Writer) {
-	fmt.Fprint(w, `Usage: toolloop demo [--mode NAME] [--trace]
+	fmt.Fprint(w, `Usage: toolloop demo [--mode NAME] [--trace] [--plan]
 
 Runs the order-desk sandbox: a scripted model (no API key, no network) drives
 the tool loop over an in-memory order book, once per scenario, and prints one
 stop line per run, "mode=NAME status=STATUS". The first three lines are exactly
-that; the others add the run's steps, tool calls, tokens and stop detail.
+that; the others add the run's steps, tool calls, tokens and stop detail, and
+for the scenarios about writes, the number of refunds in the book afterwards.
 
 Flags:
   --mode NAME   run only the named scenario (default: all, in the order below)
   --trace       before each stop line, print the run's messages: every tool
                 call with its call ID and arguments, and every result beside
-                its call ID, with status, error kind and content
+                its call ID, with status, error kind and content; a write's
+                result also shows its idempotency key and what the ledger
+                made of it (executed, replayed, reconciled, outcome_unknown)
+  --plan        before each stop line, print the execution plan of every batch
+                of tool calls the run made, from the run's log: one aligned
+                table per batch, with each call's ID, tool, effect (read_only
+                or write), resources, stage (from 0; a stage runs after the
+                one before it), mode (parallel or serial) and the planner's
+                reason; try --mode parallel --plan
   -h, --help    show this help
 
 Exit status: 0 when every scenario ended with its expected status, 1 when one

@@ -3,7 +3,7 @@
 //
 // Usage:
 //
-//	toolloop demo [--mode NAME] [--trace]
+//	toolloop demo [--mode NAME] [--trace] [--plan]
 //	toolloop help [demo]
 //
 // The demo subcommand runs the order-desk sandbox (package
@@ -45,6 +45,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	switch cmd, rest := args[0], args[1:]; cmd {
 	case "demo":
 		return demo(ctx, rest, stdout, stderr)
+	case "trace":
+		return traceCmd(ctx, rest, stdout, stderr)
 	case "help", "-h", "-help", "--help":
 		if cmd == "help" && len(rest) > 0 {
 			switch rest[0] {
@@ -74,8 +76,8 @@ func usage(w io.Writer) {
 	fmt.Fprint(w, `toolloop runs the controlled tool-calling loop of LLM applications.
 
 Usage:
-  toolloop demo [--mode NAME] [--trace]   run the order-desk sandbox with a scripted model
-  toolloop help [demo]                    show this help, or a command's
+  toolloop demo [--mode NAME] [--trace] [--plan]   run the order-desk sandbox with a scripted model
+  toolloop help [demo]                             show this help, or a command's
 
 Run 'toolloop demo --help' for the demo's flags and scenarios.
 `)

@@ -67,11 +67,8 @@ func TestDemo(t *testing.T) {
 	}
 	for _, st := range loop.Statuses() {
 		want := 1
-		switch st {
-		case loop.FinalAnswer:
-			want = 2
-		case loop.ToolOutcomeUnknown:
-			want = 0
+		if st == loop.FinalAnswer {
+			want = 5 // normal, not_found, parallel, refund_retry, refund_twice
 		}
 		if count[string(st)] != want {
 			t.Errorf("status %s appears %d times, want %d", string(st), count[string(st)], want)
@@ -122,7 +119,7 @@ func TestDemoHelp(t *testing.T) {
 		if code != 0 {
 			t.Errorf("%v: exit %d, stderr %s", args, code, errOut)
 		}
-		for _, want := range []string{"--mode", "--trace"} {
+		for _, want := range []string{"--mode", "--trace", "--plan"} {
 			if !strings.Contains(out, want) {
 				t.Errorf("%v: help does not mention %s", args, want)
 			}
@@ -140,6 +137,7 @@ func TestDemoBadUsage(t *testing.T) {
 		{"demo", "--bogus"},
 		{"demo", "--mode"},
 		{"demo", "--trace=maybe"},
+		{"demo", "--plan=maybe"},
 		{"demo", "normal"},
 		{"frobnicate"},
 		{"--verbose"},
@@ -243,6 +241,154 @@ func TestOneLine(t *testing.T) {
 	} {
 		if got := oneLine([]byte(in)); got != want {
 			t.Errorf("oneLine(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// TestDemoRefunds checks that the scenarios about writes report the book's
+// refund count on their stop lines, and only they.
+func TestDemoRefunds(t *testing.T) {
+	_, out, _ := call("demo")
+	want := map[string]string{
+		"parallel": "refunds=1", "refund_retry": "refunds=1", "refund_twice": "refunds=1", "refund_unknown": "refunds=1",
+	}
+	for _, l := range lines(out) {
+		name := strings.TrimPrefix(strings.Fields(l)[0], "mode=")
+		w, ok := want[name]
+		switch {
+		case ok && !strings.Contains(l, " "+w+" detail="):
+			t.Errorf("line %q lacks %s before detail=", l, w)
+		case !ok && strings.Contains(l, " refunds="):
+			t.Errorf("line %q reports refunds", l)
+		}
+		delete(want, name)
+	}
+	if len(want) != 0 {
+		t.Errorf("no stop lines for %v", want)
+	}
+	_, out, _ = call("demo", "--mode", "refund_unknown")
+	if !strings.HasPrefix(out, "mode=refund_unknown status=tool_outcome_unknown steps=1 tool_calls=1 tokens=0 refunds=1 detail=") {
+		t.Errorf("refund_unknown: %q", out)
+	}
+}
+
+// planRow matches one row of a printed decision table.
+var planRow = regexp.MustCompile(`^    (\S+) +(\S+) +(read_only|write) +(\S+) +(\d+) +(parallel|serial) +(\S.*)$`)
+
+func TestDemoPlan(t *testing.T) {
+	code, out, errOut := call("demo", "--mode", "parallel", "--plan")
+	if code != 0 {
+		t.Fatalf("exit %d, stderr:\n%s", code, errOut)
+	}
+	got := lines(out)
+	if len(got) != 7 {
+		t.Fatalf("want a heading, a header, four rows and the stop line:\n%s", out)
+	}
+	if got[0] != "# plan mode=parallel batch=1 step=1 calls=4 stages=3" {
+		t.Errorf("heading %q", got[0])
+	}
+	header := regexp.MustCompile(`^    CALL_ID +TOOL +EFFECT +RESOURCES +STAGE +MODE +REASON$`)
+	if !header.MatchString(got[1]) {
+		t.Errorf("header %q", got[1])
+	}
+	type row struct{ tool, effect, resources, stage, mode, reason string }
+	rows := map[string]row{}
+	var order []string
+	for _, l := range got[2:6] {
+		m := planRow.FindStringSubmatch(l)
+		if m == nil {
+			t.Errorf("row %q does not parse", l)
+			continue
+		}
+		rows[m[1]] = row{m[2], m[3], m[4], m[5], m[6], m[7]}
+		order = append(order, m[1])
+		// Aligned: every column starts where the header's does.
+		for _, col := range []string{"TOOL", "EFFECT", "RESOURCES", "STAGE", "MODE", "REASON"} {
+			at := strings.Index(got[1], col)
+			if at >= len(l) || l[at-1] != ' ' || l[at] == ' ' {
+				t.Errorf("row %q: column %s is not aligned with the header", l, col)
+			}
+		}
+	}
+	if strings.Join(order, " ") != "call_q1 call_t1 call_r1 call_q2" {
+		t.Errorf("rows in order %v, want the model's order", order)
+	}
+	want := map[string]row{
+		"call_q1": {"query_order", "read_only", "order:A100", "0", "parallel", "read-only and independent"},
+		"call_t1": {"track_shipment", "read_only", "order:A101", "0", "parallel", "read-only and independent"},
+		"call_r1": {"refund_order", "write", "order:A103", "1", "serial", ""},
+		"call_q2": {"query_order", "read_only", "order:A103", "2", "serial", ""},
+	}
+	for id, w := range want {
+		g := rows[id]
+		r := g.reason
+		if w.reason == "" {
+			g.reason = ""
+		}
+		if g != w {
+			t.Errorf("%s: row %+v, want %+v", id, g, w)
+		}
+		if id == "call_r1" && !strings.Contains(r, "write") {
+			t.Errorf("call_r1: reason %q does not say it is a write", r)
+		}
+		if id == "call_q2" && !strings.Contains(r, "call_r1") {
+			t.Errorf("call_q2: reason %q does not name call_r1", r)
+		}
+	}
+	if !strings.HasPrefix(got[6], "mode=parallel status=final_answer ") {
+		t.Errorf("last line %q, want the stop line", got[6])
+	}
+}
+
+func TestDemoPlanAll(t *testing.T) {
+	code, out, errOut := call("demo", "--plan", "--trace")
+	if code != 0 {
+		t.Fatalf("exit %d, stderr:\n%s", code, errOut)
+	}
+	// Per scenario: its trace, then its plans, then its stop line.
+	var stops int
+	for _, s := range orders.Scenarios() {
+		tr := strings.Index(out, "# trace mode="+s.Name+" ")
+		pl := strings.Index(out, "# plan mode="+s.Name+" batch=1 ")
+		if pl < 0 {
+			pl = strings.Index(out, "# plan mode="+s.Name+": no batch was planned")
+		}
+		st := strings.Index(out, "\nmode="+s.Name+" status=")
+		if tr < 0 || pl < 0 || st < 0 || !(tr < pl && pl < st) {
+			t.Errorf("%s: trace at %d, plan at %d, stop line at %d; want them in that order", s.Name, tr, pl, st)
+		}
+		stops++
+	}
+	// Three batches in refund_twice, one per tool-calling turn.
+	if !strings.Contains(out, "# plan mode=refund_twice batch=3 step=3 calls=1 stages=1\n") {
+		t.Errorf("refund_twice's third batch is missing")
+	}
+	if !strings.Contains(out, "# plan mode=unknown_tool: no batch was planned\n") {
+		t.Errorf("unknown_tool planned a batch")
+	}
+	_, plain, _ := call("demo")
+	if p := lines(plain); len(p) != stops || p[0] != "mode=normal status=final_answer" {
+		t.Errorf("--plan changed the plain demo:\n%s", plain)
+	}
+}
+
+// TestDemoTraceLedger checks that the trace says what the idempotency
+// ledger made of each write.
+func TestDemoTraceLedger(t *testing.T) {
+	for mode, want := range map[string][]string{
+		"parallel":       {"result call_id=call_r1 tool=refund_order status=ok key=refund:A103 ledger=executed content="},
+		"refund_retry":   {"result call_id=call_r1 tool=refund_order status=ok key=refund:A103 ledger=reconciled content="},
+		"refund_twice":   {"result call_id=call_r1 tool=refund_order status=ok key=refund:A103 ledger=executed content=", "result call_id=call_r2 tool=refund_order status=ok key=refund:A103 ledger=replayed content="},
+		"refund_unknown": {"result call_id=call_v1 tool=issue_voucher status=error kind=timeout key=run-refund_unknown/call_v1 ledger=outcome_unknown content="},
+	} {
+		_, out, _ := call("demo", "--mode", mode, "--trace")
+		for _, w := range want {
+			if !strings.Contains(out, w) {
+				t.Errorf("%s: trace lacks %q:\n%s", mode, w, out)
+			}
+		}
+		if mode == "parallel" && strings.Contains(out, "call_q1 tool=query_order status=ok key=") {
+			t.Errorf("a read has a ledger note:\n%s", out)
 		}
 	}
 }

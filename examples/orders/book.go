@@ -76,12 +76,22 @@ type Shipment struct {
 	ETA string `json:"eta,omitempty"`
 }
 
+// How a refund pays the customer back.
+const (
+	// ToPayment pays back to the original means of payment (refund_order).
+	ToPayment = "original_payment"
+	// AsVoucher pays back as a store voucher (issue_voucher).
+	AsVoucher = "voucher"
+)
+
 // Refund records one refund the book applied.
 type Refund struct {
 	RefundID    string `json:"refund_id"`
 	OrderID     string `json:"order_id"`
 	AmountCents int64  `json:"amount_cents"`
-	Reason      string `json:"reason,omitempty"`
+	// Method is ToPayment or AsVoucher.
+	Method string `json:"method"`
+	Reason string `json:"reason,omitempty"`
 }
 
 // Book is an in-memory order book. It is safe for concurrent use. Reads
@@ -90,8 +100,10 @@ type Book struct {
 	mu        sync.Mutex
 	orders    map[string]*Order
 	shipments map[string]Shipment
-	refunds   map[string]int
+	refunds   map[string][]Refund
 	cancels   map[string]int
+	// hang holds the orders whose writes apply and then never answer.
+	hang map[string]bool
 }
 
 // NewBook returns a book holding the sandbox's fixed orders, A100 to A105:
@@ -119,8 +131,9 @@ func NewBook() *Book {
 	}
 	b := &Book{
 		orders:  make(map[string]*Order, len(orders)),
-		refunds: map[string]int{},
+		refunds: map[string][]Refund{},
 		cancels: map[string]int{},
+		hang:    map[string]bool{},
 		shipments: map[string]Shipment{
 			"A100": {State: "in_transit", Location: "Leipzig hub", ETA: "2025-06-12"},
 			"A101": {State: "delivered", Location: "front desk"},
@@ -193,10 +206,17 @@ func (b *Book) Track(ctx context.Context, id string) (Shipment, error) {
 	return sh, nil
 }
 
-// Refund pays back the rest of an order's total and marks it refunded. Only
-// shipped or delivered orders can be refunded, and only once; anything else
-// is an invalid_arguments error the model can read.
-func (b *Book) Refund(id, reason string) (Refund, error) {
+// Refund pays back the rest of an order's total to the original payment
+// and marks the order refunded. Only shipped or delivered orders can be
+// refunded, and only once; anything else is an invalid_arguments error the
+// model can read.
+func (b *Book) Refund(id, reason string) (Refund, error) { return b.refund(id, reason, ToPayment) }
+
+// Voucher pays back the rest of an order's total as a store voucher; it is
+// a refund like any other (it counts in Refunds), only paid differently.
+func (b *Book) Voucher(id, reason string) (Refund, error) { return b.refund(id, reason, AsVoucher) }
+
+func (b *Book) refund(id, reason, method string) (Refund, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	o, ok := b.orders[id]
@@ -213,8 +233,58 @@ func (b *Book) Refund(id, reason string) (Refund, error) {
 	amount := o.TotalCents - o.RefundedCents
 	o.RefundedCents += amount
 	o.Status = StatusRefunded
-	b.refunds[id]++
-	return Refund{RefundID: fmt.Sprintf("R-%s-%d", id, b.refunds[id]), OrderID: id, AmountCents: amount, Reason: reason}, nil
+	prefix := "R"
+	if method == AsVoucher {
+		prefix = "V"
+	}
+	r := Refund{RefundID: fmt.Sprintf("%s-%s-%d", prefix, id, len(b.refunds[id])+1), OrderID: id,
+		AmountCents: amount, Method: method, Reason: reason}
+	b.refunds[id] = append(b.refunds[id], r)
+	return r, nil
+}
+
+// RefundOf returns the order's latest refund paid by the given method, and
+// whether there is one. It is what refund_order's status look-up asks.
+func (b *Book) RefundOf(id, method string) (Refund, bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	rs := b.refunds[id]
+	for i := len(rs) - 1; i >= 0; i-- {
+		if rs[i].Method == method {
+			return rs[i], true
+		}
+	}
+	return Refund{}, false
+}
+
+// HangAfterWrite makes every later write to the order apply and then not
+// answer, like a payment provider that books the money and never replies:
+// the write's handler blocks until its context ends (or SlowCarrierDelay
+// passes) and then fails with the context's error, although the write
+// happened. The sandbox uses it to leave a write's outcome unknown.
+func (b *Book) HangAfterWrite(id string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.hang[id] = true
+}
+
+// afterWrite is called by a write tool once the book applied its write: for
+// an order set to hang it waits until ctx ends and returns ctx.Err().
+func (b *Book) afterWrite(ctx context.Context, id string) error {
+	b.mu.Lock()
+	hang := b.hang[id]
+	b.mu.Unlock()
+	if !hang {
+		return nil
+	}
+	t := time.NewTimer(SlowCarrierDelay)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
 }
 
 // Cancel cancels an order that has not shipped yet.
@@ -233,11 +303,12 @@ func (b *Book) Cancel(id string) (Order, error) {
 	return o.clone(), nil
 }
 
-// Refunds returns how many refunds the book applied to the order.
+// Refunds returns how many refunds the book applied to the order, by any
+// method.
 func (b *Book) Refunds(id string) int {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return b.refunds[id]
+	return len(b.refunds[id])
 }
 
 // TotalRefunds returns how many refunds the book applied to all orders.
@@ -245,8 +316,8 @@ func (b *Book) TotalRefunds() int {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	n := 0
-	for _, c := range b.refunds {
-		n += c
+	for _, rs := range b.refunds {
+		n += len(rs)
 	}
 	return n
 }

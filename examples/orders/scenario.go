@@ -11,6 +11,7 @@ import (
 	"github.com/toolloop/toolloop/llm/llmtest"
 	"github.com/toolloop/toolloop/loop"
 	"github.com/toolloop/toolloop/policy"
+	"github.com/toolloop/toolloop/store"
 )
 
 // ModelName is the model name the sandbox's runs record.
@@ -46,6 +47,17 @@ type Scenario struct {
 	Policy policy.Policy
 	// Budgets bound the run.
 	Budgets loop.Budgets
+	// Setup, if set, prepares the fresh book before the run, e.g. with
+	// Book.HangAfterWrite.
+	Setup func(b *Book)
+	// ShowRefunds makes the demo's stop line report how many refunds the
+	// book holds after the run, for the scenarios about writes.
+	ShowRefunds bool
+	// Ledger is the idempotency ledger of the run's writes. Nil means a
+	// fresh SQLite ledger (store/sqlite) in a temporary file, made when the
+	// run first claims a write and removed after the run; a test may pass
+	// store.NewMemory() instead.
+	Ledger store.Ledger
 }
 
 // Messages returns the opening of a sandbox conversation: the system
@@ -66,9 +78,18 @@ func (s Scenario) Run(ctx context.Context) (*loop.Result, *Book, error) {
 		return nil, nil, fmt.Errorf("orders: scenario %q has no script", s.Name)
 	}
 	book := NewBook()
+	if s.Setup != nil {
+		s.Setup(book)
+	}
 	reg, err := Tools(book)
 	if err != nil {
 		return nil, nil, err
+	}
+	ledger := s.Ledger
+	if ledger == nil {
+		tmp := &tempLedger{}
+		defer tmp.close()
+		ledger = tmp
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -90,6 +111,7 @@ func (s Scenario) Run(ctx context.Context) (*loop.Result, *Book, error) {
 			DefaultTimeout: time.Second,
 			RetryBackoff:   5 * time.Millisecond,
 			MaxRetryWait:   50 * time.Millisecond,
+			Ledger:         ledger,
 		}),
 		ModelRetryBackoff: 2 * time.Millisecond,
 		SessionID:         "sandbox",
@@ -138,11 +160,14 @@ func script(turns ...llmtest.Turn) func(context.CancelFunc) []llmtest.Turn {
 
 // Scenarios returns the sandbox's scenarios. The first three are the ones
 // DESIGN.md §9 requires; after them comes one scenario for each other exit
-// of the loop, so that every status but tool_outcome_unknown is reached by
-// exactly one scenario (final_answer by two: normal and not_found). Each
-// call returns fresh values.
+// of the loop, then four about several calls in one turn (DESIGN.md §6) and
+// idempotent writes (§7): parallel, refund_retry, refund_twice and
+// refund_unknown. Every status is reached by exactly one scenario, except
+// final_answer, which normal, not_found, parallel, refund_retry and
+// refund_twice reach. Each call returns fresh values.
 func Scenarios() []Scenario {
 	readOnly := []string{QueryOrder, TrackShipment, ListOrders}
+	refundA103 := map[string]string{"order_id": "A103", "reason": "arrived broken"}
 	return []Scenario{
 		{
 			Name: "normal", Want: loop.FinalAnswer,
@@ -309,6 +334,60 @@ func Scenarios() []Scenario {
 					llmtest.Text("Order A101 was delivered."),
 				}
 			},
+		},
+		{
+			Name: "parallel", Want: loop.FinalAnswer, ShowRefunds: true,
+			Description: "one turn, four calls: the reads of A100 and A101 run in parallel, the refund of A103 " +
+				"runs alone, and the read of A103 runs after it",
+			Ask: "Where are my orders A100 and A101? And please refund A103, the monitor arm arrived broken.",
+			Script: script(
+				llmtest.Calls(
+					call("call_q1", QueryOrder, ref("A100")),
+					call("call_t1", TrackShipment, ref("A101")),
+					call("call_r1", RefundOrder, refundA103),
+					call("call_q2", QueryOrder, ref("A103")),
+				),
+				llmtest.Text("A100 is on its way with DHL (tracking DHL-100-7731). A101 was delivered to the front desk. "+
+					"A103 is refunded: 64.00 EUR back to your original payment, refund R-A103-1."),
+			),
+		},
+		{
+			Name: "refund_retry", Want: loop.FinalAnswer, ShowRefunds: true,
+			Description: "refund_order of A103 applies, then runs past its 50ms timeout; its status look-up " +
+				"finds the refund, so the call succeeds and nothing is refunded twice",
+			Ask:     "Refund order A103, the monitor arm arrived broken.",
+			Budgets: loop.Budgets{ToolTimeout: 50 * time.Millisecond},
+			Setup:   func(b *Book) { b.HangAfterWrite("A103") },
+			Script: script(
+				llmtest.Calls(call("call_r1", RefundOrder, refundA103)),
+				llmtest.Text("Order A103 is refunded: 64.00 EUR back to your original payment, refund R-A103-1."),
+			),
+		},
+		{
+			Name: "refund_twice", Want: loop.FinalAnswer, ShowRefunds: true,
+			Description: "the model asks for the refund of A103 again two turns later; the ledger replays " +
+				"the first result instead of refunding twice",
+			Ask: "Refund order A103, it arrived broken, and make sure the refund went through.",
+			Script: script(
+				llmtest.Calls(call("call_r1", RefundOrder, refundA103)),
+				llmtest.Calls(call("call_q1", QueryOrder, ref("A103"))),
+				// The same refund under a new call ID: the key is
+				// refund:A103 either way.
+				llmtest.Calls(call("call_r2", RefundOrder, refundA103)),
+				llmtest.Text("Order A103 is refunded, once: 64.00 EUR back to your original payment, refund R-A103-1."),
+			),
+		},
+		{
+			Name: "refund_unknown", Want: loop.ToolOutcomeUnknown, ShowRefunds: true,
+			Description: "issue_voucher for A101 applies, then runs past its 50ms timeout; with no status " +
+				"look-up to settle it, the run stops rather than guess or pay twice",
+			Ask:     "Refund order A101 as a store voucher, the cables do not fit.",
+			Budgets: loop.Budgets{ToolTimeout: 50 * time.Millisecond},
+			Setup:   func(b *Book) { b.HangAfterWrite("A101") },
+			Script: script(
+				llmtest.Calls(call("call_v1", IssueVoucher, map[string]string{"order_id": "A101", "reason": "cables do not fit"})),
+				llmtest.Text("Your voucher is on its way."),
+			),
 		},
 	}
 }

@@ -16,6 +16,7 @@ const (
 	ListOrders    = "list_orders"
 	RefundOrder   = "refund_order"
 	CancelOrder   = "cancel_order"
+	IssueVoucher  = "issue_voucher"
 )
 
 // TrackTimeout is track_shipment's own timeout. Scenarios that want a
@@ -65,10 +66,22 @@ func (r refundRef) resources() []string { return []string{"order:" + r.OrderID} 
 //	query_order     read   one order's items, total and status
 //	track_shipment  read   where the parcel is (times out for SlowPost orders)
 //	list_orders     read   all orders, PageSize per page
-//	refund_order    write  refunds an order
+//	refund_order    write  refunds an order to the original payment
 //	cancel_order    write  cancels an order that has not shipped
+//	issue_voucher   write  refunds an order as a store voucher
 //
 // Every tool that takes an order ID declares the resource "order:ID".
+//
+// refund_order is an idempotent write in the sense of DESIGN.md §7: its key
+// is the business action, "refund:" + the order ID, so the same refund asked
+// for again (with the same arguments, under any call ID, in any run sharing
+// the ledger) is done once, and its status look-up asks the book whether
+// the order was already refunded, so a refund whose answer was lost is
+// settled rather than repeated. cancel_order and issue_voucher have
+// neither: they get the runner's default key (run ID + call ID), and a
+// write of theirs whose answer was lost stops the run with
+// tool_outcome_unknown. Writes to an order set with Book.HangAfterWrite
+// apply and then do not answer.
 func Tools(book *Book) (*tool.Registry, error) {
 	if book == nil {
 		return nil, fmt.Errorf("orders: Tools needs a book")
@@ -114,11 +127,50 @@ func Tools(book *Book) (*tool.Registry, error) {
 		Description: "Refund the rest of an order's total to the customer. Only shipped or delivered orders can be refunded, once.",
 		Effect:      tool.Write,
 		Resources:   refundRef.resources,
-	}, func(_ context.Context, in refundRef) (Refund, error) {
+		IdempotencyKey: func(in refundRef) string {
+			return "refund:" + in.OrderID
+		},
+		Lookup: func(_ context.Context, in refundRef) (any, bool, error) {
+			r, ok := book.RefundOf(in.OrderID, ToPayment)
+			if !ok {
+				return nil, false, nil
+			}
+			return r, true, nil
+		},
+	}, func(ctx context.Context, in refundRef) (Refund, error) {
 		if err := checkID(in.OrderID); err != nil {
 			return Refund{}, err
 		}
-		return book.Refund(in.OrderID, in.Reason)
+		r, err := book.Refund(in.OrderID, in.Reason)
+		if err != nil {
+			return Refund{}, err
+		}
+		if err := book.afterWrite(ctx, in.OrderID); err != nil {
+			return Refund{}, err
+		}
+		return r, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	voucher, err := tool.New(tool.Spec[refundRef]{
+		Name: IssueVoucher,
+		Description: "Refund the rest of an order's total as a store voucher instead of to the original payment. " +
+			"Only shipped or delivered orders can be refunded, once.",
+		Effect:    tool.Write,
+		Resources: refundRef.resources,
+	}, func(ctx context.Context, in refundRef) (Refund, error) {
+		if err := checkID(in.OrderID); err != nil {
+			return Refund{}, err
+		}
+		r, err := book.Voucher(in.OrderID, in.Reason)
+		if err != nil {
+			return Refund{}, err
+		}
+		if err := book.afterWrite(ctx, in.OrderID); err != nil {
+			return Refund{}, err
+		}
+		return r, nil
 	})
 	if err != nil {
 		return nil, err
@@ -128,16 +180,23 @@ func Tools(book *Book) (*tool.Registry, error) {
 		Description: "Cancel an order that has not shipped yet.",
 		Effect:      tool.Write,
 		Resources:   orderRef.resources,
-	}, func(_ context.Context, in orderRef) (Order, error) {
+	}, func(ctx context.Context, in orderRef) (Order, error) {
 		if err := checkID(in.OrderID); err != nil {
 			return Order{}, err
 		}
-		return book.Cancel(in.OrderID)
+		o, err := book.Cancel(in.OrderID)
+		if err != nil {
+			return Order{}, err
+		}
+		if err := book.afterWrite(ctx, in.OrderID); err != nil {
+			return Order{}, err
+		}
+		return o, nil
 	})
 	if err != nil {
 		return nil, err
 	}
-	return tool.NewRegistry(query, track, list, refund, cancel)
+	return tool.NewRegistry(query, track, list, refund, cancel, voucher)
 }
 
 func checkID(id string) error {

@@ -1,0 +1,329 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
+	"go.opentelemetry.io/otel/exporters/stdout/stdouttrace"
+	"go.opentelemetry.io/otel/sdk/resource"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+
+	"github.com/toolloop/toolloop/loop"
+	"github.com/toolloop/toolloop/trace"
+	traceotel "github.com/toolloop/toolloop/trace/otel"
+)
+
+// traceCmd runs the "trace" subcommand: show or diagnose a run log.
+func traceCmd(_ context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		traceUsage(stderr)
+		return exitUsage
+	}
+	switch sub, rest := args[0], args[1:]; sub {
+	case "show", "diagnose":
+		return traceRun(sub, rest, stdout, stderr)
+	case "help", "-h", "-help", "--help":
+		traceUsage(stdout)
+		return exitOK
+	default:
+		fmt.Fprintf(stderr, "toolloop trace: unknown command %q; commands: show, diagnose (run 'toolloop trace --help')\n", sub)
+		return exitUsage
+	}
+}
+
+func traceUsage(w io.Writer) {
+	fmt.Fprintf(w, `Usage:
+  toolloop trace show FILE|RUN_ID [--log DIR] [--width N]
+  toolloop trace diagnose FILE|RUN_ID [--log DIR] [--json]
+
+A run log is a JSON Lines file, one event per line, written per run as
+DIR/RUN_ID.jsonl (toolloop demo --log DIR). FILE|RUN_ID names a log file, a
+run ID in DIR, or the beginning of exactly one run ID in DIR.
+
+show      renders the run for a person: its configuration, the message chain
+          with each result beside its call ID, the calls with their policy
+          decisions, stages, attempts and latencies, the planner's decision
+          tables, a timeline of spans with durations and bars (the calls of a
+          parallel stage side by side), the budget checks and the stop line.
+diagnose  walks the run and names what looks wrong, the first suspicious
+          point first: the same call repeated, a result the model did not
+          see, results not matched to their calls by ID, a write retried
+          without an idempotency key, results lost to another call's failure,
+          cost rising turn after turn, a budget running out.
+
+Flags:
+  --log DIR   where run logs are (default %s)
+  --width N   show: width of the timeline's bars (default 40)
+  --json      diagnose: print the findings as JSON, one per line
+  -h, --help  show this help
+
+Exit status: 0 on success (diagnose: nothing suspicious), 1 when diagnose
+reports findings or the log cannot be read, 2 for a usage error or a log
+that cannot be found.
+`, defaultLogDirHelp())
+}
+
+func traceRun(sub string, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("toolloop trace "+sub, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {}
+	logDir := fs.String("log", "", "run log `DIR`")
+	width := fs.Int("width", 40, "bar width")
+	asJSON := fs.Bool("json", false, "findings as JSON lines")
+	// Flags may come before or after the run: parse around positionals.
+	var refs []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				traceUsage(stdout)
+				return exitOK
+			}
+			fmt.Fprintln(stderr, "run 'toolloop trace --help' for usage")
+			return exitUsage
+		}
+		if fs.NArg() == 0 {
+			break
+		}
+		refs = append(refs, fs.Arg(0))
+		args = fs.Args()[1:]
+	}
+	if len(refs) != 1 {
+		fmt.Fprintf(stderr, "toolloop trace %s: want one run log (FILE or RUN_ID), got %d\n", sub, len(refs))
+		return exitUsage
+	}
+	if *width < 10 || *width > 400 {
+		fmt.Fprintf(stderr, "toolloop trace %s: --width %d: want 10 to 400\n", sub, *width)
+		return exitUsage
+	}
+	dir := *logDir
+	if dir == "" {
+		var err error
+		if dir, err = defaultLogDir(); err != nil && !looksLikeFile(refs[0]) {
+			fmt.Fprintf(stderr, "toolloop trace %s: %v; pass --log DIR\n", sub, err)
+			return exitUsage
+		}
+	}
+	events, path, err := trace.Open(refs[0], dir)
+	if errors.Is(err, trace.ErrNoLog) {
+		fmt.Fprintf(stderr, "toolloop trace %s: %v\n", sub, err)
+		return exitUsage
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "toolloop trace %s: %v\n", sub, err)
+		return exitFail
+	}
+	if len(events) == 0 {
+		fmt.Fprintf(stderr, "toolloop trace %s: %s holds no events\n", sub, path)
+		return exitFail
+	}
+	if sub == "show" {
+		if err := trace.Show(stdout, events, &trace.ShowOptions{Width: *width}); err != nil {
+			fmt.Fprintf(stderr, "toolloop trace show: %s: %v\n", path, err)
+			return exitFail
+		}
+		return exitOK
+	}
+	return diagnose(events, path, *asJSON, stdout, stderr)
+}
+
+func diagnose(events []loop.Event, path string, asJSON bool, stdout, stderr io.Writer) int {
+	findings := trace.Diagnose(events)
+	if asJSON {
+		enc := json.NewEncoder(stdout)
+		for _, f := range findings {
+			if err := enc.Encode(f); err != nil {
+				fmt.Fprintf(stderr, "toolloop trace diagnose: %v\n", err)
+				return exitFail
+			}
+		}
+	} else {
+		run := strings.TrimSuffix(filepath.Base(path), trace.LogExt)
+		if ev := events[0]; ev.Start != nil {
+			run = ev.Start.RunID
+		}
+		status := "not stopped"
+		if last := events[len(events)-1]; last.Kind == loop.Stopped {
+			status = "status=" + string(last.Status)
+		}
+		if len(findings) == 0 {
+			fmt.Fprintf(stdout, "run %s (%s): nothing suspicious in %d events\n", run, status, len(events))
+			return exitOK
+		}
+		fmt.Fprintf(stdout, "run %s (%s): %d finding(s), the first suspicious point first\n", run, status, len(findings))
+		for i, f := range findings {
+			ids := ""
+			if len(f.CallIDs) > 0 {
+				ids = " calls " + strings.Join(f.CallIDs, ", ")
+			}
+			fmt.Fprintf(stdout, "%d. seq %d step %d %s%s\n   %s\n", i+1, f.Seq, f.Step, f.Kind, ids, f.Message)
+		}
+	}
+	if len(findings) > 0 {
+		return exitFail
+	}
+	return exitOK
+}
+
+// looksLikeFile reports whether ref names a file rather than a run ID.
+func looksLikeFile(ref string) bool {
+	return strings.ContainsAny(ref, `/\`) || strings.HasSuffix(ref, trace.LogExt)
+}
+
+// defaultLogDir is where run logs go without --log: $XDG_DATA_HOME/toolloop/runs,
+// else ~/.local/share/toolloop/runs.
+func defaultLogDir() (string, error) {
+	if d := os.Getenv("XDG_DATA_HOME"); d != "" && filepath.IsAbs(d) {
+		return filepath.Join(d, "toolloop", "runs"), nil
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return "", fmt.Errorf("no default run log directory: %w", err)
+	}
+	return filepath.Join(home, ".local", "share", "toolloop", "runs"), nil
+}
+
+func defaultLogDirHelp() string {
+	if d, err := defaultLogDir(); err == nil {
+		return d
+	}
+	return "$XDG_DATA_HOME/toolloop/runs or ~/.local/share/toolloop/runs"
+}
+
+// Exporters selectable from the command line.
+const (
+	exporterNone   = "none"
+	exporterStdout = "stdout"
+	exporterOTLP   = "otlp"
+)
+
+// traceConfig says where a command's runs are recorded.
+type traceConfig struct {
+	// LogDir, if set, gets one JSON Lines log per run.
+	LogDir string
+	// Exporter is none (or ""), stdout or otlp.
+	Exporter string
+	// OTLPEndpoint is the OTLP/HTTP endpoint: a URL, or host:port for
+	// http; without a path, /v1/traces. Empty means the exporter's default
+	// (OTEL_EXPORTER_OTLP_ENDPOINT, else http://localhost:4318).
+	OTLPEndpoint string
+	// Provider is gen_ai.provider.name.
+	Provider string
+	// Stdout receives the stdout exporter's spans.
+	Stdout io.Writer
+}
+
+// observersFromFlags returns the observer the --log, --exporter and
+// --otlp-endpoint flags ask for (nil when they ask for nothing), and a
+// function that flushes and closes what it opened; call it once the runs
+// are done. The stdout exporter writes to os.Stdout; the runs are the
+// sandbox's scripted model (gen_ai.provider.name "toolloop.scripted").
+func observersFromFlags(logDir, exporter, otlpEndpoint string) (loop.Observer, func(context.Context) error, error) {
+	return newObservers(traceConfig{LogDir: logDir, Exporter: exporter, OTLPEndpoint: otlpEndpoint,
+		Provider: "toolloop.scripted", Stdout: os.Stdout})
+}
+
+// newObservers builds the observers cfg asks for.
+func newObservers(cfg traceConfig) (loop.Observer, func(context.Context) error, error) {
+	var obs []loop.Observer
+	var closers []func(context.Context) error
+	shutdown := func(ctx context.Context) error {
+		var errs []error
+		for _, c := range closers {
+			errs = append(errs, c(ctx))
+		}
+		return errors.Join(errs...)
+	}
+	if cfg.LogDir != "" {
+		fl := trace.FileObserver(cfg.LogDir, nil)
+		obs = append(obs, fl)
+		closers = append(closers, func(context.Context) error { return fl.Close() })
+	}
+	var (
+		exp    sdktrace.SpanExporter
+		batch  bool
+		closer func()
+		err    error
+	)
+	switch cfg.Exporter {
+	case "", exporterNone:
+	case exporterStdout:
+		w := cfg.Stdout
+		if w == nil {
+			w = os.Stdout
+		}
+		exp, err = stdouttrace.New(stdouttrace.WithWriter(w))
+	case exporterOTLP:
+		// A client of our own, so that shutting down closes its
+		// connections.
+		transport := http.DefaultTransport.(*http.Transport).Clone()
+		opts := []otlptracehttp.Option{otlptracehttp.WithHTTPClient(&http.Client{Transport: transport, Timeout: 10 * time.Second})}
+		if cfg.OTLPEndpoint != "" {
+			u, uerr := otlpURL(cfg.OTLPEndpoint)
+			if uerr != nil {
+				return nil, nil, uerr
+			}
+			opts = append(opts, otlptracehttp.WithEndpointURL(u))
+		}
+		exp, err = otlptracehttp.New(context.Background(), opts...)
+		batch, closer = true, transport.CloseIdleConnections
+	default:
+		return nil, nil, fmt.Errorf("unknown exporter %q; want %s, %s or %s", cfg.Exporter, exporterNone, exporterStdout, exporterOTLP)
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("exporter %s: %w", cfg.Exporter, err)
+	}
+	if exp != nil {
+		res := resource.NewSchemaless(attribute.String("service.name", "toolloop"))
+		process := sdktrace.WithSyncer(exp) // stdout: spans print as runs go
+		if batch {
+			process = sdktrace.WithBatcher(exp)
+		}
+		tp := sdktrace.NewTracerProvider(process, sdktrace.WithResource(res))
+		obs = append(obs, traceotel.NewObserver(tp, &traceotel.Options{ProviderName: cfg.Provider}))
+		closers = append(closers, func(ctx context.Context) error {
+			err := tp.Shutdown(ctx)
+			if closer != nil {
+				closer()
+			}
+			if err != nil {
+				return fmt.Errorf("exporter %s: %w", cfg.Exporter, err)
+			}
+			return nil
+		})
+	}
+	switch len(obs) {
+	case 0:
+		return nil, shutdown, nil
+	case 1:
+		return obs[0], shutdown, nil
+	}
+	return loop.Observers(obs...), shutdown, nil
+}
+
+// otlpURL makes an OTLP/HTTP traces URL of an endpoint: http:// when no
+// scheme is given, /v1/traces when no path is.
+func otlpURL(endpoint string) (string, error) {
+	if !strings.Contains(endpoint, "://") {
+		endpoint = "http://" + endpoint
+	}
+	u, err := url.Parse(endpoint)
+	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
+		return "", fmt.Errorf("--otlp-endpoint %q: want a URL such as http://localhost:4318, or host:port", endpoint)
+	}
+	if u.Path == "" || u.Path == "/" {
+		u.Path = "/v1/traces"
+	}
+	return u.String(), nil
+}

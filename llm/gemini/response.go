@@ -1,0 +1,137 @@
+package gemini
+
+import (
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"google.golang.org/genai"
+
+	"github.com/toolloop/toolloop/llm"
+)
+
+// generatedIDPrefix starts every call ID the adapter made up because Gemini
+// gave none.
+const generatedIDPrefix = "toolloop_"
+
+// filtered reports whether a finish reason means Gemini's filters withheld
+// the answer.
+func filtered(r genai.FinishReason) bool {
+	switch r {
+	case genai.FinishReasonSafety, genai.FinishReasonProhibitedContent, genai.FinishReasonBlocklist,
+		genai.FinishReasonSPII, genai.FinishReasonRecitation, genai.FinishReasonImageSafety,
+		genai.FinishReasonImageProhibitedContent, genai.FinishReasonImageRecitation:
+		return true
+	}
+	return false
+}
+
+// response maps Gemini's reply onto an llm.Response, from its first
+// candidate.
+func (m *Model) response(req *llm.Request, model string, r *genai.GenerateContentResponse) (*llm.Response, error) {
+	if fb := r.PromptFeedback; fb != nil && fb.BlockReason != "" {
+		return nil, refusal("prompt blocked: %s%s", fb.BlockReason, suffix(fb.BlockReasonMessage))
+	}
+	if len(r.Candidates) == 0 || r.Candidates[0] == nil {
+		return nil, &llm.Error{Kind: llm.ErrorBadRequest, Err: errors.New("gemini: the response has no candidate")}
+	}
+	cand := r.Candidates[0]
+	switch reason := cand.FinishReason; {
+	case filtered(reason):
+		return nil, refusal("response stopped: %s%s", reason, suffix(cand.FinishMessage))
+	case reason == genai.FinishReasonMalformedFunctionCall:
+		return nil, &llm.Error{Kind: llm.ErrorBadRequest, Retryable: true,
+			Err: fmt.Errorf("gemini: the model produced a malformed function call%s", suffix(cand.FinishMessage))}
+	}
+
+	out := &llm.Response{
+		ID:           r.ResponseID,
+		Model:        r.ModelVersion,
+		Message:      llm.Message{Role: llm.RoleAssistant},
+		Usage:        usage(r.UsageMetadata),
+		FinishReason: string(cand.FinishReason),
+	}
+	if out.Model == "" {
+		out.Model = model
+	}
+	var text strings.Builder
+	if cand.Content != nil {
+		for i, p := range cand.Content.Parts {
+			switch {
+			case p == nil:
+			case p.FunctionCall != nil:
+				call, err := m.toolCall(req, r.ResponseID, i, p)
+				if err != nil {
+					return nil, err
+				}
+				out.Message.ToolCalls = append(out.Message.ToolCalls, call)
+			case p.Thought:
+				// A thought summary: reasoning, not answer.
+			default:
+				text.WriteString(p.Text)
+			}
+		}
+	}
+	out.Message.Text = text.String()
+	return out, nil
+}
+
+// toolCall maps a functionCall part, generating its ID when Gemini gave
+// none, and remembers the part's thought signature.
+func (m *Model) toolCall(req *llm.Request, responseID string, index int, p *genai.Part) (llm.ToolCall, error) {
+	fc := p.FunctionCall
+	args := fc.Args
+	if args == nil {
+		args = map[string]any{}
+	}
+	raw, err := json.Marshal(args)
+	if err != nil { // cannot happen for args decoded from JSON
+		return llm.ToolCall{}, &llm.Error{Kind: llm.ErrorBadRequest, Err: fmt.Errorf("gemini: arguments of call %q: %w", fc.Name, err)}
+	}
+	id := fc.ID
+	if id == "" {
+		id = generatedID(responseID, req.Step, index, fc.Name)
+	}
+	m.sigs.put(id, fc.Name, p.ThoughtSignature)
+	return llm.ToolCall{ID: id, Name: fc.Name, Arguments: raw}, nil
+}
+
+// generatedID makes a call ID from what identifies the call: the response,
+// the turn, the part's position and the tool. The same response always
+// yields the same IDs; different parts of one response, different IDs.
+func generatedID(responseID string, step, index int, name string) string {
+	h := sha256.New()
+	var n [16]byte
+	binary.BigEndian.PutUint64(n[:8], uint64(step))
+	binary.BigEndian.PutUint64(n[8:], uint64(index))
+	h.Write([]byte(responseID))
+	h.Write([]byte{0})
+	h.Write(n[:])
+	h.Write([]byte(name))
+	return generatedIDPrefix + hex.EncodeToString(h.Sum(nil)[:8])
+}
+
+// usage maps Gemini's usage metadata; see the package documentation for
+// what each count includes.
+func usage(u *genai.GenerateContentResponseUsageMetadata) llm.Usage {
+	if u == nil {
+		return llm.Usage{}
+	}
+	return llm.Usage{
+		InputTokens:       int64(u.PromptTokenCount) + int64(u.ToolUsePromptTokenCount),
+		OutputTokens:      int64(u.CandidatesTokenCount) + int64(u.ThoughtsTokenCount),
+		CachedInputTokens: int64(u.CachedContentTokenCount),
+		ReasoningTokens:   int64(u.ThoughtsTokenCount),
+	}
+}
+
+func suffix(msg string) string {
+	if msg == "" {
+		return ""
+	}
+	return ": " + msg
+}

@@ -1,0 +1,29 @@
+package openai_test
+
+import (
+	"testing"
+
+	"github.com/toolloop/toolloop/llm"
+	"github.com/toolloop/toolloop/llm/llmtest"
+	"github.com/toolloop/toolloop/llm/openai"
+)
+
+func TestChatConformance(t *testing.T) {
+	llmtest.RunConformance(t, llmtest.Harness{
+		NewModel: func(t *testing.T, c llmtest.Case) (llm.Model, func() []byte, bool) {
+			s := newServer(t, "chat", caseReplies[c])
+			return openai.NewChat(s.client(), nil), s.last, false
+		},
+		Results: chatResults,
+	})
+}
+
+func TestResponsesConformance(t *testing.T) {
+	llmtest.RunConformance(t, llmtest.Harness{
+		NewModel: func(t *testing.T, c llmtest.Case) (llm.Model, func() []byte, bool) {
+			s := newServer(t, "responses", caseReplies[c])
+			return openai.NewResponses(s.client(), nil), s.last, false
+		},
+		Results: responsesResults,
+	})
+}

@@ -1,0 +1,95 @@
+// Package openai adapts the official OpenAI Go SDK
+// (github.com/openai/openai-go/v3) to the llm.Model interface, over both of
+// OpenAI's text APIs:
+//
+//   - Chat, over Chat Completions (POST /chat/completions). It also talks to
+//     OpenAI-compatible servers such as Ollama, vLLM, llama.cpp and LM Studio;
+//     NewCompatible builds one for a base URL.
+//   - Responses, over the Responses API (POST /responses), used statelessly:
+//     every turn sends the whole history as input items with store=false, so
+//     nothing is kept on OpenAI's side and a run can be replayed or resumed
+//     from its own log.
+//
+// # Clients
+//
+// Both adapters take an SDK client the caller has already built. The SDK's
+// openai.NewClient reads OPENAI_API_KEY and other variables from the
+// environment; this package never does, so build the client where your
+// program reads its configuration. The SDK also retries 408, 409, 429 and 5xx
+// replies on its own (twice by default). The loop has its own bounded,
+// logged retries (loop.Config.ModelRetries), so build the client with
+// option.WithMaxRetries(0) to let the loop decide, or keep the SDK's retries
+// and set loop.Config.ModelRetries to -1: retrying in both places multiplies
+// the attempts and hides them from the run's log.
+//
+// # Mapping
+//
+// Out: system, user, assistant (text and tool calls) and tool messages become
+// the provider's messages or input items, in order. Every tool result is
+// linked to its call by ID: a Chat "tool" message carries tool_call_id, a
+// Responses function_call_output item carries call_id. A result's Content is
+// JSON and is sent verbatim as the output string; an error result keeps its
+// {"error": ..., "kind": ...} object so the model sees what failed. Tool
+// definitions become function tools with name, description and the input
+// schema as parameters.
+//
+// In: text, tool calls with their IDs and argument strings kept byte for byte
+// (invalid JSON does not fail the request; the loop turns it into a
+// recoverable invalid_arguments result), usage including cached input and
+// reasoning tokens, the finish reason, the response ID and the model. Both
+// adapters report finish reasons in Chat Completions' words: "stop",
+// "tool_calls", "length", "content_filter".
+//
+// A refusal (Chat message.refusal, a Responses refusal content part) is an
+// *llm.Error of kind llm.ErrorRefusal, not retryable, carrying the refusal
+// text. So is a reply cut off by the content filter with nothing left in it.
+//
+// # Call IDs the provider did not give
+//
+// Some OpenAI-compatible servers return tool calls without IDs. The loop
+// cannot link results to such calls, so the adapters make one up:
+// "toolloop_call_" followed by a hash of the history length, the turn's
+// step, the call's position, name and arguments. The ID is stable (the same
+// request and reply give the same ID, so a replayed run matches its log) and
+// its prefix marks it as generated rather than the provider's. llm.Response
+// has no field for this; the prefix is the record.
+//
+// # Errors
+//
+// Failed requests come back as *llm.Error, classified by llm.HTTPError: 429
+// is rate_limited and 408, 409 and 5xx unavailable, both retryable with the
+// server's Retry-After; 401 and 403 are authentication, 404 an unknown model;
+// OpenAI's error code context_length_exceeded (and the equivalents of
+// compatible servers) is context_length_exceeded; any other 4xx is a bad
+// request. A transport failure (connection refused or reset, a timeout that
+// is not the caller's) is unavailable and retryable. The SDK's *openai.Error
+// stays reachable with errors.As. The provider's error message is kept in the
+// error text except for 401 and 403, whose messages can echo part of the key.
+// A Responses reply that arrives with HTTP 200 but status "failed" is
+// classified by its error code the same way (server_error is unavailable,
+// rate_limit_exceeded rate limited).
+//
+// # OpenAI-compatible servers
+//
+// Chat works with servers that speak Chat Completions, with these quirks
+// handled:
+//
+//   - usage may be missing (or only sent when streaming): Usage stays zero,
+//     so token and cost budgets cannot count those turns;
+//   - the completion ID, the finish reason or tool call IDs may be missing:
+//     the response ID stays empty, the finish reason is inferred ("tool_calls"
+//     when there are calls, else "stop"), call IDs are generated as above;
+//   - some servers say finish_reason "stop" even when they return tool calls:
+//     the adapter goes by the calls, not the reason;
+//   - arguments may arrive as a JSON object rather than a string: the object
+//     is kept as the raw arguments; an empty arguments string becomes "{}";
+//   - some servers only know max_tokens (ChatOptions.UseMaxTokens) or reject
+//     parallel_tool_calls (leave ChatOptions.ParallelToolCalls nil);
+//   - error bodies that are not OpenAI's {"error": {...}} shape are still
+//     classified by their HTTP status, and their message is kept;
+//   - a 404 is reported as an unknown model, which is what Ollama and vLLM
+//     mean by it; a base URL without its /v1 gives one too.
+//
+// Duplicate call IDs are not rewritten: the loop reports them as a protocol
+// error, which names the server's fault.
+package openai

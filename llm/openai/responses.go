@@ -1,0 +1,308 @@
+package openai
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	sdk "github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+	"github.com/openai/openai-go/v3/packages/param"
+	"github.com/openai/openai-go/v3/responses"
+	"github.com/openai/openai-go/v3/shared"
+
+	"github.com/toolloop/toolloop/llm"
+)
+
+// ResponsesOptions configures a Responses adapter. The zero value (or nil)
+// sends only what the request carries, plus store=false.
+type ResponsesOptions struct {
+	// Model is used when a request names none (loop.Config.ModelName
+	// names one for every request).
+	Model string
+	// MaxOutputTokens caps each reply, reasoning tokens included; 0 leaves
+	// the server's limit.
+	MaxOutputTokens int64
+	// Temperature and TopP are sent when set; reasoning models reject
+	// them. Go 1.26 spells a literal as new(0.2).
+	Temperature *float64
+	TopP        *float64
+	// ParallelToolCalls, when set, turns parallel tool calls on or off;
+	// nil leaves the server's default (on). It is only sent with a request
+	// that has tools.
+	ParallelToolCalls *bool
+	// ReasoningEffort ("minimal", "low", "medium", "high", ...) is sent to
+	// reasoning models when set.
+	ReasoningEffort string
+	// StrictTools asks for strict schema adherence on every tool. The
+	// Responses API makes function tools strict unless told otherwise; the
+	// adapter sends strict=false unless this is set, because strict mode
+	// requires every property to be required and additional ones forbidden.
+	StrictTools bool
+	// PromptCacheKey, SafetyIdentifier and ServiceTier ("auto", "default",
+	// "flex", "priority") are passed through when set.
+	PromptCacheKey   string
+	SafetyIdentifier string
+	ServiceTier      string
+	// RequestOptions are added to every request: headers, a per-request
+	// timeout, extra body fields (option.WithJSONSet), ...
+	RequestOptions []option.RequestOption
+}
+
+// Responses is an llm.Model over OpenAI's Responses API, used statelessly:
+// each turn sends the whole history as input items with store=false and no
+// previous_response_id, so the run's own history is the only state.
+//
+// Reasoning items the model returns are not carried to the next turn
+// (llm.Message has no place for them): tool calls are sent back by call_id
+// alone, without the function_call item's own ID, which the API would
+// otherwise insist on pairing with its reasoning item. Reasoning models
+// still work; they re-derive their reasoning each turn.
+//
+// The text of a reply with several message items (a preamble before tool
+// calls, then an answer) is joined with blank lines.
+//
+// It is immutable and safe for concurrent use.
+type Responses struct {
+	service responses.ResponseService
+	opts    ResponsesOptions
+	now     func() time.Time
+}
+
+var _ llm.Model = (*Responses)(nil)
+
+// NewResponses returns a Responses adapter that sends its requests through
+// client. opts may be nil; it is copied. Build the client with
+// option.WithMaxRetries(0) so that the loop's own retries decide (see the
+// package documentation).
+func NewResponses(client sdk.Client, opts *ResponsesOptions) *Responses {
+	r := &Responses{service: client.Responses, now: time.Now}
+	if opts != nil {
+		r.opts = *opts
+		r.opts.Temperature, r.opts.TopP = clone(opts.Temperature), clone(opts.TopP)
+		r.opts.ParallelToolCalls = clone(opts.ParallelToolCalls)
+		r.opts.RequestOptions = append([]option.RequestOption(nil), opts.RequestOptions...)
+	}
+	return r
+}
+
+// Generate sends the conversation and tool definitions as one response
+// request and maps its output items back.
+func (r *Responses) Generate(ctx context.Context, req *llm.Request) (*llm.Response, error) {
+	params, err := r.params(req)
+	if err != nil {
+		return nil, err
+	}
+	var httpResp *http.Response
+	ro := append(r.opts.RequestOptions[:len(r.opts.RequestOptions):len(r.opts.RequestOptions)], option.WithResponseInto(&httpResp))
+	resp, err := r.service.New(ctx, params, ro...)
+	if err != nil {
+		return nil, classify(ctx, err, httpResp, r.now())
+	}
+	return responsesResponse(req, resp, string(params.Model))
+}
+
+// params maps a request onto the SDK's parameters.
+func (r *Responses) params(req *llm.Request) (responses.ResponseNewParams, error) {
+	var p responses.ResponseNewParams
+	model, err := modelName(req, r.opts.Model)
+	if err != nil {
+		return p, err
+	}
+	p.Model = shared.ResponsesModel(model)
+	p.Store = param.NewOpt(false)
+	items, err := inputItems(req.Messages)
+	if err != nil {
+		return p, err
+	}
+	p.Input = responses.ResponseNewParamsInputUnion{OfInputItemList: items}
+	for _, def := range req.Tools {
+		schema, err := schemaMap(def)
+		if err != nil {
+			return p, err
+		}
+		fn := &responses.FunctionToolParam{Name: def.Name, Parameters: schema, Strict: param.NewOpt(r.opts.StrictTools)}
+		if def.Description != "" {
+			fn.Description = param.NewOpt(def.Description)
+		}
+		p.Tools = append(p.Tools, responses.ToolUnionParam{OfFunction: fn})
+	}
+	o := &r.opts
+	if len(p.Tools) > 0 && o.ParallelToolCalls != nil {
+		p.ParallelToolCalls = param.NewOpt(*o.ParallelToolCalls)
+	}
+	if o.MaxOutputTokens > 0 {
+		p.MaxOutputTokens = param.NewOpt(o.MaxOutputTokens)
+	}
+	if o.Temperature != nil {
+		p.Temperature = param.NewOpt(*o.Temperature)
+	}
+	if o.TopP != nil {
+		p.TopP = param.NewOpt(*o.TopP)
+	}
+	if o.ReasoningEffort != "" {
+		p.Reasoning = shared.ReasoningParam{Effort: shared.ReasoningEffort(o.ReasoningEffort)}
+	}
+	if o.PromptCacheKey != "" {
+		p.PromptCacheKey = param.NewOpt(o.PromptCacheKey)
+	}
+	if o.SafetyIdentifier != "" {
+		p.SafetyIdentifier = param.NewOpt(o.SafetyIdentifier)
+	}
+	if o.ServiceTier != "" {
+		p.ServiceTier = responses.ResponseNewParamsServiceTier(o.ServiceTier)
+	}
+	return p, nil
+}
+
+// inputItems maps the history onto Responses input items, in order: a
+// message item per system, user and assistant text; a function_call item
+// per tool call; a function_call_output item per result.
+func inputItems(msgs []llm.Message) (responses.ResponseInputParam, error) {
+	out := make(responses.ResponseInputParam, 0, len(msgs))
+	message := func(role responses.EasyInputMessageRole, text string) responses.ResponseInputItemUnionParam {
+		return responses.ResponseInputItemUnionParam{OfMessage: &responses.EasyInputMessageParam{
+			Role:    role,
+			Content: responses.EasyInputMessageContentUnionParam{OfString: param.NewOpt(text)},
+		}}
+	}
+	for i, m := range msgs {
+		switch m.Role {
+		case llm.RoleSystem:
+			out = append(out, message(responses.EasyInputMessageRoleSystem, m.Text))
+		case llm.RoleUser:
+			out = append(out, message(responses.EasyInputMessageRoleUser, m.Text))
+		case llm.RoleAssistant:
+			if m.Text != "" {
+				out = append(out, message(responses.EasyInputMessageRoleAssistant, m.Text))
+			}
+			for _, tc := range m.ToolCalls {
+				out = append(out, responses.ResponseInputItemUnionParam{OfFunctionCall: &responses.ResponseFunctionToolCallParam{
+					CallID:    tc.ID,
+					Name:      tc.Name,
+					Arguments: callArguments(tc),
+				}})
+			}
+		case llm.RoleTool:
+			if m.Result == nil {
+				return nil, badRequest(fmt.Errorf("openai: message %d: a tool message without a result", i))
+			}
+			out = append(out, responses.ResponseInputItemUnionParam{OfFunctionCallOutput: &responses.ResponseInputItemFunctionCallOutputParam{
+				CallID: param.NewOpt(m.Result.CallID),
+				Output: responses.ResponseInputItemFunctionCallOutputOutputUnionParam{OfString: param.NewOpt(resultContent(m.Result))},
+			}})
+		default:
+			return nil, badRequest(fmt.Errorf("openai: message %d: unknown role %q", i, m.Role))
+		}
+	}
+	return out, nil
+}
+
+// responsesResponse maps a response's output items onto an llm.Response.
+func responsesResponse(req *llm.Request, resp *responses.Response, model string) (*llm.Response, error) {
+	if resp == nil {
+		return nil, fmt.Errorf("openai: empty response")
+	}
+	if err := responseFailed(resp); err != nil {
+		return nil, err
+	}
+	out := llm.Message{Role: llm.RoleAssistant}
+	var texts []string
+	for _, item := range resp.Output {
+		switch item.Type {
+		case "message":
+			var b strings.Builder
+			for _, part := range item.Content {
+				switch part.Type {
+				case "output_text":
+					b.WriteString(part.Text)
+				case "refusal":
+					return nil, refusal(part.Refusal)
+				}
+			}
+			if b.Len() > 0 {
+				texts = append(texts, b.String())
+			}
+		case "function_call":
+			fc := item.AsFunctionCall()
+			call := llm.ToolCall{ID: fc.CallID, Name: fc.Name, Arguments: rawArguments(fc.JSON.Arguments, fc.Arguments)}
+			if call.ID == "" {
+				call.ID = generatedID(req, len(out.ToolCalls), call.Name, call.Arguments)
+			}
+			out.ToolCalls = append(out.ToolCalls, call)
+		}
+		// Reasoning items and built-in tool calls (none are requested)
+		// are not part of the provider-neutral history.
+	}
+	out.Text = strings.Join(texts, "\n\n")
+
+	reason := "stop"
+	switch {
+	case resp.Status == responses.ResponseStatusIncomplete:
+		switch r := resp.IncompleteDetails.Reason; r {
+		case "max_output_tokens":
+			reason = "length"
+		case "content_filter":
+			if strings.TrimSpace(out.Text) == "" && len(out.ToolCalls) == 0 {
+				return nil, refusal("the reply was withheld by the content filter")
+			}
+			reason = "content_filter"
+		case "":
+			reason = "incomplete"
+		default:
+			reason = r
+		}
+	case len(out.ToolCalls) > 0:
+		reason = "tool_calls"
+	}
+	if resp.Model != "" {
+		model = string(resp.Model)
+	}
+	u := resp.Usage
+	return &llm.Response{
+		ID:      resp.ID,
+		Model:   model,
+		Message: out,
+		Usage: llm.Usage{
+			InputTokens:       u.InputTokens,
+			OutputTokens:      u.OutputTokens,
+			CachedInputTokens: u.InputTokensDetails.CachedTokens,
+			ReasoningTokens:   u.OutputTokensDetails.ReasoningTokens,
+		},
+		FinishReason: reason,
+	}, nil
+}
+
+// responseFailed reports a response that came back with HTTP 200 but did
+// not finish: status failed (with the error it carries), cancelled, or
+// still queued or in progress (background mode, which the adapter does not
+// request).
+func responseFailed(resp *responses.Response) error {
+	switch resp.Status {
+	case responses.ResponseStatusFailed:
+		e := &llm.Error{Kind: llm.ErrorBadRequest}
+		switch resp.Error.Code {
+		case responses.ResponseErrorCodeServerError:
+			e.Kind, e.Retryable = llm.ErrorUnavailable, true
+		case responses.ResponseErrorCodeRateLimitExceeded:
+			e.Kind, e.Retryable = llm.ErrorRateLimited, true
+		}
+		msg := resp.Error.Message
+		if msg == "" {
+			msg = "the response failed"
+		}
+		if resp.Error.Code != "" {
+			msg = "code " + string(resp.Error.Code) + ": " + msg
+		}
+		contextLength(e, msg)
+		e.Err = fmt.Errorf("openai: response %s failed: %s", resp.ID, msg)
+		return e
+	case responses.ResponseStatusCancelled, responses.ResponseStatusQueued, responses.ResponseStatusInProgress:
+		// Only background mode (set through RequestOptions) or a cancel
+		// from elsewhere gets here; retrying the same request cannot help.
+		return &llm.Error{Kind: llm.ErrorBadRequest, Err: fmt.Errorf("openai: response %s has status %q; the adapter needs a finished response (no background mode)", resp.ID, resp.Status)}
+	}
+	return nil
+}

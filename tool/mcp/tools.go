@@ -1,0 +1,147 @@
+package mcp
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	mcpsdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/toolloop/toolloop/tool"
+)
+
+// Tools lists the server's tools, following its pagination, and builds a
+// toolloop tool for each one Options.Filter keeps:
+//
+//   - the name is Options.Prefix followed by the server's name, with every
+//     character providers do not accept in tool names ('.', '/', ...)
+//     replaced by '_';
+//   - the description is the server's, or its title when it gives none;
+//   - the input schema is the server's, which toolloop validates the
+//     model's arguments against before the server is called (a server
+//     that gives none gets an object schema that accepts any object);
+//   - effect and risk come from the server's annotations through
+//     tool.Annotations.ApplyTo, and the timeout from Options.Timeout;
+//   - Options.Adjust has the last word.
+//
+// A tool that cannot be built (a schema toolloop cannot use, a name that
+// is too long or collides with another after the mapping) is an error
+// naming it; leave it out with Options.Filter. Listing again after the
+// server's tools changed gives new tools; the ones built before keep
+// calling the server by their own name.
+func (s *Source) Tools(ctx context.Context) ([]*tool.Tool, error) {
+	var (
+		tools []*tool.Tool
+		errs  []error
+		names = map[string]string{} // toolloop name -> server name
+	)
+	for t, err := range s.session.Tools(ctx, nil) {
+		if err != nil {
+			return nil, fmt.Errorf("mcp: listing tools: %w", err)
+		}
+		if t == nil || (s.opts.Filter != nil && !s.opts.Filter(t)) {
+			continue
+		}
+		tt, err := s.build(t)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if other, dup := names[tt.Name()]; dup {
+			errs = append(errs, fmt.Errorf("mcp: server tools %q and %q are both named %q here", other, t.Name, tt.Name()))
+			continue
+		}
+		names[tt.Name()] = t.Name
+		tools = append(tools, tt)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return tools, nil
+}
+
+func (s *Source) build(t *mcpsdk.Tool) (*tool.Tool, error) {
+	schema, err := inputSchema(t.InputSchema)
+	if err != nil {
+		return nil, fmt.Errorf("mcp: tool %q: %w", t.Name, err)
+	}
+	def := tool.Definition{
+		Name:        localName(s.opts.Prefix, t.Name),
+		Description: t.Description,
+		InputSchema: schema,
+		Timeout:     s.opts.Timeout,
+	}
+	if def.Description == "" {
+		def.Description = t.Title
+		if def.Description == "" && t.Annotations != nil {
+			def.Description = t.Annotations.Title
+		}
+	}
+	hints(t.Annotations).ApplyTo(&def)
+	if s.opts.Adjust != nil {
+		s.opts.Adjust(t, &def)
+	}
+	tt, err := tool.NewRaw(def, s.handler(t.Name), nil)
+	if err != nil {
+		return nil, fmt.Errorf("mcp: server tool %q: %w", t.Name, err)
+	}
+	return tt, nil
+}
+
+// localName maps a server's tool name to one every provider accepts.
+func localName(prefix, name string) string {
+	return strings.Map(func(r rune) rune {
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '_', r == '-':
+			return r
+		}
+		return '_'
+	}, prefix+name)
+}
+
+// hints converts the SDK's annotations. The SDK keeps readOnlyHint and
+// idempotentHint as plain bools, so "absent" reads as false, which is also
+// what the specification says an absent hint means.
+func hints(a *mcpsdk.ToolAnnotations) tool.Annotations {
+	if a == nil {
+		return tool.Annotations{}
+	}
+	ro, idem := a.ReadOnlyHint, a.IdempotentHint
+	return tool.Annotations{
+		ReadOnlyHint:    &ro,
+		DestructiveHint: a.DestructiveHint,
+		IdempotentHint:  &idem,
+		OpenWorldHint:   a.OpenWorldHint,
+	}
+}
+
+// inputSchema encodes the schema the SDK decoded (a map[string]any on the
+// client side, but any value that encodes to JSON is accepted).
+func inputSchema(v any) (json.RawMessage, error) {
+	if v == nil {
+		return json.RawMessage(`{"type":"object"}`), nil
+	}
+	b, err := marshal(v)
+	if err != nil {
+		return nil, fmt.Errorf("encoding the input schema: %w", err)
+	}
+	if bytes.Equal(b, []byte("null")) {
+		return json.RawMessage(`{"type":"object"}`), nil
+	}
+	return b, nil
+}
+
+// marshal encodes v as compact JSON without escaping <, > and &, which
+// would only make schemas and results harder for a model to read.
+func marshal(v any) (json.RawMessage, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+}
