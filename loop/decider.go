@@ -102,6 +102,9 @@ type State struct {
 	Stopping bool
 	Done     bool
 
+	// next is the effect the last event called for.
+	next Effect
+
 	callIDs   map[string]struct{}
 	writeKeys map[string]int // times each write key was requested
 	lastKeys  []uint64
@@ -114,6 +117,17 @@ type State struct {
 // I/O and reads no clock (event times come from the driver), so the same
 // events always lead to the same state and effects.
 func Next(s *State, ev *Event) Effect {
+	eff := next(s, ev)
+	s.next = eff
+	return eff
+}
+
+func next(s *State, ev *Event) Effect {
+	if ev.Kind == Resumed {
+		// Picking a run up again changes nothing: the effect due before
+		// is still due.
+		return s.next
+	}
 	if ev.Kind == ConfirmationDecided {
 		return confirmationDecided(s, ev)
 	}

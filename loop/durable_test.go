@@ -255,3 +255,42 @@ func TestPauseDoesNotSpendTheDeadline(t *testing.T) {
 		t.Fatalf("%d refunds", r.applied["A1"])
 	}
 }
+
+type resumeRecorder struct {
+	history int
+	kinds   []loop.EventKind
+	runIDs  map[string]bool
+}
+
+func (r *resumeRecorder) Observe(ctx context.Context, ev *loop.Event) {
+	r.kinds = append(r.kinds, ev.Kind)
+	r.runIDs[loop.RunID(ctx)] = true
+}
+
+func (r *resumeRecorder) ObserveResume(ctx context.Context, history []loop.Event) {
+	r.history = len(history)
+	r.runIDs[loop.RunID(ctx)] = true
+}
+
+func TestObserversSeeTheResumedPart(t *testing.T) {
+	_, cfg, paused := confirmSetup(t)
+	ctx := context.Background()
+	if err := loop.Decide(ctx, cfg.Store, paused.RunID, loop.Confirmation{CallID: "c2", Approved: true, By: "alice"}, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	rec := &resumeRecorder{runIDs: map[string]bool{}}
+	cfg.Observer = loop.Observers(rec)
+	runner, _ := loop.NewRunner(cfg)
+	res, err := runner.Resume(ctx, paused.RunID)
+	mustStatus(t, res, err, loop.FinalAnswer)
+	// The history handed over includes the answer recorded by Decide.
+	if rec.history != len(paused.Events)+1 {
+		t.Fatalf("history of %d events, want %d", rec.history, len(paused.Events)+1)
+	}
+	if len(rec.kinds) == 0 || rec.kinds[0] != loop.Resumed || rec.kinds[len(rec.kinds)-1] != loop.Stopped {
+		t.Fatalf("observed %v", rec.kinds)
+	}
+	if len(rec.runIDs) != 1 || !rec.runIDs[paused.RunID] {
+		t.Fatalf("observers saw run IDs %v, want %s", rec.runIDs, paused.RunID)
+	}
+}

@@ -36,6 +36,9 @@ const (
 	Stopped EventKind = "stopped"
 	// ConfirmationDecided records a human's answer to a pending call.
 	ConfirmationDecided EventKind = "confirmation_decided"
+	// Resumed marks where a driver picked a run up again from its log
+	// (Resume, Continue); it changes nothing in the state.
+	Resumed EventKind = "resumed"
 )
 
 // Event is one entry of a run's log. Which fields are set depends on Kind.

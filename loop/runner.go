@@ -164,9 +164,10 @@ func (r *Result) Answer() string {
 // time; the stuck handler's goroutine ends whenever the handler does.
 func (r *Runner) Run(ctx context.Context, msgs []llm.Message) (*Result, error) {
 	d := r.newDrive(make([]Event, 0, 16))
+	d.runID = r.cfg.NewRunID()
 	return d.run(ctx, func() Effect {
 		return d.emit(Event{Kind: Started, Start: &StartInfo{
-			RunID: r.cfg.NewRunID(), SessionID: r.cfg.SessionID, Model: r.cfg.ModelName, PromptVersion: r.cfg.PromptVersion,
+			RunID: d.runID, SessionID: r.cfg.SessionID, Model: r.cfg.ModelName, PromptVersion: r.cfg.PromptVersion,
 			ToolsVersion: r.cfg.Tools.Version(), Identity: r.cfg.Identity, Budgets: r.budgets, Price: r.price,
 			Messages: msgs,
 		}})
@@ -219,6 +220,9 @@ func (r *Runner) continueFrom(ctx context.Context, events []Event, flushed int) 
 	}
 	d := r.newDrive(events)
 	d.flushed = flushed
+	if events[0].Start != nil {
+		d.runID = events[0].Start.RunID
+	}
 	var eff Effect
 	for i := range d.log {
 		eff = Next(&d.state, &d.log[i])
@@ -230,7 +234,12 @@ func (r *Runner) continueFrom(ctx context.Context, events []Event, flushed int) 
 	if !d.state.Deadline.IsZero() {
 		remaining = max(d.state.Deadline.Sub(r.cfg.Now()), time.Nanosecond)
 	}
-	return d.run(ctx, func() Effect { return eff }, remaining)
+	return d.run(ctx, func() Effect {
+		if ro, ok := r.cfg.Observer.(ResumeObserver); ok {
+			ro.ObserveResume(d.ctx, d.log)
+		}
+		return d.emit(Event{Kind: Resumed})
+	}, remaining)
 }
 
 func (r *Runner) newDrive(log []Event) *drive {
@@ -246,6 +255,7 @@ func (d *drive) run(ctx context.Context, first func() Effect, deadline time.Dura
 		ctx, cancel = context.WithTimeout(ctx, deadline)
 		defer cancel()
 	}
+	ctx = context.WithValue(ctx, runIDKey{}, d.runID)
 	d.ctx = ctx
 	d.takeover = d.continueAfter
 	d.watch = executor.NewWatchdog(ctx)
@@ -332,6 +342,7 @@ type drive struct {
 	ctx   context.Context
 	watch *executor.Watchdog
 	done  chan delivery
+	runID string
 	// flushed counts the events already in Config.Store.
 	flushed int
 	state   State

@@ -225,9 +225,9 @@ const LogExt = ".jsonl"
 // file of the same run ID) and closed on the Stopped event. It may watch
 // concurrent runs, each with its own context: the runner passes every
 // event of a run with the run's context, which is how events are matched
-// to runs. Events of a run it did not see start are not written: the part
-// of a run resumed with loop.Runner.Resume or Continue comes without a
-// Started event.
+// to runs. When a run is resumed (loop.Runner.Resume or Continue), the
+// file is rewritten from the run's stored log and the resumed part is
+// appended to it.
 type FileLog struct {
 	dir string
 	red *Redactor
@@ -284,6 +284,39 @@ func (l *FileLog) Observe(ctx context.Context, ev *loop.Event) {
 		l.fail(run.close())
 		delete(l.runs, ctx)
 	}
+}
+
+// ObserveResume implements loop.ResumeObserver: the run's file is written
+// anew from its log as stored, which drops any events a crashed process
+// wrote but never stored and adds answers recorded by other processes,
+// and the file stays open for the resumed part.
+func (l *FileLog) ObserveResume(ctx context.Context, history []loop.Event) {
+	if len(history) == 0 || history[0].Start == nil {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if old := l.runs[ctx]; old != nil {
+		l.fail(old.close())
+	}
+	run, err := l.open(history[0].Start.RunID)
+	if err != nil {
+		l.fail(err)
+		delete(l.runs, ctx)
+		return
+	}
+	for i := range history {
+		line, err := encodeEvent(l.red, &history[i])
+		if err != nil {
+			l.fail(fmt.Errorf("trace: encoding event %d (%s): %w", history[i].Seq, history[i].Kind, err))
+			continue
+		}
+		if _, err := run.w.Write(line); err != nil {
+			l.fail(fmt.Errorf("trace: writing %s: %w", run.path, err))
+			break
+		}
+	}
+	l.runs[ctx] = run
 }
 
 func (l *FileLog) open(runID string) (*fileRun, error) {

@@ -17,6 +17,7 @@ import (
 	"github.com/toolloop/toolloop/executor"
 	"github.com/toolloop/toolloop/llm/llmtest"
 	"github.com/toolloop/toolloop/loop"
+	"github.com/toolloop/toolloop/policy"
 	"github.com/toolloop/toolloop/store"
 	"github.com/toolloop/toolloop/trace"
 )
@@ -225,5 +226,55 @@ func TestResolve(t *testing.T) {
 	}
 	if _, _, err := trace.Open("run-missing", dir); !errors.Is(err, trace.ErrNoLog) {
 		t.Errorf("Open of a missing run: %v", err)
+	}
+}
+
+func TestFileObserverFollowsAResumedRun(t *testing.T) {
+	dir := t.TempDir()
+	obs := trace.FileObserver(dir, nil)
+	reg, err := orders.Tools(orders.NewBook())
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := loop.NewRunner(loop.Config{
+		Model: llmtest.New(llmtest.Calls(llmtest.Call("r1", orders.RefundOrder, `{"order_id":"A100"}`)), llmtest.Text("refunded")),
+		Tools: reg, Policy: policy.ConfirmWrites(), Observer: obs, NewRunID: func() string { return "paused-run" },
+		Executor: executor.New(&executor.Options{Ledger: store.NewMemory()}),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	paused, _ := r.Run(context.Background(), nil)
+	if paused.Status != loop.ConfirmationRequired {
+		t.Fatalf("status %s: %s", paused.Status, paused.Detail)
+	}
+	res, err := r.Continue(context.Background(), paused, loop.Confirmation{CallID: "r1", Approved: true, By: "alice"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := obs.Close(); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(obs.Path("paused-run"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	events, err := trace.ReadLog(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(events) != len(res.Events) {
+		t.Fatalf("the file has %d events, the run %d", len(events), len(res.Events))
+	}
+	var kinds []loop.EventKind
+	for i, ev := range events {
+		if ev.Seq != i+1 {
+			t.Fatalf("line %d has seq %d", i+1, ev.Seq)
+		}
+		kinds = append(kinds, ev.Kind)
+	}
+	if !strings.Contains(fmt.Sprint(kinds), "stopped confirmation_decided resumed") || kinds[len(kinds)-1] != loop.Stopped {
+		t.Fatalf("kinds %v", kinds)
 	}
 }

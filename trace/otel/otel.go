@@ -178,6 +178,34 @@ func (o *Observer) Observe(ctx context.Context, ev *loop.Event) {
 	}
 }
 
+// ObserveResume implements loop.ResumeObserver: the resumed part of a run
+// gets a root span of its own (marked toolloop.resumed), and the stored log
+// is fed to the run's timeline without producing spans, so the spans that
+// follow know where the run stood.
+func (o *Observer) ObserveResume(ctx context.Context, history []loop.Event) {
+	if len(history) == 0 || history[0].Kind != loop.Started {
+		return
+	}
+	r := &run{}
+	o.mu.Lock()
+	if old := o.runs[ctx]; old != nil && old.root != nil {
+		old.root.End()
+	}
+	o.runs[ctx] = r
+	o.mu.Unlock()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	start := history[0]
+	start.At = history[len(history)-1].At
+	o.startRun(ctx, r, &start)
+	if r.root != nil {
+		r.root.SetAttributes(keyResumed.Bool(true), keyResumedAfterSeq.Int(len(history)))
+	}
+	for i := range history {
+		r.tl.Add(&history[i])
+	}
+}
+
 func (o *Observer) startRun(ctx context.Context, r *run, ev *loop.Event) {
 	info := ev.Start
 	if info == nil {
@@ -539,6 +567,8 @@ const (
 	keyErrorType     attribute.Key = "error.type"
 
 	keyRunID           attribute.Key = "toolloop.run.id"
+	keyResumed         attribute.Key = "toolloop.resumed"
+	keyResumedAfterSeq attribute.Key = "toolloop.resumed.after_seq"
 	keyPromptVersion   attribute.Key = "toolloop.prompt.version"
 	keyToolsVersion    attribute.Key = "toolloop.tools.version"
 	keyIdentity        attribute.Key = "toolloop.identity.name"

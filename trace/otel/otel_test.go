@@ -472,7 +472,26 @@ func TestValidationAndConfirmation(t *testing.T) {
 	if _, err := r.Continue(context.Background(), res, loop.Confirmation{CallID: "p1", Approved: true, By: "alice"}); err != nil {
 		t.Fatal(err)
 	}
-	if len(rec.Ended()) != n {
-		t.Errorf("the resumed run made %d spans without a run span", len(rec.Ended())-n)
+	// The resumed part has a root span of its own, marked resumed, with the
+	// approved call's execution under it.
+	var resumedRoot sdktrace.ReadOnlySpan
+	for _, sp := range rec.Ended()[n:] {
+		if sp.Name() == "invoke_agent" {
+			resumedRoot = sp
+		}
+	}
+	if resumedRoot == nil {
+		t.Fatalf("the resumed part made %d spans but no invoke_agent span", len(rec.Ended())-n)
+	}
+	requireAttrs(t, resumedRoot, map[attribute.Key]any{"toolloop.resumed": true, "toolloop.status": "final_answer"})
+	var tools int
+	for _, sp := range rec.Ended()[n:] {
+		if sp.Name() == "execute_tool pay" && sp.Parent().SpanID() != resumedRoot.SpanContext().SpanID() {
+			// under the stage span, which is under the resumed root
+			tools++
+		}
+	}
+	if tools != 1 {
+		t.Errorf("%d execute_tool pay spans in the resumed part, want 1", tools)
 	}
 }
