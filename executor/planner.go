@@ -43,8 +43,8 @@ func planByRules(calls []PlanCall, maxParallel int) Plan {
 	}
 	// Stage occupancy while placing: how many calls, and whether one of
 	// them must be alone.
-	var count []int
-	var alone []bool
+	count := make([]int, 0, n)
+	alone := make([]bool, 0, n)
 	use := func(s int, exclusive bool) {
 		for len(count) <= s {
 			count = append(count, 0)
@@ -60,7 +60,7 @@ func planByRules(calls []PlanCall, maxParallel int) Plan {
 	lastWrite := -1 // stage of the latest write
 	barrier := -1   // every call must come after this stage (confirmations)
 	// groupLast is the index of each exclusive group's latest call.
-	groupLast := map[string]int{}
+	var groupLast map[string]int // made when a group first appears
 	for i, c := range calls {
 		earliest := barrier + 1
 		reason := ""
@@ -122,6 +122,9 @@ func planByRules(calls []PlanCall, maxParallel int) Plan {
 			use(s, false)
 		}
 		if g := c.Tool.ExclusiveGroup(); g != "" {
+			if groupLast == nil {
+				groupLast = map[string]int{}
+			}
 			groupLast[g] = i
 			// Rule 4 also means no two calls of a group share a stage.
 			if !strings.Contains(reason, "exclusive group") {
@@ -133,20 +136,40 @@ func planByRules(calls []PlanCall, maxParallel int) Plan {
 	return assemble(calls, resources, place)
 }
 
-// assemble numbers the used stages densely and builds the table.
+// assemble numbers the used stages densely and builds the table. Stage
+// numbers are small, so plain slices stand in for maps and sorting.
 func assemble(calls []PlanCall, resources [][]string, place []placed) Plan {
-	used := make([]int, 0, len(place))
+	last := 0
 	for _, p := range place {
-		if !slices.Contains(used, p.stage) {
-			used = append(used, p.stage)
+		last = max(last, p.stage)
+	}
+	// size[s] counts the calls in sparse stage s; dense[s] is its number
+	// once empty stages are dropped.
+	scratch := make([]int, 2*(last+1))
+	size, dense := scratch[:last+1], scratch[last+1:]
+	for _, p := range place {
+		size[p.stage]++
+	}
+	used := 0
+	for st, c := range size {
+		dense[st] = used
+		if c > 0 {
+			used++
 		}
 	}
-	slices.Sort(used)
-	dense := make(map[int]int, len(used))
-	for k, s := range used {
-		dense[s] = k
+	// One backing array holds every stage, in stage order and, within a
+	// stage, in the model's order.
+	flat := make([]int, len(place))
+	start := make([]int, used+1)
+	for st, c := range size {
+		if c > 0 {
+			start[dense[st]+1] = start[dense[st]] + c
+		}
 	}
-	p := Plan{Stages: make([][]int, len(used)), Table: make([]Row, len(calls))}
+	p := Plan{Stages: make([][]int, used), Table: make([]Row, len(calls))}
+	for k := range p.Stages {
+		p.Stages[k] = flat[start[k]:start[k]:start[k+1]]
+	}
 	for i, pl := range place {
 		k := dense[pl.stage]
 		p.Stages[k] = append(p.Stages[k], i)
