@@ -23,6 +23,8 @@ type Watchdog struct {
 
 	mu  sync.Mutex
 	cur *callContext
+	// armedFor is when the timer will fire; zero when it will not.
+	armedFor time.Time
 }
 
 // NewWatchdog returns a watchdog for a run whose context is ctx.
@@ -36,10 +38,18 @@ func NewWatchdog(ctx context.Context) *Watchdog {
 
 // Close releases the watchdog's timer and context registration.
 func (w *Watchdog) Close() {
+	w.mu.Lock()
 	w.timer.Stop()
+	w.armedFor = time.Time{}
+	w.mu.Unlock()
 	w.stopParent()
 }
 
+// arm watches c until its deadline. Resetting a timer to an earlier time
+// can cost a system call (the runtime wakes its poller), and calls usually
+// come one after another with the same timeout, so the timer is moved only
+// when it would fire too late: one that fires early, for an earlier call,
+// finds the current call not yet due and sets itself again.
 func (w *Watchdog) arm(c *callContext, d time.Duration) {
 	if w.parent.Err() != nil {
 		// The run ended just before this call was armed, so the one-shot
@@ -48,17 +58,19 @@ func (w *Watchdog) arm(c *callContext, d time.Duration) {
 	}
 	w.mu.Lock()
 	w.cur = c
-	w.timer.Reset(d)
+	if d == 0 || w.armedFor.IsZero() || w.armedFor.After(c.deadline) {
+		w.timer.Reset(d)
+		w.armedFor = c.deadline
+	}
 	w.mu.Unlock()
 }
 
-// disarm ends c's watch. If the watchdog already gave up on c, another
-// call may own the timer by now, so it is left alone.
+// disarm ends c's watch. The timer is left running (see arm); if the
+// watchdog already gave up on c, another call may be watched by now.
 func (w *Watchdog) disarm(c *callContext) {
 	w.mu.Lock()
 	if w.cur == c {
 		w.cur = nil
-		w.timer.Stop()
 	}
 	w.mu.Unlock()
 }
@@ -66,12 +78,21 @@ func (w *Watchdog) disarm(c *callContext) {
 // fire runs on the timer's or the context's own goroutine.
 func (w *Watchdog) fire() {
 	w.mu.Lock()
+	w.armedFor = time.Time{}
 	c := w.cur
-	// A timer armed for an earlier call may fire late; only a call whose
-	// time is really up, or whose run has ended, is expired.
-	if c == nil || (w.parent.Err() == nil && time.Now().Before(c.deadline)) {
+	if c == nil {
 		w.mu.Unlock()
 		return
+	}
+	// The timer may have been set for an earlier call: a call whose time
+	// is not up, in a run that goes on, is watched again.
+	if w.parent.Err() == nil {
+		if left := time.Until(c.deadline); left > 0 {
+			w.timer.Reset(left)
+			w.armedFor = c.deadline
+			w.mu.Unlock()
+			return
+		}
 	}
 	w.cur = nil
 	w.mu.Unlock()

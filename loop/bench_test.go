@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -127,16 +128,37 @@ func BenchmarkParallelStage(b *testing.B) {
 	}
 	msgs := []llm.Message{llm.UserMessage("read everything")}
 	ctx := context.Background()
-	var total time.Duration
-	for b.Loop() {
-		start := time.Now()
-		res, err := r.Run(ctx, msgs)
-		total += time.Since(start)
-		if err != nil || res.ToolCalls != n {
-			b.Fatalf("run: %v, %d tool calls", err, res.ToolCalls)
+	b.Run("toolloop", func(b *testing.B) {
+		var total time.Duration
+		for b.Loop() {
+			start := time.Now()
+			res, err := r.Run(ctx, msgs)
+			total += time.Since(start)
+			if err != nil || res.ToolCalls != n {
+				b.Fatalf("run: %v, %d tool calls", err, res.ToolCalls)
+			}
 		}
-	}
-	b.ReportMetric(float64(total)/float64(b.N)/float64(sleep), "x_sleep")
+		b.ReportMetric(float64(total)/float64(b.N)/float64(sleep), "x_sleep")
+	})
+	// The same sleeps on bare goroutines: what the machine's scheduler and
+	// timers cost on their own, measured in the same run.
+	b.Run("bare-goroutines", func(b *testing.B) {
+		var total time.Duration
+		for b.Loop() {
+			start := time.Now()
+			var wg sync.WaitGroup
+			for range n {
+				wg.Go(func() {
+					t := time.NewTimer(sleep)
+					defer t.Stop()
+					<-t.C
+				})
+			}
+			wg.Wait()
+			total += time.Since(start)
+		}
+		b.ReportMetric(float64(total)/float64(b.N)/float64(sleep), "x_sleep")
+	})
 }
 
 // countingLog counts what a durable run writes, beyond its first event
