@@ -73,7 +73,7 @@ func summarize(s *State, log []Event) store.RunSummary {
 func LoadEvents(ctx context.Context, st store.EventLog, runID string) ([]Event, error) {
 	recs, err := st.Events(ctx, runID)
 	if errors.Is(err, store.ErrUnknownRun) {
-		return nil, fmt.Errorf("loop: no run %q in the store", runID)
+		return nil, fmt.Errorf("loop: no run %q in the store: %w", runID, store.ErrUnknownRun)
 	}
 	if err != nil {
 		return nil, err

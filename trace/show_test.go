@@ -37,7 +37,7 @@ func TestShowNormalRun(t *testing.T) {
 	out := show(t, events, nil)
 	for _, want := range []string{
 		"run run-normal",
-		"session sandbox  model scripted-order-desk  prompt order-desk-v1",
+		"session demo:normal  model scripted-order-desk  prompt order-desk-v1",
 		`call   call_id=call_q1 tool=query_order args={"order_id":"<string:4>"}`,
 		"result call_id=call_q1 tool=query_order status=ok",
 		"call   call_id=call_t1 tool=track_shipment",

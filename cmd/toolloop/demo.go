@@ -4,10 +4,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -15,6 +15,7 @@ import (
 	"github.com/toolloop/toolloop/examples/orders"
 	"github.com/toolloop/toolloop/llm"
 	"github.com/toolloop/toolloop/loop"
+	"github.com/toolloop/toolloop/store/sqlite"
 )
 
 // contractLines is how many of the first scenarios have stop lines that
@@ -23,36 +24,30 @@ import (
 const contractLines = 3
 
 // demo runs the "demo" subcommand.
-func demo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+func (c *cli) demo(ctx context.Context, args []string) int {
+	stdout, stderr := c.stdout, c.stderr
 	fs := flag.NewFlagSet("toolloop demo", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	// The flag package prints a parse error itself; help is printed below,
-	// on stdout, because the user asked for it.
-	fs.Usage = func() {}
-	mode := fs.String("mode", "", "run only the scenario `NAME` (default: all, in order)")
+	mode := fs.String("mode", "", "run only the scenario `NAME` (default: all but the interactive ones, in order)")
 	trace := fs.Bool("trace", false, "print each run's messages: tool calls with their call IDs and\narguments, and each result beside its call ID")
 	plan := fs.Bool("plan", false, "print the planner's decision table of each batch the run planned")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			demoUsage(stdout)
-			return exitOK
-		}
-		fmt.Fprintln(stderr, "run 'toolloop demo --help' for usage")
-		return exitUsage
+	db := fs.String("db", "", "record the runs in the SQLite store at `PATH`")
+	tf := addTraceFlags(fs)
+	pos, err := parseFlags(fs, args)
+	if err != nil {
+		return c.usageError("demo", err, demoUsage)
 	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "toolloop demo: unexpected argument %q (did you mean --mode %s?)\n", fs.Arg(0), fs.Arg(0))
+	if len(pos) > 0 {
+		fmt.Fprintf(stderr, "toolloop demo: unexpected argument %q (did you mean --mode %s?)\n", pos[0], pos[0])
 		return exitUsage
 	}
 
-	all := orders.Scenarios()
 	type indexed struct {
 		orders.Scenario
 		index int
 	}
 	var selected []indexed
-	for i, s := range all {
-		if *mode == "" || s.Name == *mode {
+	for i, s := range orders.Scenarios() {
+		if (*mode == "" && !s.Interactive) || s.Name == *mode {
 			selected = append(selected, indexed{s, i})
 		}
 	}
@@ -61,9 +56,57 @@ func demo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 
+	obs, shutdown, err := observersFromFlags(stdout, scriptedProvider, tf.logDir, tf.exporter, tf.otlpEndpoint)
+	if err != nil {
+		fmt.Fprintf(stderr, "toolloop demo: %v\n", err)
+		return exitUsage
+	}
+	defer func() {
+		if err := shutdown(context.WithoutCancel(ctx)); err != nil {
+			fmt.Fprintf(stderr, "toolloop demo: %v\n", err)
+		}
+	}()
+
+	// A store when asked for, and always for an interactive scenario: its
+	// run pauses there until a person answers.
+	var (
+		st      *sqlite.Store
+		sqlBook *orders.SQLiteBook
+		dbFile  string
+	)
+	interactive := slices.ContainsFunc(selected, func(s indexed) bool { return s.Interactive })
+	if *db != "" || interactive {
+		if dbFile, err = c.dbPath(*db); err != nil {
+			fmt.Fprintf(stderr, "toolloop demo: %v\n", err)
+			return exitUsage
+		}
+		if st, err = openStore(dbFile, true); err != nil {
+			fmt.Fprintf(stderr, "toolloop demo: %v\n", err)
+			return exitFail
+		}
+		defer st.Close()
+		if interactive {
+			if sqlBook, err = orders.OpenSQLiteBook(ctx, st.DB()); err != nil {
+				fmt.Fprintf(stderr, "toolloop demo: %v\n", err)
+				return exitFail
+			}
+		}
+	}
+
 	code := exitOK
 	for n, s := range selected {
-		res, book, err := s.Run(ctx)
+		opts := orders.RunOptions{Observer: obs}
+		if st != nil {
+			opts.Store = st
+			if s.Interactive {
+				// The book and the ledger outlive this process with the
+				// run; the other scenarios keep their fresh book and
+				// private ledger, so that their outcomes never depend on
+				// what the file holds.
+				opts.Book, opts.Ledger = sqlBook, st
+			}
+		}
+		res, book, err := s.RunWith(ctx, opts)
 		if err != nil {
 			fmt.Fprintf(stderr, "toolloop demo: mode %s: %v\n", s.Name, err)
 			code = exitFail
@@ -80,9 +123,15 @@ func demo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		refunds := -1
 		if s.ShowRefunds {
-			refunds = book.TotalRefunds()
+			if refunds, err = book.RefundCount(ctx, ""); err != nil {
+				fmt.Fprintf(stderr, "toolloop demo: mode %s: %v\n", s.Name, err)
+				code = exitFail
+			}
 		}
-		fmt.Fprintln(stdout, stopLine(s.Name, res, s.index < contractLines, refunds))
+		fmt.Fprintln(stdout, stopLine(s.Name, res, s.index < contractLines, refunds, s.Interactive))
+		if s.Interactive {
+			writeNextSteps(stdout, res, dbFile, "")
+		}
 		if res.Status != s.Want {
 			fmt.Fprintf(stderr, "toolloop demo: mode %s ended with status %s, want %s (%s)\n",
 				s.Name, string(res.Status), string(s.Want), res.Detail)
@@ -92,21 +141,68 @@ func demo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	return code
 }
 
-// stopLine is the one-line summary of a run. A bare line is exactly
-// "mode=NAME status=STATUS"; the others add the run's counters, the
-// book's refund count unless refunds is negative, and the stop detail.
-func stopLine(name string, res *loop.Result, bare bool, refunds int) string {
-	// Status implements error, and fmt prefers Error() to the string value:
-	// convert, so the line never depends on how the error reads.
-	line := fmt.Sprintf("mode=%s status=%s", name, string(res.Status))
+// scriptedProvider is gen_ai.provider.name for the sandbox's runs.
+const scriptedProvider = "toolloop.scripted"
+
+// stopLine is the one-line summary of a sandbox run. A bare line is
+// exactly "mode=NAME status=STATUS"; the others add the run's counters,
+// the book's refund count unless refunds is negative, with showRun the
+// run's ID and those of its pending calls, and the stop detail.
+func stopLine(name string, res *loop.Result, bare bool, refunds int, showRun bool) string {
 	if bare {
-		return line
+		// Status implements error, and fmt prefers Error() to the string
+		// value: convert, so the line never depends on how the error reads.
+		return fmt.Sprintf("mode=%s status=%s", name, string(res.Status))
 	}
-	line = fmt.Sprintf("%s steps=%d tool_calls=%d tokens=%d", line, res.Steps, res.ToolCalls, res.Usage.Total())
+	return summaryLine("mode="+name+" ", res, refunds, false, showRun)
+}
+
+// summaryLine is prefix, then the run's status and counters, its cost
+// when withCost is set, the refund count unless refunds is negative, with
+// showRun "run=RUN_ID" and, when calls await confirmation,
+// "call=CALL_ID[,CALL_ID...]", and last the quoted stop detail.
+func summaryLine(prefix string, res *loop.Result, refunds int, withCost, showRun bool) string {
+	line := fmt.Sprintf("%sstatus=%s steps=%d tool_calls=%d tokens=%d", prefix, string(res.Status), res.Steps, res.ToolCalls, res.Usage.Total())
+	if withCost {
+		line += fmt.Sprintf(" cost=$%.6f", res.Cost)
+	}
 	if refunds >= 0 {
 		line += fmt.Sprintf(" refunds=%d", refunds)
 	}
+	if showRun {
+		line += " run=" + res.RunID
+		if len(res.Pending) > 0 {
+			ids := make([]string, len(res.Pending))
+			for i, p := range res.Pending {
+				ids[i] = p.CallID
+			}
+			line += " call=" + strings.Join(ids, ",")
+		}
+	}
 	return fmt.Sprintf("%s detail=%q", line, res.Detail)
+}
+
+// writeNextSteps prints, for a run paused for confirmation, the commands
+// that answer its pending calls and carry it on, ready to paste once NAME
+// (who decides) and TEXT (why, for a denial) are filled in. resumeFlags
+// are the flags resume needs besides --db (a toolloop run's provider and
+// tool flags), already quoted.
+func writeNextSteps(w io.Writer, res *loop.Result, db, resumeFlags string) {
+	if res.Status != loop.ConfirmationRequired || len(res.Pending) == 0 {
+		return
+	}
+	dbFlag := " --db " + shellQuote(db)
+	resume := "toolloop resume " + shellQuote(res.RunID) + dbFlag + resumeFlags
+	fmt.Fprintln(w, "# to approve and go on:")
+	for _, p := range res.Pending {
+		fmt.Fprintf(w, "toolloop approve %s %s --by NAME%s\n", shellQuote(res.RunID), shellQuote(p.CallID), dbFlag)
+	}
+	fmt.Fprintln(w, resume)
+	fmt.Fprintln(w, "# or to deny (the model is told, with the note) and go on:")
+	for _, p := range res.Pending {
+		fmt.Fprintf(w, "toolloop deny %s %s --by NAME --note TEXT%s\n", shellQuote(res.RunID), shellQuote(p.CallID), dbFlag)
+	}
+	fmt.Fprintln(w, resume)
 }
 
 // writePlans prints the planner's decision table of each batch of a run,
@@ -233,7 +329,8 @@ func oneLine(b []byte) string {
 
 // demoUsage explains the demo's flags and lists its modes.
 func demoUsage(w io.Writer) {
-	fmt.Fprint(w, `Usage: toolloop demo [--mode NAME] [--trace] [--plan]
+	fmt.Fprint(w, `Usage: toolloop demo [--mode NAME] [--trace] [--plan] [--db PATH] [--log DIR]
+                     [--exporter none|stdout|otlp] [--otlp-endpoint URL]
 
 Runs the order-desk sandbox: a scripted model (no API key, no network) drives
 the tool loop over an in-memory order book, once per scenario, and prints one
@@ -241,8 +338,15 @@ stop line per run, "mode=NAME status=STATUS". The first three lines are exactly
 that; the others add the run's steps, tool calls, tokens and stop detail, and
 for the scenarios about writes, the number of refunds in the book afterwards.
 
+The interactive scenario, confirm_refund, runs only when named. Its run
+pauses in a SQLite store until a person answers: its stop line carries
+run=RUN_ID call=CALL_ID, and the commands that approve or deny the call and
+resume the run follow it. Its order book lives in the store's file too, so
+the refund a resumed run makes (or does not make) is there to count.
+
 Flags:
-  --mode NAME   run only the named scenario (default: all, in the order below)
+  --mode NAME   run only the named scenario (default: all but the interactive
+                ones, in the order below)
   --trace       before each stop line, print the run's messages: every tool
                 call with its call ID and arguments, and every result beside
                 its call ID, with status, error kind and content; a write's
@@ -254,6 +358,19 @@ Flags:
                 or write), resources, stage (from 0; a stage runs after the
                 one before it), mode (parallel or serial) and the planner's
                 reason; try --mode parallel --plan
+  --db PATH     record the runs, as they go, in the SQLite store at PATH
+                (created if missing), where 'toolloop runs' lists them. Only
+                confirm_refund keeps its order book and ledger there; the
+                other scenarios still play on a fresh book each. Without
+                --db, only confirm_refund uses a store: toolloop.db in
+                $XDG_DATA_HOME/toolloop (or ~/.local/share/toolloop)
+  --log DIR     write each run's log to DIR/RUN_ID.jsonl as it goes; read it
+                with 'toolloop trace show RUN_ID --log DIR'
+  --exporter E  export each run as OpenTelemetry spans: none (default),
+                stdout (printed as they end), or otlp (OTLP/HTTP)
+  --otlp-endpoint URL
+                where --exporter otlp sends spans (default: the exporter's,
+                OTEL_EXPORTER_OTLP_ENDPOINT or http://localhost:4318)
   -h, --help    show this help
 
 Exit status: 0 when every scenario ended with its expected status, 1 when one

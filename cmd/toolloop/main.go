@@ -3,27 +3,43 @@
 //
 // Usage:
 //
-//	toolloop demo [--mode NAME] [--trace] [--plan]
-//	toolloop help [demo]
+//	toolloop demo [--mode NAME] [--trace] [--plan] [--db PATH] [--log DIR] [--exporter none|stdout|otlp]
+//	toolloop run --provider P --model M [flags] "prompt"
+//	toolloop runs [--status S] [--db PATH]
+//	toolloop approve RUN_ID CALL_ID --by NAME [--note TEXT] [--db PATH]
+//	toolloop deny RUN_ID CALL_ID --by NAME [--note TEXT] [--db PATH]
+//	toolloop resume RUN_ID [--db PATH] [provider flags]
+//	toolloop trace show|diagnose FILE|RUN_ID [--log DIR]
+//	toolloop help [COMMAND]
 //
 // The demo subcommand runs the order-desk sandbox (package
 // examples/orders): a scripted model, no API key, one stop line per
-// scenario. This package is the only one that reads the command line or
-// the environment; everything else takes its configuration as arguments.
+// scenario. run drives a real provider. Runs are recorded in a SQLite store
+// (by default toolloop.db in the data directory), where runs lists them,
+// approve and deny answer their confirmations and resume carries them on.
+//
+// This package is the only one that reads the command line or the
+// environment; everything else takes its configuration as arguments. Even
+// here the environment comes in through run's getenv, so that tests never
+// touch the process's.
 package main
 
 import (
 	"context"
+	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
+	"runtime"
 	"strings"
 )
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr, os.Getenv)
 	stop()
 	os.Exit(code)
 }
@@ -31,33 +47,50 @@ func main() {
 // Exit codes.
 const (
 	exitOK    = 0 // done; for demo: every scenario ended as expected
-	exitFail  = 1 // demo: a scenario ended with another status, or failed to start
-	exitUsage = 2 // the command line was wrong
+	exitFail  = 1 // a run ended with an unexpected status, or something failed that no flag can fix
+	exitUsage = 2 // the command line (or the environment it needs) was wrong; the message names the fix
 )
 
+// cli is what the program takes from its process besides the arguments:
+// its output streams and its environment.
+type cli struct {
+	stdout, stderr io.Writer
+	// getenv reads an environment variable; "" means unset.
+	getenv func(string) string
+}
+
 // run is the whole program behind main, with its inputs and outputs passed
-// in so that tests can call it. args excludes the program name.
-func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+// in so that tests can call it. args excludes the program name; getenv
+// reads the environment (nil means an empty one).
+func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) int {
+	if getenv == nil {
+		getenv = func(string) string { return "" }
+	}
+	c := &cli{stdout: stdout, stderr: stderr, getenv: getenv}
 	if len(args) == 0 {
 		usage(stderr)
 		return exitUsage
 	}
 	switch cmd, rest := args[0], args[1:]; cmd {
 	case "demo":
-		return demo(ctx, rest, stdout, stderr)
+		return c.demo(ctx, rest)
+	case "run":
+		return c.runCmd(ctx, rest)
+	case "runs":
+		return c.runs(ctx, rest)
+	case "approve", "deny":
+		return c.decide(ctx, cmd, rest)
+	case "resume":
+		return c.resume(ctx, rest)
 	case "trace":
-		return traceCmd(ctx, rest, stdout, stderr)
+		return c.traceCmd(ctx, rest)
 	case "help", "-h", "-help", "--help":
 		if cmd == "help" && len(rest) > 0 {
-			switch rest[0] {
-			case "demo":
-				demoUsage(stdout)
-				return exitOK
-			case "help":
-				usage(stdout)
+			if help := helpFor(rest[0]); help != nil {
+				help(stdout)
 				return exitOK
 			}
-			fmt.Fprintf(stderr, "toolloop help: unknown command %q; commands: demo, help\n", rest[0])
+			fmt.Fprintf(stderr, "toolloop help: unknown command %q; commands: %s\n", rest[0], commandList)
 			return exitUsage
 		}
 		usage(stdout)
@@ -66,10 +99,33 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		if strings.HasPrefix(cmd, "-") {
 			fmt.Fprintf(stderr, "toolloop: unknown flag %s; flags belong after a command (run 'toolloop help')\n", cmd)
 		} else {
-			fmt.Fprintf(stderr, "toolloop: unknown command %q; commands: demo, help (run 'toolloop help')\n", cmd)
+			fmt.Fprintf(stderr, "toolloop: unknown command %q; commands: %s (run 'toolloop help')\n", cmd, commandList)
 		}
 		return exitUsage
 	}
+}
+
+const commandList = "demo, run, runs, approve, deny, resume, trace, help"
+
+// helpFor returns the help of a command, or nil for an unknown one.
+func helpFor(cmd string) func(io.Writer) {
+	switch cmd {
+	case "demo":
+		return demoUsage
+	case "run":
+		return runUsage
+	case "runs":
+		return runsUsage
+	case "approve", "deny":
+		return decideUsage
+	case "resume":
+		return resumeUsage
+	case "trace":
+		return traceUsage
+	case "help":
+		return usage
+	}
+	return nil
 }
 
 func usage(w io.Writer) {
@@ -77,8 +133,117 @@ func usage(w io.Writer) {
 
 Usage:
   toolloop demo [--mode NAME] [--trace] [--plan]   run the order-desk sandbox with a scripted model
-  toolloop help [demo]                             show this help, or a command's
+  toolloop run --provider P --model M "prompt"     run the loop on a real provider (see 'toolloop help run')
+  toolloop runs [--status S]                       list the runs in the store, with pending approvals
+  toolloop approve RUN_ID CALL_ID --by NAME        approve a call a run paused for
+  toolloop deny RUN_ID CALL_ID --by NAME           deny it (the model is told, with --note TEXT)
+  toolloop resume RUN_ID                           carry a run on from the store
+  toolloop trace show|diagnose RUN_ID              render or check a run's log
+  toolloop help [COMMAND]                          show this help, or a command's
 
-Run 'toolloop demo --help' for the demo's flags and scenarios.
+Runs are recorded in a SQLite store: --db PATH, by default toolloop.db in
+$XDG_DATA_HOME/toolloop (or ~/.local/share/toolloop). Run logs go to
+--log DIR (toolloop run: by default the runs directory beside the store).
+
+Run 'toolloop help COMMAND' for a command's flags.
 `)
+}
+
+// dataDir is where toolloop keeps its files unless told otherwise:
+// $XDG_DATA_HOME/toolloop, else ~/.local/share/toolloop.
+func (c *cli) dataDir() (string, error) {
+	if d := c.getenv("XDG_DATA_HOME"); d != "" && filepath.IsAbs(d) {
+		return filepath.Join(d, "toolloop"), nil
+	}
+	home := c.getenv("HOME")
+	if home == "" && runtime.GOOS == "windows" {
+		home = c.getenv("USERPROFILE")
+	}
+	if home == "" || !filepath.IsAbs(home) {
+		return "", errors.New("no data directory: neither XDG_DATA_HOME nor HOME is set to an absolute path")
+	}
+	return filepath.Join(home, ".local", "share", "toolloop"), nil
+}
+
+// dbPath is the store's file: flagValue, else toolloop.db in the data
+// directory.
+func (c *cli) dbPath(flagValue string) (string, error) {
+	if flagValue != "" {
+		return flagValue, nil
+	}
+	dir, err := c.dataDir()
+	if err != nil {
+		return "", fmt.Errorf("%w; pass --db PATH", err)
+	}
+	return filepath.Join(dir, "toolloop.db"), nil
+}
+
+// defaultLogDir is where run logs go without --log: the runs directory in
+// the data directory.
+func (c *cli) defaultLogDir() (string, error) {
+	dir, err := c.dataDir()
+	if err != nil {
+		return "", fmt.Errorf("no default run log directory: %w", err)
+	}
+	return filepath.Join(dir, "runs"), nil
+}
+
+// parseFlags parses args with fs, letting flags and positional arguments
+// mix ("resume RUN --db x" and "resume --db x RUN" alike); after "--"
+// everything is positional. A parse error is returned as the flag package
+// words it; fs prints nothing.
+func parseFlags(fs *flag.FlagSet, args []string) ([]string, error) {
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		if fs.NArg() == 0 {
+			return pos, nil
+		}
+		if consumed := len(args) - fs.NArg(); consumed > 0 && args[consumed-1] == "--" {
+			return append(pos, fs.Args()...), nil
+		}
+		pos = append(pos, fs.Arg(0))
+		args = fs.Args()[1:]
+	}
+}
+
+// usageError reports a bad command line in one line, naming the fix, and
+// returns exitUsage. A parse error from parseFlags that asks for help
+// prints the help instead, on stdout, and returns exitOK.
+func (c *cli) usageError(cmd string, err error, help func(io.Writer)) int {
+	if errors.Is(err, flag.ErrHelp) {
+		help(c.stdout)
+		return exitOK
+	}
+	fmt.Fprintf(c.stderr, "toolloop %s: %v (run 'toolloop help %s')\n", cmd, err, cmd)
+	return exitUsage
+}
+
+// stringList is a flag that may be given several times.
+type stringList []string
+
+func (l *stringList) String() string     { return strings.Join(*l, ", ") }
+func (l *stringList) Set(v string) error { *l = append(*l, v); return nil }
+
+// shellQuote quotes s for a POSIX shell when it needs it, so that printed
+// commands can be pasted as they are.
+func shellQuote(s string) string {
+	if s == "" {
+		return "''"
+	}
+	safe := true
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_./:=@%+,", r)) {
+			safe = false
+			break
+		}
+	}
+	if safe {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }

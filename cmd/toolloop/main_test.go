@@ -14,13 +14,23 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	if serveMCPChild() {
+		return
+	}
 	goleak.VerifyTestMain(m)
 }
 
-// call runs the program with args and returns its exit code and outputs.
+// call runs the program with args in an empty environment and returns its
+// exit code and outputs.
 func call(args ...string) (int, string, string) {
+	return callEnv(nil, args...)
+}
+
+// callEnv runs the program with args in the environment env and returns
+// its exit code and outputs.
+func callEnv(env map[string]string, args ...string) (int, string, string) {
 	var out, errb bytes.Buffer
-	code := run(context.Background(), args, &out, &errb)
+	code := run(context.Background(), args, &out, &errb, func(k string) string { return env[k] })
 	return code, out.String(), errb.String()
 }
 
@@ -48,7 +58,7 @@ func TestDemo(t *testing.T) {
 			t.Errorf("line %d = %q, want exactly %q", i+1, got[i], w)
 		}
 	}
-	scenarios := orders.Scenarios()
+	scenarios := orders.Defaults()
 	if len(got) != len(scenarios) {
 		t.Fatalf("%d lines for %d scenarios:\n%s", len(got), len(scenarios), out)
 	}
@@ -212,7 +222,7 @@ func TestDemoTraceAll(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d", code)
 	}
-	for _, s := range orders.Scenarios() {
+	for _, s := range orders.Defaults() {
 		if !strings.Contains(out, "# trace mode="+s.Name+" ") {
 			t.Errorf("no trace for %s", s.Name)
 		}
@@ -225,7 +235,7 @@ func TestDemoCanceledContext(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	var out, errb bytes.Buffer
-	code := run(ctx, []string{"demo", "--mode", "normal"}, &out, &errb)
+	code := run(ctx, []string{"demo", "--mode", "normal"}, &out, &errb, nil)
 	if code != 1 || out.String() != "mode=normal status=canceled\n" || !strings.Contains(errb.String(), "want final_answer") {
 		t.Errorf("exit %d, stdout %q, stderr %q", code, out.String(), errb.String())
 	}
@@ -347,7 +357,7 @@ func TestDemoPlanAll(t *testing.T) {
 	}
 	// Per scenario: its trace, then its plans, then its stop line.
 	var stops int
-	for _, s := range orders.Scenarios() {
+	for _, s := range orders.Defaults() {
 		tr := strings.Index(out, "# trace mode="+s.Name+" ")
 		pl := strings.Index(out, "# plan mode="+s.Name+" batch=1 ")
 		if pl < 0 {

@@ -26,31 +26,31 @@ import (
 )
 
 // traceCmd runs the "trace" subcommand: show or diagnose a run log.
-func traceCmd(_ context.Context, args []string, stdout, stderr io.Writer) int {
+func (c *cli) traceCmd(_ context.Context, args []string) int {
 	if len(args) == 0 {
-		traceUsage(stderr)
+		traceUsage(c.stderr)
 		return exitUsage
 	}
 	switch sub, rest := args[0], args[1:]; sub {
 	case "show", "diagnose":
-		return traceRun(sub, rest, stdout, stderr)
+		return c.traceRun(sub, rest)
 	case "help", "-h", "-help", "--help":
-		traceUsage(stdout)
+		traceUsage(c.stdout)
 		return exitOK
 	default:
-		fmt.Fprintf(stderr, "toolloop trace: unknown command %q; commands: show, diagnose (run 'toolloop trace --help')\n", sub)
+		fmt.Fprintf(c.stderr, "toolloop trace: unknown command %q; commands: show, diagnose (run 'toolloop trace --help')\n", sub)
 		return exitUsage
 	}
 }
 
 func traceUsage(w io.Writer) {
-	fmt.Fprintf(w, `Usage:
+	fmt.Fprint(w, `Usage:
   toolloop trace show FILE|RUN_ID [--log DIR] [--width N]
   toolloop trace diagnose FILE|RUN_ID [--log DIR] [--json]
 
 A run log is a JSON Lines file, one event per line, written per run as
-DIR/RUN_ID.jsonl (toolloop demo --log DIR). FILE|RUN_ID names a log file, a
-run ID in DIR, or the beginning of exactly one run ID in DIR.
+DIR/RUN_ID.jsonl (toolloop demo --log DIR, toolloop run). FILE|RUN_ID names a
+log file, a run ID in DIR, or the beginning of exactly one run ID in DIR.
 
 show      renders the run for a person: its configuration, the message chain
           with each result beside its call ID, the calls with their policy
@@ -64,7 +64,8 @@ diagnose  walks the run and names what looks wrong, the first suspicious
           cost rising turn after turn, a budget running out.
 
 Flags:
-  --log DIR   where run logs are (default %s)
+  --log DIR   where run logs are (default: the runs directory in
+              $XDG_DATA_HOME/toolloop, or ~/.local/share/toolloop)
   --width N   show: width of the timeline's bars (default 40)
   --json      diagnose: print the findings as JSON, one per line
   -h, --help  show this help
@@ -72,32 +73,19 @@ Flags:
 Exit status: 0 on success (diagnose: nothing suspicious), 1 when diagnose
 reports findings or the log cannot be read, 2 for a usage error or a log
 that cannot be found.
-`, defaultLogDirHelp())
+`)
 }
 
-func traceRun(sub string, args []string, stdout, stderr io.Writer) int {
+func (c *cli) traceRun(sub string, args []string) int {
+	stdout, stderr := c.stdout, c.stderr
 	fs := flag.NewFlagSet("toolloop trace "+sub, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {}
 	logDir := fs.String("log", "", "run log `DIR`")
 	width := fs.Int("width", 40, "bar width")
 	asJSON := fs.Bool("json", false, "findings as JSON lines")
-	// Flags may come before or after the run: parse around positionals.
-	var refs []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			if errors.Is(err, flag.ErrHelp) {
-				traceUsage(stdout)
-				return exitOK
-			}
-			fmt.Fprintln(stderr, "run 'toolloop trace --help' for usage")
-			return exitUsage
-		}
-		if fs.NArg() == 0 {
-			break
-		}
-		refs = append(refs, fs.Arg(0))
-		args = fs.Args()[1:]
+	// Flags may come before or after the run.
+	refs, err := parseFlags(fs, args)
+	if err != nil {
+		return c.usageError("trace "+sub, err, traceUsage)
 	}
 	if len(refs) != 1 {
 		fmt.Fprintf(stderr, "toolloop trace %s: want one run log (FILE or RUN_ID), got %d\n", sub, len(refs))
@@ -110,7 +98,7 @@ func traceRun(sub string, args []string, stdout, stderr io.Writer) int {
 	dir := *logDir
 	if dir == "" {
 		var err error
-		if dir, err = defaultLogDir(); err != nil && !looksLikeFile(refs[0]) {
+		if dir, err = c.defaultLogDir(); err != nil && !looksLikeFile(refs[0]) {
 			fmt.Fprintf(stderr, "toolloop trace %s: %v; pass --log DIR\n", sub, err)
 			return exitUsage
 		}
@@ -181,26 +169,6 @@ func looksLikeFile(ref string) bool {
 	return strings.ContainsAny(ref, `/\`) || strings.HasSuffix(ref, trace.LogExt)
 }
 
-// defaultLogDir is where run logs go without --log: $XDG_DATA_HOME/toolloop/runs,
-// else ~/.local/share/toolloop/runs.
-func defaultLogDir() (string, error) {
-	if d := os.Getenv("XDG_DATA_HOME"); d != "" && filepath.IsAbs(d) {
-		return filepath.Join(d, "toolloop", "runs"), nil
-	}
-	home, err := os.UserHomeDir()
-	if err != nil {
-		return "", fmt.Errorf("no default run log directory: %w", err)
-	}
-	return filepath.Join(home, ".local", "share", "toolloop", "runs"), nil
-}
-
-func defaultLogDirHelp() string {
-	if d, err := defaultLogDir(); err == nil {
-		return d
-	}
-	return "$XDG_DATA_HOME/toolloop/runs or ~/.local/share/toolloop/runs"
-}
-
 // Exporters selectable from the command line.
 const (
 	exporterNone   = "none"
@@ -227,11 +195,25 @@ type traceConfig struct {
 // observersFromFlags returns the observer the --log, --exporter and
 // --otlp-endpoint flags ask for (nil when they ask for nothing), and a
 // function that flushes and closes what it opened; call it once the runs
-// are done. The stdout exporter writes to os.Stdout; the runs are the
-// sandbox's scripted model (gen_ai.provider.name "toolloop.scripted").
-func observersFromFlags(logDir, exporter, otlpEndpoint string) (loop.Observer, func(context.Context) error, error) {
+// are done. The stdout exporter writes its spans to stdout; provider is
+// gen_ai.provider.name ("toolloop.scripted" for the sandbox's model).
+func observersFromFlags(stdout io.Writer, provider, logDir, exporter, otlpEndpoint string) (loop.Observer, func(context.Context) error, error) {
 	return newObservers(traceConfig{LogDir: logDir, Exporter: exporter, OTLPEndpoint: otlpEndpoint,
-		Provider: "toolloop.scripted", Stdout: os.Stdout})
+		Provider: provider, Stdout: stdout})
+}
+
+// traceFlags are the flags of the commands that drive runs and record them
+// as they go: --log, --exporter, --otlp-endpoint.
+type traceFlags struct {
+	logDir, exporter, otlpEndpoint string
+}
+
+func addTraceFlags(fs *flag.FlagSet) *traceFlags {
+	t := &traceFlags{}
+	fs.StringVar(&t.logDir, "log", "", "write one JSON Lines log per run to `DIR`")
+	fs.StringVar(&t.exporter, "exporter", exporterNone, "export spans: none, stdout or otlp")
+	fs.StringVar(&t.otlpEndpoint, "otlp-endpoint", "", "OTLP/HTTP endpoint `URL` for --exporter otlp")
+	return t
 }
 
 // newObservers builds the observers cfg asks for.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -17,11 +18,7 @@ import (
 )
 
 // runTool runs the program with args and returns its exit code and outputs.
-func runTool(args ...string) (int, string, string) {
-	var out, errb bytes.Buffer
-	code := run(context.Background(), args, &out, &errb)
-	return code, out.String(), errb.String()
-}
+func runTool(args ...string) (int, string, string) { return callEnv(nil, args...) }
 
 // record plays the named sandbox scenarios and records them with the
 // observers cfg asks for, as demo --log DIR does. Spans and logs come from
@@ -77,9 +74,8 @@ func TestTraceShow(t *testing.T) {
 		}
 	}
 	// Flags before the run, and the default directory from XDG_DATA_HOME.
-	t.Setenv("XDG_DATA_HOME", dir)
 	record(t, traceConfig{LogDir: filepath.Join(dir, "toolloop", "runs")}, "parallel")
-	code, out, errOut := runTool("trace", "show", "--width", "20", "run-parallel")
+	code, out, errOut := callEnv(map[string]string{"XDG_DATA_HOME": dir}, "trace", "show", "--width", "20", "run-parallel")
 	if code != exitOK || !strings.Contains(out, "mode=parallel") {
 		t.Errorf("trace show with the default directory: exit %d\n%s%s", code, out, errOut)
 	}
@@ -204,7 +200,7 @@ func TestOTLPURL(t *testing.T) {
 
 func TestObserversFromFlags(t *testing.T) {
 	dir := t.TempDir()
-	obs, shutdown, err := observersFromFlags(dir, "none", "")
+	obs, shutdown, err := observersFromFlags(io.Discard, scriptedProvider, dir, "none", "")
 	if err != nil || obs == nil {
 		t.Fatalf("observersFromFlags: %v, %v", obs, err)
 	}

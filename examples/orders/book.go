@@ -1,11 +1,14 @@
-// Package orders is the order-desk sandbox: an in-memory order book, the
-// tools a support assistant uses on it, and a fixed set of scenarios that
-// drive the tool loop with a scripted model (no API key, no network).
+// Package orders is the order-desk sandbox: an order book (in memory, Book,
+// or in a SQLite file shared with a run store, SQLiteBook), the tools a
+// support assistant uses on it, and a fixed set of scenarios that drive the
+// tool loop with a scripted model (no API key, no network).
 //
 // Each scenario ends with a known status, so together they show every exit
 // of the loop: a final answer, the errors the run must not hand to the model,
 // and each budget running out. The demo command (toolloop demo) runs them and
-// prints one stop line per scenario.
+// prints one stop line per scenario. One more scenario, confirm_refund, is
+// interactive: it pauses for a person's approval in a durable store, and
+// goes on in another process (toolloop approve, deny, resume).
 package orders
 
 import (
@@ -94,6 +97,36 @@ type Refund struct {
 	Reason string `json:"reason,omitempty"`
 }
 
+// OrderBook is the order book the sandbox's tools work on. Book keeps one
+// in memory, SQLiteBook in a SQLite database. Both apply the same rules (a
+// refund pays back the rest of a shipped or delivered order, once; only an
+// order that has not shipped can be cancelled) and fail the same way: an
+// unknown order is a tool.NotFound error and a refused change a
+// tool.KindInvalidArguments error, both of which go back to the model.
+// Implementations are safe for concurrent use.
+type OrderBook interface {
+	// Order returns the order with the given ID.
+	Order(ctx context.Context, id string) (Order, error)
+	// Orders returns all orders, sorted by ID.
+	Orders(ctx context.Context) ([]Order, error)
+	// Track asks the order's carrier where the parcel is; it honours ctx.
+	Track(ctx context.Context, id string) (Shipment, error)
+	// Refund pays back the rest of the order's total to the original
+	// payment; Voucher pays it back as a store voucher.
+	Refund(ctx context.Context, id, reason string) (Refund, error)
+	Voucher(ctx context.Context, id, reason string) (Refund, error)
+	// Cancel cancels an order that has not shipped yet.
+	Cancel(ctx context.Context, id string) (Order, error)
+	// RefundOf returns the order's latest refund paid by method (ToPayment
+	// or AsVoucher), and whether there is one.
+	RefundOf(ctx context.Context, id, method string) (Refund, bool, error)
+	// RefundCount counts the refunds applied to the order, by any method;
+	// id "" counts the refunds of all orders.
+	RefundCount(ctx context.Context, id string) (int, error)
+}
+
+var _ OrderBook = (*Book)(nil)
+
 // Book is an in-memory order book. It is safe for concurrent use. Reads
 // return copies, so callers can never change the book behind its lock.
 type Book struct {
@@ -115,6 +148,23 @@ type Book struct {
 //	A104  shipped with SlowPost, whose tracking never answers in time
 //	A105  cancelled
 func NewBook() *Book {
+	orders := seedOrders()
+	b := &Book{
+		orders:    make(map[string]*Order, len(orders)),
+		refunds:   map[string][]Refund{},
+		cancels:   map[string]int{},
+		hang:      map[string]bool{},
+		shipments: seedShipments(),
+	}
+	for _, o := range orders {
+		b.orders[o.ID] = &o
+	}
+	return b
+}
+
+// seedOrders returns the sandbox's fixed orders, A100 to A105, with their
+// totals computed.
+func seedOrders() []Order {
 	orders := []Order{
 		{ID: "A100", Customer: "Ada Lovelace", Status: StatusShipped, Carrier: "DHL", Tracking: "DHL-100-7731",
 			Items: []Item{{SKU: "KB-01", Name: "mechanical keyboard", Quantity: 1, PriceCents: 8900}}},
@@ -129,30 +179,28 @@ func NewBook() *Book {
 		{ID: "A105", Customer: "Barbara Liskov", Status: StatusCancelled,
 			Items: []Item{{SKU: "HP-90", Name: "headphones", Quantity: 1, PriceCents: 12900}}},
 	}
-	b := &Book{
-		orders:  make(map[string]*Order, len(orders)),
-		refunds: map[string][]Refund{},
-		cancels: map[string]int{},
-		hang:    map[string]bool{},
-		shipments: map[string]Shipment{
-			"A100": {State: "in_transit", Location: "Leipzig hub", ETA: "2025-06-12"},
-			"A101": {State: "delivered", Location: "front desk"},
-			"A103": {State: "delivered", Location: "parcel locker 14"},
-			"A104": {State: "in_transit", Location: "unknown"},
-		},
-	}
-	for _, o := range orders {
-		for _, it := range o.Items {
-			o.TotalCents += int64(it.Quantity) * it.PriceCents
+	for i := range orders {
+		for _, it := range orders[i].Items {
+			orders[i].TotalCents += int64(it.Quantity) * it.PriceCents
 		}
-		b.orders[o.ID] = &o
 	}
-	return b
+	return orders
+}
+
+// seedShipments returns what the carriers report about the shipped
+// orders. Carriers are outside the book: their reports never change.
+func seedShipments() map[string]Shipment {
+	return map[string]Shipment{
+		"A100": {State: "in_transit", Location: "Leipzig hub", ETA: "2025-06-12"},
+		"A101": {State: "delivered", Location: "front desk"},
+		"A103": {State: "delivered", Location: "parcel locker 14"},
+		"A104": {State: "in_transit", Location: "unknown"},
+	}
 }
 
 // Order returns a copy of the order with the given ID. An unknown ID is a
 // tool.NotFound error, which the loop hands back to the model.
-func (b *Book) Order(id string) (Order, error) {
+func (b *Book) Order(_ context.Context, id string) (Order, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	o, ok := b.orders[id]
@@ -163,7 +211,7 @@ func (b *Book) Order(id string) (Order, error) {
 }
 
 // Orders returns copies of all orders, sorted by ID.
-func (b *Book) Orders() []Order {
+func (b *Book) Orders(context.Context) ([]Order, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	out := make([]Order, 0, len(b.orders))
@@ -171,7 +219,7 @@ func (b *Book) Orders() []Order {
 		out = append(out, o.clone())
 	}
 	slices.SortFunc(out, func(x, y Order) int { return strings.Compare(x.ID, y.ID) })
-	return out
+	return out, nil
 }
 
 // Track asks the order's carrier where the parcel is. It honours ctx: for
@@ -180,17 +228,26 @@ func (b *Book) Orders() []Order {
 func (b *Book) Track(ctx context.Context, id string) (Shipment, error) {
 	b.mu.Lock()
 	o, ok := b.orders[id]
-	var sh Shipment
+	var order Order
 	if ok {
-		sh = b.shipments[id]
-		sh.OrderID, sh.Carrier, sh.Tracking = o.ID, o.Carrier, o.Tracking
+		order = o.clone()
 	}
 	b.mu.Unlock() // never hold the lock while waiting on a carrier
-	switch {
-	case !ok:
+	if !ok {
 		return Shipment{}, notFound(id)
+	}
+	return track(ctx, order, b.shipments[id])
+}
+
+// track is what the order's carrier reports about its parcel: sh completed
+// with the order's carrier and tracking number. An order that has not
+// shipped has nothing to track; SlowCarrier answers only after
+// SlowCarrierDelay, unless ctx ends first.
+func track(ctx context.Context, o Order, sh Shipment) (Shipment, error) {
+	sh.OrderID, sh.Carrier, sh.Tracking = o.ID, o.Carrier, o.Tracking
+	switch {
 	case sh.Carrier == "":
-		return Shipment{}, tool.NotFound(fmt.Sprintf("order %s has not shipped, so there is nothing to track", id))
+		return Shipment{}, tool.NotFound(fmt.Sprintf("order %s has not shipped, so there is nothing to track", o.ID))
 	case sh.Carrier == SlowCarrier:
 		t := time.NewTimer(SlowCarrierDelay)
 		defer t.Stop()
@@ -210,11 +267,15 @@ func (b *Book) Track(ctx context.Context, id string) (Shipment, error) {
 // and marks the order refunded. Only shipped or delivered orders can be
 // refunded, and only once; anything else is an invalid_arguments error the
 // model can read.
-func (b *Book) Refund(id, reason string) (Refund, error) { return b.refund(id, reason, ToPayment) }
+func (b *Book) Refund(_ context.Context, id, reason string) (Refund, error) {
+	return b.refund(id, reason, ToPayment)
+}
 
 // Voucher pays back the rest of an order's total as a store voucher; it is
 // a refund like any other (it counts in Refunds), only paid differently.
-func (b *Book) Voucher(id, reason string) (Refund, error) { return b.refund(id, reason, AsVoucher) }
+func (b *Book) Voucher(_ context.Context, id, reason string) (Refund, error) {
+	return b.refund(id, reason, AsVoucher)
+}
 
 func (b *Book) refund(id, reason, method string) (Refund, error) {
 	b.mu.Lock()
@@ -223,12 +284,24 @@ func (b *Book) refund(id, reason, method string) (Refund, error) {
 	if !ok {
 		return Refund{}, notFound(id)
 	}
+	r, err := applyRefund(o, len(b.refunds[id]), reason, method)
+	if err != nil {
+		return Refund{}, err
+	}
+	b.refunds[id] = append(b.refunds[id], r)
+	return r, nil
+}
+
+// applyRefund applies a refund to o, which has had n refunds before, and
+// returns it: the rest of the total is paid back and the order is marked
+// refunded. Only a shipped or delivered order can be refunded.
+func applyRefund(o *Order, n int, reason, method string) (Refund, error) {
 	switch o.Status {
 	case StatusShipped, StatusDelivered:
 	case StatusPlaced:
-		return Refund{}, invalid("order %s has not shipped yet; cancel it instead of refunding it", id)
+		return Refund{}, invalid("order %s has not shipped yet; cancel it instead of refunding it", o.ID)
 	default:
-		return Refund{}, invalid("order %s is %s; there is nothing to refund", id, o.Status)
+		return Refund{}, invalid("order %s is %s; there is nothing to refund", o.ID, o.Status)
 	}
 	amount := o.TotalCents - o.RefundedCents
 	o.RefundedCents += amount
@@ -237,24 +310,31 @@ func (b *Book) refund(id, reason, method string) (Refund, error) {
 	if method == AsVoucher {
 		prefix = "V"
 	}
-	r := Refund{RefundID: fmt.Sprintf("%s-%s-%d", prefix, id, len(b.refunds[id])+1), OrderID: id,
-		AmountCents: amount, Method: method, Reason: reason}
-	b.refunds[id] = append(b.refunds[id], r)
-	return r, nil
+	return Refund{RefundID: fmt.Sprintf("%s-%s-%d", prefix, o.ID, n+1), OrderID: o.ID,
+		AmountCents: amount, Method: method, Reason: reason}, nil
+}
+
+// applyCancel cancels o, which must not have shipped yet.
+func applyCancel(o *Order) error {
+	if o.Status != StatusPlaced {
+		return invalid("order %s is %s; only orders that have not shipped can be cancelled", o.ID, o.Status)
+	}
+	o.Status = StatusCancelled
+	return nil
 }
 
 // RefundOf returns the order's latest refund paid by the given method, and
 // whether there is one. It is what refund_order's status look-up asks.
-func (b *Book) RefundOf(id, method string) (Refund, bool) {
+func (b *Book) RefundOf(_ context.Context, id, method string) (Refund, bool, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	rs := b.refunds[id]
 	for i := len(rs) - 1; i >= 0; i-- {
 		if rs[i].Method == method {
-			return rs[i], true
+			return rs[i], true, nil
 		}
 	}
-	return Refund{}, false
+	return Refund{}, false, nil
 }
 
 // HangAfterWrite makes every later write to the order apply and then not
@@ -288,19 +368,26 @@ func (b *Book) afterWrite(ctx context.Context, id string) error {
 }
 
 // Cancel cancels an order that has not shipped yet.
-func (b *Book) Cancel(id string) (Order, error) {
+func (b *Book) Cancel(_ context.Context, id string) (Order, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	o, ok := b.orders[id]
 	if !ok {
 		return Order{}, notFound(id)
 	}
-	if o.Status != StatusPlaced {
-		return Order{}, invalid("order %s is %s; only orders that have not shipped can be cancelled", id, o.Status)
+	if err := applyCancel(o); err != nil {
+		return Order{}, err
 	}
-	o.Status = StatusCancelled
 	b.cancels[id]++
 	return o.clone(), nil
+}
+
+// RefundCount implements OrderBook; it cannot fail.
+func (b *Book) RefundCount(_ context.Context, id string) (int, error) {
+	if id == "" {
+		return b.TotalRefunds(), nil
+	}
+	return b.Refunds(id), nil
 }
 
 // Refunds returns how many refunds the book applied to the order, by any

@@ -82,9 +82,30 @@ func TestScenarioNames(t *testing.T) {
 		"not_found", "tool_timeout", "deadline_exceeded", "tool_budget_exceeded", "cost_budget_exceeded",
 		"spin_detected", "permission_denied", "confirmation_required", "protocol_error", "model_error", "canceled",
 		"parallel", "refund_retry", "refund_twice", "refund_unknown",
+		"confirm_refund",
 	}
 	if got := orders.Names(); !reflect.DeepEqual(got, want) {
 		t.Fatalf("Names() = %v\nwant      %v", got, want)
+	}
+	// The default list is everything but the interactive scenarios, which
+	// come last.
+	var defaults []string
+	for _, s := range orders.Defaults() {
+		defaults = append(defaults, s.Name)
+	}
+	if !reflect.DeepEqual(defaults, want[:len(want)-1]) {
+		t.Errorf("Defaults() = %v", defaults)
+	}
+	for _, s := range orders.Scenarios() {
+		if s.Interactive != (s.Name == "confirm_refund") {
+			t.Errorf("scenario %s: Interactive = %v", s.Name, s.Interactive)
+		}
+		if got, ok := orders.LookupSession(s.SessionID()); !ok || got.Name != s.Name || s.SessionID() != "demo:"+s.Name {
+			t.Errorf("scenario %s: session %q does not lead back to it", s.Name, s.SessionID())
+		}
+	}
+	if _, ok := orders.LookupSession("run:openai:gpt-4.1"); ok {
+		t.Error("LookupSession took another session for a scenario's")
 	}
 	for _, s := range orders.Scenarios() {
 		if s.Description == "" || s.Ask == "" || s.Script == nil {
@@ -127,7 +148,7 @@ func TestScenarios(t *testing.T) {
 			if n, want := book.TotalRefunds(), wantRefunds[s.Name]; n != want {
 				t.Errorf("%d refunds, want %d", n, want)
 			}
-			if s.ShowRefunds != (s.Name == "parallel" || strings.HasPrefix(s.Name, "refund_")) {
+			if s.ShowRefunds != (s.Name == "parallel" || strings.HasPrefix(s.Name, "refund_") || s.Name == "confirm_refund") {
 				t.Errorf("ShowRefunds = %v", s.ShowRefunds)
 			}
 			if d := time.Since(start); d > time.Second {
@@ -137,11 +158,13 @@ func TestScenarios(t *testing.T) {
 	}
 }
 
-// TestStatusCoverage checks that the scenarios reach every status exactly
-// once, but final_answer, which five reach.
+// TestStatusCoverage checks that the default scenarios reach every status
+// exactly once, but final_answer, which five reach. The interactive
+// scenario is left out: it is confirmation_required again, on the way to a
+// final answer that a person's decision and a resume bring.
 func TestStatusCoverage(t *testing.T) {
 	count := map[loop.Status]int{}
-	for _, s := range orders.Scenarios() {
+	for _, s := range orders.Defaults() {
 		res, _ := run(t, s.Name)
 		count[res.Status]++
 	}
@@ -355,26 +378,26 @@ func TestDeterministic(t *testing.T) {
 
 func TestBookRefund(t *testing.T) {
 	b := orders.NewBook()
-	r, err := b.Refund("A103", "broken")
+	r, err := b.Refund(context.Background(), "A103", "broken")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if r.AmountCents != 6400 || r.OrderID != "A103" || r.RefundID == "" {
 		t.Errorf("refund %+v", r)
 	}
-	if _, err := b.Refund("A103", "again"); tool.KindOf(err) != tool.KindInvalidArguments {
+	if _, err := b.Refund(context.Background(), "A103", "again"); tool.KindOf(err) != tool.KindInvalidArguments {
 		t.Errorf("second refund: %v, want invalid_arguments", err)
 	}
-	if _, err := b.Refund("A102", ""); tool.KindOf(err) != tool.KindInvalidArguments {
+	if _, err := b.Refund(context.Background(), "A102", ""); tool.KindOf(err) != tool.KindInvalidArguments {
 		t.Errorf("refund of an unshipped order: %v, want invalid_arguments", err)
 	}
-	if _, err := b.Refund("A999", ""); tool.KindOf(err) != tool.KindNotFound || !strings.Contains(err.Error(), "no order A999") {
+	if _, err := b.Refund(context.Background(), "A999", ""); tool.KindOf(err) != tool.KindNotFound || !strings.Contains(err.Error(), "no order A999") {
 		t.Errorf("refund of A999: %v, want not_found", err)
 	}
 	if b.Refunds("A103") != 1 || b.TotalRefunds() != 1 {
 		t.Errorf("refunds A103=%d total=%d, want 1 and 1", b.Refunds("A103"), b.TotalRefunds())
 	}
-	o, _ := b.Order("A103")
+	o, _ := b.Order(context.Background(), "A103")
 	if o.Status != orders.StatusRefunded || o.RefundedCents != 6400 {
 		t.Errorf("order after refund: %+v", o)
 	}
@@ -387,12 +410,12 @@ func TestBookConcurrentRefunds(t *testing.T) {
 	ok := 0
 	for range 16 {
 		wg.Go(func() {
-			if _, err := b.Refund("A101", "race"); err == nil {
+			if _, err := b.Refund(context.Background(), "A101", "race"); err == nil {
 				mu.Lock()
 				ok++
 				mu.Unlock()
 			}
-			_ = b.Orders()
+			_, _ = b.Orders(context.Background())
 		})
 	}
 	wg.Wait()
@@ -403,10 +426,10 @@ func TestBookConcurrentRefunds(t *testing.T) {
 
 func TestBookCancel(t *testing.T) {
 	b := orders.NewBook()
-	if _, err := b.Cancel("A100"); tool.KindOf(err) != tool.KindInvalidArguments {
+	if _, err := b.Cancel(context.Background(), "A100"); tool.KindOf(err) != tool.KindInvalidArguments {
 		t.Errorf("cancel of a shipped order: %v", err)
 	}
-	o, err := b.Cancel("A102")
+	o, err := b.Cancel(context.Background(), "A102")
 	if err != nil || o.Status != orders.StatusCancelled || b.Cancels("A102") != 1 {
 		t.Errorf("cancel A102: %+v %v", o, err)
 	}
@@ -414,9 +437,9 @@ func TestBookCancel(t *testing.T) {
 
 func TestBookCopies(t *testing.T) {
 	b := orders.NewBook()
-	o, _ := b.Order("A100")
+	o, _ := b.Order(context.Background(), "A100")
 	o.Items[0].Name = "changed"
-	again, _ := b.Order("A100")
+	again, _ := b.Order(context.Background(), "A100")
 	if again.Items[0].Name == "changed" {
 		t.Error("Order returned the book's own item slice")
 	}

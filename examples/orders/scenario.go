@@ -2,8 +2,12 @@ package orders
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/toolloop/toolloop/executor"
@@ -36,10 +40,15 @@ type Scenario struct {
 	Description string
 	// Ask is the customer's message.
 	Ask string
-	// Script returns the model's turns, in order. cancel cancels the run's
-	// context, for scripts that play a caller who gives up mid-run.
+	// Script returns the model's turns: the run's model request of step N
+	// (llm.Request.Step, counted from 1) gets turn N, so that a run resumed
+	// from its log in another process goes on with the script where it
+	// left off. A retried request gets its step's turn again. cancel
+	// cancels the run's context, for scripts that play a caller who gives
+	// up mid-run.
 	Script func(cancel context.CancelFunc) []llmtest.Turn
-	// Repeat makes the model replay the last turn once the script runs out.
+	// Repeat makes the model play the last turn for every step past the
+	// end of the script; without it such a step fails.
 	Repeat bool
 	// Identity is who the run acts for.
 	Identity policy.Identity
@@ -48,16 +57,39 @@ type Scenario struct {
 	// Budgets bound the run.
 	Budgets loop.Budgets
 	// Setup, if set, prepares the fresh book before the run, e.g. with
-	// Book.HangAfterWrite.
+	// Book.HangAfterWrite. A book passed in RunOptions is used as it is.
 	Setup func(b *Book)
 	// ShowRefunds makes the demo's stop line report how many refunds the
 	// book holds after the run, for the scenarios about writes.
 	ShowRefunds bool
-	// Ledger is the idempotency ledger of the run's writes. Nil means a
-	// fresh SQLite ledger (store/sqlite) in a temporary file, made when the
-	// run first claims a write and removed after the run; a test may pass
-	// store.NewMemory() instead.
+	// Interactive marks a scenario that waits for a person: it pauses for
+	// confirmation, and the person's answer (toolloop approve or deny) and
+	// the rest of the run (toolloop resume) come later, from other
+	// processes, through a durable store. Interactive scenarios are not
+	// part of the default demo (Defaults); they run when named.
+	Interactive bool
+	// Ledger is the idempotency ledger of the run's writes when RunOptions
+	// brings none. Nil means a fresh SQLite ledger (store/sqlite) in a
+	// temporary file, made when the run first claims a write and removed
+	// after the run; a test may pass store.NewMemory() instead.
 	Ledger store.Ledger
+}
+
+// SessionPrefix starts the session ID of every sandbox run: a run of
+// scenario NAME is recorded with session ID "demo:NAME", which is how a
+// later process knows how to rebuild its configuration (LookupSession).
+const SessionPrefix = "demo:"
+
+// SessionID returns the session ID the scenario's runs are recorded with.
+func (s Scenario) SessionID() string { return SessionPrefix + s.Name }
+
+// LookupSession returns the scenario whose runs carry the session ID.
+func LookupSession(sessionID string) (Scenario, bool) {
+	name, ok := strings.CutPrefix(sessionID, SessionPrefix)
+	if !ok {
+		return Scenario{}, false
+	}
+	return Lookup(name)
 }
 
 // Messages returns the opening of a sandbox conversation: the system
@@ -66,41 +98,131 @@ func Messages(ask string) []llm.Message {
 	return []llm.Message{llm.SystemMessage(SystemPrompt), llm.UserMessage(ask)}
 }
 
-// Run plays the scenario once against a fresh book and returns the run's
-// result and the book as the run left it. The run ending with any status,
-// expected or not, is reported in the result; the error is non-nil only
-// when the scenario could not be set up, and then the result is nil.
+// RunOptions say where a scenario's run keeps its state and who watches
+// it. The zero value is what Run uses: a fresh in-memory book, a private
+// ledger, nothing recorded beyond the result.
+type RunOptions struct {
+	// Book is the book the run's tools work on. Nil means a fresh
+	// in-memory book, prepared by the scenario's Setup.
+	Book OrderBook
+	// Store, when set, records the run's events as it goes
+	// (loop.Config.Store), so that other processes can list it, answer its
+	// confirmations (loop.Decide) and resume it. Resume requires it.
+	Store store.EventLog
+	// Ledger is the idempotency ledger of the run's writes; nil means the
+	// scenario's Ledger, else a temporary one. A run that is resumed in
+	// another process needs the same ledger there: use the store's.
+	Ledger store.Ledger
+	// Observer sees every event of the run: run logs, tracing.
+	Observer loop.Observer
+	// RunID names a new run. Empty means "run-NAME" without a Store, which
+	// keeps the sandbox's traces reproducible, and "run-NAME-" followed by
+	// eight random hex digits with one, so that the runs one store records
+	// never collide.
+	RunID string
+}
+
+// Run plays the scenario once against a fresh in-memory book and returns
+// the run's result and the book as the run left it. The run ending with any
+// status, expected or not, is reported in the result; the error is non-nil
+// only when the scenario could not be set up, and then the result is nil.
 //
 // The run ID is "run-" followed by the scenario's name, so that traces of
 // the sandbox are reproducible.
 func (s Scenario) Run(ctx context.Context) (*loop.Result, *Book, error) {
-	if s.Script == nil {
-		return nil, nil, fmt.Errorf("orders: scenario %q has no script", s.Name)
-	}
 	book := NewBook()
 	if s.Setup != nil {
 		s.Setup(book)
 	}
-	reg, err := Tools(book)
+	res, _, err := s.RunWith(ctx, RunOptions{Book: book})
 	if err != nil {
 		return nil, nil, err
 	}
-	ledger := s.Ledger
-	if ledger == nil {
-		tmp := &tempLedger{}
-		defer tmp.close()
-		ledger = tmp
+	return res, book, nil
+}
+
+// RunWith plays the scenario once with the book, store, ledger and
+// observer opts gives, and returns the result and the book the run used.
+// As with Run, the error is non-nil only when the run could not be set up
+// or (with a Store) could not record its progress; the status is in the
+// result.
+func (s Scenario) RunWith(ctx context.Context, opts RunOptions) (*loop.Result, OrderBook, error) {
+	runID := opts.RunID
+	if runID == "" {
+		runID = "run-" + s.Name
+		if opts.Store != nil {
+			runID = NewRunID(s.Name)
+		}
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	turns := s.Script(cancel)
-	model := llmtest.New(turns...)
-	if s.Repeat {
-		model = llmtest.Repeating(turns...)
+	runner, book, done, err := s.runner(opts, cancel, runID)
+	if err != nil {
+		return nil, nil, err
 	}
-	name := s.Name
-	cfg := loop.Config{
-		Model:     model,
+	defer done()
+	res, err := runner.Run(ctx, Messages(s.Ask))
+	if res == nil {
+		return nil, nil, fmt.Errorf("orders: scenario %q: %w", s.Name, err)
+	}
+	// err is the run's *loop.StopError when the status is not
+	// final_answer; the result already says so.
+	return res, book, nil
+}
+
+// Resume goes on with a run of the scenario from its log in opts.Store, as
+// loop.Runner.Resume does: after loop.Decide recorded a person's answers,
+// it carries the run on from where it paused; a run that has ended comes
+// back unchanged. opts should name the book and ledger the run began with
+// (a SQLiteBook and the store's ledger, for a run that outlives its
+// process); the scripted model picks the script up at the run's next step.
+func (s Scenario) Resume(ctx context.Context, runID string, opts RunOptions) (*loop.Result, OrderBook, error) {
+	if opts.Store == nil {
+		return nil, nil, errors.New("orders: Resume needs RunOptions.Store")
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	runner, book, done, err := s.runner(opts, cancel, runID)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer done()
+	res, err := runner.Resume(ctx, runID)
+	if res == nil {
+		return nil, nil, fmt.Errorf("orders: scenario %q: resuming run %s: %w", s.Name, runID, err)
+	}
+	return res, book, nil
+}
+
+// runner builds the scenario's loop runner over opts' book (a fresh one
+// when it has none), and a function that releases what it made.
+func (s Scenario) runner(opts RunOptions, cancel context.CancelFunc, runID string) (*loop.Runner, OrderBook, func(), error) {
+	if s.Script == nil {
+		return nil, nil, nil, fmt.Errorf("orders: scenario %q has no script", s.Name)
+	}
+	book := opts.Book
+	if book == nil {
+		b := NewBook()
+		if s.Setup != nil {
+			s.Setup(b)
+		}
+		book = b
+	}
+	reg, err := Tools(book)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	done := func() {}
+	ledger := opts.Ledger
+	if ledger == nil {
+		ledger = s.Ledger
+	}
+	if ledger == nil {
+		tmp := &tempLedger{}
+		ledger, done = tmp, tmp.close
+	}
+	runner, err := loop.NewRunner(loop.Config{
+		Model:     Scripted(s.Script(cancel), s.Repeat),
 		ModelName: ModelName,
 		Tools:     reg,
 		Policy:    s.Policy,
@@ -114,17 +236,47 @@ func (s Scenario) Run(ctx context.Context) (*loop.Result, *Book, error) {
 			Ledger:         ledger,
 		}),
 		ModelRetryBackoff: 2 * time.Millisecond,
-		SessionID:         "sandbox",
+		SessionID:         s.SessionID(),
 		PromptVersion:     PromptVersion,
-		NewRunID:          func() string { return "run-" + name },
+		Store:             opts.Store,
+		Observer:          opts.Observer,
+		NewRunID:          func() string { return runID },
+	})
+	if err != nil {
+		done()
+		return nil, nil, nil, fmt.Errorf("orders: scenario %q: %w", s.Name, err)
 	}
-	res, err := loop.Run(ctx, cfg, Messages(s.Ask))
-	if res == nil {
-		return nil, nil, fmt.Errorf("orders: scenario %q: %w", s.Name, err)
-	}
-	// err is the run's *loop.StopError when the status is not
-	// final_answer; the result already says so.
-	return res, book, nil
+	return runner, book, done, nil
+}
+
+// NewRunID returns a new run ID for a run of the named scenario: "run-",
+// the name, "-" and eight random hex digits.
+func NewRunID(name string) string {
+	var b [4]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails on supported platforms
+	return "run-" + name + "-" + hex.EncodeToString(b[:])
+}
+
+// Scripted returns a model that plays turns by step: the request of step N
+// (llm.Request.Step) gets turns[N-1], whatever the model answered before
+// and in whichever process, so that a run resumed from its log continues
+// the script. Past the end of the script it plays the last turn if repeat
+// is set, and otherwise fails with llmtest.ErrScriptExhausted.
+func Scripted(turns []llmtest.Turn, repeat bool) llm.Model {
+	return llm.ModelFunc(func(ctx context.Context, req *llm.Request) (*llm.Response, error) {
+		i := req.Step - 1
+		switch {
+		case i < 0:
+			return nil, fmt.Errorf("orders: the scripted model needs the request's step, got %d", req.Step)
+		case i >= len(turns) && (!repeat || len(turns) == 0):
+			return nil, llmtest.ErrScriptExhausted
+		case i >= len(turns):
+			i = len(turns) - 1
+		}
+		// llmtest plays the one turn: it honours the turn's delay and
+		// the context, and hands out a fresh copy of the response.
+		return llmtest.New(turns[i]).Generate(ctx, req)
+	})
 }
 
 // Lookup returns the scenario with the given name.
@@ -137,7 +289,8 @@ func Lookup(name string) (Scenario, bool) {
 	return Scenario{}, false
 }
 
-// Names returns the scenario names in the order of Scenarios.
+// Names returns the scenario names in the order of Scenarios, the
+// interactive ones included.
 func Names() []string {
 	all := Scenarios()
 	names := make([]string, len(all))
@@ -145,6 +298,18 @@ func Names() []string {
 		names[i] = s.Name
 	}
 	return names
+}
+
+// Defaults returns the scenarios the demo runs when none is named: all but
+// the interactive ones, in the order of Scenarios.
+func Defaults() []Scenario {
+	var out []Scenario
+	for _, s := range Scenarios() {
+		if !s.Interactive {
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
 // ref is the arguments of a call that names one order.
@@ -162,9 +327,13 @@ func script(turns ...llmtest.Turn) func(context.CancelFunc) []llmtest.Turn {
 // DESIGN.md §9 requires; after them comes one scenario for each other exit
 // of the loop, then four about several calls in one turn (DESIGN.md §6) and
 // idempotent writes (§7): parallel, refund_retry, refund_twice and
-// refund_unknown. Every status is reached by exactly one scenario, except
-// final_answer, which normal, not_found, parallel, refund_retry and
-// refund_twice reach. Each call returns fresh values.
+// refund_unknown. Among these, every status is reached by exactly one
+// scenario, except final_answer, which normal, not_found, parallel,
+// refund_retry and refund_twice reach. Last comes confirm_refund, the one
+// interactive scenario (see Scenario.Interactive, Defaults): it pauses like
+// confirmation_required, but for good, until a person approves or denies
+// the refund, and then ends with final_answer. Each call returns fresh
+// values.
 func Scenarios() []Scenario {
 	readOnly := []string{QueryOrder, TrackShipment, ListOrders}
 	refundA103 := map[string]string{"order_id": "A103", "reason": "arrived broken"}
@@ -389,5 +558,53 @@ func Scenarios() []Scenario {
 				llmtest.Text("Your voucher is on its way."),
 			),
 		},
+		{
+			Name: "confirm_refund", Want: loop.ConfirmationRequired, ShowRefunds: true, Interactive: true,
+			Description: "writes need a human's confirmation; the run pauses before refunding A103 until a person " +
+				"approves or denies (toolloop approve/deny), then toolloop resume goes on to a final answer",
+			Ask:      "Refund order A103, the customer says the monitor arm arrived broken.",
+			Identity: policy.Identity{Name: "agent-7", Roles: []string{"support"}},
+			Policy: policy.Chain(
+				policy.Permissions(policy.Grants{"role:support": {"*"}}),
+				policy.ConfirmWrites(),
+			),
+			Script: script(
+				llmtest.Calls(call("call_q1", QueryOrder, ref("A103"))),
+				llmtest.Calls(call("call_r1", RefundOrder, refundA103)),
+				llmtest.Turn{Func: answerRefund("call_r1")},
+			),
+		},
+	}
+}
+
+// answerRefund is the scripted model's last turn after a refund that
+// needed confirmation: it reads the refund's result, by call ID, and
+// reports the refund, or that a person denied it and why.
+func answerRefund(callID string) func(*llm.Request) (*llm.Response, error) {
+	return func(req *llm.Request) (*llm.Response, error) {
+		for i := len(req.Messages) - 1; i >= 0; i-- {
+			r := req.Messages[i].Result
+			if r == nil || r.CallID != callID {
+				continue
+			}
+			if r.Status == llm.StatusOK {
+				var rf Refund
+				if err := json.Unmarshal(r.Content, &rf); err != nil {
+					return nil, fmt.Errorf("orders: the result of %s is not a refund: %w", callID, err)
+				}
+				return llmtest.Text(fmt.Sprintf("Order %s is refunded: %d.%02d EUR back to your original payment, refund %s.",
+					rf.OrderID, rf.AmountCents/100, rf.AmountCents%100, rf.RefundID)).Response, nil
+			}
+			var e struct {
+				Error string `json:"error"`
+			}
+			why := string(r.Content)
+			if json.Unmarshal(r.Content, &e) == nil && e.Error != "" {
+				why = e.Error
+			}
+			return llmtest.Text("I have not refunded the order: " + why +
+				". Please contact the order desk if you want the decision reviewed.").Response, nil
+		}
+		return nil, fmt.Errorf("orders: no result for call %s in the request", callID)
 	}
 }

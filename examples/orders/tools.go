@@ -82,7 +82,7 @@ func (r refundRef) resources() []string { return []string{"order:" + r.OrderID} 
 // write of theirs whose answer was lost stops the run with
 // tool_outcome_unknown. Writes to an order set with Book.HangAfterWrite
 // apply and then do not answer.
-func Tools(book *Book) (*tool.Registry, error) {
+func Tools(book OrderBook) (*tool.Registry, error) {
 	if book == nil {
 		return nil, fmt.Errorf("orders: Tools needs a book")
 	}
@@ -90,11 +90,11 @@ func Tools(book *Book) (*tool.Registry, error) {
 		Name:        QueryOrder,
 		Description: "Look up one order by its ID: customer, items, total in cents, status, carrier and tracking number.",
 		Resources:   orderRef.resources,
-	}, func(_ context.Context, in orderRef) (Order, error) {
+	}, func(ctx context.Context, in orderRef) (Order, error) {
 		if err := checkID(in.OrderID); err != nil {
 			return Order{}, err
 		}
-		return book.Order(in.OrderID)
+		return book.Order(ctx, in.OrderID)
 	})
 	if err != nil {
 		return nil, err
@@ -116,8 +116,8 @@ func Tools(book *Book) (*tool.Registry, error) {
 	list, err := tool.New(tool.Spec[pageRef]{
 		Name:        ListOrders,
 		Description: fmt.Sprintf("List all orders, %d per page, sorted by ID. The result says whether more pages follow.", PageSize),
-	}, func(_ context.Context, in pageRef) (orderPage, error) {
-		return listPage(book, in.Page)
+	}, func(ctx context.Context, in pageRef) (orderPage, error) {
+		return listPage(ctx, book, in.Page)
 	})
 	if err != nil {
 		return nil, err
@@ -130,10 +130,10 @@ func Tools(book *Book) (*tool.Registry, error) {
 		IdempotencyKey: func(in refundRef) string {
 			return "refund:" + in.OrderID
 		},
-		Lookup: func(_ context.Context, in refundRef) (any, bool, error) {
-			r, ok := book.RefundOf(in.OrderID, ToPayment)
-			if !ok {
-				return nil, false, nil
+		Lookup: func(ctx context.Context, in refundRef) (any, bool, error) {
+			r, ok, err := book.RefundOf(ctx, in.OrderID, ToPayment)
+			if err != nil || !ok {
+				return nil, false, err
 			}
 			return r, true, nil
 		},
@@ -141,11 +141,11 @@ func Tools(book *Book) (*tool.Registry, error) {
 		if err := checkID(in.OrderID); err != nil {
 			return Refund{}, err
 		}
-		r, err := book.Refund(in.OrderID, in.Reason)
+		r, err := book.Refund(ctx, in.OrderID, in.Reason)
 		if err != nil {
 			return Refund{}, err
 		}
-		if err := book.afterWrite(ctx, in.OrderID); err != nil {
+		if err := afterWrite(ctx, book, in.OrderID); err != nil {
 			return Refund{}, err
 		}
 		return r, nil
@@ -163,11 +163,11 @@ func Tools(book *Book) (*tool.Registry, error) {
 		if err := checkID(in.OrderID); err != nil {
 			return Refund{}, err
 		}
-		r, err := book.Voucher(in.OrderID, in.Reason)
+		r, err := book.Voucher(ctx, in.OrderID, in.Reason)
 		if err != nil {
 			return Refund{}, err
 		}
-		if err := book.afterWrite(ctx, in.OrderID); err != nil {
+		if err := afterWrite(ctx, book, in.OrderID); err != nil {
 			return Refund{}, err
 		}
 		return r, nil
@@ -184,11 +184,11 @@ func Tools(book *Book) (*tool.Registry, error) {
 		if err := checkID(in.OrderID); err != nil {
 			return Order{}, err
 		}
-		o, err := book.Cancel(in.OrderID)
+		o, err := book.Cancel(ctx, in.OrderID)
 		if err != nil {
 			return Order{}, err
 		}
-		if err := book.afterWrite(ctx, in.OrderID); err != nil {
+		if err := afterWrite(ctx, book, in.OrderID); err != nil {
 			return Order{}, err
 		}
 		return o, nil
@@ -206,14 +206,28 @@ func checkID(id string) error {
 	return nil
 }
 
-func listPage(book *Book, page int) (orderPage, error) {
+// afterWrite lets a book that simulates faults (Book.HangAfterWrite) act
+// once a write has applied; other books have nothing to do.
+func afterWrite(ctx context.Context, book OrderBook, id string) error {
+	if h, ok := book.(interface {
+		afterWrite(ctx context.Context, id string) error
+	}); ok {
+		return h.afterWrite(ctx, id)
+	}
+	return nil
+}
+
+func listPage(ctx context.Context, book OrderBook, page int) (orderPage, error) {
 	switch {
 	case page == 0:
 		page = 1
 	case page < 0:
 		return orderPage{}, invalid("page %d: pages are numbered from 1", page)
 	}
-	all := book.Orders()
+	all, err := book.Orders(ctx)
+	if err != nil {
+		return orderPage{}, err
+	}
 	out := orderPage{Page: page, Orders: []orderSummary{}}
 	if page-1 > len(all)/PageSize {
 		return out, nil // past the last page; checked first so start cannot overflow

@@ -172,7 +172,7 @@ func TestRefundUnknown(t *testing.T) {
 	if book.Refunds("A101") != 1 || book.TotalRefunds() != 1 {
 		t.Errorf("refunds A101=%d total=%d, want the one applied voucher", book.Refunds("A101"), book.TotalRefunds())
 	}
-	if v, ok := book.RefundOf("A101", orders.AsVoucher); !ok || v.RefundID != "V-A101-1" {
+	if v, ok, _ := book.RefundOf(context.Background(), "A101", orders.AsVoucher); !ok || v.RefundID != "V-A101-1" {
 		t.Errorf("voucher %+v %v", v, ok)
 	}
 }
@@ -253,7 +253,7 @@ func TestRefundLookup(t *testing.T) {
 	// A voucher is another action: refund_order's look-up does not take
 	// it for its own refund.
 	book2 := orders.NewBook()
-	if _, err := book2.Voucher("A103", ""); err != nil {
+	if _, err := book2.Voucher(context.Background(), "A103", ""); err != nil {
 		t.Fatal(err)
 	}
 	reg2, _ := orders.Tools(book2)
@@ -302,17 +302,17 @@ func TestHangAfterWrite(t *testing.T) {
 
 func TestBookVoucher(t *testing.T) {
 	b := orders.NewBook()
-	v, err := b.Voucher("A101", "store credit")
+	v, err := b.Voucher(context.Background(), "A101", "store credit")
 	if err != nil || v.Method != orders.AsVoucher || v.RefundID != "V-A101-1" || v.AmountCents != 2400 {
 		t.Fatalf("voucher %+v %v", v, err)
 	}
-	if _, err := b.Refund("A101", ""); tool.KindOf(err) != tool.KindInvalidArguments {
+	if _, err := b.Refund(context.Background(), "A101", ""); tool.KindOf(err) != tool.KindInvalidArguments {
 		t.Errorf("refund after a voucher: %v, want invalid_arguments", err)
 	}
-	if _, ok := b.RefundOf("A101", orders.ToPayment); ok {
+	if _, ok, _ := b.RefundOf(context.Background(), "A101", orders.ToPayment); ok {
 		t.Error("RefundOf(ToPayment) found the voucher")
 	}
-	if got, ok := b.RefundOf("A101", orders.AsVoucher); !ok || got != v {
+	if got, ok, _ := b.RefundOf(context.Background(), "A101", orders.AsVoucher); !ok || got != v {
 		t.Errorf("RefundOf(AsVoucher) = %+v %v", got, ok)
 	}
 	if b.Refunds("A101") != 1 || b.TotalRefunds() != 1 {

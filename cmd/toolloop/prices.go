@@ -1,0 +1,134 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"regexp"
+	"sort"
+	"strings"
+
+	"github.com/toolloop/toolloop/loop"
+)
+
+// builtinPrices returns list prices of common models in US dollars per million
+// tokens (standard tier, no batch discount), looked up on 2026-12-02. They
+// price runs for the cost shown on the stop line and for --max-cost;
+// --prices FILE overrides or adds to them. Prices change: check the
+// providers' pages before relying on a budget.
+//
+// Where the loop's price model is coarser than a provider's, the table
+// errs on the side a budget survives:
+//   - Anthropic bills prompt-cache writes at 1.25x (5 minutes) or 2x (1
+//     hour) the input rate; llm.Usage has no cache-write count, so writes
+//     are priced as plain input and runs with PromptCaching cost a little
+//     more than shown.
+//   - Gemini 2.5 Pro bills prompts over 200K tokens at a higher rate; the
+//     table has the rate for shorter prompts.
+//   - Gemini's cached-input rate was not verified for this table, so cached
+//     tokens are priced at the full input rate (an overestimate).
+func builtinPrices() loop.Prices {
+	return loop.Prices{
+		// OpenAI. Input and output: developers.openai.com/api/docs/pricing as
+		// summarized by deploybase.ai, "OpenAI Pricing" (data from OpenAI's
+		// pricing page, March 2026); gpt-5.4-mini from adk-model's OpenAI price
+		// table (docs.rs, "Token pricing for OpenAI models (March 2026)").
+		// Cached input: GitHub's Copilot price list (github/docs
+		// data/tables/copilot/models-and-pricing.yml: GPT-4.1 $0.50, GPT-5 mini
+		// $0.025) and the discount OpenAI gives each family (90% off for GPT-5,
+		// 75% for GPT-4.1, 50% for GPT-4o), as adk-model's table lists them.
+		"gpt-5.4":      {InputPerMTok: 2.50, CachedInputPerMTok: 0.25, OutputPerMTok: 15.00},
+		"gpt-5.4-mini": {InputPerMTok: 0.75, CachedInputPerMTok: 0.075, OutputPerMTok: 4.50},
+		"gpt-5":        {InputPerMTok: 1.25, CachedInputPerMTok: 0.125, OutputPerMTok: 10.00},
+		"gpt-5-mini":   {InputPerMTok: 0.25, CachedInputPerMTok: 0.025, OutputPerMTok: 2.00},
+		"gpt-5-nano":   {InputPerMTok: 0.05, CachedInputPerMTok: 0.005, OutputPerMTok: 0.40},
+		"gpt-4.1":      {InputPerMTok: 2.00, CachedInputPerMTok: 0.50, OutputPerMTok: 8.00},
+		"gpt-4.1-mini": {InputPerMTok: 0.40, CachedInputPerMTok: 0.10, OutputPerMTok: 1.60},
+		"gpt-4.1-nano": {InputPerMTok: 0.10, CachedInputPerMTok: 0.025, OutputPerMTok: 0.40},
+		"gpt-4o":       {InputPerMTok: 2.50, CachedInputPerMTok: 1.25, OutputPerMTok: 10.00},
+		"gpt-4o-mini":  {InputPerMTok: 0.15, CachedInputPerMTok: 0.075, OutputPerMTok: 0.60},
+
+		// Anthropic: platform.claude.com/docs/about-claude/pricing, "Model
+		// pricing" (base input, cache hits and refreshes, output), 2026.
+		"claude-opus-4-6":   {InputPerMTok: 5.00, CachedInputPerMTok: 0.50, OutputPerMTok: 25.00},
+		"claude-opus-4-5":   {InputPerMTok: 5.00, CachedInputPerMTok: 0.50, OutputPerMTok: 25.00},
+		"claude-opus-4-1":   {InputPerMTok: 15.00, CachedInputPerMTok: 1.50, OutputPerMTok: 75.00},
+		"claude-sonnet-4-6": {InputPerMTok: 3.00, CachedInputPerMTok: 0.30, OutputPerMTok: 15.00},
+		"claude-sonnet-4-5": {InputPerMTok: 3.00, CachedInputPerMTok: 0.30, OutputPerMTok: 15.00},
+		"claude-sonnet-4-0": {InputPerMTok: 3.00, CachedInputPerMTok: 0.30, OutputPerMTok: 15.00},
+		"claude-haiku-4-5":  {InputPerMTok: 1.00, CachedInputPerMTok: 0.10, OutputPerMTok: 5.00},
+		"claude-3-5-haiku":  {InputPerMTok: 0.80, CachedInputPerMTok: 0.08, OutputPerMTok: 4.00},
+
+		// Google: ai.google.dev/gemini-api/docs/pricing (paid tier, text) as
+		// summarized by deploybase.ai, "Gemini API Pricing" (data from Google's
+		// pricing page, March 2026), and hivebook.wiki, "Gemini 2.5" (2026).
+		"gemini-2.5-pro":        {InputPerMTok: 1.25, CachedInputPerMTok: 1.25, OutputPerMTok: 10.00},
+		"gemini-2.5-flash":      {InputPerMTok: 0.30, CachedInputPerMTok: 0.30, OutputPerMTok: 2.50},
+		"gemini-2.5-flash-lite": {InputPerMTok: 0.10, CachedInputPerMTok: 0.10, OutputPerMTok: 0.40},
+	}
+}
+
+// snapshotSuffix matches the date providers append to pinned model
+// versions: gpt-4.1-2025-04-14, claude-sonnet-4-5-20250929.
+var snapshotSuffix = regexp.MustCompile(`-(\d{4}-\d{2}-\d{2}|\d{8})$`)
+
+// priceFor returns the price of model in prices: its own entry, else the
+// entry of the model it is a dated snapshot of ("models/" prefixes, as
+// Gemini names them, are ignored).
+func priceFor(prices loop.Prices, model string) (loop.Price, bool) {
+	name := strings.TrimPrefix(model, "models/")
+	if p, ok := prices[name]; ok {
+		return p, true
+	}
+	if base := snapshotSuffix.ReplaceAllString(name, ""); base != name {
+		p, ok := prices[base]
+		return p, ok
+	}
+	return loop.Price{}, false
+}
+
+// loadPrices returns the built-in table with the entries of the JSON file
+// at path (if any) added or replacing theirs. The file maps model names to
+// prices: {"my-model": {"input_per_mtok": 1, "cached_input_per_mtok": 0.1,
+// "output_per_mtok": 4}}.
+func loadPrices(path string) (loop.Prices, error) {
+	out := builtinPrices()
+	if path == "" {
+		return out, nil
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("--prices: %w", err)
+	}
+	var file map[string]*struct {
+		Input       *float64 `json:"input_per_mtok"`
+		CachedInput *float64 `json:"cached_input_per_mtok"`
+		Output      *float64 `json:"output_per_mtok"`
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&file); err != nil {
+		return nil, fmt.Errorf(`--prices %s: %v; want {"MODEL": {"input_per_mtok": N, "cached_input_per_mtok": N, "output_per_mtok": N}}`, path, err)
+	}
+	models := make([]string, 0, len(file))
+	for m := range file {
+		models = append(models, m)
+	}
+	sort.Strings(models)
+	for _, m := range models {
+		e := file[m]
+		switch {
+		case e == nil || e.Input == nil || e.Output == nil:
+			return nil, fmt.Errorf("--prices %s: model %q needs input_per_mtok and output_per_mtok", path, m)
+		case *e.Input < 0 || *e.Output < 0 || (e.CachedInput != nil && *e.CachedInput < 0):
+			return nil, fmt.Errorf("--prices %s: model %q has a negative price", path, m)
+		}
+		p := loop.Price{InputPerMTok: *e.Input, OutputPerMTok: *e.Output, CachedInputPerMTok: *e.Input}
+		if e.CachedInput != nil {
+			p.CachedInputPerMTok = *e.CachedInput
+		}
+		out[m] = p
+	}
+	return out, nil
+}

@@ -1,0 +1,434 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/toolloop/toolloop/loop"
+	"github.com/toolloop/toolloop/trace"
+)
+
+// chatServer is an OpenAI-compatible server on 127.0.0.1: it answers Chat
+// Completions requests with its replies in order (repeating the last) and
+// keeps every request.
+type chatServer struct {
+	t       *testing.T
+	srv     *httptest.Server
+	mu      sync.Mutex
+	replies []string
+	reqs    []chatRequest
+	auth    []string
+}
+
+// chatRequest is the part of a Chat Completions request the tests read.
+type chatRequest struct {
+	Model    string `json:"model"`
+	Messages []struct {
+		Role       string `json:"role"`
+		Content    any    `json:"content"`
+		ToolCallID string `json:"tool_call_id"`
+		ToolCalls  []struct {
+			ID string `json:"id"`
+		} `json:"tool_calls"`
+	} `json:"messages"`
+	Tools []struct {
+		Function struct {
+			Name string `json:"name"`
+		} `json:"function"`
+	} `json:"tools"`
+}
+
+func newChatServer(t *testing.T, replies ...string) *chatServer {
+	t.Helper()
+	s := &chatServer{t: t, replies: replies}
+	s.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost || r.URL.Path != "/v1/chat/completions" {
+			t.Errorf("request %s %s, want POST /v1/chat/completions", r.Method, r.URL.Path)
+			http.NotFound(w, r)
+			return
+		}
+		var req chatRequest
+		body, _ := io.ReadAll(r.Body)
+		if err := json.Unmarshal(body, &req); err != nil {
+			t.Errorf("request body: %v\n%s", err, body)
+		}
+		s.mu.Lock()
+		n := len(s.reqs)
+		s.reqs = append(s.reqs, req)
+		s.auth = append(s.auth, r.Header.Get("Authorization"))
+		reply := s.replies[min(n, len(s.replies)-1)]
+		s.mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, reply)
+	}))
+	t.Cleanup(s.srv.Close)
+	return s
+}
+
+func (s *chatServer) requests() []chatRequest {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]chatRequest(nil), s.reqs...)
+}
+
+// chatCalls is a Chat Completions reply proposing tool calls, given as
+// ID, name, arguments triples.
+func chatCalls(calls ...[3]string) string {
+	type fn struct {
+		Name      string `json:"name"`
+		Arguments string `json:"arguments"`
+	}
+	type tc struct {
+		ID       string `json:"id"`
+		Type     string `json:"type"`
+		Function fn     `json:"function"`
+	}
+	var tcs []tc
+	for _, c := range calls {
+		tcs = append(tcs, tc{ID: c[0], Type: "function", Function: fn{c[1], c[2]}})
+	}
+	b, _ := json.Marshal(map[string]any{
+		"id": "chatcmpl-1", "object": "chat.completion", "created": 1, "model": "any",
+		"choices": []any{map[string]any{"index": 0, "finish_reason": "tool_calls",
+			"message": map[string]any{"role": "assistant", "content": nil, "tool_calls": tcs}}},
+		"usage": map[string]any{"prompt_tokens": 120, "completion_tokens": 30, "total_tokens": 150},
+	})
+	return string(b)
+}
+
+// chatText is a Chat Completions reply with a final answer.
+func chatText(text string) string {
+	b, _ := json.Marshal(map[string]any{
+		"id": "chatcmpl-2", "object": "chat.completion", "created": 2, "model": "any",
+		"choices": []any{map[string]any{"index": 0, "finish_reason": "stop",
+			"message": map[string]any{"role": "assistant", "content": text}}},
+		"usage": map[string]any{"prompt_tokens": 200, "completion_tokens": 20, "total_tokens": 220},
+	})
+	return string(b)
+}
+
+var runLine = regexp.MustCompile(`(?m)^status=(\S+) steps=(\d+) tool_calls=(\d+) tokens=(\d+) cost=\$(\S+) run=(\S+)(?: call=(\S+))? detail=".*"$`)
+
+// TestRunOpenAICompatible drives toolloop run against a fake
+// OpenAI-compatible server: one turn with two parallel calls over the
+// order tools, then the answer. The second request must carry both
+// results, each under its call's ID.
+func TestRunOpenAICompatible(t *testing.T) {
+	srv := newChatServer(t,
+		chatCalls([3]string{"call_a", "query_order", `{"order_id":"A100"}`}, [3]string{"call_b", "track_shipment", `{"order_id":"A100"}`}),
+		chatText("Your keyboard (A100) is at the Leipzig hub with DHL and should arrive on 2025-06-12."))
+	dir := t.TempDir()
+	db, logs := filepath.Join(dir, "toolloop.db"), filepath.Join(dir, "logs")
+	code, out, errOut := call("run", "--provider", "openai", "--base-url", srv.srv.URL+"/v1", "--model", "any",
+		"--tools", "orders", "--db", db, "--log", logs, "Where is my order A100?")
+	if code != exitOK || errOut != "" {
+		t.Fatalf("exit %d, stderr:\n%s\nstdout:\n%s", code, errOut, out)
+	}
+	got := lines(out)
+	if len(got) != 2 || got[0] != "Your keyboard (A100) is at the Leipzig hub with DHL and should arrive on 2025-06-12." {
+		t.Fatalf("want the answer, then the stop line:\n%s", out)
+	}
+	m := runLine.FindStringSubmatch(got[1])
+	if m == nil || m[1] != "final_answer" || m[2] != "2" || m[3] != "2" || m[4] != "370" {
+		t.Fatalf("stop line %q", got[1])
+	}
+	if m[5] != "0.000000" {
+		t.Errorf("model %q has no price, so the cost is 0; got %s", "any", m[5])
+	}
+	runID := m[6]
+
+	reqs := srv.requests()
+	if len(reqs) != 2 {
+		t.Fatalf("%d requests, want 2", len(reqs))
+	}
+	if reqs[0].Model != "any" || len(reqs[0].Tools) != 6 {
+		t.Errorf("first request: model %q, %d tools; want any and the six order tools", reqs[0].Model, len(reqs[0].Tools))
+	}
+	if r := reqs[0].Messages; len(r) != 2 || r[0].Role != "system" || r[1].Role != "user" {
+		t.Errorf("first request opens with %+v, want the order desk's system prompt and the question", r)
+	}
+	results := map[string]int{}
+	for i, msg := range reqs[1].Messages {
+		if msg.Role == "tool" {
+			results[msg.ToolCallID] = i
+		}
+	}
+	if len(results) != 2 || results["call_a"] == 0 || results["call_b"] == 0 {
+		t.Errorf("second request's tool results by call ID: %v, want call_a and call_b", results)
+	}
+	if a := srv.auth[0]; a != "Bearer unused" {
+		t.Errorf("Authorization %q, want the placeholder key of a keyless compatible server", a)
+	}
+
+	// The run is in the store and its log in the directory.
+	code, out, _ = call("runs", "--db", db)
+	if code != exitOK || !strings.Contains(out, runID) || !strings.Contains(out, "run:openai:any") {
+		t.Errorf("runs: exit %d\n%s", code, out)
+	}
+	code, out, errOut = call("trace", "show", runID, "--log", logs)
+	if code != exitOK || !strings.Contains(out, "result call_id=call_a tool=query_order status=ok") ||
+		!strings.Contains(out, "stopped status=final_answer") {
+		t.Errorf("trace show: exit %d\n%s%s", code, out, errOut)
+	}
+	// Resuming the ended run needs no provider: its stop line comes back.
+	code, out2, errOut := call("resume", runID, "--db", db)
+	if code != exitOK || out2 != strings.Join(got, "\n")+"\n" {
+		t.Errorf("resume of an ended run: exit %d, stderr %q\n%s\nwant\n%s", code, errOut, out2, out)
+	}
+}
+
+// TestRunKeyAndPrice checks that the key from the environment reaches the
+// server, and that a priced model's cost shows on the stop line.
+func TestRunKeyAndPrice(t *testing.T) {
+	srv := newChatServer(t, chatText("Hello."))
+	db := filepath.Join(t.TempDir(), "t.db")
+	env := map[string]string{"OPENAI_API_KEY": "sk-test"}
+	prices := filepath.Join(t.TempDir(), "prices.json")
+	if err := os.WriteFile(prices, []byte(`{"house-model": {"input_per_mtok": 1, "cached_input_per_mtok": 0.1, "output_per_mtok": 10}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := callEnv(env, "run", "--provider", "openai", "--base-url", srv.srv.URL+"/v1", "--model", "house-model",
+		"--prices", prices, "--max-cost", "0.01", "--db", db, "--log", t.TempDir(), "hi")
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	// 200 input tokens at $1/Mtok and 20 output at $10/Mtok.
+	if m := runLine.FindStringSubmatch(lines(out)[1]); m == nil || m[5] != "0.000400" {
+		t.Errorf("stop line %q, want cost=$0.000400", lines(out)[1])
+	}
+	if srv.auth[0] != "Bearer sk-test" {
+		t.Errorf("Authorization %q, want the key from OPENAI_API_KEY", srv.auth[0])
+	}
+}
+
+// TestRunProviders builds each provider's client against a stand-in for
+// its API: the key from the environment must arrive where the API expects
+// it (Gemini falls back to GOOGLE_API_KEY).
+func TestRunProviders(t *testing.T) {
+	for _, tc := range []struct {
+		provider, model, path, header, key, reply string
+		env                                       map[string]string
+	}{
+		{"openai-responses", "gpt-5-mini", "/v1/responses", "Authorization", "Bearer sk-o", `{"id":"resp_1","object":"response","created_at":1,"status":"completed","model":"gpt-5-mini",
+			"output":[{"type":"message","id":"msg_1","status":"completed","role":"assistant","content":[{"type":"output_text","text":"Hi.","annotations":[]}]}],
+			"usage":{"input_tokens":5,"output_tokens":2,"total_tokens":7,"input_tokens_details":{"cached_tokens":0},"output_tokens_details":{"reasoning_tokens":0}}}`,
+			map[string]string{"OPENAI_API_KEY": "sk-o"}},
+		{"anthropic", "claude-haiku-4-5", "/v1/messages", "Authorization", "Bearer sk-ant", `{"id":"msg_1","type":"message","role":"assistant","model":"claude-haiku-4-5",
+			"content":[{"type":"text","text":"Hi."}],"stop_reason":"end_turn","stop_sequence":null,"usage":{"input_tokens":5,"output_tokens":2}}`,
+			map[string]string{"ANTHROPIC_API_KEY": "sk-ant"}},
+		{"gemini", "gemini-2.5-flash", "/v1beta/models/gemini-2.5-flash:generateContent", "X-Goog-Api-Key", "g-key", `{"candidates":[{"content":{"parts":[{"text":"Hi."}],"role":"model"},"finishReason":"STOP","index":0}],
+			"usageMetadata":{"promptTokenCount":5,"candidatesTokenCount":2,"totalTokenCount":7},"modelVersion":"gemini-2.5-flash","responseId":"r1"}`,
+			map[string]string{"GOOGLE_API_KEY": "g-key"}},
+	} {
+		t.Run(tc.provider, func(t *testing.T) {
+			var mu sync.Mutex
+			var seen []string
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				mu.Lock()
+				seen = append(seen, r.URL.Path+" "+r.Header.Get(tc.header))
+				mu.Unlock()
+				w.Header().Set("Content-Type", "application/json")
+				io.WriteString(w, tc.reply)
+			}))
+			defer srv.Close()
+			base := srv.URL
+			if tc.provider == "openai-responses" {
+				base += "/v1"
+			}
+			code, out, errOut := callEnv(tc.env, "run", "--provider", tc.provider, "--model", tc.model, "--base-url", base,
+				"--db", filepath.Join(t.TempDir(), "t.db"), "--log", t.TempDir(), "Say hi.")
+			if code != exitOK || lines(out)[0] != "Hi." {
+				t.Fatalf("exit %d, stdout %q, stderr %q", code, out, errOut)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if len(seen) != 1 || seen[0] != tc.path+" "+tc.key {
+				t.Errorf("requests %q, want one to %s with %s %s", seen, tc.path, tc.header, tc.key)
+			}
+			// Priced from the built-in table.
+			if m := runLine.FindStringSubmatch(lines(out)[1]); m == nil || m[5] == "0.000000" {
+				t.Errorf("stop line %q, want a cost from the built-in price", lines(out)[1])
+			}
+		})
+	}
+}
+
+// TestRunErrors checks that flags and keys that cannot work give one line
+// naming the fix, and exit 2, before anything is created.
+func TestRunErrors(t *testing.T) {
+	dir := t.TempDir()
+	db := filepath.Join(dir, "never.db")
+	badPrices := filepath.Join(dir, "bad.json")
+	os.WriteFile(badPrices, []byte(`{"m": {"input": 1}}`), 0o600)
+	for _, tc := range []struct {
+		env  map[string]string
+		args []string
+		want string
+	}{
+		{nil, []string{"--provider", "openai", "--model", "gpt-4.1", "q"}, "OPENAI_API_KEY is not set"},
+		{nil, []string{"--provider", "openai-responses", "--model", "gpt-5", "q"}, "--base-url"},
+		{nil, []string{"--provider", "anthropic", "--model", "claude-sonnet-4-6", "q"}, "ANTHROPIC_API_KEY is not set"},
+		{nil, []string{"--provider", "gemini", "--model", "gemini-2.5-flash", "q"}, "GEMINI_API_KEY is not set: export GEMINI_API_KEY=... (or GOOGLE_API_KEY)"},
+		{nil, []string{"--provider", "mistral", "--model", "m", "q"}, `--provider "mistral": unknown provider; want one of openai, openai-responses, anthropic, gemini`},
+		{nil, []string{"--model", "m", "q"}, "--provider is missing"},
+		{nil, []string{"--provider", "openai", "q"}, "--model is missing"},
+		{nil, []string{"--provider", "openai", "--model", "m"}, "want one prompt"},
+		{nil, []string{"--provider", "openai", "--model", "m", "a", "b"}, "want one prompt, got 2"},
+		{nil, []string{"--provider", "openai", "--model", "m", "--deadline", "soon", "q"}, `invalid value "soon" for flag -deadline`},
+		{nil, []string{"--provider", "openai", "--model", "m", "--max-steps", "-1", "q"}, "--max-steps must not be negative"},
+		{nil, []string{"--provider", "openai", "--model", "m", "--bogus", "q"}, "flag provided but not defined: -bogus"},
+		{nil, []string{"--provider", "openai", "--model", "m", "--tools", "weather", "q"}, `--tools "weather": unknown tool set`},
+		{map[string]string{"OPENAI_API_KEY": "k"}, []string{"--provider", "openai", "--model", "my-model", "--max-cost", "1", "q"}, "--prices FILE"},
+		{map[string]string{"OPENAI_API_KEY": "k"}, []string{"--provider", "openai", "--model", "gpt-4.1", "--prices", badPrices, "q"}, "--prices " + badPrices},
+		{map[string]string{"OPENAI_API_KEY": "k"}, []string{"--provider", "openai", "--model", "gpt-4.1", "--exporter", "jaeger", "--db", db, "--log", dir, "q"}, "unknown exporter"},
+		{map[string]string{"OPENAI_API_KEY": "k"}, []string{"--provider", "openai", "--model", "gpt-4.1", "q"}, "no data directory"},
+	} {
+		code, out, errOut := callEnv(tc.env, append([]string{"run"}, tc.args...)...)
+		if code != exitUsage || out != "" || len(lines(errOut)) != 1 || !strings.Contains(errOut, tc.want) {
+			t.Errorf("run %v: exit %d, stdout %q, stderr %q; want exit 2 and one line with %q", tc.args, code, out, errOut, tc.want)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "never.db")); err == nil {
+		// The exporter check comes after the store is opened; the store
+		// itself is harmless, but nothing ran.
+		code, out, _ := call("runs", "--db", db)
+		if code != exitOK || !strings.Contains(out, "no runs") {
+			t.Errorf("a failed run left a run behind:\n%s", out)
+		}
+	}
+	code, out, _ := call("help", "run")
+	for _, want := range []string{"OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY", "--mcp 'CMD ARGS'", "--max-cost USD", "--prices FILE"} {
+		if code != exitOK || !strings.Contains(out, want) {
+			t.Errorf("help run lacks %q", want)
+		}
+	}
+}
+
+// TestRunConfirmWrites pauses a real-provider run for confirmation: the
+// stop line names the call, the next steps carry the provider flags, and
+// resume without them says which are needed.
+func TestRunConfirmWrites(t *testing.T) {
+	srv := newChatServer(t,
+		chatCalls([3]string{"call_r", "refund_order", `{"order_id":"A103","reason":"broken"}`}),
+		chatText("Refunded."))
+	dir := t.TempDir()
+	db, logs := filepath.Join(dir, "t.db"), filepath.Join(dir, "logs")
+	base := srv.srv.URL + "/v1"
+	code, out, errOut := call("run", "--provider", "openai", "--base-url", base, "--model", "any", "--tools", "orders",
+		"--confirm-writes", "--db", db, "--log", logs, "Refund A103, it arrived broken.")
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	got := lines(out)
+	m := runLine.FindStringSubmatch(got[0])
+	if m == nil || m[1] != "confirmation_required" || m[7] != "call_r" {
+		t.Fatalf("stop line %q", got[0])
+	}
+	runID := m[6]
+	flags := " --provider openai --model any --base-url " + base + " --tools orders --confirm-writes"
+	wantResume := "toolloop resume " + runID + " --db " + db + flags
+	if len(got) != 7 || got[2] != "toolloop approve "+runID+" call_r --by NAME --db "+db || got[3] != wantResume || got[6] != wantResume {
+		t.Errorf("next steps:\n%s\nwant resume line %q", out, wantResume)
+	}
+	if code, _, errOut := call("approve", runID, "call_r", "--by", "dana", "--db", db); code != exitOK {
+		t.Fatalf("approve: exit %d %s", code, errOut)
+	}
+	// Without the flags, or with others, resume names the ones it needs.
+	for _, args := range [][]string{
+		{"resume", runID, "--db", db},
+		{"resume", runID, "--db", db, "--provider", "openai", "--model", "other", "--base-url", base, "--tools", "orders", "--confirm-writes"},
+		{"resume", runID, "--db", db, "--provider", "openai", "--model", "any", "--base-url", base, "--tools", "orders"},
+	} {
+		code, out, errOut := call(args...)
+		if code != exitUsage || out != "" || len(lines(errOut)) != 1 || !strings.Contains(errOut, wantResume) {
+			t.Errorf("%v: exit %d, stderr %q; want exit 2 naming %q", args, code, errOut, wantResume)
+		}
+	}
+	code, out, errOut = call(append(strings.Fields(wantResume)[1:], "--log", logs)...)
+	if code != exitOK {
+		t.Fatalf("resume: exit %d: %s", code, errOut)
+	}
+	if got := lines(out); len(got) != 2 || got[0] != "Refunded." || !strings.HasPrefix(got[1], "status=final_answer steps=2 tool_calls=1 ") {
+		t.Errorf("resume:\n%s", out)
+	}
+	// The refund was applied once, to the book in the store.
+	reqs := srv.requests()
+	last := reqs[len(reqs)-1].Messages
+	if r := last[len(last)-1]; r.Role != "tool" || r.ToolCallID != "call_r" || !strings.Contains(fmt.Sprint(r.Content), "R-A103-1") {
+		t.Errorf("the model was not sent the refund: %+v", r)
+	}
+	// The whole run, resumed part included, is in its log.
+	events, _, err := trace.Open(runID, logs)
+	if err != nil || events[0].Kind != loop.Started || events[len(events)-1].Kind != loop.Stopped || events[len(events)-1].Status != loop.FinalAnswer {
+		t.Errorf("log after resume: %d events, %v", len(events), err)
+	}
+}
+
+func TestSplitCommand(t *testing.T) {
+	for in, want := range map[string][]string{
+		`npx -y @modelcontextprotocol/server-everything`: {"npx", "-y", "@modelcontextprotocol/server-everything"},
+		`srv --root '/my files' "a \"b\"" c\ d`:          {"srv", "--root", "/my files", `a "b"`, "c d"},
+		`  x  `:                                          {"x"},
+		`a ''`:                                           {"a", ""},
+	} {
+		got, err := splitCommand(in)
+		if err != nil || strings.Join(got, "|") != strings.Join(want, "|") || len(got) != len(want) {
+			t.Errorf("splitCommand(%q) = %q, %v; want %q", in, got, err, want)
+		}
+	}
+	for _, bad := range []string{`a 'b`, `a "b`, `a\`} {
+		if _, err := splitCommand(bad); err == nil {
+			t.Errorf("splitCommand(%q) accepted", bad)
+		}
+	}
+}
+
+func TestPrices(t *testing.T) {
+	p, err := loadPrices("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range []string{"gpt-4.1", "gpt-4.1-2025-04-14", "claude-sonnet-4-5-20250929", "models/gemini-2.5-flash"} {
+		if _, ok := priceFor(p, m); !ok {
+			t.Errorf("no price for %s", m)
+		}
+	}
+	if _, ok := priceFor(p, "gpt-4.1-turbo"); ok {
+		t.Error("a model that is no snapshot got a price")
+	}
+	for name, price := range builtinPrices() {
+		if price.InputPerMTok <= 0 || price.OutputPerMTok < price.InputPerMTok || price.CachedInputPerMTok > price.InputPerMTok || price.CachedInputPerMTok <= 0 {
+			t.Errorf("%s: implausible price %+v", name, price)
+		}
+	}
+	file := filepath.Join(t.TempDir(), "p.json")
+	os.WriteFile(file, []byte(`{"gpt-4.1": {"input_per_mtok": 3, "output_per_mtok": 9}, "mine": {"input_per_mtok": 0.5, "cached_input_per_mtok": 0, "output_per_mtok": 1}}`), 0o600)
+	p, err = loadPrices(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := p["gpt-4.1"]; got != (loop.Price{InputPerMTok: 3, CachedInputPerMTok: 3, OutputPerMTok: 9}) {
+		t.Errorf("override: %+v", got)
+	}
+	if got := p["mine"]; got != (loop.Price{InputPerMTok: 0.5, OutputPerMTok: 1}) {
+		t.Errorf("added: %+v", got)
+	}
+	for _, bad := range []string{`[]`, `{"m": {"output_per_mtok": 1}}`, `{"m": {"input_per_mtok": -1, "output_per_mtok": 1}}`, `{"m": {"input_per_mtok": 1, "output_per_mtok": 1, "extra": 2}}`} {
+		os.WriteFile(file, []byte(bad), 0o600)
+		if _, err := loadPrices(file); err == nil {
+			t.Errorf("prices %s accepted", bad)
+		}
+	}
+	if _, err := loadPrices(filepath.Join(t.TempDir(), "missing.json")); err == nil {
+		t.Error("a missing prices file was accepted")
+	}
+}
