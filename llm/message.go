@@ -8,6 +8,7 @@
 package llm
 
 import (
+	"bytes"
 	"encoding/json"
 )
 
@@ -39,6 +40,49 @@ type ToolCall struct {
 	ID        string          `json:"id"`
 	Name      string          `json:"name"`
 	Arguments json.RawMessage `json:"arguments"`
+}
+
+// toolCallJSON is how a ToolCall is encoded: arguments that are valid JSON
+// are embedded as they are; others (a model's cut-off or garbled output)
+// are kept, byte for byte, as a string in raw_arguments, so that a history
+// holding them can still be stored, logged and replayed.
+type toolCallJSON struct {
+	ID           string          `json:"id"`
+	Name         string          `json:"name"`
+	Arguments    json.RawMessage `json:"arguments,omitempty"`
+	RawArguments *string         `json:"raw_arguments,omitempty"`
+}
+
+// MarshalJSON implements json.Marshaler.
+func (c ToolCall) MarshalJSON() ([]byte, error) {
+	out := toolCallJSON{ID: c.ID, Name: c.Name}
+	if len(c.Arguments) > 0 && json.Valid(c.Arguments) {
+		out.Arguments = c.Arguments
+	} else if len(c.Arguments) > 0 {
+		raw := string(c.Arguments)
+		out.RawArguments = &raw
+	}
+	// Escaping HTML is the outer encoder's choice, not this method's.
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(out); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+}
+
+// UnmarshalJSON implements json.Unmarshaler.
+func (c *ToolCall) UnmarshalJSON(b []byte) error {
+	var in toolCallJSON
+	if err := json.Unmarshal(b, &in); err != nil {
+		return err
+	}
+	c.ID, c.Name, c.Arguments = in.ID, in.Name, in.Arguments
+	if in.RawArguments != nil {
+		c.Arguments = json.RawMessage(*in.RawArguments)
+	}
+	return nil
 }
 
 // ResultStatus says how a tool call ended.

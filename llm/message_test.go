@@ -67,3 +67,20 @@ func TestMessageJSONRoundTrip(t *testing.T) {
 		t.Errorf("round-tripped history is invalid: %v", err)
 	}
 }
+
+func TestToolCallJSONKeepsInvalidArguments(t *testing.T) {
+	for _, args := range []string{`{"city":"Oslo"}`, `{"city":`, `not json at all`, ``} {
+		in := llm.ToolCall{ID: "c1", Name: "get_weather", Arguments: json.RawMessage(args)}
+		b, err := json.Marshal(in)
+		if err != nil {
+			t.Fatalf("%q: %v", args, err)
+		}
+		var out llm.ToolCall
+		if err := json.Unmarshal(b, &out); err != nil {
+			t.Fatalf("%q: %v (%s)", args, err, b)
+		}
+		if out.ID != in.ID || out.Name != in.Name || string(out.Arguments) != args {
+			t.Fatalf("%q came back as %+v (%s)", args, out, b)
+		}
+	}
+}

@@ -1,0 +1,432 @@
+package temporal
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.temporal.io/sdk/activity"
+	sdktemporal "go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/toolloop/toolloop/executor"
+	"github.com/toolloop/toolloop/llm"
+	"github.com/toolloop/toolloop/loop"
+	"github.com/toolloop/toolloop/policy"
+	"github.com/toolloop/toolloop/tool"
+)
+
+// Names under which RegisterWorkflow and Activities.Register register the
+// workflow and its activities, and the names of the workflow's handlers.
+const (
+	// WorkflowName is RunLoop's workflow type.
+	WorkflowName = "toolloop.RunLoop"
+
+	// ToolsVersionActivity (local) reports the worker's tool-set version
+	// for the Started event.
+	ToolsVersionActivity = "toolloop.ToolsVersion"
+	// ModelActivity requests one model turn.
+	ModelActivity = "toolloop.RequestModel"
+	// ValidateActivity (local) validates a batch against the registry.
+	ValidateActivity = "toolloop.ValidateCalls"
+	// AuthorizeActivity asks the policy about the valid calls of a batch.
+	AuthorizeActivity = "toolloop.AuthorizeCalls"
+	// PlanActivity (local) plans a batch.
+	PlanActivity = "toolloop.PlanBatch"
+	// ToolActivity executes one tool call through the executor.
+	ToolActivity = "toolloop.ExecuteCall"
+
+	// ConfirmUpdate is the update that answers a pending call (argument
+	// loop.Confirmation, result RunStatus). Its validator rejects an answer
+	// to a call that is not pending, so nothing is recorded for it.
+	ConfirmUpdate = "confirm"
+	// ConfirmSignal answers a pending call like ConfirmUpdate, for clients
+	// that cannot wait for an update; an invalid answer is logged and
+	// dropped.
+	ConfirmSignal = "confirm"
+	// StatusQuery returns the run's RunStatus.
+	StatusQuery = "status"
+	// EventsQuery returns the run's event log so far ([]loop.Event).
+	EventsQuery = "events"
+)
+
+// Error types of the application errors the activities return, as
+// Temporal's retry policies and UI see them.
+const (
+	// ErrTypeModel is a failed model request; it is non-retryable unless
+	// llm.IsRetryable says otherwise.
+	ErrTypeModel = "ToolloopModelError"
+	// ErrTypeUnknownTool is a call to a tool this worker does not have
+	// (workers with different registries); never retried.
+	ErrTypeUnknownTool = "ToolloopUnknownTool"
+	// ErrTypeWriteInProgress is a write whose idempotency key an earlier
+	// attempt still holds in flight; retried once that attempt must be
+	// over, when the ledger can settle it.
+	ErrTypeWriteInProgress = "ToolloopWriteInProgress"
+)
+
+// maxModelRetryWait caps one wait between model attempts, as in-process.
+const maxModelRetryWait = 30 * time.Second
+
+// Config configures the worker side of the loop. Model and Tools are
+// required.
+type Config struct {
+	// Model answers ModelActivity.
+	Model llm.Model
+	// Tools is the registry; every worker of a task queue must have the
+	// same one (its Version is recorded in each run's Started event).
+	Tools *tool.Registry
+	// Policy decides each call; nil allows every registered tool.
+	Policy policy.Policy
+	// Executor runs tool calls; nil means executor.New(nil). Its ledger
+	// must be shared by every worker of the task queue (an in-memory
+	// ledger only protects retries that land on the same process).
+	Executor *executor.Executor
+	// Planner plans each batch; nil means executor.RulePlanner with the
+	// executor's MaxParallel.
+	Planner executor.Planner
+	// ActivitySlack is added to a tool call's worst-case time in the
+	// executor (timeouts, retries, status look-up) to make its activity's
+	// StartToClose timeout, so that Temporal only times out an activity
+	// whose worker is gone. Default 5s.
+	ActivitySlack time.Duration
+}
+
+// Activities is the worker side of RunLoop: the model client, tools,
+// policy and executor, behind the activities the workflow calls. It is
+// immutable and safe for concurrent use.
+type Activities struct {
+	cfg Config
+}
+
+// NewActivities checks cfg and fills in defaults.
+func NewActivities(cfg Config) (*Activities, error) {
+	if cfg.Model == nil {
+		return nil, errors.New("temporal: Config.Model is required")
+	}
+	if cfg.Tools == nil {
+		return nil, errors.New("temporal: Config.Tools is required (an empty tool.Registry is fine)")
+	}
+	if cfg.Executor == nil {
+		cfg.Executor = executor.New(nil)
+	}
+	if cfg.Planner == nil {
+		cfg.Planner = executor.RulePlanner(cfg.Executor.Options().MaxParallel)
+	}
+	if cfg.ActivitySlack <= 0 {
+		cfg.ActivitySlack = 5 * time.Second
+	}
+	return &Activities{cfg: cfg}, nil
+}
+
+// RegisterWorkflow registers RunLoop under WorkflowName, on a worker or a
+// worker.WorkflowReplayer.
+func RegisterWorkflow(r worker.WorkflowRegistry) {
+	r.RegisterWorkflowWithOptions(RunLoop, workflow.RegisterOptions{Name: WorkflowName})
+}
+
+// Register registers the activities under their names (ModelActivity,
+// ...) on a worker.
+func (a *Activities) Register(r worker.ActivityRegistry) {
+	r.RegisterActivityWithOptions(a.ToolsVersion, activity.RegisterOptions{Name: ToolsVersionActivity})
+	r.RegisterActivityWithOptions(a.RequestModel, activity.RegisterOptions{Name: ModelActivity})
+	r.RegisterActivityWithOptions(a.ValidateCalls, activity.RegisterOptions{Name: ValidateActivity})
+	r.RegisterActivityWithOptions(a.AuthorizeCalls, activity.RegisterOptions{Name: AuthorizeActivity})
+	r.RegisterActivityWithOptions(a.PlanBatch, activity.RegisterOptions{Name: PlanActivity})
+	r.RegisterActivityWithOptions(a.ExecuteCall, activity.RegisterOptions{Name: ToolActivity})
+}
+
+// ToolsVersion returns the registry's version (tool.Registry.Version).
+func (a *Activities) ToolsVersion(context.Context) (string, error) {
+	return a.cfg.Tools.Version(), nil
+}
+
+// ModelInput is ModelActivity's input: the request without the tool
+// definitions, which the worker adds from its registry (so they are not
+// copied into the workflow's history every turn).
+type ModelInput struct {
+	Request llm.Request `json:"request"`
+	// RetryBackoff is the retry policy's first interval, for waits that a
+	// provider's Retry-After raises.
+	RetryBackoff time.Duration `json:"retry_backoff,omitempty"`
+}
+
+// ModelOutput is ModelActivity's result.
+type ModelOutput struct {
+	Response *llm.Response `json:"response"`
+	// Attempt is the activity attempt that got the response (1 for the
+	// first).
+	Attempt int `json:"attempt"`
+}
+
+// RequestModel asks the model for one turn. A failure is an application
+// error of type ErrTypeModel, non-retryable unless llm.IsRetryable says
+// the provider may answer later; it carries the attempt number as its
+// detail, and a provider's Retry-After as the next retry's delay.
+func (a *Activities) RequestModel(ctx context.Context, in ModelInput) (ModelOutput, error) {
+	req := in.Request
+	req.Tools = a.cfg.Tools.Definitions()
+	attempt := int(activity.GetInfo(ctx).Attempt)
+	resp, err := a.cfg.Model.Generate(ctx, &req)
+	if err == nil && resp == nil {
+		err = errors.New("the model client returned neither a response nor an error")
+	}
+	if err != nil {
+		opts := sdktemporal.ApplicationErrorOptions{NonRetryable: !llm.IsRetryable(err), Details: []any{attempt}}
+		var me *llm.Error
+		if errors.As(err, &me) && me.RetryAfter > 0 {
+			wait := in.RetryBackoff
+			for i := 1; i < attempt && wait < maxModelRetryWait; i++ {
+				wait *= 2
+			}
+			opts.NextRetryDelay = min(max(wait, me.RetryAfter), maxModelRetryWait)
+		}
+		return ModelOutput{}, sdktemporal.NewApplicationErrorWithOptions(err.Error(), ErrTypeModel, opts)
+	}
+	keepEncodable(resp)
+	return ModelOutput{Response: resp, Attempt: attempt}, nil
+}
+
+// keepEncodable replaces tool-call arguments that are not valid JSON with
+// a JSON string holding them: json.RawMessage refuses to encode invalid
+// JSON, and everything a workflow receives must be encoded. Validation then
+// rejects the call (arguments must be an object) and the model is told, as
+// in-process; only the history carries the raw text quoted.
+func keepEncodable(resp *llm.Response) {
+	for i := range resp.Message.ToolCalls {
+		c := &resp.Message.ToolCalls[i]
+		if len(c.Arguments) > 0 && !json.Valid(c.Arguments) {
+			quoted, _ := json.Marshal(string(c.Arguments)) // a string always encodes
+			c.Arguments = quoted
+		}
+	}
+}
+
+// ValidateInput is ValidateActivity's input.
+type ValidateInput struct {
+	RunID     string         `json:"run_id"`
+	RequestID string         `json:"request_id,omitempty"`
+	Calls     []llm.ToolCall `json:"calls"`
+	// ToolTimeout is the run's override of every tool's timeout
+	// (loop.Budgets.ToolTimeout).
+	ToolTimeout time.Duration `json:"tool_timeout,omitempty"`
+}
+
+// ValidateOutput is ValidateActivity's result.
+type ValidateOutput struct {
+	// Checks is the CallsValidated event's payload, one per call.
+	Checks []loop.CallCheck `json:"checks"`
+	// Bounds is, per call, the longest the executor can take on it
+	// (timeouts, retries, status look-up) plus the activity slack: the
+	// StartToClose timeout of its activity. Zero for unknown tools.
+	Bounds []time.Duration `json:"bounds"`
+}
+
+// ValidateCalls validates each call of a batch as the in-process runner
+// does: known tool, arguments against the schema, the call's key for spin
+// detection and a write's idempotency key.
+func (a *Activities) ValidateCalls(_ context.Context, in ValidateInput) (ValidateOutput, error) {
+	out := ValidateOutput{Checks: make([]loop.CallCheck, len(in.Calls)), Bounds: make([]time.Duration, len(in.Calls))}
+	for i, c := range in.Calls {
+		t, ok := a.cfg.Tools.Lookup(c.Name)
+		if !ok {
+			continue
+		}
+		out.Bounds[i] = a.bound(t, in.ToolTimeout)
+		fp, err := t.Validate(c.Arguments)
+		ch := loop.CallCheck{Known: true, Key: tool.CallKey(c.Name, fp)}
+		if t.Effect() == tool.Write && err == nil {
+			ch.WriteKey = writeKey(t, c, ch.Key, in.RunID, in.RequestID)
+		}
+		if err != nil {
+			ch.Problem = err.Error()
+			var te *tool.Error
+			if errors.As(err, &te) && te.Msg != "" {
+				ch.Problem = te.Msg
+			}
+		}
+		out.Checks[i] = ch
+	}
+	return out, nil
+}
+
+// writeKey derives a write's idempotency key as the in-process runner
+// does: the tool's business key, else one from the request ID and the
+// call's content, else run ID + call ID.
+func writeKey(t *tool.Tool, c llm.ToolCall, callKey uint64, runID, requestID string) string {
+	if k := t.IdempotencyKey(c.Arguments); k != "" {
+		return k
+	}
+	if requestID != "" {
+		return fmt.Sprintf("%s/%s/%016x", requestID, c.Name, callKey)
+	}
+	return runID + "/" + c.ID
+}
+
+// callTimeout is the timeout the executor gives one attempt of a call.
+func (a *Activities) callTimeout(t *tool.Tool, override time.Duration) time.Duration {
+	switch {
+	case override > 0:
+		return override
+	case t.Timeout() > 0:
+		return t.Timeout()
+	}
+	return a.cfg.Executor.Options().DefaultTimeout
+}
+
+// bound is the longest executor.Run can take on a call of t, plus slack.
+func (a *Activities) bound(t *tool.Tool, override time.Duration) time.Duration {
+	o := a.cfg.Executor.Options()
+	timeout := a.callTimeout(t, override)
+	d := time.Duration(o.MaxRetries+1)*timeout + time.Duration(o.MaxRetries)*o.MaxRetryWait
+	if t.Effect() == tool.Write {
+		d += 2 * timeout // status look-ups of an unsettled write
+	}
+	return d + a.cfg.ActivitySlack
+}
+
+// AuthorizeInput is AuthorizeActivity's input.
+type AuthorizeInput struct {
+	Identity policy.Identity `json:"identity"`
+	// Calls is the whole batch; Indexes the valid calls to decide on.
+	Calls   []llm.ToolCall `json:"calls"`
+	Indexes []int          `json:"indexes"`
+}
+
+// AuthorizeCalls asks the policy about each indexed call and returns one
+// decision per call of the batch (empty for those not asked). A policy
+// that fails denies (fail closed), as in-process.
+func (a *Activities) AuthorizeCalls(ctx context.Context, in AuthorizeInput) ([]policy.Decision, error) {
+	decisions := make([]policy.Decision, len(in.Calls))
+	for _, i := range in.Indexes {
+		if i < 0 || i >= len(in.Calls) {
+			return nil, sdktemporal.NewNonRetryableApplicationError(fmt.Sprintf("call index %d out of range", i), "ToolloopBadInput", nil)
+		}
+		if a.cfg.Policy == nil {
+			decisions[i] = policy.Decision{Verdict: policy.Allow, Rule: "none", Reason: "no policy configured"}
+			continue
+		}
+		c := in.Calls[i]
+		t, ok := a.cfg.Tools.Lookup(c.Name)
+		if !ok {
+			decisions[i] = policy.Decision{Verdict: policy.NotAllowed, Rule: "registry",
+				Reason: fmt.Sprintf("tool %q is not registered on this worker", c.Name)}
+			continue
+		}
+		dec, err := a.cfg.Policy.Decide(ctx, policy.Request{Identity: in.Identity, Call: c, Tool: t, Risk: t.Risk()})
+		if err != nil {
+			if ctx.Err() != nil {
+				// The activity was canceled or timed out: let Temporal
+				// report that rather than record a denial.
+				return nil, ctx.Err()
+			}
+			dec = policy.Decision{Verdict: policy.Deny, Rule: "policy_error", Reason: "the policy engine failed: " + err.Error()}
+		}
+		decisions[i] = dec
+	}
+	return decisions, nil
+}
+
+// PlanInput is PlanActivity's input.
+type PlanInput struct {
+	// Calls is the whole batch; Indexes the calls to plan, ascending.
+	Calls   []llm.ToolCall `json:"calls"`
+	Indexes []int          `json:"indexes"`
+	// Approved marks, by batch index, calls a human approved.
+	Approved []bool `json:"approved,omitempty"`
+}
+
+// PlanBatch plans the indexed calls as the in-process runner does: the
+// configured planner, checked, with a serial plan as the fallback, and the
+// stages numbered within the batch.
+func (a *Activities) PlanBatch(_ context.Context, in PlanInput) (executor.Plan, error) {
+	pcs := make([]executor.PlanCall, len(in.Indexes))
+	for j, i := range in.Indexes {
+		if i < 0 || i >= len(in.Calls) {
+			return executor.Plan{}, sdktemporal.NewNonRetryableApplicationError(fmt.Sprintf("call index %d out of range", i), "ToolloopBadInput", nil)
+		}
+		t, ok := a.cfg.Tools.Lookup(in.Calls[i].Name)
+		if !ok {
+			return executor.Plan{}, sdktemporal.NewNonRetryableApplicationError(
+				fmt.Sprintf("tool %q is not registered on this worker", in.Calls[i].Name), ErrTypeUnknownTool, nil)
+		}
+		pcs[j] = executor.PlanCall{Call: in.Calls[i], Tool: t, NeedsConfirmation: i < len(in.Approved) && in.Approved[i]}
+	}
+	p := a.cfg.Planner.Plan(pcs)
+	if err := checkPlan(p, len(pcs)); err != nil {
+		fallback := executor.SerialPlanner().Plan(pcs)
+		for k := range fallback.Table {
+			fallback.Table[k].Reason = "planner returned an invalid plan (" + err.Error() + "); running serially"
+		}
+		p = fallback
+	}
+	stages := make([][]int, len(p.Stages))
+	for k, st := range p.Stages {
+		stages[k] = make([]int, len(st))
+		for j, c := range st {
+			stages[k][j] = in.Indexes[c]
+		}
+	}
+	p.Stages = stages
+	return p, nil
+}
+
+// checkPlan verifies that every call is placed exactly once.
+func checkPlan(p executor.Plan, n int) error {
+	seen := make([]bool, n)
+	count := 0
+	for _, st := range p.Stages {
+		for _, j := range st {
+			if j < 0 || j >= n {
+				return fmt.Errorf("call index %d out of range", j)
+			}
+			if seen[j] {
+				return fmt.Errorf("call index %d placed twice", j)
+			}
+			seen[j] = true
+			count++
+		}
+	}
+	if count != n {
+		return fmt.Errorf("%d of %d calls placed", count, n)
+	}
+	return nil
+}
+
+// CallInput is ToolActivity's input: one call, as executor.Call carries
+// it.
+type CallInput struct {
+	Call llm.ToolCall `json:"call"`
+	// Timeout overrides the tool's timeout when positive.
+	Timeout time.Duration `json:"timeout,omitempty"`
+	// IdempotencyKey, ArgsHash and RunID guard a write through the
+	// executor's ledger (see executor.Call).
+	IdempotencyKey string `json:"idempotency_key,omitempty"`
+	ArgsHash       string `json:"args_hash,omitempty"`
+	RunID          string `json:"run_id,omitempty"`
+}
+
+// ExecuteCall runs one call with the executor (its timeout, retries,
+// classification, idempotency ledger) and returns the classified outcome;
+// a tool's failure is an outcome, not an activity error. The activity
+// fails only when this worker lacks the tool (never retried) or when an
+// earlier attempt of the same write still holds its key in flight: then
+// Temporal retries once that attempt's time is up, and the ledger settles
+// it (replays the result, or asks the tool's status look-up).
+func (a *Activities) ExecuteCall(ctx context.Context, in CallInput) (executor.Outcome, error) {
+	t, ok := a.cfg.Tools.Lookup(in.Call.Name)
+	if !ok {
+		return executor.Outcome{}, sdktemporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("tool %q is not registered on this worker", in.Call.Name), ErrTypeUnknownTool, nil)
+	}
+	o := a.cfg.Executor.Run(ctx, executor.Call{Call: in.Call, Tool: t, Timeout: in.Timeout,
+		IdempotencyKey: in.IdempotencyKey, ArgsHash: in.ArgsHash, RunID: in.RunID})
+	if o.Result.ErrorKind == executor.ErrWriteInProgress && ctx.Err() == nil {
+		return executor.Outcome{}, sdktemporal.NewApplicationErrorWithOptions(o.Err, ErrTypeWriteInProgress,
+			sdktemporal.ApplicationErrorOptions{NextRetryDelay: a.callTimeout(t, in.Timeout)})
+	}
+	return o, nil
+}

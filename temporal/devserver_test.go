@@ -1,0 +1,213 @@
+package temporal_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"go.temporal.io/api/enums/v1"
+	historypb "go.temporal.io/api/history/v1"
+	"go.temporal.io/api/temporalproto"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/worker"
+
+	"github.com/toolloop/toolloop/llm"
+	"github.com/toolloop/toolloop/loop"
+	"github.com/toolloop/toolloop/store"
+	"github.com/toolloop/toolloop/temporal"
+)
+
+var record = flag.Bool("temporal.record", false,
+	"with TOOLLOOP_TEMPORAL_ADDR: write each run's history to testdata/histories for TestReplayRecordedHistories")
+
+// devClient dials the server TOOLLOOP_TEMPORAL_ADDR names (namespace
+// TOOLLOOP_TEMPORAL_NAMESPACE, default "default"), or skips the test.
+func devClient(t *testing.T) client.Client {
+	t.Helper()
+	addr := os.Getenv("TOOLLOOP_TEMPORAL_ADDR")
+	if addr == "" {
+		t.Skip("TOOLLOOP_TEMPORAL_ADDR is not set: no Temporal server to test against (see README.md)")
+	}
+	ns := os.Getenv("TOOLLOOP_TEMPORAL_NAMESPACE")
+	if ns == "" {
+		ns = "default"
+	}
+	c, err := client.Dial(client.Options{HostPort: addr, Namespace: ns, Logger: testLogger()})
+	if err != nil {
+		t.Fatalf("dialing %s: %v", addr, err)
+	}
+	t.Cleanup(c.Close)
+	return c
+}
+
+func suffix() string {
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// history fetches a closed workflow's history.
+func history(t *testing.T, c client.Client, id, runID string) *historypb.History {
+	t.Helper()
+	h := &historypb.History{}
+	it := c.GetWorkflowHistory(context.Background(), id, runID, false, enums.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	for it.HasNext() {
+		ev, err := it.Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		h.Events = append(h.Events, ev)
+	}
+	return h
+}
+
+// replay replays a real history against the workflow code, and records
+// it when -temporal.record is set.
+func replay(t *testing.T, name string, h *historypb.History) {
+	t.Helper()
+	r := worker.NewWorkflowReplayer()
+	temporal.RegisterWorkflow(r)
+	if err := r.ReplayWorkflowHistory(testLogger(), h); err != nil {
+		t.Fatalf("replaying the history of %s: %v", name, err)
+	}
+	if *record {
+		b, err := temporalproto.CustomJSONMarshalOptions{Indent: "  "}.Marshal(h)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dir := filepath.Join("testdata", "histories")
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name+".json"), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// startWorker runs a worker for one scenario's activities on a task queue
+// of its own.
+func startWorker(t *testing.T, c client.Client, acts *temporal.Activities) string {
+	t.Helper()
+	queue := "toolloop-test-" + suffix()
+	w := worker.New(c, queue, worker.Options{})
+	temporal.RegisterWorkflow(w)
+	acts.Register(w)
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(w.Stop)
+	return queue
+}
+
+// TestDevServer runs the sandbox scenarios on a real Temporal server,
+// compares them with the in-process runner, and replays each recorded
+// history with worker.NewWorkflowReplayer to prove the workflow
+// deterministic.
+func TestDevServer(t *testing.T) {
+	c := devClient(t)
+	for _, name := range compared {
+		if name == "confirmation_required" {
+			continue // TestDevServerConfirm
+		}
+		t.Run(name, func(t *testing.T) {
+			s := scenario(t, name)
+			s.Ledger = store.NewMemory()
+			want, wantBook, err := s.Run(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			book, _, acts := sandboxActivities(t, s)
+			queue := startWorker(t, c, acts)
+			start := want.Events[0].Start
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: "toolloop-test-" + name + "-" + suffix(), TaskQueue: queue},
+				temporal.WorkflowName, scenarioInput(s, start.RunID, start.SessionID))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got temporal.RunOutput
+			if err := run.Get(ctx, &got); err != nil {
+				t.Fatal(err)
+			}
+			if got.Status != want.Status || got.Detail != want.Detail {
+				t.Fatalf("workflow: %s (%s)\nin-process: %s (%s)", got.Status, got.Detail, want.Status, want.Detail)
+			}
+			if g, w := jsonOf(t, got.Messages), jsonOf(t, want.Messages); g != w {
+				t.Fatalf("histories differ:\nworkflow:   %s\nin-process: %s", g, w)
+			}
+			if book.TotalRefunds() != wantBook.TotalRefunds() {
+				t.Fatalf("refunds: workflow %d, in-process %d", book.TotalRefunds(), wantBook.TotalRefunds())
+			}
+			replay(t, name, history(t, c, run.GetID(), run.GetRunID()))
+		})
+	}
+}
+
+// TestDevServerConfirm pauses a run for confirmation on a real server,
+// answers through the update (a wrong answer is rejected first), and
+// replays the history, which holds the update's protocol messages.
+func TestDevServerConfirm(t *testing.T) {
+	c := devClient(t)
+	s := scenario(t, "confirmation_required")
+	book, _, acts := sandboxActivities(t, s)
+	queue := startWorker(t, c, acts)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	id := "toolloop-test-confirm-" + suffix()
+	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: queue},
+		temporal.WorkflowName, scenarioInput(s, "", "sandbox"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		v, err := c.QueryWorkflow(ctx, id, "", temporal.StatusQuery)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var st temporal.RunStatus
+		if err := v.Get(&st); err != nil {
+			t.Fatal(err)
+		}
+		if st.Status == string(loop.ConfirmationRequired) {
+			break
+		}
+		if st.Status != loop.RunningStatus {
+			t.Fatalf("status %+v", st)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	answer := func(a loop.Confirmation) error {
+		h, err := c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{WorkflowID: id, UpdateName: temporal.ConfirmUpdate,
+			Args: []any{a}, WaitForStage: client.WorkflowUpdateStageCompleted})
+		if err != nil {
+			return err
+		}
+		return h.Get(ctx, nil)
+	}
+	if err := answer(loop.Confirmation{CallID: "call_q1", Approved: true, By: "ops-1"}); err == nil ||
+		!strings.Contains(err.Error(), "not pending") {
+		t.Fatalf("answering a call that is not pending: %v", err)
+	}
+	if err := answer(loop.Confirmation{CallID: "call_r1", Approved: true, By: "ops-1", Note: "photo checked"}); err != nil {
+		t.Fatal(err)
+	}
+	var out temporal.RunOutput
+	if err := run.Get(ctx, &out); err != nil {
+		t.Fatal(err)
+	}
+	if out.Status != loop.FinalAnswer || book.Refunds("A103") != 1 {
+		t.Fatalf("status %s (%s), %d refunds", out.Status, out.Detail, book.Refunds("A103"))
+	}
+	if err := llm.CheckHistory(out.Messages); err != nil {
+		t.Fatal(err)
+	}
+	replay(t, "confirm", history(t, c, id, run.GetRunID()))
+}

@@ -1,0 +1,19 @@
+package temporal_test
+
+import (
+	"os"
+	"testing"
+
+	"go.uber.org/goleak"
+)
+
+// TestMain checks that no test leaves a goroutine behind: the SDK's test
+// environment stops all of its own. Against a dev server
+// (TOOLLOOP_TEMPORAL_ADDR) the check is off: gRPC connections wind down
+// in the background after the client closes.
+func TestMain(m *testing.M) {
+	if os.Getenv("TOOLLOOP_TEMPORAL_ADDR") != "" {
+		os.Exit(m.Run())
+	}
+	goleak.VerifyTestMain(m)
+}

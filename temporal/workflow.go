@@ -1,0 +1,579 @@
+package temporal
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	sdktemporal "go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/toolloop/toolloop/executor"
+	"github.com/toolloop/toolloop/llm"
+	"github.com/toolloop/toolloop/loop"
+	"github.com/toolloop/toolloop/policy"
+	"github.com/toolloop/toolloop/tool"
+)
+
+// RunInput is a run's configuration, recorded in the workflow's history.
+// What is not serializable or belongs to the deployment (model client,
+// tools, policy, executor) is on the worker: see Config.
+type RunInput struct {
+	// RunID names the run in its log and derives the default idempotency
+	// keys of its writes (RunID + "/" + call ID). Default: the workflow
+	// ID, which, unlike Temporal's run ID, survives a reset, so a write
+	// re-executed after a reset is replayed from the ledger.
+	RunID string `json:"run_id,omitempty"`
+	// SessionID and PromptVersion are recorded in the log.
+	SessionID     string `json:"session_id,omitempty"`
+	PromptVersion string `json:"prompt_version,omitempty"`
+	// Model is the model name sent with every request.
+	Model string `json:"model,omitempty"`
+	// RequestID, when set, derives write idempotency keys from the
+	// business request rather than the run (see loop.Config.RequestID).
+	RequestID string `json:"request_id,omitempty"`
+	// Identity is who the run acts for; the policy decides on it.
+	Identity policy.Identity `json:"identity"`
+	// Budgets bound the run, with loop's defaults for zero fields.
+	// Budgets.Prices is not carried (it is not encoded): set Price.
+	Budgets loop.Budgets `json:"budgets"`
+	// Price prices the run's usage; required when Budgets.MaxCost is set.
+	Price *loop.Price `json:"price,omitempty"`
+	// Messages opens the conversation.
+	Messages []llm.Message `json:"messages"`
+
+	// ModelTimeout bounds one model request attempt (StartToClose).
+	// Default 5 minutes; the run's remaining time bounds it too.
+	ModelTimeout time.Duration `json:"model_timeout,omitempty"`
+	// ModelRetries is how many times a retryable model failure is tried
+	// again (default 2; negative for never). ModelRetryBackoff is the
+	// first wait, doubled each time, at most 30s (default 500ms).
+	ModelRetries      int           `json:"model_retries,omitempty"`
+	ModelRetryBackoff time.Duration `json:"model_retry_backoff,omitempty"`
+	// ToolActivityAttempts is how many times a tool call's activity is
+	// tried when its worker fails it (a crash, a lost connection); the
+	// tool's own retryable errors are retried inside the executor.
+	// Default 3.
+	ToolActivityAttempts int `json:"tool_activity_attempts,omitempty"`
+	// ConfirmationTimeout is how long a run paused for confirmation waits
+	// for its answers; when it passes, the workflow completes with status
+	// confirmation_required. Zero waits for ever.
+	ConfirmationTimeout time.Duration `json:"confirmation_timeout,omitempty"`
+}
+
+// RunOutput is how a run ended: the same loop.Result the in-process
+// runner returns (status, detail, the history with exactly one result per
+// call, pending calls, the event log), so callers and trace tools handle
+// both alike. Its Err method is nil exactly for final_answer.
+type RunOutput = loop.Result
+
+// RunStatus is StatusQuery's answer, and ConfirmUpdate's result.
+type RunStatus struct {
+	RunID string `json:"run_id"`
+	// Status is loop.RunningStatus until the run stops or pauses.
+	Status    string         `json:"status"`
+	Detail    string         `json:"detail,omitempty"`
+	Steps     int            `json:"steps"`
+	ToolCalls int            `json:"tool_calls"`
+	Usage     llm.Usage      `json:"usage"`
+	Cost      float64        `json:"cost,omitempty"`
+	Pending   []loop.Pending `json:"pending,omitempty"`
+	// Events is how many events the log holds.
+	Events int `json:"events"`
+}
+
+// Defaults of RunInput.
+const (
+	DefaultModelTimeout         = 5 * time.Minute
+	DefaultModelRetries         = 2
+	DefaultModelRetryBackoff    = 500 * time.Millisecond
+	DefaultToolActivityAttempts = 3
+)
+
+// localTimeout bounds the local activities (validation, planning): pure
+// work on the worker's registry.
+const localTimeout = 30 * time.Second
+
+// RunLoop is the loop as a workflow. The decider (loop.Next) runs as
+// workflow code; model requests, policy decisions and tool calls run as
+// activities, validation and planning as local activities; every event is
+// stamped with workflow.Now. It returns the run's RunOutput for every
+// status, with a nil error: the status says how the run ended (RunOutput's
+// Err turns it into an error). The error is non-nil when the input is
+// invalid, when the workflow is canceled (a *temporal.CanceledError whose
+// details hold the RunOutput), and when a local activity fails for good
+// (a worker without the run's tools): the run stopped being driven, like
+// an in-process run whose store failed.
+func RunLoop(ctx workflow.Context, in RunInput) (RunOutput, error) {
+	d, err := newDriver(ctx, in)
+	if err != nil {
+		return RunOutput{}, sdktemporal.NewNonRetryableApplicationError(err.Error(), "ToolloopInvalidInput", nil)
+	}
+	if err := d.handlers(ctx); err != nil {
+		return RunOutput{}, err
+	}
+	return d.run(ctx)
+}
+
+// driver is one workflow run's state: the decider's state and the log.
+type driver struct {
+	in      RunInput
+	budgets loop.Budgets
+	state   loop.State
+	log     []loop.Event
+	// bounds is, per call of the current batch, its activity's
+	// StartToClose timeout (from validation).
+	bounds []time.Duration
+}
+
+func newDriver(ctx workflow.Context, in RunInput) (*driver, error) {
+	b, err := normalizeBudgets(in.Budgets)
+	if err != nil {
+		return nil, fmt.Errorf("temporal: %w", err)
+	}
+	if b.MaxCost > 0 && in.Price == nil {
+		return nil, fmt.Errorf("temporal: MaxCost is set but RunInput.Price is not (model %q)", in.Model)
+	}
+	if in.RunID == "" {
+		in.RunID = workflow.GetInfo(ctx).WorkflowExecution.ID
+	}
+	if in.ModelTimeout <= 0 {
+		in.ModelTimeout = DefaultModelTimeout
+	}
+	switch {
+	case in.ModelRetries == 0:
+		in.ModelRetries = DefaultModelRetries
+	case in.ModelRetries < 0:
+		in.ModelRetries = 0
+	}
+	if in.ModelRetryBackoff <= 0 {
+		in.ModelRetryBackoff = DefaultModelRetryBackoff
+	}
+	if in.ToolActivityAttempts <= 0 {
+		in.ToolActivityAttempts = DefaultToolActivityAttempts
+	}
+	return &driver{in: in, budgets: b, log: make([]loop.Event, 0, 16)}, nil
+}
+
+// handlers registers the queries, the update and the signal.
+func (d *driver) handlers(ctx workflow.Context) error {
+	if err := workflow.SetQueryHandler(ctx, StatusQuery, func() (RunStatus, error) {
+		return d.status(), nil
+	}); err != nil {
+		return err
+	}
+	if err := workflow.SetQueryHandler(ctx, EventsQuery, func() ([]loop.Event, error) {
+		return d.log, nil
+	}); err != nil {
+		return err
+	}
+	if err := workflow.SetUpdateHandlerWithOptions(ctx, ConfirmUpdate,
+		func(ctx workflow.Context, a loop.Confirmation) (RunStatus, error) {
+			// Checked again: another answer may have been recorded since
+			// this one was validated.
+			if err := checkAnswer(&d.state, a); err != nil {
+				return RunStatus{}, err
+			}
+			d.decide(ctx, a)
+			return d.status(), nil
+		},
+		workflow.UpdateHandlerOptions{Validator: func(_ workflow.Context, a loop.Confirmation) error {
+			return checkAnswer(&d.state, a)
+		}},
+	); err != nil {
+		return err
+	}
+	signals := workflow.GetSignalChannel(ctx, ConfirmSignal)
+	workflow.Go(ctx, func(ctx workflow.Context) {
+		for {
+			var a loop.Confirmation
+			if !signals.Receive(ctx, &a) {
+				return
+			}
+			if err := checkAnswer(&d.state, a); err != nil {
+				workflow.GetLogger(ctx).Warn("toolloop: confirmation signal dropped", "call_id", a.CallID, "error", err.Error())
+				continue
+			}
+			d.decide(ctx, a)
+		}
+	})
+	return nil
+}
+
+// decide records a checked answer.
+func (d *driver) decide(ctx workflow.Context, a loop.Confirmation) {
+	d.emit(ctx, loop.Event{Kind: loop.ConfirmationDecided, Confirmation: &a})
+}
+
+func (d *driver) status() RunStatus {
+	s := &d.state
+	st := loop.RunningStatus
+	if s.Done {
+		st = string(s.Status)
+	}
+	return RunStatus{RunID: s.RunID, Status: st, Detail: s.Detail, Steps: s.Steps, ToolCalls: s.ToolCalls,
+		Usage: s.Usage, Cost: s.Cost, Pending: s.Pending, Events: len(d.log)}
+}
+
+// emit stamps ev, appends it to the log and feeds it to the decider.
+func (d *driver) emit(ctx workflow.Context, ev loop.Event) loop.Effect {
+	ev.Seq = len(d.log) + 1
+	ev.At = workflow.Now(ctx)
+	d.log = append(d.log, ev)
+	return loop.Next(&d.state, &d.log[len(d.log)-1])
+}
+
+// run performs the decider's effects until the run stops.
+func (d *driver) run(ctx workflow.Context) (RunOutput, error) {
+	var version string
+	if err := workflow.ExecuteLocalActivity(d.localCtx(ctx), ToolsVersionActivity).Get(ctx, &version); err != nil {
+		if ctx.Err() != nil {
+			return RunOutput{}, sdktemporal.NewCanceledError()
+		}
+		return RunOutput{}, fmt.Errorf("toolloop: reading the worker's tools: %w", err)
+	}
+	in := d.in
+	eff := d.emit(ctx, loop.Event{Kind: loop.Started, Start: &loop.StartInfo{
+		RunID: in.RunID, SessionID: in.SessionID, Model: in.Model, PromptVersion: in.PromptVersion,
+		ToolsVersion: version, Identity: in.Identity, Budgets: d.budgets, Price: in.Price, Messages: in.Messages,
+	}})
+	for {
+		if eff.Kind != loop.Stop && eff.Kind != loop.None {
+			if f := d.interruption(ctx); f != nil {
+				eff = d.emit(ctx, loop.Event{Kind: loop.Interrupted, Failure: f})
+				continue
+			}
+		}
+		var err error
+		switch eff.Kind {
+		case loop.None:
+			if !d.paused() {
+				return d.finish(ctx)
+			}
+			resumed, err := d.await(ctx)
+			if err != nil || !resumed {
+				return d.finishPaused(ctx, err)
+			}
+			eff = d.emit(ctx, loop.Event{Kind: loop.Resumed})
+			continue
+		case loop.RequestModel:
+			eff = d.emit(ctx, d.requestModel(ctx))
+		case loop.ValidateCalls:
+			var ev loop.Event
+			if ev, err = d.validate(ctx); err == nil {
+				eff = d.emit(ctx, ev)
+			}
+		case loop.AuthorizeCalls:
+			eff = d.emit(ctx, d.authorize(ctx, eff.Calls))
+		case loop.PlanBatch:
+			var ev loop.Event
+			if ev, err = d.plan(ctx, eff.Calls); err == nil {
+				eff = d.emit(ctx, ev)
+			}
+		case loop.ExecuteStage:
+			eff = d.emit(ctx, d.execute(ctx, eff.Stage, eff.Calls))
+		case loop.Stop:
+			eff = d.emit(ctx, loop.Event{Kind: loop.Stopped, Status: eff.Status, Detail: eff.Detail})
+		default:
+			eff = d.emit(ctx, loop.Event{Kind: loop.Interrupted,
+				Failure: &loop.Failure{Kind: loop.FailModel, Message: "driver error: unknown effect " + string(eff.Kind)}})
+		}
+		if err != nil {
+			return RunOutput{}, fmt.Errorf("toolloop: run %s stopped being driven: %w", d.state.RunID, err)
+		}
+	}
+}
+
+// paused reports whether the run waits for confirmations.
+func (d *driver) paused() bool {
+	return d.state.Done && d.state.Status == loop.ConfirmationRequired && len(d.state.Pending) > 0
+}
+
+// await waits until every pending call is answered (the decider then
+// clears Done), the confirmation timeout passes, or the workflow is
+// canceled.
+func (d *driver) await(ctx workflow.Context) (bool, error) {
+	answered := func() bool { return !d.state.Done }
+	if d.in.ConfirmationTimeout > 0 {
+		return workflow.AwaitWithTimeout(ctx, d.in.ConfirmationTimeout, answered)
+	}
+	err := workflow.Await(ctx, answered)
+	return err == nil, err
+}
+
+func (d *driver) output() RunOutput {
+	s := &d.state
+	return RunOutput{
+		RunID: s.RunID, Status: s.Status, Detail: s.Detail, Steps: s.Steps, ToolCalls: s.ToolCalls,
+		Usage: s.Usage, Cost: s.Cost, Messages: s.History(), Pending: s.Pending, Events: d.log,
+		Duration: d.log[len(d.log)-1].At.Sub(d.log[0].At),
+	}
+}
+
+func (d *driver) finish(ctx workflow.Context) (RunOutput, error) {
+	out := d.output()
+	if ctx.Err() != nil {
+		return out, sdktemporal.NewCanceledError(out)
+	}
+	return out, nil
+}
+
+// finishPaused ends the workflow of a run still paused: its confirmation
+// timeout passed (the output says confirmation_required), or the workflow
+// was canceled.
+func (d *driver) finishPaused(ctx workflow.Context, err error) (RunOutput, error) {
+	out := d.output()
+	if err != nil || ctx.Err() != nil {
+		return out, sdktemporal.NewCanceledError(out)
+	}
+	return out, nil
+}
+
+// interruption is the failure that stops the run before its next effect:
+// the workflow was canceled, or the run's time is spent.
+func (d *driver) interruption(ctx workflow.Context) *loop.Failure {
+	if ctx.Err() != nil {
+		return &loop.Failure{Kind: loop.FailCanceled, Message: "the workflow was canceled"}
+	}
+	if left, ok := remaining(d.state.Deadline, workflow.Now(ctx)); ok && left <= 0 {
+		f := deadlineFailure
+		return &f
+	}
+	return nil
+}
+
+// bound caps an activity's timeouts with the run's remaining time. It
+// reports whether the deadline is what limits the activity: then its
+// timing out means the run's time is spent, whatever workflow.Now says
+// (the workflow's clock moves with its tasks, not with the activity).
+func (d *driver) bound(ctx workflow.Context, o *workflow.ActivityOptions) (byDeadline bool) {
+	left, ok := remaining(d.state.Deadline, workflow.Now(ctx))
+	if !ok {
+		return false
+	}
+	left = max(left, time.Millisecond)
+	o.ScheduleToCloseTimeout = left
+	if o.StartToCloseTimeout >= left {
+		o.StartToCloseTimeout = left
+		return true
+	}
+	return false
+}
+
+// deadlineFailure is the failure of an activity cut short by the run's
+// deadline.
+var deadlineFailure = loop.Failure{Kind: loop.FailDeadline, Message: "the deadline passed"}
+
+// cutByDeadline reports whether an activity failed because the run's
+// deadline bounded it.
+func (d *driver) cutByDeadline(ctx workflow.Context, err error, byDeadline bool) bool {
+	if left, ok := remaining(d.state.Deadline, workflow.Now(ctx)); ok && left <= 0 {
+		return true
+	}
+	return byDeadline && sdktemporal.IsTimeoutError(err)
+}
+
+func (d *driver) localCtx(ctx workflow.Context) workflow.Context {
+	return workflow.WithLocalActivityOptions(ctx, workflow.LocalActivityOptions{
+		StartToCloseTimeout: localTimeout,
+		RetryPolicy:         &sdktemporal.RetryPolicy{MaximumAttempts: 3},
+	})
+}
+
+func (d *driver) requestModel(ctx workflow.Context) loop.Event {
+	s := &d.state
+	start := workflow.Now(ctx)
+	o := workflow.ActivityOptions{
+		StartToCloseTimeout: d.in.ModelTimeout,
+		RetryPolicy: &sdktemporal.RetryPolicy{
+			InitialInterval:    d.in.ModelRetryBackoff,
+			BackoffCoefficient: 2,
+			MaximumInterval:    maxModelRetryWait,
+			MaximumAttempts:    int32(d.in.ModelRetries + 1),
+		},
+	}
+	byDeadline := d.bound(ctx, &o)
+	in := ModelInput{
+		Request:      llm.Request{Model: d.in.Model, Messages: s.Messages, Step: s.Steps + 1},
+		RetryBackoff: d.in.ModelRetryBackoff,
+	}
+	var out ModelOutput
+	err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, o), ModelActivity, in).Get(ctx, &out)
+	latency := workflow.Now(ctx).Sub(start)
+	if err == nil && out.Response == nil {
+		err = errors.New("the model activity returned no response")
+	}
+	if err == nil {
+		return loop.Event{Kind: loop.ModelResponded, Response: out.Response, Latency: latency, Attempts: out.Attempt}
+	}
+	attempts := attemptsOf(err, int(o.RetryPolicy.MaximumAttempts))
+	if f := d.interruption(ctx); f != nil {
+		return loop.Event{Kind: loop.ModelFailed, Failure: f, Latency: latency, Attempts: attempts}
+	}
+	if d.cutByDeadline(ctx, err, byDeadline) {
+		f := deadlineFailure
+		return loop.Event{Kind: loop.ModelFailed, Failure: &f, Latency: latency, Attempts: attempts}
+	}
+	return loop.Event{Kind: loop.ModelFailed, Latency: latency, Attempts: attempts, Failure: &loop.Failure{
+		Kind: loop.FailModel, Message: fmt.Sprintf("model request failed after %d attempt(s): %s", attempts, cause(err))}}
+}
+
+// attemptsOf reads how many attempts a failed activity made: the attempt
+// number its last error carries, else the maximum when Temporal says that
+// is why it stopped, else 1.
+func attemptsOf(err error, maxAttempts int) int {
+	var app *sdktemporal.ApplicationError
+	if errors.As(err, &app) && app.HasDetails() {
+		var n int
+		if app.Details(&n) == nil && n > 0 {
+			return n
+		}
+	}
+	var act *sdktemporal.ActivityError
+	if errors.As(err, &act) && act.RetryState() == enumspb.RETRY_STATE_MAXIMUM_ATTEMPTS_REACHED {
+		return maxAttempts
+	}
+	return 1
+}
+
+// cause is the text of an activity's failure without Temporal's wrapping.
+func cause(err error) string {
+	var app *sdktemporal.ApplicationError
+	if errors.As(err, &app) {
+		return app.Message()
+	}
+	var act *sdktemporal.ActivityError
+	if errors.As(err, &act) && act.Unwrap() != nil {
+		return act.Unwrap().Error()
+	}
+	return err.Error()
+}
+
+func (d *driver) validate(ctx workflow.Context) (loop.Event, error) {
+	b := d.state.Batch
+	in := ValidateInput{RunID: d.state.RunID, RequestID: d.in.RequestID, Calls: b.Calls, ToolTimeout: d.budgets.ToolTimeout}
+	var out ValidateOutput
+	if err := workflow.ExecuteLocalActivity(d.localCtx(ctx), ValidateActivity, in).Get(ctx, &out); err != nil {
+		if f := d.interruption(ctx); f != nil {
+			return loop.Event{Kind: loop.Interrupted, Failure: f}, nil
+		}
+		return loop.Event{}, fmt.Errorf("validating calls: %w", err)
+	}
+	d.bounds = out.Bounds
+	return loop.Event{Kind: loop.CallsValidated, Checks: out.Checks}, nil
+}
+
+func (d *driver) authorize(ctx workflow.Context, idx []int) loop.Event {
+	b := d.state.Batch
+	o := workflow.ActivityOptions{
+		StartToCloseTimeout: time.Minute,
+		RetryPolicy:         &sdktemporal.RetryPolicy{MaximumAttempts: 3},
+	}
+	d.bound(ctx, &o)
+	in := AuthorizeInput{Identity: d.in.Identity, Calls: b.Calls, Indexes: idx}
+	var decisions []policy.Decision
+	err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, o), AuthorizeActivity, in).Get(ctx, &decisions)
+	if err != nil {
+		if f := d.interruption(ctx); f != nil {
+			return loop.Event{Kind: loop.Interrupted, Failure: f}
+		}
+		// Fail closed, as in-process: a policy that cannot decide does not
+		// allow.
+		decisions = make([]policy.Decision, len(b.Calls))
+		for _, i := range idx {
+			decisions[i] = policy.Decision{Verdict: policy.Deny, Rule: "policy_error",
+				Reason: "the policy engine failed: " + cause(err)}
+		}
+	}
+	return loop.Event{Kind: loop.PolicyDecided, Decisions: decisions}
+}
+
+func (d *driver) plan(ctx workflow.Context, idx []int) (loop.Event, error) {
+	b := d.state.Batch
+	in := PlanInput{Calls: b.Calls, Indexes: idx, Approved: b.Approved}
+	var p executor.Plan
+	if err := workflow.ExecuteLocalActivity(d.localCtx(ctx), PlanActivity, in).Get(ctx, &p); err != nil {
+		if f := d.interruption(ctx); f != nil {
+			return loop.Event{Kind: loop.Interrupted, Failure: f}, nil
+		}
+		return loop.Event{}, fmt.Errorf("planning calls: %w", err)
+	}
+	return loop.Event{Kind: loop.StagePlanned, Plan: &p}, nil
+}
+
+// execute runs one stage: an activity per call, all started at once, the
+// outcomes collected in the stage's order.
+func (d *driver) execute(ctx workflow.Context, stage int, idx []int) loop.Event {
+	b := d.state.Batch
+	calls := make([]CallInput, len(idx))
+	byDeadline := make([]bool, len(idx))
+	futures := make([]workflow.Future, len(idx))
+	for j, i := range idx {
+		c := CallInput{Call: b.Calls[i], Timeout: d.budgets.ToolTimeout}
+		if i < len(b.Checks) && b.Checks[i].WriteKey != "" {
+			c.IdempotencyKey, c.RunID = b.Checks[i].WriteKey, d.state.RunID
+			c.ArgsHash = fmt.Sprintf("%016x", b.Checks[i].Key)
+		}
+		calls[j] = c
+		o := workflow.ActivityOptions{
+			StartToCloseTimeout: localTimeout,
+			RetryPolicy: &sdktemporal.RetryPolicy{
+				MaximumAttempts:        int32(d.in.ToolActivityAttempts),
+				NonRetryableErrorTypes: []string{ErrTypeUnknownTool},
+			},
+			// A write's activity is waited for even when the workflow is
+			// canceled, so that its outcome is known, not guessed.
+			WaitForCancellation: c.IdempotencyKey != "",
+		}
+		if i < len(d.bounds) && d.bounds[i] > 0 {
+			o.StartToCloseTimeout = d.bounds[i]
+		}
+		byDeadline[j] = d.bound(ctx, &o)
+		futures[j] = workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, o), ToolActivity, c)
+	}
+	outs := make([]executor.Outcome, len(idx))
+	var cut bool
+	for j, f := range futures {
+		if err := f.Get(ctx, &outs[j]); err != nil {
+			late := d.cutByDeadline(ctx, err, byDeadline[j])
+			cut = cut || late
+			outs[j] = d.failedCall(ctx, calls[j], err, late)
+		}
+	}
+	ev := loop.Event{Kind: loop.StageFinished, Stage: stage, Outcomes: outs}
+	if f := d.interruption(ctx); f != nil {
+		ev.Failure = f
+	} else if cut {
+		f := deadlineFailure
+		ev.Failure = &f
+	}
+	return ev
+}
+
+// failedCall is the outcome of a call whose activity failed for good. If
+// the run was canceled or ran out of time (late: the run's deadline ended
+// the activity), the call was cut short (as in-process); otherwise a write's outcome is unknown (its worker may have
+// written before failing), and a read failed for a reason the model may
+// hear about.
+func (d *driver) failedCall(ctx workflow.Context, c CallInput, err error, late bool) executor.Outcome {
+	r := llm.ToolResult{CallID: c.Call.ID, Name: c.Call.Name}
+	o := executor.Outcome{Err: err.Error(), IdempotencyKey: c.IdempotencyKey, Started: workflow.Now(ctx)}
+	switch {
+	case late || d.interruption(ctx) != nil || sdktemporal.IsCanceledError(err):
+		r.Status, r.ErrorKind = llm.StatusSkipped, llm.ErrCanceled
+		r.Content = llm.ErrorContent(r.ErrorKind, "the run ended before this call finished")
+		o.StopRun = true
+	case c.IdempotencyKey != "":
+		r.Status, r.ErrorKind = llm.StatusSkipped, executor.ErrOutcomeUnknown
+		r.Content = llm.ErrorContent(r.ErrorKind, fmt.Sprintf(
+			"the activity of the write with idempotency key %q failed (%s); the write may or may not have happened",
+			c.IdempotencyKey, cause(err)))
+		o.OutcomeUnknown, o.StopRun = true, true
+	default:
+		r.Status, r.ErrorKind = llm.StatusError, tool.KindUnavailable
+		r.Content = llm.ErrorContent(r.ErrorKind, "the tool could not be run: "+cause(err))
+	}
+	o.Result = r
+	return o
+}
