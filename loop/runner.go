@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/toolloop/toolloop/executor"
@@ -60,6 +61,9 @@ type Config struct {
 // goroutines, context deadlines and timeouts. It is immutable and safe for
 // concurrent runs.
 type Runner struct {
+	// lastLogLen is how many events the previous run logged.
+	lastLogLen atomic.Int32
+
 	cfg     Config
 	budgets Budgets
 	price   *Price
@@ -163,7 +167,10 @@ func (r *Result) Answer() string {
 // its context, the run carries on from another goroutine and Run returns on
 // time; the stuck handler's goroutine ends whenever the handler does.
 func (r *Runner) Run(ctx context.Context, msgs []llm.Message) (*Result, error) {
-	d := r.newDrive(make([]Event, 0, 16))
+	// Size the log like the runner's previous run: runs of one agent tend
+	// to be alike, and growing the log by doubling costs more than the
+	// guess.
+	d := r.newDrive(make([]Event, 0, max(16, int(r.lastLogLen.Load()))))
 	d.runID = r.cfg.NewRunID()
 	return d.run(ctx, func() Effect {
 		return d.emit(Event{Kind: Started, Start: &StartInfo{
@@ -324,6 +331,7 @@ func (d *drive) loop(eff Effect) {
 		d.done <- delivery{err: err}
 		return
 	}
+	d.r.lastLogLen.Store(int32(min(len(d.log), 1024)))
 	d.done <- delivery{res: d.result()}
 }
 
