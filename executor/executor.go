@@ -201,7 +201,7 @@ func (e *Executor) RunStage(ctx context.Context, calls []Call) []Outcome {
 // context.
 func (e *Executor) Run(ctx context.Context, c Call) Outcome {
 	if c.guarded() {
-		o, _ := e.guardedWrite(ctx, c, func() (Outcome, bool) { return e.run(ctx, c), true })
+		o, _ := e.guardedWrite(ctx, c, func(store.Record) (Outcome, bool) { return e.run(ctx, c), true })
 		return o
 	}
 	return e.run(ctx, c)

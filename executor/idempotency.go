@@ -30,7 +30,7 @@ const ErrWriteInProgress llm.ErrorKind = "write_in_progress"
 // reconciles a write left in flight, and records the outcome of the one
 // it executes. run executes the call and reports whether the caller still
 // owns the run (see RunInline).
-func (e *Executor) guardedWrite(ctx context.Context, c Call, run func() (Outcome, bool)) (Outcome, bool) {
+func (e *Executor) guardedWrite(ctx context.Context, c Call, run func(claim store.Record) (Outcome, bool)) (Outcome, bool) {
 	start := time.Now()
 	if err := ctx.Err(); err != nil {
 		// The run has ended: the write is skipped, and the ledger left
@@ -51,17 +51,32 @@ func (e *Executor) guardedWrite(ctx context.Context, c Call, run func() (Outcome
 	if !claimed {
 		return e.existing(ctx, c, old, start, run)
 	}
-	o, ok := run()
+	o, ok := run(rec)
 	if !ok {
 		// Another goroutine owns the run now and has (or will have)
 		// recorded the outcome through finishClaimed.
 		return o, false
 	}
-	return e.finishClaimed(c, o), true
+	return e.finishClaimed(c, rec, o), true
+}
+
+// release deletes claim's record if it is still that claim. A ledger that
+// cannot compare (no store.ClaimReleaser) releases by key alone.
+func (e *Executor) release(ctx context.Context, claim store.Record) error {
+	var err error
+	if cr, ok := e.ledger.(store.ClaimReleaser); ok {
+		err = cr.ReleaseClaim(ctx, claim)
+	} else {
+		err = e.ledger.Release(ctx, claim.Key)
+	}
+	if errors.Is(err, store.ErrNotInFlight) {
+		return nil // someone else settled or took over the key: not ours to touch
+	}
+	return err
 }
 
 // finishClaimed records what became of a write this executor claimed.
-func (e *Executor) finishClaimed(c Call, o Outcome) Outcome {
+func (e *Executor) finishClaimed(c Call, claim store.Record, o Outcome) Outcome {
 	o.IdempotencyKey = c.IdempotencyKey
 	ctx := context.WithoutCancel(context.Background())
 	switch {
@@ -79,14 +94,14 @@ func (e *Executor) finishClaimed(c Call, o Outcome) Outcome {
 	}
 	// The handler reported a failure: nothing was written, so a later
 	// attempt with this key may run.
-	if err := e.ledger.Release(ctx, c.IdempotencyKey); err != nil && !errors.Is(err, store.ErrNotInFlight) {
+	if err := e.release(ctx, claim); err != nil {
 		o.Err = joinErr(o.Err, "releasing the idempotency key: "+err.Error())
 	}
 	return o
 }
 
 // existing handles a key that already has a record.
-func (e *Executor) existing(ctx context.Context, c Call, old store.Record, start time.Time, run func() (Outcome, bool)) (Outcome, bool) {
+func (e *Executor) existing(ctx context.Context, c Call, old store.Record, start time.Time, run func(claim store.Record) (Outcome, bool)) (Outcome, bool) {
 	if old.ArgsHash != c.ArgsHash {
 		return e.refused(c, start, ErrIdempotencyConflict, fmt.Sprintf(
 			"idempotency key %q was first used by call %s with other arguments; this call was not executed", old.Key, old.CallID)), true
@@ -126,7 +141,9 @@ func (e *Executor) existing(ctx context.Context, c Call, old store.Record, start
 			"a write with idempotency key %q started %v ago and may still be running", old.Key, age.Round(time.Millisecond))), true
 	}
 	// The earlier attempt is over and wrote nothing: take the key over.
-	if err := e.ledger.Release(ctx, c.IdempotencyKey); err != nil && !errors.Is(err, store.ErrNotInFlight) {
+	// Release exactly the stale claim: if another attempt took the key
+	// over meanwhile, its claim stays, and claiming again below finds it.
+	if err := e.release(ctx, old); err != nil {
 		return e.refused(c, start, tool.KindUnavailable, "releasing the stale idempotency key: "+err.Error()), true
 	}
 	return e.guardedWrite(ctx, c, run)

@@ -2,8 +2,10 @@ package executor
 
 import (
 	"context"
+
 	"errors"
 	"fmt"
+	"github.com/toolloop/toolloop/store"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -211,8 +213,10 @@ func (e *Executor) RunInline(ctx context.Context, c Call, w *Watchdog, takeover 
 	if c.guarded() {
 		// An abandoned write's outcome is unknown until the ledger and the
 		// tool's status look-up have had their say.
-		settle := func(o Outcome) { takeover(e.finishClaimed(c, o)) }
-		return e.guardedWrite(ctx, c, func() (Outcome, bool) { return e.runInline(ctx, c, w, settle) })
+		return e.guardedWrite(ctx, c, func(claim store.Record) (Outcome, bool) {
+			settle := func(o Outcome) { takeover(e.finishClaimed(c, claim, o)) }
+			return e.runInline(ctx, c, w, settle)
+		})
 	}
 	return e.runInline(ctx, c, w, takeover)
 }

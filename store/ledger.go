@@ -65,3 +65,12 @@ type Ledger interface {
 // ErrNotInFlight is returned by Finish and Release for a key with no
 // in-flight record.
 var ErrNotInFlight = errors.New("store: idempotency key is not in flight")
+
+// ClaimReleaser is an optional Ledger ability the executor uses when a
+// ledger has it: releasing a key only while its record is still the claim
+// given (same key, run, call and claim time, still in flight). With it, an
+// attempt that takes over a stale key can never delete a newer claim that
+// another attempt made meanwhile, which would let two writes run.
+type ClaimReleaser interface {
+	ReleaseClaim(ctx context.Context, claim Record) error
+}

@@ -119,6 +119,19 @@ func (m *Memory) Release(_ context.Context, key string) error {
 	return nil
 }
 
+// ReleaseClaim implements ClaimReleaser.
+func (m *Memory) ReleaseClaim(_ context.Context, claim Record) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	rec, ok := m.recs[claim.Key]
+	if !ok || rec.State != InFlight || rec.RunID != claim.RunID || rec.CallID != claim.CallID ||
+		rec.CreatedAt.UnixNano() != claim.CreatedAt.UnixNano() {
+		return ErrNotInFlight
+	}
+	delete(m.recs, claim.Key)
+	return nil
+}
+
 // Lookup implements Ledger.
 func (m *Memory) Lookup(_ context.Context, key string) (Record, bool, error) {
 	m.mu.Lock()

@@ -89,6 +89,15 @@ func (l *tempLedger) Release(ctx context.Context, key string) error {
 	return st.Release(ctx, key)
 }
 
+// ReleaseClaim implements store.ClaimReleaser.
+func (l *tempLedger) ReleaseClaim(ctx context.Context, claim store.Record) error {
+	st, err := l.store()
+	if err != nil {
+		return err
+	}
+	return st.ReleaseClaim(ctx, claim)
+}
+
 // Lookup implements store.Ledger.
 func (l *tempLedger) Lookup(ctx context.Context, key string) (store.Record, bool, error) {
 	st, err := l.store()

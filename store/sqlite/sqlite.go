@@ -35,8 +35,9 @@ type Store struct {
 }
 
 var (
-	_ store.Ledger   = (*Store)(nil)
-	_ store.EventLog = (*Store)(nil)
+	_ store.Ledger        = (*Store)(nil)
+	_ store.ClaimReleaser = (*Store)(nil)
+	_ store.EventLog      = (*Store)(nil)
 )
 
 const schema = `
@@ -142,12 +143,18 @@ func (s *Store) Claim(ctx context.Context, rec store.Record) (store.Record, bool
 		return store.Record{}, false, err
 	}
 	if !ok {
-		// Released between our insert and our look-up; let the caller retry
-		// from the top rather than guess.
-		return store.Record{}, false, fmt.Errorf("claiming idempotency key %q: record vanished during the claim", rec.Key)
+		// Released between our insert and our look-up: the key is free
+		// again, so try the claim once more (a bounded number of times).
+		if retries, _ := ctx.Value(claimRetriesKey{}).(int); retries < 3 {
+			return s.Claim(context.WithValue(ctx, claimRetriesKey{}, retries+1), rec)
+		}
+		return store.Record{}, false, fmt.Errorf("claiming idempotency key %q: the record kept vanishing during the claim", rec.Key)
 	}
 	return old, false, nil
 }
+
+// claimRetriesKey counts Claim's retries in its context.
+type claimRetriesKey struct{}
 
 // Finish implements store.Ledger.
 func (s *Store) Finish(ctx context.Context, key string, result json.RawMessage, at time.Time) error {
@@ -174,6 +181,13 @@ func oneRow(res sql.Result, err error, key, what string) error {
 		return store.ErrNotInFlight
 	}
 	return nil
+}
+
+// ReleaseClaim implements store.ClaimReleaser.
+func (s *Store) ReleaseClaim(ctx context.Context, claim store.Record) error {
+	res, err := s.db.ExecContext(ctx, `DELETE FROM idempotency_ledger WHERE key = ? AND state = 'in_flight'
+		AND run_id = ? AND call_id = ? AND created_at = ?`, claim.Key, claim.RunID, claim.CallID, claim.CreatedAt.UnixNano())
+	return oneRow(res, err, claim.Key, "releasing")
 }
 
 // Lookup implements store.Ledger.

@@ -89,6 +89,32 @@ func TestLedger(t *testing.T, open func(t *testing.T) store.Ledger) {
 		}
 	})
 
+	t.Run("release a claim only while it is that claim", func(t *testing.T) {
+		l := open(t)
+		cr, ok := l.(store.ClaimReleaser)
+		if !ok {
+			t.Skip("the ledger cannot release by claim")
+		}
+		first := rec("k", "h")
+		l.Claim(ctx, first)
+		stale := first
+		stale.CreatedAt = t0.Add(-time.Hour)
+		if err := cr.ReleaseClaim(ctx, stale); !errors.Is(err, store.ErrNotInFlight) {
+			t.Fatalf("releasing another claim: err = %v", err)
+		}
+		other := first
+		other.CallID = "call2"
+		if err := cr.ReleaseClaim(ctx, other); !errors.Is(err, store.ErrNotInFlight) {
+			t.Fatalf("releasing another call's claim: err = %v", err)
+		}
+		if err := cr.ReleaseClaim(ctx, first); err != nil {
+			t.Fatalf("releasing the claim itself: %v", err)
+		}
+		if _, ok, _ := l.Lookup(ctx, "k"); ok {
+			t.Fatal("the claim is still there")
+		}
+	})
+
 	t.Run("concurrent claims: exactly one wins", func(t *testing.T) {
 		l := open(t)
 		const n = 16
