@@ -137,19 +137,7 @@ func Tools(book OrderBook) (*tool.Registry, error) {
 			}
 			return r, true, nil
 		},
-	}, func(ctx context.Context, in refundRef) (Refund, error) {
-		if err := checkID(in.OrderID); err != nil {
-			return Refund{}, err
-		}
-		r, err := book.Refund(ctx, in.OrderID, in.Reason)
-		if err != nil {
-			return Refund{}, err
-		}
-		if err := afterWrite(ctx, book, in.OrderID); err != nil {
-			return Refund{}, err
-		}
-		return r, nil
-	})
+	}, refunding(book, book.Refund))
 	if err != nil {
 		return nil, err
 	}
@@ -159,19 +147,7 @@ func Tools(book OrderBook) (*tool.Registry, error) {
 			"Only shipped or delivered orders can be refunded, once.",
 		Effect:    tool.Write,
 		Resources: refundRef.resources,
-	}, func(ctx context.Context, in refundRef) (Refund, error) {
-		if err := checkID(in.OrderID); err != nil {
-			return Refund{}, err
-		}
-		r, err := book.Voucher(ctx, in.OrderID, in.Reason)
-		if err != nil {
-			return Refund{}, err
-		}
-		if err := afterWrite(ctx, book, in.OrderID); err != nil {
-			return Refund{}, err
-		}
-		return r, nil
-	})
+	}, refunding(book, book.Voucher))
 	if err != nil {
 		return nil, err
 	}
@@ -239,4 +215,21 @@ func listPage(ctx context.Context, book OrderBook, page int) (orderPage, error) 
 	}
 	out.More = start+PageSize < len(all)
 	return out, nil
+}
+
+// refunding makes a write handler of one of the book's ways to refund.
+func refunding(book OrderBook, apply func(ctx context.Context, id, reason string) (Refund, error)) func(context.Context, refundRef) (Refund, error) {
+	return func(ctx context.Context, in refundRef) (Refund, error) {
+		if err := checkID(in.OrderID); err != nil {
+			return Refund{}, err
+		}
+		r, err := apply(ctx, in.OrderID, in.Reason)
+		if err != nil {
+			return Refund{}, err
+		}
+		if err := afterWrite(ctx, book, in.OrderID); err != nil {
+			return Refund{}, err
+		}
+		return r, nil
+	}
 }
