@@ -1,6 +1,8 @@
 package executor
 
 import (
+	"fmt"
+
 	"github.com/toolloop/toolloop/llm"
 	"github.com/toolloop/toolloop/tool"
 )
@@ -69,4 +71,61 @@ func SerialPlanner() Planner {
 		}
 		return p
 	})
+}
+
+// PlanPart plans the calls of a batch listed in idx (ascending indexes into
+// the batch; calls holds them in that order) with planner, and numbers the
+// plan's stages by batch index. A planner whose plan does not place every
+// call exactly once is not trusted: the calls then run serially, and the
+// decision table says why.
+func PlanPart(planner Planner, calls []PlanCall, idx []int) Plan {
+	p := planner.Plan(calls)
+	if err := p.check(len(calls)); err != nil {
+		fallback := SerialPlanner().Plan(calls)
+		for k := range fallback.Table {
+			fallback.Table[k].Reason = "planner returned an invalid plan (" + err.Error() + "); running serially"
+		}
+		p = fallback
+	}
+	identity := true
+	for k, i := range idx {
+		identity = identity && i == k
+	}
+	if identity {
+		return p // the planner's numbering is already the batch's
+	}
+	// Copy rather than rewrite in place: the planner may share its slices.
+	flat := make([]int, 0, len(idx))
+	stages := make([][]int, len(p.Stages))
+	for k, st := range p.Stages {
+		start := len(flat)
+		for _, j := range st {
+			flat = append(flat, idx[j])
+		}
+		stages[k] = flat[start:len(flat):len(flat)]
+	}
+	p.Stages = stages
+	return p
+}
+
+// check verifies that every one of n calls is placed exactly once.
+func (p Plan) check(n int) error {
+	seen := make([]bool, n)
+	count := 0
+	for _, st := range p.Stages {
+		for _, j := range st {
+			if j < 0 || j >= n {
+				return fmt.Errorf("call index %d out of range", j)
+			}
+			if seen[j] {
+				return fmt.Errorf("call index %d placed twice", j)
+			}
+			seen[j] = true
+			count++
+		}
+	}
+	if count != n {
+		return fmt.Errorf("%d of %d calls placed", count, n)
+	}
+	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/toolloop/toolloop/executor"
@@ -144,5 +145,26 @@ func TestPlannerFunc(t *testing.T) {
 	p := pl.Plan(batch)
 	if len(got) != 2 || !reflect.DeepEqual(p.Stages, [][]int{{0, 1}}) {
 		t.Errorf("PlannerFunc: got %d calls, plan %+v", len(got), p)
+	}
+}
+
+func TestPlanPartRenumbersAndDistrustsBadPlans(t *testing.T) {
+	read := tool.MustNew(tool.Spec[struct{}]{Name: "read"}, func(context.Context, struct{}) (string, error) { return "", nil })
+	calls := []executor.PlanCall{
+		{Call: llm.ToolCall{ID: "a", Name: "read"}, Tool: read},
+		{Call: llm.ToolCall{ID: "b", Name: "read"}, Tool: read},
+	}
+	together := executor.PlannerFunc(func(cs []executor.PlanCall) executor.Plan {
+		return executor.Plan{Stages: [][]int{{0, 1}}}
+	})
+	if p := executor.PlanPart(together, calls, []int{1, 3}); !reflect.DeepEqual(p.Stages, [][]int{{1, 3}}) {
+		t.Fatalf("stages %v, want the batch's indexes [[1 3]]", p.Stages)
+	}
+	loses := executor.PlannerFunc(func(cs []executor.PlanCall) executor.Plan {
+		return executor.Plan{Stages: [][]int{{0}}}
+	})
+	p := executor.PlanPart(loses, calls, []int{0, 1})
+	if !reflect.DeepEqual(p.Stages, [][]int{{0}, {1}}) || !strings.Contains(p.Table[1].Reason, "invalid plan") {
+		t.Fatalf("a plan that drops a call: %+v", p)
 	}
 }

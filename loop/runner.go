@@ -492,55 +492,8 @@ func (d *drive) plan(idx []int) Event {
 		t, _ := d.r.cfg.Tools.Lookup(b.Calls[i].Name)
 		pcs[j] = executor.PlanCall{Call: b.Calls[i], Tool: t, NeedsConfirmation: i < len(b.Approved) && b.Approved[i]}
 	}
-	p := d.r.cfg.Planner.Plan(pcs)
-	if err := checkPlan(p, len(pcs)); err != nil {
-		fallback := executor.SerialPlanner().Plan(pcs)
-		for k := range fallback.Table {
-			fallback.Table[k].Reason = "planner returned an invalid plan (" + err.Error() + "); running serially"
-		}
-		p = fallback
-	}
-	if len(idx) == len(b.Calls) {
-		// Every call of the batch is in the plan, so the planner's numbering
-		// is already the batch's.
-		return Event{Kind: StagePlanned, Plan: &p}
-	}
-	// The planner numbers calls within idx; the log numbers them within
-	// the batch. Copy rather than rewrite in place: the planner may share
-	// its slices.
-	flat := make([]int, 0, len(idx))
-	stages := make([][]int, len(p.Stages))
-	for k, st := range p.Stages {
-		start := len(flat)
-		for _, j := range st {
-			flat = append(flat, idx[j])
-		}
-		stages[k] = flat[start:len(flat):len(flat)]
-	}
-	p.Stages = stages
+	p := executor.PlanPart(d.r.cfg.Planner, pcs, idx)
 	return Event{Kind: StagePlanned, Plan: &p}
-}
-
-// checkPlan verifies that every call is placed exactly once.
-func checkPlan(p executor.Plan, n int) error {
-	seen := make([]bool, n)
-	count := 0
-	for _, st := range p.Stages {
-		for _, j := range st {
-			if j < 0 || j >= n {
-				return fmt.Errorf("call index %d out of range", j)
-			}
-			if seen[j] {
-				return fmt.Errorf("call index %d placed twice", j)
-			}
-			seen[j] = true
-			count++
-		}
-	}
-	if count != n {
-		return fmt.Errorf("%d of %d calls placed", count, n)
-	}
-	return nil
 }
 
 // execute runs one stage on the driver's goroutine (spilling onto more for

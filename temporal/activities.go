@@ -355,45 +355,7 @@ func (a *Activities) PlanBatch(_ context.Context, in PlanInput) (executor.Plan, 
 		}
 		pcs[j] = executor.PlanCall{Call: in.Calls[i], Tool: t, NeedsConfirmation: i < len(in.Approved) && in.Approved[i]}
 	}
-	p := a.cfg.Planner.Plan(pcs)
-	if err := checkPlan(p, len(pcs)); err != nil {
-		fallback := executor.SerialPlanner().Plan(pcs)
-		for k := range fallback.Table {
-			fallback.Table[k].Reason = "planner returned an invalid plan (" + err.Error() + "); running serially"
-		}
-		p = fallback
-	}
-	stages := make([][]int, len(p.Stages))
-	for k, st := range p.Stages {
-		stages[k] = make([]int, len(st))
-		for j, c := range st {
-			stages[k][j] = in.Indexes[c]
-		}
-	}
-	p.Stages = stages
-	return p, nil
-}
-
-// checkPlan verifies that every call is placed exactly once.
-func checkPlan(p executor.Plan, n int) error {
-	seen := make([]bool, n)
-	count := 0
-	for _, st := range p.Stages {
-		for _, j := range st {
-			if j < 0 || j >= n {
-				return fmt.Errorf("call index %d out of range", j)
-			}
-			if seen[j] {
-				return fmt.Errorf("call index %d placed twice", j)
-			}
-			seen[j] = true
-			count++
-		}
-	}
-	if count != n {
-		return fmt.Errorf("%d of %d calls placed", count, n)
-	}
-	return nil
+	return executor.PlanPart(a.cfg.Planner, pcs, in.Indexes), nil
 }
 
 // CallInput is ToolActivity's input: one call, as executor.Call carries
