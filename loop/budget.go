@@ -35,7 +35,11 @@ const (
 	DefaultMaxToolCalls = 100
 )
 
-func (b Budgets) normalized() (Budgets, error) {
+// Normalized returns the budgets with the defaults above filled in and
+// switched-off bounds set to zero, as a Runner uses them; a MaxSteps below
+// zero is an error. Drivers outside this package use it to run with the
+// same bounds.
+func (b Budgets) Normalized() (Budgets, error) {
 	switch {
 	case b.MaxSteps == 0:
 		b.MaxSteps = DefaultMaxSteps

@@ -110,7 +110,7 @@ func Decide(ctx context.Context, st store.EventLog, runID string, answer Confirm
 		return err
 	}
 	s := Replay(events)
-	if err := checkAnswer(s, answer); err != nil {
+	if err := CheckAnswer(s, answer); err != nil {
 		return err
 	}
 	ev := Event{Seq: len(events) + 1, At: at, Kind: ConfirmationDecided, Confirmation: &answer}
@@ -127,8 +127,11 @@ func Decide(ctx context.Context, st store.EventLog, runID string, answer Confirm
 	return err
 }
 
-// checkAnswer verifies that answer matches a call the run is waiting on.
-func checkAnswer(s *State, answer Confirmation) error {
+// CheckAnswer verifies that answer can be recorded for the run whose state
+// is s: it says who decided, and names a call the run is waiting on that
+// has no answer yet. Decide and Continue check with it; so should any other
+// driver that records answers.
+func CheckAnswer(s *State, answer Confirmation) error {
 	if answer.By == "" {
 		return errors.New("loop: a confirmation must say who decided (By)")
 	}

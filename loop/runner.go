@@ -77,7 +77,7 @@ func NewRunner(cfg Config) (*Runner, error) {
 	if cfg.Tools == nil {
 		return nil, errors.New("loop: Config.Tools is required (an empty tool.Registry is fine)")
 	}
-	b, err := cfg.Budgets.normalized()
+	b, err := cfg.Budgets.Normalized()
 	if err != nil {
 		return nil, fmt.Errorf("loop: %w", err)
 	}
@@ -209,7 +209,7 @@ func (r *Runner) Continue(ctx context.Context, res *Result, answers ...Confirmat
 		Next(&s, &events[i])
 	}
 	for _, a := range answers {
-		if err := checkAnswer(&s, a); err != nil {
+		if err := CheckAnswer(&s, a); err != nil {
 			return nil, err
 		}
 		ev := Event{Seq: len(events) + 1, At: r.cfg.Now(), Kind: ConfirmationDecided, Confirmation: &a}

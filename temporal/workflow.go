@@ -128,10 +128,13 @@ type driver struct {
 }
 
 func newDriver(ctx workflow.Context, in RunInput) (*driver, error) {
-	b, err := normalizeBudgets(in.Budgets)
+	b, err := in.Budgets.Normalized()
 	if err != nil {
 		return nil, fmt.Errorf("temporal: %w", err)
 	}
+	// Prices do not travel in a workflow's input (they are not encoded);
+	// RunInput.Price does.
+	b.Prices = nil
 	if b.MaxCost > 0 && in.Price == nil {
 		return nil, fmt.Errorf("temporal: MaxCost is set but RunInput.Price is not (model %q)", in.Model)
 	}
@@ -172,14 +175,14 @@ func (d *driver) handlers(ctx workflow.Context) error {
 		func(ctx workflow.Context, a loop.Confirmation) (RunStatus, error) {
 			// Checked again: another answer may have been recorded since
 			// this one was validated.
-			if err := checkAnswer(&d.state, a); err != nil {
+			if err := loop.CheckAnswer(&d.state, a); err != nil {
 				return RunStatus{}, err
 			}
 			d.decide(ctx, a)
 			return d.status(), nil
 		},
 		workflow.UpdateHandlerOptions{Validator: func(_ workflow.Context, a loop.Confirmation) error {
-			return checkAnswer(&d.state, a)
+			return loop.CheckAnswer(&d.state, a)
 		}},
 	); err != nil {
 		return err
@@ -191,7 +194,7 @@ func (d *driver) handlers(ctx workflow.Context) error {
 			if !signals.Receive(ctx, &a) {
 				return
 			}
-			if err := checkAnswer(&d.state, a); err != nil {
+			if err := loop.CheckAnswer(&d.state, a); err != nil {
 				workflow.GetLogger(ctx).Warn("toolloop: confirmation signal dropped", "call_id", a.CallID, "error", err.Error())
 				continue
 			}
