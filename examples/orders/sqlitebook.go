@@ -69,27 +69,47 @@ func OpenSQLiteBook(ctx context.Context, db *sql.DB) (*SQLiteBook, error) {
 	if _, err := db.ExecContext(ctx, sqliteBookSchema); err != nil {
 		return nil, fmt.Errorf("orders: creating the book's tables: %w", err)
 	}
-	tx, err := db.BeginTx(ctx, nil)
+	b := &SQLiteBook{db: db, shipments: seedShipments()}
+	if err := b.AddOrders(ctx, seedOrders()...); err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+// AddOrders puts orders in the book, in one transaction, leaving alone any
+// whose ID the book already has: tests and load runs add orders of their
+// own beside the sandbox's (a run of many refunds needs an order each). An
+// order's total is computed from its items; its refunded amount and
+// cancellations start at zero.
+func (b *SQLiteBook) AddOrders(ctx context.Context, add ...Order) error {
+	tx, err := b.db.BeginTx(ctx, nil)
 	if err != nil {
-		return nil, fmt.Errorf("orders: seeding the book: %w", err)
+		return fmt.Errorf("orders: adding orders: %w", err)
 	}
 	defer tx.Rollback() // after Commit, a no-op
-	for _, o := range seedOrders() {
+	for _, o := range add {
+		if o.ID == "" {
+			return errors.New("orders: adding an order without an ID")
+		}
+		o.TotalCents = 0
+		for _, it := range o.Items {
+			o.TotalCents += int64(it.Quantity) * it.PriceCents
+		}
 		items, err := json.Marshal(o.Items)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		if _, err := tx.ExecContext(ctx, `INSERT INTO sandbox_orders
 			(id, customer, items, total_cents, status, carrier, tracking) VALUES (?, ?, ?, ?, ?, ?, ?)
 			ON CONFLICT (id) DO NOTHING`,
 			o.ID, o.Customer, string(items), o.TotalCents, o.Status, o.Carrier, o.Tracking); err != nil {
-			return nil, fmt.Errorf("orders: seeding order %s: %w", o.ID, err)
+			return fmt.Errorf("orders: adding order %s: %w", o.ID, err)
 		}
 	}
 	if err := tx.Commit(); err != nil {
-		return nil, fmt.Errorf("orders: seeding the book: %w", err)
+		return fmt.Errorf("orders: adding orders: %w", err)
 	}
-	return &SQLiteBook{db: db, shipments: seedShipments()}, nil
+	return nil
 }
 
 // querier is what both *sql.DB and *sql.Tx offer.
