@@ -1,5 +1,8 @@
-// Command toolloop is the command line of toolloop, a runtime for the
-// controlled tool-calling loop of LLM applications.
+// Package cli is the command line of toolloop: every subcommand of the
+// toolloop program (demo, run, runs, approve, deny, resume, trace), behind
+// Main. cmd/toolloop is Main on the process's arguments; the Temporal
+// build (temporal/cmd/toolloop) is Main with an Extension that adds the
+// worker command and the --temporal variants.
 //
 // Usage:
 //
@@ -20,9 +23,9 @@
 //
 // This package is the only one that reads the command line or the
 // environment; everything else takes its configuration as arguments. Even
-// here the environment comes in through run's getenv, so that tests never
+// here the environment comes in through Main's getenv, so that tests never
 // touch the process's.
-package main
+package cli
 
 import (
 	"context"
@@ -30,19 +33,10 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
-	"os/signal"
 	"path/filepath"
 	"runtime"
 	"strings"
 )
-
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr, os.Getenv)
-	stop()
-	os.Exit(code)
-}
 
 // Exit codes.
 const (
@@ -59,16 +53,27 @@ type cli struct {
 	getenv func(string) string
 }
 
-// run is the whole program behind main, with its inputs and outputs passed
-// in so that tests can call it. args excludes the program name; getenv
-// reads the environment (nil means an empty one).
-func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) int {
+// Main is the whole toolloop program, with its inputs and outputs passed
+// in so that tests can call it, and returns the exit code. args excludes
+// the program name; getenv reads the environment (nil means an empty one).
+// ext, when not nil, sees every command line first (see Extension).
+func Main(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string, ext Extension) int {
 	if getenv == nil {
 		getenv = func(string) string { return "" }
 	}
 	c := &cli{stdout: stdout, stderr: stderr, getenv: getenv}
 	if len(args) == 0 {
 		usage(stderr)
+		return exitUsage
+	}
+	if ext != nil {
+		if code, handled := ext.Run(ctx, &Kit{c: c}, args); handled {
+			return code
+		}
+	} else if what := needsTemporal(args); what != "" {
+		fmt.Fprintf(stderr, "toolloop: %s needs the Temporal build of toolloop, which this one is not: "+
+			"go run ./temporal/cmd/toolloop %s (or build it with go build -o toolloop ./temporal/cmd/toolloop)\n",
+			what, strings.Join(args, " "))
 		return exitUsage
 	}
 	switch cmd, rest := args[0], args[1:]; cmd {

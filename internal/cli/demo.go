@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"bytes"
@@ -24,7 +24,11 @@ import (
 const contractLines = 3
 
 // demo runs the "demo" subcommand.
-func (c *cli) demo(ctx context.Context, args []string) int {
+func (c *cli) demo(ctx context.Context, args []string) int { return c.demoWith(ctx, args, nil) }
+
+// demoWith runs the "demo" subcommand, through driver when it is not nil
+// (then without a store of its own: the driver keeps the runs).
+func (c *cli) demoWith(ctx context.Context, args []string, driver DemoDriver) int {
 	stdout, stderr := c.stdout, c.stderr
 	fs := flag.NewFlagSet("toolloop demo", flag.ContinueOnError)
 	mode := fs.String("mode", "", "run only the scenario `NAME` (default: all but the interactive ones, in order)")
@@ -69,13 +73,17 @@ func (c *cli) demo(ctx context.Context, args []string) int {
 
 	// A store when asked for, and always for an interactive scenario: its
 	// run pauses there until a person answers.
+	if driver != nil && *db != "" {
+		fmt.Fprintf(stderr, "toolloop demo: --db does not apply here: the runs are kept where they run\n")
+		return exitUsage
+	}
 	var (
 		st      *sqlite.Store
 		sqlBook *orders.SQLiteBook
 		dbFile  string
 	)
 	interactive := slices.ContainsFunc(selected, func(s indexed) bool { return s.Interactive })
-	if *db != "" || interactive {
+	if driver == nil && (*db != "" || interactive) {
 		if dbFile, err = c.dbPath(*db); err != nil {
 			fmt.Fprintf(stderr, "toolloop demo: %v\n", err)
 			return exitUsage
@@ -106,7 +114,15 @@ func (c *cli) demo(ctx context.Context, args []string) int {
 				opts.Book, opts.Ledger = sqlBook, st
 			}
 		}
-		res, book, err := s.RunWith(ctx, opts)
+		var (
+			res  *loop.Result
+			book orders.OrderBook
+		)
+		if driver != nil {
+			res, book, err = driver.Run(ctx, s.Scenario, obs)
+		} else {
+			res, book, err = s.RunWith(ctx, opts)
+		}
 		if err != nil {
 			fmt.Fprintf(stderr, "toolloop demo: mode %s: %v\n", s.Name, err)
 			code = exitFail
@@ -129,7 +145,10 @@ func (c *cli) demo(ctx context.Context, args []string) int {
 			}
 		}
 		fmt.Fprintln(stdout, stopLine(s.Name, res, s.index < contractLines, refunds, s.Interactive))
-		if s.Interactive {
+		switch {
+		case s.Interactive && driver != nil:
+			driver.NextSteps(stdout, res)
+		case s.Interactive:
 			writeNextSteps(stdout, res, dbFile, "")
 		}
 		if res.Status != s.Want {

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"bytes"
@@ -30,7 +30,7 @@ func call(args ...string) (int, string, string) {
 // its exit code and outputs.
 func callEnv(env map[string]string, args ...string) (int, string, string) {
 	var out, errb bytes.Buffer
-	code := run(context.Background(), args, &out, &errb, func(k string) string { return env[k] })
+	code := Main(context.Background(), args, &out, &errb, func(k string) string { return env[k] }, nil)
 	return code, out.String(), errb.String()
 }
 
@@ -235,7 +235,7 @@ func TestDemoCanceledContext(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	var out, errb bytes.Buffer
-	code := run(ctx, []string{"demo", "--mode", "normal"}, &out, &errb, nil)
+	code := Main(ctx, []string{"demo", "--mode", "normal"}, &out, &errb, nil, nil)
 	if code != 1 || out.String() != "mode=normal status=canceled\n" || !strings.Contains(errb.String(), "want final_answer") {
 		t.Errorf("exit %d, stdout %q, stderr %q", code, out.String(), errb.String())
 	}

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"encoding/json"
@@ -430,5 +430,41 @@ func TestPrices(t *testing.T) {
 	}
 	if _, err := loadPrices(filepath.Join(t.TempDir(), "missing.json")); err == nil {
 		t.Error("a missing prices file was accepted")
+	}
+}
+
+// TestRunSandbox runs the order desk's rule-based model: no key, no
+// server, a refund recorded in the store's book.
+func TestRunSandbox(t *testing.T) {
+	dir := t.TempDir()
+	db := filepath.Join(dir, "t.db")
+	code, out, errOut := call("run", "--provider", "sandbox", "--tools", "orders", "--db", db, "--log", dir, "refund A103 please")
+	if code != exitOK {
+		t.Fatalf("exit %d\n%s%s", code, out, errOut)
+	}
+	if !strings.Contains(out, "refund_order (desk_1_1): done") || !strings.Contains(out, "status=final_answer steps=2 tool_calls=1") {
+		t.Fatalf("output:\n%s", out)
+	}
+	code, out, _ = call("run", "--provider", "sandbox", "--tools", "orders", "--db", db, "--log", dir, "refund A103 please")
+	if code != exitOK || !strings.Contains(out, "done") {
+		t.Fatalf("the same refund again, replayed from the ledger: exit %d\n%s", code, out)
+	}
+}
+
+// TestTemporalNeedsItsBuild: the worker command and --temporal name the
+// build that has them.
+func TestTemporalNeedsItsBuild(t *testing.T) {
+	for _, args := range [][]string{
+		{"worker", "--temporal", "127.0.0.1:7233"},
+		{"run", "--temporal=127.0.0.1:7233", "--model", "m", "hi"},
+		{"demo", "-temporal", "x"},
+	} {
+		code, _, errOut := call(args...)
+		if code != exitUsage || !strings.Contains(errOut, "go run ./temporal/cmd/toolloop") {
+			t.Fatalf("%v: exit %d, %s", args, code, errOut)
+		}
+	}
+	if code, _, errOut := call("run", "--provider", "sandbox", "--", "--temporal"); code != exitUsage || strings.Contains(errOut, "Temporal") {
+		t.Fatalf("--temporal after --: exit %d, %s", code, errOut)
 	}
 }

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"context"
@@ -38,10 +38,14 @@ const (
 	providerOpenAIResponses = "openai-responses" // the Responses API, stateless
 	providerAnthropic       = "anthropic"
 	providerGemini          = "gemini"
+	// providerSandbox is the order desk's rule-based model
+	// (orders.DeskModel): no key, no network.
+	providerSandbox = "sandbox"
 )
 
 // providerList names the providers, for messages.
-const providerList = providerOpenAI + ", " + providerOpenAIResponses + ", " + providerAnthropic + ", " + providerGemini
+const providerList = providerOpenAI + ", " + providerOpenAIResponses + ", " + providerAnthropic + ", " + providerGemini +
+	", " + providerSandbox
 
 // Tool sets --tools knows.
 const toolsOrders = "orders"
@@ -226,6 +230,8 @@ func (c *cli) modelFor(ctx context.Context, f *sourceFlags) (llm.Model, string, 
 			return nil, "", fmt.Errorf("gemini client: %w", err)
 		}
 		return gemini.New(client, nil), "gcp.gemini", nil
+	case providerSandbox:
+		return orders.DeskModel(), scriptedProvider, nil
 	case "":
 		return nil, "", &usageErr{"--provider is missing; want one of " + providerList}
 	default:
@@ -440,6 +446,9 @@ func (c *cli) runCmd(ctx context.Context, args []string) int {
 		fmt.Fprintf(c.stderr, "toolloop run: want one prompt, got %d argument(s); quote it: toolloop run --provider P --model M \"your question\"\n", len(pos))
 		return exitUsage
 	}
+	if src.model == "" && src.provider == providerSandbox {
+		src.model = orders.DeskModelName
+	}
 	if src.model == "" {
 		return c.fail("run", &usageErr{"--model is missing: name the model, e.g. --model gpt-4.1"})
 	}
@@ -631,12 +640,14 @@ Providers and their API keys (read from the environment):
   openai-responses  the Responses API      OPENAI_API_KEY (not needed with --base-url)
   anthropic         the Messages API       ANTHROPIC_API_KEY
   gemini            the Gemini API         GEMINI_API_KEY, else GOOGLE_API_KEY
+  sandbox           the order desk's rule-based model (no key, no network; use
+                    with --tools orders: "refund A101", "where is A100")
 An OpenAI-compatible server (Ollama, vLLM, llama.cpp, LM Studio) is
 --provider openai --base-url http://localhost:11434/v1. The SDKs' own retries
 are off: the loop retries, and logs each attempt.
 
 Model and tools:
-  --provider P           one of openai, openai-responses, anthropic, gemini
+  --provider P           one of openai, openai-responses, anthropic, gemini, sandbox
   --model M              the model name, e.g. gpt-4.1, claude-sonnet-4-6, gemini-2.5-flash
   --base-url URL         the provider's API somewhere else
   --tools orders         the order-desk tools over the order book in the store

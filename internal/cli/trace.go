@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"context"
@@ -117,13 +117,18 @@ func (c *cli) traceRun(sub string, args []string) int {
 		return exitFail
 	}
 	if sub == "show" {
-		if err := trace.Show(stdout, events, &trace.ShowOptions{Width: *width}); err != nil {
-			fmt.Fprintf(stderr, "toolloop trace show: %s: %v\n", path, err)
-			return exitFail
-		}
-		return exitOK
+		return c.show(events, path, *width)
 	}
 	return diagnose(events, path, *asJSON, stdout, stderr)
+}
+
+// show renders a run's events; source names where they came from.
+func (c *cli) show(events []loop.Event, source string, width int) int {
+	if err := trace.Show(c.stdout, events, &trace.ShowOptions{Width: width}); err != nil {
+		fmt.Fprintf(c.stderr, "toolloop trace show: %s: %v\n", source, err)
+		return exitFail
+	}
+	return exitOK
 }
 
 func diagnose(events []loop.Event, path string, asJSON bool, stdout, stderr io.Writer) int {
