@@ -81,7 +81,9 @@ func (k *Kit) Getenv(name string) string { return k.c.getenv(name) }
 
 // ParseFlags parses args with fs, flags and positional arguments mixed,
 // and returns the positional ones (see the core commands).
-func (k *Kit) ParseFlags(fs *flag.FlagSet, args []string) ([]string, error) { return parseFlags(fs, args) }
+func (k *Kit) ParseFlags(fs *flag.FlagSet, args []string) ([]string, error) {
+	return parseFlags(fs, args)
+}
 
 // UsageError reports a bad command line for cmd ("run", "trace show") and
 // returns ExitUsage; a request for help prints help instead and returns
@@ -102,7 +104,9 @@ func Usagef(format string, args ...any) error { return &usageErr{fmt.Sprintf(for
 func (k *Kit) DBPath(flagValue string) (string, error) { return k.c.dbPath(flagValue) }
 
 // OpenStore opens (with create, making) the SQLite store at path.
-func (k *Kit) OpenStore(path string, create bool) (*sqlite.Store, error) { return openStore(path, create) }
+func (k *Kit) OpenStore(path string, create bool) (*sqlite.Store, error) {
+	return openStore(path, create)
+}
 
 // Source is the model and tool flags of toolloop run (--provider, --model,
 // --base-url, --tools, --mcp, --mcp-url, --confirm-writes).
@@ -127,7 +131,9 @@ func (s *Source) Policy() policy.Policy {
 
 // Model builds the provider's client from the flags and the API key in the
 // environment; the second result is gen_ai.provider.name.
-func (k *Kit) Model(ctx context.Context, s *Source) (llm.Model, string, error) { return k.c.modelFor(ctx, s.f) }
+func (k *Kit) Model(ctx context.Context, s *Source) (llm.Model, string, error) {
+	return k.c.modelFor(ctx, s.f)
+}
 
 // Tools builds the tools the flags name, the order desk's over the book in
 // st; close releases what they hold open (MCP servers).
