@@ -170,7 +170,7 @@ func (a *Activities) RequestModel(ctx context.Context, in ModelInput) (ModelOutp
 	req := in.Request
 	req.Tools = a.cfg.Tools.Definitions()
 	attempt := int(activity.GetInfo(ctx).Attempt)
-	resp, err := a.cfg.Model.Generate(ctx, &req)
+	resp, err := generateBeating(ctx, a.cfg.Model, &req)
 	if err == nil && resp == nil {
 		err = errors.New("the model client returned neither a response nor an error")
 	}
@@ -188,6 +188,44 @@ func (a *Activities) RequestModel(ctx context.Context, in ModelInput) (ModelOutp
 	}
 	keepEncodable(resp)
 	return ModelOutput{Response: resp, Attempt: attempt}, nil
+}
+
+// generateBeating asks the model while the activity heartbeats, when its
+// options ask for heartbeats: a beat is how a worker learns that the
+// workflow was canceled, which cancels ctx and so the request.
+func generateBeating(ctx context.Context, m llm.Model, req *llm.Request) (*llm.Response, error) {
+	every := activity.GetInfo(ctx).HeartbeatTimeout / 3
+	if every <= 0 {
+		return m.Generate(ctx, req)
+	}
+	type answer struct {
+		resp *llm.Response
+		err  error
+	}
+	done := make(chan answer, 1)
+	go func() {
+		resp, err := m.Generate(ctx, req)
+		done <- answer{resp, err}
+	}()
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	for {
+		select {
+		case a := <-done:
+			return a.resp, a.err
+		case <-ctx.Done():
+			// A client that does not honour ctx is left to finish alone
+			// (done is buffered); its answer would come too late anyway.
+			select {
+			case a := <-done:
+				return a.resp, a.err
+			default:
+				return nil, ctx.Err()
+			}
+		case <-tick.C:
+			activity.RecordHeartbeat(ctx)
+		}
+	}
 }
 
 // keepEncodable replaces tool-call arguments that are not valid JSON with

@@ -1,9 +1,7 @@
 package temporal_test
 
 import (
-	"context"
 	"encoding/json"
-	"fmt"
 	"log/slog"
 	"os"
 	"testing"
@@ -15,29 +13,11 @@ import (
 	"github.com/toolloop/toolloop/examples/orders"
 	"github.com/toolloop/toolloop/executor"
 	"github.com/toolloop/toolloop/llm"
-	"github.com/toolloop/toolloop/llm/llmtest"
 	"github.com/toolloop/toolloop/loop"
 	"github.com/toolloop/toolloop/store"
 	"github.com/toolloop/toolloop/temporal"
+	tsandbox "github.com/toolloop/toolloop/temporal/sandbox"
 )
-
-// stepModel answers by the request's step, so that a retried activity
-// gets the same turn again: turns[Step-1], or the last turn past the end
-// when repeat is set.
-func stepModel(turns []llmtest.Turn, repeat bool) llm.Model {
-	return llm.ModelFunc(func(ctx context.Context, req *llm.Request) (*llm.Response, error) {
-		i := req.Step - 1
-		switch {
-		case i < 0:
-			return nil, fmt.Errorf("request without a step")
-		case i >= len(turns) && (!repeat || len(turns) == 0):
-			return nil, llmtest.ErrScriptExhausted
-		case i >= len(turns):
-			i = len(turns) - 1
-		}
-		return llmtest.New(turns[i]).Generate(ctx, req)
-	})
-}
 
 // sandbox is one scenario set up for the workflow: a fresh book, its
 // tools, a step-scripted model and the executor settings of
@@ -61,32 +41,12 @@ func newSandbox(t *testing.T, s orders.Scenario) *sandbox {
 	return &sandbox{scenario: s, book: book, ledger: ledger, acts: acts, env: env}
 }
 
-// sandboxActivities builds the worker side of a scenario: a fresh book
-// (prepared by the scenario's Setup), its tools, a step-scripted model,
-// the scenario's policy and the executor settings of orders.Scenario.Run
-// over an in-memory ledger.
+// sandboxActivities builds the worker side of a scenario over a fresh
+// book and an in-memory ledger (see package temporal/sandbox).
 func sandboxActivities(t *testing.T, s orders.Scenario) (*orders.Book, store.Ledger, *temporal.Activities) {
 	t.Helper()
-	book := orders.NewBook()
-	if s.Setup != nil {
-		s.Setup(book)
-	}
-	reg, err := orders.Tools(book)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ledger := store.NewMemory()
-	acts, err := temporal.NewActivities(temporal.Config{
-		Model:  stepModel(s.Script(func() {}), s.Repeat),
-		Tools:  reg,
-		Policy: s.Policy,
-		Executor: executor.New(&executor.Options{
-			DefaultTimeout: time.Second,
-			RetryBackoff:   5 * time.Millisecond,
-			MaxRetryWait:   50 * time.Millisecond,
-			Ledger:         ledger,
-		}),
-	})
+	book, ledger := tsandbox.Book(s), store.NewMemory()
+	acts, err := tsandbox.Activities(s, book, ledger, func() {})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,11 +64,9 @@ func (sb *sandbox) input(runID, sessionID string) temporal.RunInput {
 }
 
 func scenarioInput(s orders.Scenario, runID, sessionID string) temporal.RunInput {
-	return temporal.RunInput{
-		RunID: runID, SessionID: sessionID, Model: orders.ModelName, PromptVersion: orders.PromptVersion,
-		Identity: s.Identity, Budgets: s.Budgets, Messages: orders.Messages(s.Ask),
-		ModelRetryBackoff: 2 * time.Millisecond,
-	}
+	in := tsandbox.Input(s, runID)
+	in.SessionID = sessionID
+	return in
 }
 
 // run executes the workflow and returns its output.

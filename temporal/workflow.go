@@ -95,6 +95,11 @@ const (
 // work on the worker's registry.
 const localTimeout = 30 * time.Second
 
+// modelHeartbeatTimeout is how long a model activity may go without a
+// heartbeat before Temporal counts its worker as gone; the activity beats
+// every third of it while the request runs.
+const modelHeartbeatTimeout = 15 * time.Second
+
 // RunLoop is the loop as a workflow. The decider (loop.Next) runs as
 // workflow code; model requests, policy decisions and tool calls run as
 // activities, validation and planning as local activities; every event is
@@ -395,6 +400,13 @@ func (d *driver) requestModel(ctx workflow.Context) loop.Event {
 			MaximumInterval:    maxModelRetryWait,
 			MaximumAttempts:    int32(d.in.ModelRetries + 1),
 		},
+		// A response that arrives as the workflow is canceled is kept (its
+		// tokens were paid for; in-process the run records it too, then
+		// stops before its calls): the workflow waits for the activity to
+		// end, which the heartbeats make prompt, since they carry the
+		// cancellation to the request's context.
+		WaitForCancellation: true,
+		HeartbeatTimeout:    modelHeartbeatTimeout,
 	}
 	byDeadline := d.bound(ctx, &o)
 	in := ModelInput{

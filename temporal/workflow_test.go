@@ -311,7 +311,7 @@ func TestCanceledMidRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sb.acts, err = temporal.NewActivities(temporal.Config{Model: stepModel(turns, false), Tools: reg})
+	sb.acts, err = temporal.NewActivities(temporal.Config{Model: orders.Scripted(turns, false), Tools: reg})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -427,7 +427,7 @@ func TestWriteActivityRetryReconciles(t *testing.T) {
 	}
 	ledger := &failFinishOnce{Ledger: store.NewMemory()}
 	sb.acts, err = temporal.NewActivities(temporal.Config{
-		Model: stepModel(s.Script(func() {}), s.Repeat), Tools: reg,
+		Model: orders.Scripted(s.Script(func() {}), s.Repeat), Tools: reg,
 		Executor: executor.New(&executor.Options{Ledger: ledger}),
 	})
 	if err != nil {

@@ -16,6 +16,7 @@ import (
 	"github.com/toolloop/toolloop/loop"
 	"github.com/toolloop/toolloop/policy"
 	"github.com/toolloop/toolloop/store"
+	"github.com/toolloop/toolloop/tool"
 )
 
 // ModelName is the model name the sandbox's runs record.
@@ -208,10 +209,6 @@ func (s Scenario) runner(opts RunOptions, cancel context.CancelFunc, runID strin
 		}
 		book = b
 	}
-	reg, err := Tools(book)
-	if err != nil {
-		return nil, nil, nil, err
-	}
 	done := func() {}
 	ledger := opts.Ledger
 	if ledger == nil {
@@ -221,21 +218,20 @@ func (s Scenario) runner(opts RunOptions, cancel context.CancelFunc, runID strin
 		tmp := &tempLedger{}
 		ledger, done = tmp, tmp.close
 	}
+	parts, err := s.Parts(book, ledger, cancel)
+	if err != nil {
+		done()
+		return nil, nil, nil, err
+	}
 	runner, err := loop.NewRunner(loop.Config{
-		Model:     Scripted(s.Script(cancel), s.Repeat),
-		ModelName: ModelName,
-		Tools:     reg,
-		Policy:    s.Policy,
-		Identity:  s.Identity,
-		Budgets:   s.Budgets,
-		// Small waits keep the whole demo well under a second.
-		Executor: executor.New(&executor.Options{
-			DefaultTimeout: time.Second,
-			RetryBackoff:   5 * time.Millisecond,
-			MaxRetryWait:   50 * time.Millisecond,
-			Ledger:         ledger,
-		}),
-		ModelRetryBackoff: 2 * time.Millisecond,
+		Model:             parts.Model,
+		ModelName:         ModelName,
+		Tools:             parts.Tools,
+		Policy:            s.Policy,
+		Identity:          s.Identity,
+		Budgets:           s.Budgets,
+		Executor:          parts.Executor,
+		ModelRetryBackoff: ModelRetryBackoff,
 		SessionID:         s.SessionID(),
 		PromptVersion:     PromptVersion,
 		Store:             opts.Store,
@@ -247,6 +243,48 @@ func (s Scenario) runner(opts RunOptions, cancel context.CancelFunc, runID strin
 		return nil, nil, nil, fmt.Errorf("orders: scenario %q: %w", s.Name, err)
 	}
 	return runner, book, done, nil
+}
+
+// ModelRetryBackoff is the sandbox runs' first wait before a model
+// request is tried again: small, to keep the whole demo well under a
+// second.
+const ModelRetryBackoff = 2 * time.Millisecond
+
+// Parts are the pieces of a scenario's run that hold behaviour rather than
+// data: for drivers that assemble a run themselves (the Temporal workflow's
+// worker), so that they run exactly what Run runs.
+type Parts struct {
+	// Model plays the scenario's script by step (Scripted).
+	Model llm.Model
+	// Tools are the order desk's tools over the run's book.
+	Tools *tool.Registry
+	// Executor runs the calls with the sandbox's small waits, writes
+	// through the ledger.
+	Executor *executor.Executor
+}
+
+// Parts builds the scenario's model, its tools over book and its executor
+// over ledger; cancel is what the script calls to play a caller who gives
+// up (the canceled scenario).
+func (s Scenario) Parts(book OrderBook, ledger store.Ledger, cancel context.CancelFunc) (Parts, error) {
+	if s.Script == nil {
+		return Parts{}, fmt.Errorf("orders: scenario %q has no script", s.Name)
+	}
+	reg, err := Tools(book)
+	if err != nil {
+		return Parts{}, err
+	}
+	return Parts{
+		Model: Scripted(s.Script(cancel), s.Repeat),
+		Tools: reg,
+		// Small waits keep the whole demo well under a second.
+		Executor: executor.New(&executor.Options{
+			DefaultTimeout: time.Second,
+			RetryBackoff:   5 * time.Millisecond,
+			MaxRetryWait:   50 * time.Millisecond,
+			Ledger:         ledger,
+		}),
+	}, nil
 }
 
 // NewRunID returns a new run ID for a run of the named scenario: "run-",
