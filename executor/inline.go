@@ -25,6 +25,11 @@ type Watchdog struct {
 
 	mu  sync.Mutex
 	cur *callContext
+	// spill is a parallel stage whose other calls join in at spillAt
+	// unless the stage is over by then (see RunStageInline): one timer
+	// per run serves every stage and call, rather than one per stage.
+	spill   *stageRun
+	spillAt time.Time
 	// armedFor is when the timer will fire; zero when it will not.
 	armedFor time.Time
 }
@@ -43,15 +48,25 @@ func (w *Watchdog) Close() {
 	w.mu.Lock()
 	w.timer.Stop()
 	w.armedFor = time.Time{}
+	w.spill = nil
 	w.mu.Unlock()
 	w.stopParent()
 }
 
-// arm watches c until its deadline. Resetting a timer to an earlier time
-// can cost a system call (the runtime wakes its poller), and calls usually
-// come one after another with the same timeout, so the timer is moved only
-// when it would fire too late: one that fires early, for an earlier call,
-// finds the current call not yet due and sets itself again.
+// wakeBy makes sure the timer fires no later than at; w.mu is held.
+// Resetting a timer to an earlier time can cost a system call (the
+// runtime wakes its poller), and calls usually come one after another with
+// the same timeout, so the timer is moved only when it would fire too
+// late: one that fires early, for an earlier call or stage, finds nothing
+// due yet and sets itself again.
+func (w *Watchdog) wakeBy(at time.Time, d time.Duration) {
+	if d <= 0 || w.armedFor.IsZero() || w.armedFor.After(at) {
+		w.timer.Reset(max(d, 0))
+		w.armedFor = at
+	}
+}
+
+// arm watches c until its deadline, d from now.
 func (w *Watchdog) arm(c *callContext, d time.Duration) {
 	if w.parent.Err() != nil {
 		// The run ended just before this call was armed, so the one-shot
@@ -60,14 +75,11 @@ func (w *Watchdog) arm(c *callContext, d time.Duration) {
 	}
 	w.mu.Lock()
 	w.cur = c
-	if d == 0 || w.armedFor.IsZero() || w.armedFor.After(c.deadline) {
-		w.timer.Reset(d)
-		w.armedFor = c.deadline
-	}
+	w.wakeBy(c.deadline, d)
 	w.mu.Unlock()
 }
 
-// disarm ends c's watch. The timer is left running (see arm); if the
+// disarm ends c's watch. The timer is left running (see wakeBy); if the
 // watchdog already gave up on c, another call may be watched by now.
 func (w *Watchdog) disarm(c *callContext) {
 	w.mu.Lock()
@@ -77,28 +89,57 @@ func (w *Watchdog) disarm(c *callContext) {
 	w.mu.Unlock()
 }
 
+// watchSpill has s spill over at at (after d), unless unwatchSpill comes
+// first.
+func (w *Watchdog) watchSpill(s *stageRun, at time.Time, d time.Duration) {
+	w.mu.Lock()
+	w.spill, w.spillAt = s, at
+	w.wakeBy(at, d)
+	w.mu.Unlock()
+}
+
+func (w *Watchdog) unwatchSpill(s *stageRun) {
+	w.mu.Lock()
+	if w.spill == s {
+		w.spill = nil
+	}
+	w.mu.Unlock()
+}
+
 // fire runs on the timer's or the context's own goroutine.
 func (w *Watchdog) fire() {
 	w.mu.Lock()
 	w.armedFor = time.Time{}
-	c := w.cur
-	if c == nil {
-		w.mu.Unlock()
-		return
-	}
-	// The timer may have been set for an earlier call: a call whose time
-	// is not up, in a run that goes on, is watched again.
-	if w.parent.Err() == nil {
-		if left := time.Until(c.deadline); left > 0 {
-			w.timer.Reset(left)
-			w.armedFor = c.deadline
-			w.mu.Unlock()
-			return
+	now := time.Now()
+	// The timer may have been set for an earlier call or stage: what is
+	// not due yet is watched again.
+	spill := w.spill
+	if spill != nil {
+		if now.Before(w.spillAt) {
+			spill = nil
+			w.wakeBy(w.spillAt, w.spillAt.Sub(now))
+		} else {
+			w.spill = nil
 		}
 	}
-	w.cur = nil
+	c := w.cur
+	if c != nil {
+		if w.parent.Err() == nil && now.Before(c.deadline) {
+			w.wakeBy(c.deadline, c.deadline.Sub(now))
+			c = nil
+		} else {
+			w.cur = nil
+		}
+	}
 	w.mu.Unlock()
-	c.expire()
+	// Spill first: expiring the driver's call may hand it the rest of the
+	// run, on this goroutine.
+	if spill != nil {
+		spill.spillOver()
+	}
+	if c != nil {
+		c.expire()
+	}
 }
 
 // Call states: the handler is running, it returned in time, or the
@@ -125,7 +166,7 @@ type callContext struct {
 
 	// What the watchdog needs to report an abandoned call.
 	exec     *Executor
-	call     Call
+	call     *Call
 	timeout  time.Duration
 	attempt  int
 	start    time.Time
@@ -196,9 +237,9 @@ func (c *callContext) expire() {
 	}
 	var o Outcome
 	if parentErr != nil {
-		o = c.exec.ended(&c.call, c.attempt, c.start, parentErr)
+		o = c.exec.ended(c.call, c.attempt, c.start, parentErr)
 	} else {
-		o = c.exec.timedOut(&c.call, c.attempt, c.start, c.timeout, context.DeadlineExceeded)
+		o = c.exec.timedOut(c.call, c.attempt, c.start, c.timeout, context.DeadlineExceeded)
 	}
 	c.takeover(o)
 }
@@ -210,34 +251,50 @@ func (c *callContext) expire() {
 // owner; when the handler finally returns, RunInline reports ok=false and
 // its caller must return at once without touching the run's state.
 func (e *Executor) RunInline(ctx context.Context, c Call, w *Watchdog, takeover func(Outcome)) (o Outcome, ok bool) {
-	if c.guarded() {
-		// An abandoned write's outcome is unknown until the ledger and the
-		// tool's status look-up have had their say.
-		return e.guardedWrite(ctx, c, func(claim store.Record) (Outcome, bool) {
-			settle := func(o Outcome) { takeover(e.finishClaimed(c, claim, o)) }
-			return e.runInline(ctx, c, w, settle)
-		})
-	}
-	return e.runInline(ctx, c, w, takeover)
+	return e.runCallInline(ctx, &c, w, takeover, nil)
 }
 
-func (e *Executor) runInline(ctx context.Context, c Call, w *Watchdog, takeover func(Outcome)) (o Outcome, ok bool) {
-	timeout := e.timeout(c)
+// runCallInline is RunInline for a call that stays put until it is over;
+// cc, if not nil, is a zero callContext for the first attempt.
+func (e *Executor) runCallInline(ctx context.Context, c *Call, w *Watchdog, takeover func(Outcome), cc *callContext) (Outcome, bool) {
+	if c.guarded() {
+		return e.guardedInline(ctx, c, w, takeover)
+	}
+	return e.runInline(ctx, c, w, takeover, cc)
+}
+
+// guardedInline runs a guarded write inline. An abandoned write's outcome
+// is unknown until the ledger and the tool's status look-up have had their
+// say.
+func (e *Executor) guardedInline(ctx context.Context, c *Call, w *Watchdog, takeover func(Outcome)) (Outcome, bool) {
+	return e.guardedWrite(ctx, *c, func(claim store.Record) (Outcome, bool) {
+		settle := func(o Outcome) { takeover(e.finishClaimed(*c, claim, o)) }
+		return e.runInline(ctx, c, w, settle, nil)
+	})
+}
+
+func (e *Executor) runInline(ctx context.Context, c *Call, w *Watchdog, takeover func(Outcome), cc *callContext) (o Outcome, ok bool) {
+	timeout := e.timeout(*c)
 	start := time.Now()
 	wait := e.opts.RetryBackoff
 	for attempt := 1; ; attempt++ {
 		if err := ctx.Err(); err != nil {
-			return e.ended(&c, attempt-1, start, err), true // attempts made, as in Run
+			return e.ended(c, attempt-1, start, err), true // attempts made, as in Run
 		}
-		cc := &callContext{
-			Context: ctx, deadline: time.Now().Add(timeout),
-			exec: e, call: c, timeout: timeout, attempt: attempt, start: start, takeover: takeover,
+		deadline := start.Add(timeout)
+		if attempt > 1 {
+			deadline = time.Now().Add(timeout)
 		}
+		if cc == nil || attempt > 1 {
+			cc = new(callContext)
+		}
+		cc.Context, cc.deadline = ctx, deadline
+		cc.exec, cc.call, cc.timeout, cc.attempt, cc.start, cc.takeover = e, c, timeout, attempt, start, takeover
 		w.arm(cc, timeout)
 		if c.guarded() {
 			e.begin(c.IdempotencyKey)
 		}
-		content, err := invoke(cc, &cc.call)
+		content, err := invoke(cc, c)
 		if c.guarded() {
 			e.end(c.IdempotencyKey)
 		}
@@ -251,18 +308,18 @@ func (e *Executor) runInline(ctx context.Context, c Call, w *Watchdog, takeover 
 		// classify its error exactly as Run does.
 		switch {
 		case err == nil:
-			return e.succeeded(&c, attempt, start, content), true
+			return e.succeeded(c, attempt, start, content), true
 		case ctx.Err() != nil:
-			return e.ended(&c, attempt, start, ctx.Err()), true
+			return e.ended(c, attempt, start, ctx.Err()), true
 		case errors.Is(err, context.DeadlineExceeded) &&
 			(errors.Is(expired, context.DeadlineExceeded) || !time.Now().Before(cc.deadline)):
-			return e.timedOut(&c, attempt, start, timeout, err), true
+			return e.timedOut(c, attempt, start, timeout, err), true
 		}
 		if d, retry := e.retryWait(err, attempt, &wait); retry {
 			sleep(ctx, d)
 			continue
 		}
-		return e.failed(&c, attempt, start, err), true
+		return e.failed(c, attempt, start, err), true
 	}
 }
 

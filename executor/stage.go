@@ -2,6 +2,7 @@ package executor
 
 import (
 	"context"
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -22,24 +23,27 @@ const DefaultSpillAfter = 100 * time.Microsecond
 // on a call the caller is running, the stage carries on from another
 // goroutine, takeover receives the outcomes when the stage is done, and
 // RunStageInline reports ok=false once the stuck handler returns.
+//
+// calls must not change afterwards: a handler given up on may still be
+// reading its call.
 func (e *Executor) RunStageInline(ctx context.Context, calls []Call, w *Watchdog, takeover func([]Outcome)) ([]Outcome, bool) {
 	switch len(calls) {
 	case 0:
-		// Nothing would ever close the stage's done channel.
 		return []Outcome{}, true
 	case 1:
-		o, ok := e.RunInline(ctx, calls[0], w, func(o Outcome) { takeover([]Outcome{o}) })
+		o, ok := e.runCallInline(ctx, &calls[0], w, func(o Outcome) { takeover([]Outcome{o}) }, nil)
 		if !ok {
 			return nil, false
 		}
 		return []Outcome{o}, true
 	}
-	s := &stageRun{e: e, ctx: ctx, calls: calls, outs: make([]Outcome, len(calls)), done: make(chan struct{}),
-		watch: w, takeover: takeover}
-	s.pending.Store(int32(len(calls)))
+	s := &stageRun{e: e, ctx: ctx, calls: calls, outs: make([]Outcome, len(calls)), watch: w, takeover: takeover}
+	// One allocation for the contexts of every call's first attempt.
+	s.ccs = make([]callContext, len(calls))
+	s.undelivered.Add(len(calls))
 	s.abandonDriver = s.driverAbandoned
 	if e.opts.MaxParallel > 1 {
-		s.spill = time.AfterFunc(e.opts.SpillAfter, s.spillOver)
+		w.watchSpill(s, time.Now().Add(e.opts.SpillAfter), e.opts.SpillAfter)
 	}
 	if !s.drive() {
 		return nil, false
@@ -54,11 +58,10 @@ type stageRun struct {
 	ctx   context.Context
 	calls []Call
 	outs  []Outcome
+	ccs   []callContext
 	next  atomic.Int32 // next call index to claim
-	// pending counts outcomes not yet delivered; done closes at zero.
-	pending atomic.Int32
-	done    chan struct{}
-	spill   *time.Timer
+	// undelivered counts outcomes not yet delivered.
+	undelivered sync.WaitGroup
 
 	// The driver's side: its watchdog, the call it is running inline, and
 	// where the outcomes go if it is replaced.
@@ -75,9 +78,7 @@ func (s *stageRun) claim() (int, bool) {
 
 func (s *stageRun) deliver(i int, o Outcome) {
 	s.outs[i] = o
-	if s.pending.Add(-1) == 0 {
-		close(s.done)
-	}
+	s.undelivered.Done()
 }
 
 // drive runs calls on the driver's goroutine until none is left to claim,
@@ -89,18 +90,16 @@ func (s *stageRun) drive() bool {
 			break
 		}
 		s.inline = i
-		o, ok := s.e.RunInline(s.ctx, s.calls[i], s.watch, s.abandonDriver)
+		o, ok := s.e.runCallInline(s.ctx, &s.calls[i], s.watch, s.abandonDriver, &s.ccs[i])
 		if !ok {
 			return false
 		}
 		s.deliver(i, o)
 	}
-	if s.spill != nil {
-		s.spill.Stop()
-	}
+	s.watch.unwatchSpill(s)
 	// Every claimed call delivers, by returning or by its watchdog giving
 	// up on it, so this wait is bounded by the calls' timeouts.
-	<-s.done
+	s.undelivered.Wait()
 	return true
 }
 
@@ -132,7 +131,7 @@ func (s *stageRun) help() {
 		if !ok {
 			return
 		}
-		o, ok := s.e.RunInline(s.ctx, s.calls[i], w, func(o Outcome) { s.deliver(i, o) })
+		o, ok := s.e.runCallInline(s.ctx, &s.calls[i], w, func(o Outcome) { s.deliver(i, o) }, &s.ccs[i])
 		if !ok {
 			return
 		}
