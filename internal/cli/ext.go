@@ -206,3 +206,10 @@ func (k *Kit) Demo(ctx context.Context, args []string, d DemoDriver) int {
 	}
 	return k.c.demoWith(ctx, args, d)
 }
+
+// Usage prints the program's help.
+func Usage(w io.Writer) { usage(w) }
+
+// ShellQuote quotes s for a POSIX shell when it needs it, for commands
+// printed to be pasted.
+func ShellQuote(s string) string { return shellQuote(s) }

@@ -1,0 +1,125 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"time"
+
+	sdktemporal "go.temporal.io/sdk/temporal"
+
+	"go.temporal.io/sdk/client"
+	sdklog "go.temporal.io/sdk/log"
+
+	"github.com/toolloop/toolloop/internal/cli"
+	"github.com/toolloop/toolloop/loop"
+	"github.com/toolloop/toolloop/temporal"
+)
+
+// defaultTaskQueue is the task queue workers serve and runs start on
+// unless --task-queue says otherwise.
+const defaultTaskQueue = "toolloop"
+
+// conn is the flags that say which Temporal server, namespace and task
+// queue a command works with.
+type conn struct {
+	addr, namespace, queue string
+}
+
+// addConnFlags defines --temporal and --namespace, and with queue also
+// --task-queue.
+func addConnFlags(fs *flag.FlagSet, queue bool) *conn {
+	c := &conn{}
+	fs.StringVar(&c.addr, cli.TemporalFlag, "", "the Temporal server's frontend `HOST:PORT`, e.g. 127.0.0.1:7233")
+	fs.StringVar(&c.namespace, "namespace", "default", "the Temporal `NAMESPACE`")
+	if queue {
+		fs.StringVar(&c.queue, "task-queue", defaultTaskQueue, "the task `QUEUE` the workers serve")
+	}
+	return c
+}
+
+// check validates the flags.
+func (c *conn) check() error {
+	if c.addr == "" {
+		return cli.Usagef("--temporal HOST:PORT is missing, e.g. --temporal 127.0.0.1:7233")
+	}
+	if _, _, err := net.SplitHostPort(c.addr); err != nil {
+		return cli.Usagef("--temporal %q: want HOST:PORT, e.g. 127.0.0.1:7233", c.addr)
+	}
+	if c.namespace == "" {
+		return cli.Usagef("--namespace must not be empty")
+	}
+	return nil
+}
+
+// dial connects to the server; a server that cannot be reached is a usage
+// error that says how to start one.
+func (c *conn) dial(ctx context.Context, k *cli.Kit, logLevel slog.Level) (client.Client, error) {
+	if err := c.check(); err != nil {
+		return nil, err
+	}
+	dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	cl, err := client.DialContext(dctx, client.Options{HostPort: c.addr, Namespace: c.namespace, Logger: sdkLogger(k, logLevel)})
+	if err != nil {
+		return nil, cli.Usagef("cannot reach Temporal at %s (namespace %s): %v; a local one: temporal server start-dev --ip 127.0.0.1 --headless",
+			c.addr, c.namespace, err)
+	}
+	return cl, nil
+}
+
+// sdkLogger is the SDK's logger: the level TOOLLOOP_TEMPORAL_LOG names
+// (debug, info, warn, error), else def, on standard error.
+func sdkLogger(k *cli.Kit, def slog.Level) sdklog.Logger {
+	level := def
+	if v := k.Getenv("TOOLLOOP_TEMPORAL_LOG"); v != "" {
+		_ = level.UnmarshalText([]byte(v)) // a bad value keeps the default
+	}
+	return sdklog.NewStructuredLogger(slog.New(slog.NewTextHandler(k.Stderr(), &slog.HandlerOptions{Level: level})))
+}
+
+// outputOf reads a closed workflow's RunOutput: its result, or for a
+// canceled workflow the output its cancellation carries.
+func outputOf(ctx context.Context, cl client.Client, id, runID string) (*loop.Result, error) {
+	var out temporal.RunOutput
+	err := cl.GetWorkflow(ctx, id, runID).Get(ctx, &out)
+	var canceled *sdktemporal.CanceledError
+	if errors.As(err, &canceled) {
+		if canceled.HasDetails() && canceled.Details(&out) == nil && out.Status != "" {
+			return &out, nil
+		}
+		return nil, fmt.Errorf("run %s was canceled before it started", id)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// liveStatus asks a running workflow for its status; it needs a worker to
+// answer.
+func liveStatus(ctx context.Context, cl client.Client, id string) (temporal.RunStatus, error) {
+	qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	var st temporal.RunStatus
+	v, err := cl.QueryWorkflow(qctx, id, "", temporal.StatusQuery)
+	if err == nil {
+		err = v.Get(&st)
+	}
+	return st, err
+}
+
+// liveEvents asks a running workflow for its log so far.
+func liveEvents(ctx context.Context, cl client.Client, id string) ([]loop.Event, error) {
+	qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	var evs []loop.Event
+	v, err := cl.QueryWorkflow(qctx, id, "", temporal.EventsQuery)
+	if err == nil {
+		err = v.Get(&evs)
+	}
+	return evs, err
+}

@@ -1,0 +1,117 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+
+	"go.temporal.io/sdk/worker"
+
+	"github.com/toolloop/toolloop/executor"
+	"github.com/toolloop/toolloop/internal/cli"
+	"github.com/toolloop/toolloop/temporal"
+)
+
+// worker runs "toolloop worker": host the workflow and its activities on a
+// task queue until interrupted.
+func workerCmd(ctx context.Context, k *cli.Kit, args []string) int {
+	fs := flag.NewFlagSet("toolloop worker", flag.ContinueOnError)
+	cn := addConnFlags(fs, true)
+	src := k.AddSourceFlags(fs)
+	db := fs.String("db", "", "the SQLite store at `PATH`: the order book of --tools orders and the idempotency ledger; "+
+		"every worker of a task queue must share it")
+	pos, err := k.ParseFlags(fs, args)
+	if err != nil {
+		return k.UsageError("worker", err, workerUsage)
+	}
+	if len(pos) > 0 {
+		fmt.Fprintf(k.Stderr(), "toolloop worker: unexpected argument %q (run 'toolloop help worker')\n", pos[0])
+		return cli.ExitUsage
+	}
+	if err := cn.check(); err != nil {
+		return k.Fail("worker", err)
+	}
+	model, _, err := k.Model(ctx, src)
+	if err != nil {
+		return k.Fail("worker", err)
+	}
+	path, err := k.DBPath(*db)
+	if err != nil {
+		return k.Fail("worker", cli.Usagef("%v", err))
+	}
+	st, err := k.OpenStore(path, true)
+	if err != nil {
+		return k.Fail("worker", err)
+	}
+	defer st.Close()
+	reg, closeTools, err := k.Tools(ctx, src, st)
+	if err != nil {
+		return k.Fail("worker", err)
+	}
+	defer closeTools()
+	acts, err := temporal.NewActivities(temporal.Config{
+		Model: model, Tools: reg, Policy: src.Policy(),
+		Executor: executor.New(&executor.Options{Ledger: st}),
+	})
+	if err != nil {
+		return k.Fail("worker", err)
+	}
+	cl, err := cn.dial(ctx, k, slog.LevelWarn)
+	if err != nil {
+		return k.Fail("worker", err)
+	}
+	defer cl.Close()
+	w := worker.New(cl, cn.queue, worker.Options{})
+	temporal.RegisterWorkflow(w)
+	acts.Register(w)
+	if err := w.Start(); err != nil {
+		return k.Fail("worker", err)
+	}
+	tools := "none"
+	if names := reg.Names(); len(names) > 0 {
+		tools = strings.Join(names, ",")
+	}
+	fmt.Fprintf(k.Stdout(), "toolloop worker: serving task queue %s on %s (namespace %s); provider %s; tools %s; store %s\n",
+		cn.queue, cn.addr, cn.namespace, src.Provider(), tools, path)
+	<-ctx.Done()
+	w.Stop()
+	fmt.Fprintln(k.Stdout(), "toolloop worker: stopped")
+	return cli.ExitOK
+}
+
+func workerUsage(w io.Writer) {
+	fmt.Fprint(w, `Usage: toolloop worker --temporal HOST:PORT --provider P [--tools orders] [flags]
+
+Hosts the toolloop workflow (toolloop.RunLoop) and its activities on a task
+queue of a Temporal server until interrupted (Ctrl-C, SIGTERM). Runs started
+with toolloop run --temporal go to the workers of their task queue; start as
+many workers as you like, on as many machines: a worker that dies mid-run is
+replaced by another, and writes it had started are replayed from the shared
+idempotency ledger, never repeated.
+
+Flags:
+  --temporal HOST:PORT   the server's frontend, e.g. 127.0.0.1:7233
+  --namespace NS         the namespace (default "default")
+  --task-queue Q         the task queue to serve (default "toolloop")
+  --provider P           the model provider: openai, openai-responses,
+                         anthropic, gemini (API keys from the environment, as
+                         for toolloop run), or sandbox (the order desk's
+                         rule-based model, no key); each run names its model
+                         with toolloop run --model
+  --base-url URL         the provider's API somewhere else
+  --tools orders         the order desk's tools over the book in the store
+  --mcp 'CMD ARGS'       the tools of an MCP server run as a command; repeatable
+  --mcp-url URL          the tools of an MCP server over HTTP; repeatable
+  --confirm-writes       every write waits for a person (toolloop approve)
+  --db PATH              the SQLite store holding the order book and the
+                         idempotency ledger (default: toolloop.db in the data
+                         directory); workers of one task queue must share it
+
+Every worker of a task queue must offer the same tools: a run records its
+tools' version when it starts. Set TOOLLOOP_TEMPORAL_LOG=info to see the
+SDK's log (default warn).
+`)
+}
