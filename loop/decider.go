@@ -105,12 +105,69 @@ type State struct {
 	// next is the effect the last event called for.
 	next Effect
 
-	callIDs   map[string]struct{}
-	writeKeys map[string]int // times each write key was requested
+	callIDs idSet
+	// writeKeys counts the times each write key was requested; failed
+	// holds the keys of calls that failed for good. Both are made on first
+	// use.
+	writeKeys map[string]int
 	lastKeys  []uint64
 	lastIDs   []string
 	failed    map[uint64]llm.ErrorKind
 }
+
+// idSet is a set of call IDs: a list while it is short (one allocation and
+// no hashing for a typical run), a map once it is not.
+type idSet struct {
+	list []string
+	m    map[string]struct{}
+}
+
+// idListMax is the most IDs an idSet keeps in its list.
+const idListMax = 32
+
+func (s *idSet) has(id string) bool {
+	if s.m != nil {
+		_, ok := s.m[id]
+		return ok
+	}
+	return slices.Contains(s.list, id)
+}
+
+func (s *idSet) add(id string) {
+	switch {
+	case s.m != nil:
+		s.m[id] = struct{}{}
+	case len(s.list) < idListMax:
+		s.list = append(s.list, id)
+	default:
+		s.m = make(map[string]struct{}, 2*idListMax)
+		for _, x := range s.list {
+			s.m[x] = struct{}{}
+		}
+		s.list = nil
+		s.m[id] = struct{}{}
+	}
+}
+
+// indexes returns the indexes 0 to n-1. For small n it is a window on one
+// shared array, capped so that an append copies: it must not be written.
+func indexes(n int) []int {
+	if n <= len(firstIndexes) {
+		return firstIndexes[:n:n]
+	}
+	idx := make([]int, n)
+	for i := range idx {
+		idx[i] = i
+	}
+	return idx
+}
+
+var firstIndexes = func() (a [16]int) {
+	for i := range a {
+		a[i] = i
+	}
+	return a
+}()
 
 // Next is the decider: given the state and the next event it updates the
 // state in place and returns the effect the driver must perform. It does no
@@ -185,17 +242,17 @@ func start(s *State, ev *Event) Effect {
 	info := ev.Start
 	*s = State{
 		RunID: info.RunID, SessionID: info.SessionID, Model: info.Model, StartedAt: ev.At, Budgets: info.Budgets, Price: info.Price,
-		Messages:  append(make([]llm.Message, 0, len(info.Messages)+8), info.Messages...),
-		callIDs:   map[string]struct{}{},
-		writeKeys: map[string]int{},
-		failed:    map[uint64]llm.ErrorKind{},
+		Messages: append(make([]llm.Message, 0, len(info.Messages)+max(8, info.sizes.messages)), info.Messages...),
+	}
+	if n := info.sizes.callIDs; n > 0 {
+		s.callIDs.list = make([]string, 0, min(n, idListMax))
 	}
 	if info.Budgets.Deadline > 0 {
 		s.Deadline = ev.At.Add(info.Budgets.Deadline)
 	}
 	for _, m := range info.Messages {
 		for _, c := range m.ToolCalls {
-			s.callIDs[c.ID] = struct{}{}
+			s.callIDs.add(c.ID)
 		}
 	}
 	return Effect{Kind: RequestModel}
@@ -233,9 +290,9 @@ func modelResponded(s *State, ev *Event) Effect {
 		return stop(s, FinalAnswer, fmt.Sprintf("the model answered after %d turn(s)", s.Steps))
 	}
 	for _, c := range msg.ToolCalls {
-		s.callIDs[c.ID] = struct{}{}
+		s.callIDs.add(c.ID)
 	}
-	s.Batch = &Batch{Step: s.Steps, Calls: msg.ToolCalls, Results: make([]llm.ToolResult, n)}
+	s.Batch = newBatch(s.Steps, msg.ToolCalls)
 	b := s.Budgets
 	switch {
 	case s.Steps >= b.MaxSteps:
@@ -274,7 +331,7 @@ func protocolProblem(s *State, msg *llm.Message) string {
 		if c.Name == "" {
 			return fmt.Sprintf("tool call %s has no tool name", c.ID)
 		}
-		if _, dup := s.callIDs[c.ID]; dup {
+		if s.callIDs.has(c.ID) {
 			return fmt.Sprintf("tool call ID %s was already used earlier in the run", c.ID)
 		}
 		for _, d := range msg.ToolCalls[:i] {
@@ -329,27 +386,39 @@ func callsValidated(s *State, ev *Event) Effect {
 	}
 	for _, c := range ev.Checks {
 		if c.WriteKey != "" && c.Problem == "" {
+			if s.writeKeys == nil {
+				s.writeKeys = map[string]int{}
+			}
 			s.writeKeys[c.WriteKey]++
 		}
 	}
+	if s.lastKeys == nil {
+		s.lastKeys = make([]uint64, 0, len(ev.Checks))
+		s.lastIDs = make([]string, 0, len(ev.Checks))
+	}
 	s.lastKeys = s.lastKeys[:0]
 	s.lastIDs = s.lastIDs[:0]
-	var valid []int
+	invalid := 0
 	for i, c := range ev.Checks {
 		s.lastKeys = append(s.lastKeys, c.Key)
 		s.lastIDs = append(s.lastIDs, b.Calls[i].ID)
 		if c.Problem != "" {
-			s.failed[c.Key] = llm.ErrInvalidArguments
+			invalid++
+			s.fail(c.Key, llm.ErrInvalidArguments)
 			b.Results[i] = errorResult(b.Calls[i], llm.StatusError, llm.ErrInvalidArguments, c.Problem)
-			continue
 		}
-		if valid == nil {
-			valid = make([]int, 0, len(ev.Checks)-i)
-		}
-		valid = append(valid, i)
 	}
-	if len(valid) == 0 {
+	switch invalid {
+	case len(ev.Checks):
 		return finishBatch(s)
+	case 0:
+		return Effect{Kind: AuthorizeCalls, Calls: indexes(len(ev.Checks))}
+	}
+	valid := make([]int, 0, len(ev.Checks)-invalid)
+	for i, c := range ev.Checks {
+		if c.Problem == "" {
+			valid = append(valid, i)
+		}
 	}
 	return Effect{Kind: AuthorizeCalls, Calls: valid}
 }
@@ -376,21 +445,24 @@ func policyDecided(s *State, ev *Event) Effect {
 			return stop(s, PermissionDenied, fmt.Sprintf("call %s: %s", call.ID, d.Reason))
 		}
 	}
-	allowed := make([]int, 0, len(ev.Decisions))
-	for i, d := range ev.Decisions {
-		switch d.Verdict {
-		case policy.Confirm:
-			call := b.Calls[i]
-			s.Pending = append(s.Pending, Pending{
-				CallID: call.ID, Tool: call.Name, Arguments: call.Arguments, Reason: d.Reason, Decision: d,
-			})
-			b.Results[i] = errorResult(call, llm.StatusSkipped, llm.ErrAwaitingConfirmation, d.Reason)
-		case policy.Allow:
-			allowed = append(allowed, i)
-		case "":
-			// not asked: the call's arguments were invalid
-		default:
-			return stop(s, ProtocolError, fmt.Sprintf("driver error: unknown verdict %q", d.Verdict))
+	allowed := indexes(len(ev.Decisions))
+	if slices.ContainsFunc(ev.Decisions, func(d policy.Decision) bool { return d.Verdict != policy.Allow }) {
+		allowed = make([]int, 0, len(ev.Decisions))
+		for i, d := range ev.Decisions {
+			switch d.Verdict {
+			case policy.Confirm:
+				call := b.Calls[i]
+				s.Pending = append(s.Pending, Pending{
+					CallID: call.ID, Tool: call.Name, Arguments: call.Arguments, Reason: d.Reason, Decision: d,
+				})
+				b.Results[i] = errorResult(call, llm.StatusSkipped, llm.ErrAwaitingConfirmation, d.Reason)
+			case policy.Allow:
+				allowed = append(allowed, i)
+			case "":
+				// not asked: the call's arguments were invalid
+			default:
+				return stop(s, ProtocolError, fmt.Sprintf("driver error: unknown verdict %q", d.Verdict))
+			}
 		}
 	}
 	b.Allowed = allowed
@@ -440,7 +512,7 @@ func record(s *State, ev *Event) {
 		i := idx[j]
 		b.Results[i] = o.Result
 		if o.Result.Status == llm.StatusError && tool.Deterministic(o.Result.ErrorKind) && i < len(b.Checks) {
-			s.failed[b.Checks[i].Key] = o.Result.ErrorKind
+			s.fail(b.Checks[i].Key, o.Result.ErrorKind)
 		}
 	}
 }
@@ -500,6 +572,28 @@ func appendResults(s *State) {
 		s.Messages = append(s.Messages, llm.Message{Role: llm.RoleTool, Result: r})
 	}
 	s.Batch = nil
+}
+
+// fail records that the call with this key failed for good.
+func (s *State) fail(key uint64, kind llm.ErrorKind) {
+	if s.failed == nil {
+		s.failed = map[uint64]llm.ErrorKind{}
+	}
+	s.failed[key] = kind
+}
+
+// newBatch opens the batch of a turn's calls. A small batch comes with its
+// results in one allocation.
+func newBatch(step int, calls []llm.ToolCall) *Batch {
+	if n := len(calls); n <= 4 {
+		sb := &struct {
+			b Batch
+			r [4]llm.ToolResult
+		}{}
+		sb.b = Batch{Step: step, Calls: calls, Results: sb.r[:n:n]}
+		return &sb.b
+	}
+	return &Batch{Step: step, Calls: calls, Results: make([]llm.ToolResult, len(calls))}
 }
 
 func stop(s *State, st Status, detail string) Effect {

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -61,8 +62,10 @@ type Config struct {
 // goroutines, context deadlines and timeouts. It is immutable and safe for
 // concurrent runs.
 type Runner struct {
-	// lastLogLen is how many events the previous run logged.
-	lastLogLen atomic.Int32
+	// lastLogLen is how many events the previous run logged;
+	// lastMessages and lastCallIDs how many messages it added and how many
+	// call IDs it saw.
+	lastLogLen, lastMessages, lastCallIDs atomic.Int32
 
 	cfg     Config
 	budgets Budgets
@@ -177,6 +180,7 @@ func (r *Runner) Run(ctx context.Context, msgs []llm.Message) (*Result, error) {
 			RunID: d.runID, SessionID: r.cfg.SessionID, Model: r.cfg.ModelName, PromptVersion: r.cfg.PromptVersion,
 			ToolsVersion: r.cfg.Tools.Version(), Identity: r.cfg.Identity, Budgets: r.budgets, Price: r.price,
 			Messages: msgs,
+			sizes:    sizeHint{messages: int(r.lastMessages.Load()), callIDs: int(r.lastCallIDs.Load())},
 		}})
 	}, r.budgets.Deadline)
 }
@@ -250,7 +254,7 @@ func (r *Runner) continueFrom(ctx context.Context, events []Event, flushed int) 
 }
 
 func (r *Runner) newDrive(log []Event) *drive {
-	return &drive{r: r, log: log, done: make(chan delivery, 1)}
+	return &drive{r: r, log: log}
 }
 
 // run drives a run on its own goroutine from the effect first returns.
@@ -268,11 +272,13 @@ func (d *drive) run(ctx context.Context, first func() Effect, deadline time.Dura
 	d.watch = executor.NewWatchdog(ctx)
 	defer d.watch.Close()
 	eff := first()
+	d.done.Add(1)
 	go func() {
 		growStack()
 		d.loop(eff)
 	}()
-	out := <-d.done
+	d.done.Wait()
+	out := d.out
 	if out.err != nil {
 		return nil, out.err
 	}
@@ -315,7 +321,7 @@ func (d *drive) loop(eff Effect) {
 			// again on resume: reads repeat harmlessly and writes go
 			// through the idempotency ledger.
 			if err := d.flush(); err != nil {
-				d.done <- delivery{err: err}
+				d.deliver(delivery{err: err})
 				return
 			}
 		}
@@ -347,11 +353,21 @@ func (d *drive) loop(eff Effect) {
 		}
 	}
 	if err := d.flush(); err != nil {
-		d.done <- delivery{err: err}
+		d.deliver(delivery{err: err})
 		return
 	}
 	d.r.lastLogLen.Store(int32(min(len(d.log), 1024)))
-	d.done <- delivery{res: d.result()}
+	if st := d.log[0].Start; st != nil {
+		d.r.lastMessages.Store(int32(min(max(len(d.state.Messages)-len(st.Messages), 0), 1024)))
+	}
+	d.r.lastCallIDs.Store(int32(len(d.state.callIDs.list)))
+	d.deliver(delivery{res: d.result()})
+}
+
+// deliver hands Run its outcome; it happens once per run.
+func (d *drive) deliver(out delivery) {
+	d.out = out
+	d.done.Done()
 }
 
 func (d *drive) result() *Result {
@@ -368,7 +384,9 @@ type drive struct {
 	r     *Runner
 	ctx   context.Context
 	watch *executor.Watchdog
-	done  chan delivery
+	// done is released, and out set, once the run is over.
+	done  sync.WaitGroup
+	out   delivery
 	runID string
 	// flushed counts the events already in Config.Store.
 	flushed int
