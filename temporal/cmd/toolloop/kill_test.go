@@ -1,0 +1,219 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/client"
+	sdklog "go.temporal.io/sdk/log"
+
+	"github.com/toolloop/toolloop/examples/orders"
+	"github.com/toolloop/toolloop/llm"
+	"github.com/toolloop/toolloop/loop"
+	"github.com/toolloop/toolloop/store/sqlite"
+	"github.com/toolloop/toolloop/temporal"
+)
+
+var (
+	killRuns  = flag.Int("kill.runs", 50, "TestWorkerKill: how many runs")
+	killAfter = flag.Int("kill.after", 10, "TestWorkerKill: SIGKILL the first worker once this many runs have finished")
+)
+
+// worker is one toolloop worker process of TestWorkerKill: the test binary
+// run as the program (TestMain).
+type workerProc struct {
+	cmd *exec.Cmd
+	out string
+}
+
+func startWorker(t *testing.T, name, addr, queue, db string) *workerProc {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), name+".log")
+	f, err := os.Create(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	cmd := exec.Command(os.Args[0], "worker", "--temporal", addr, "--task-queue", queue,
+		"--provider", "sandbox", "--tools", "orders", "--db", db)
+	cmd.Env = append(os.Environ(), childEnv+"=1")
+	cmd.Stdout, cmd.Stderr = f, f
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	w := &workerProc{cmd: cmd, out: out}
+	t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+		}
+	})
+	deadline := time.Now().Add(30 * time.Second)
+	for !strings.Contains(w.log(), "serving task queue") {
+		if time.Now().After(deadline) {
+			t.Fatalf("worker %s did not start:\n%s", name, w.log())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return w
+}
+
+func (w *workerProc) log() string {
+	b, _ := os.ReadFile(w.out)
+	return string(b)
+}
+
+// TestWorkerKill runs 50 sandbox runs with writes on two worker processes
+// that share a SQLite order book and idempotency ledger, and kills one of
+// them with SIGKILL once some runs have finished and others are in
+// flight. Every run must still end in final_answer with its refund done,
+// and the book must hold exactly one refund per order: a tool activity
+// retried on the surviving worker replays the ledger rather than refunding
+// again (the book would refuse a second refund, and the run's answer would
+// show the error).
+func TestWorkerKill(t *testing.T) {
+	addr := devAddr(t)
+	ctx := context.Background()
+	n := *killRuns
+	db := filepath.Join(t.TempDir(), "shared.db")
+	st, err := sqlite.Open(db, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	book, err := orders.OpenSQLiteBook(ctx, st.DB())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var add []orders.Order
+	for i := 1; i <= n; i++ {
+		add = append(add, orders.Order{ID: fmt.Sprintf("K%03d", i), Customer: "load test", Status: orders.StatusDelivered,
+			Items: []orders.Item{{SKU: "K", Name: "kit", Quantity: 1, PriceCents: int64(1000 + i)}}})
+	}
+	if err := book.AddOrders(ctx, add...); err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+
+	queue := "kill-test-" + suffix()
+	first := startWorker(t, "first", addr, queue, db)
+	second := startWorker(t, "second", addr, queue, db)
+
+	cl, err := client.Dial(client.Options{HostPort: addr, Logger: quietLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	started := time.Now()
+	ids := make([]string, n)
+	results := make(chan error, n)
+	finished := make(chan int, n)
+	for i := range n {
+		ids[i] = fmt.Sprintf("kill-%s-%03d", queue, i+1)
+		in := temporal.RunInput{Model: orders.DeskModelName, Messages: []llm.Message{
+			llm.UserMessage(fmt.Sprintf("Please refund order K%03d.", i+1))},
+			// A tool activity lost with its worker is retried once its
+			// StartToClose timeout (tool timeout + slack) passes.
+			Budgets: loop.Budgets{ToolTimeout: 3 * time.Second, Deadline: 3 * time.Minute}}
+		wr, err := cl.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: ids[i], TaskQueue: queue}, temporal.WorkflowName, in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		go func() {
+			var out temporal.RunOutput
+			err := wr.Get(ctx, &out)
+			if err == nil && out.Status != loop.FinalAnswer {
+				err = fmt.Errorf("status %s (%s)", out.Status, out.Detail)
+			}
+			if err == nil && (!strings.Contains(out.Answer(), "refund_order") || strings.Contains(out.Answer(), "error")) {
+				err = fmt.Errorf("answer %q", out.Answer())
+			}
+			if err != nil {
+				err = fmt.Errorf("run %s: %w", wr.GetID(), err)
+			}
+			results <- err
+			finished <- 1
+		}()
+	}
+
+	// Kill the first worker once some runs are done and others still run.
+	done := 0
+	for done < *killAfter {
+		done += <-finished
+	}
+	if err := first.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = first.cmd.Wait()
+	killedAt := time.Since(started)
+	t.Logf("SIGKILL to the first worker after %v, %d of %d runs finished", killedAt.Round(time.Millisecond), done, n)
+
+	timeout := time.After(4 * time.Minute)
+	var failures []string
+	for range n {
+		select {
+		case err := <-results:
+			if err != nil {
+				failures = append(failures, err.Error())
+			}
+		case <-timeout:
+			t.Fatalf("not every run finished within 4 minutes; failures so far: %v\nsecond worker:\n%s", failures, second.log())
+		}
+	}
+	total := time.Since(started)
+	if len(failures) > 0 {
+		t.Fatalf("%d run(s) did not end as expected:\n%s", len(failures), strings.Join(failures, "\n"))
+	}
+	for i := 1; i <= n; i++ {
+		if c, err := book.RefundCount(ctx, fmt.Sprintf("K%03d", i)); err != nil || c != 1 {
+			t.Fatalf("order K%03d refunded %d times (%v)", i, c, err)
+		}
+	}
+
+	// What the kill cost: activities that Temporal started again, and the
+	// runs they belonged to.
+	retried, runsHit, timedOut := 0, 0, 0
+	for _, id := range ids {
+		hit := false
+		it := cl.GetWorkflowHistory(ctx, id, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+		for it.HasNext() {
+			ev, err := it.Next()
+			if err != nil {
+				t.Fatal(err)
+			}
+			switch ev.GetEventType() {
+			case enumspb.EVENT_TYPE_ACTIVITY_TASK_STARTED:
+				if ev.GetActivityTaskStartedEventAttributes().GetAttempt() > 1 {
+					retried++
+					hit = true
+				}
+			case enumspb.EVENT_TYPE_WORKFLOW_TASK_TIMED_OUT, enumspb.EVENT_TYPE_ACTIVITY_TASK_TIMED_OUT:
+				timedOut++
+				hit = true
+			}
+		}
+		if hit {
+			runsHit++
+		}
+	}
+	t.Logf("%d runs, all final_answer, one refund per order; %d runs touched by the kill (%d activity attempts after the first, %d timeouts); all done after %v",
+		n, runsHit, retried, timedOut, total.Round(time.Millisecond))
+	if err := second.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := second.cmd.Wait(); err != nil {
+		t.Fatalf("second worker on SIGTERM: %v\n%s", err, second.log())
+	}
+}
+
+// quietLogger drops the SDK's log.
+func quietLogger() sdklog.Logger { return sdklog.NewStructuredLogger(slog.New(slog.DiscardHandler)) }
