@@ -8,11 +8,13 @@
 package tool
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"regexp"
+	"sync"
 	"time"
 
 	"github.com/google/jsonschema-go/jsonschema"
@@ -319,7 +321,13 @@ func (t *Tool) Resources(args json.RawMessage) []string {
 // handler that edits its arguments cannot change what the next call sees.
 func emptyObject() json.RawMessage { return json.RawMessage("{}") }
 
-func decodeArgs(args json.RawMessage, in any) error {
+func decodeArgs[In any](args json.RawMessage, in *In) error {
+	if decodeReused(args, in) {
+		return nil
+	}
+	// json.Unmarshal says what is wrong exactly as it always has, into a
+	// fresh value.
+	*in = *new(In)
 	if err := json.Unmarshal(args, in); err != nil {
 		var ute *json.UnmarshalTypeError
 		if errors.As(err, &ute) {
@@ -328,6 +336,56 @@ func decodeArgs(args json.RawMessage, in any) error {
 		return &Error{Kind: KindInvalidArguments, Msg: "arguments: " + err.Error()}
 	}
 	return nil
+}
+
+// argDecoder decodes arguments with a json.Decoder kept for reuse: unlike
+// json.Unmarshal, which builds its decoding state afresh every time, it
+// allocates nothing of its own per call once warm. fed counts the bytes it
+// was given; it is back in the pool only when it has consumed exactly
+// those, so that it holds no input and no error from an earlier call.
+type argDecoder struct {
+	r   bytes.Reader
+	dec *json.Decoder
+	fed int64
+}
+
+var argDecoders = sync.Pool{New: func() any {
+	d := new(argDecoder)
+	d.dec = json.NewDecoder(&d.r)
+	return d
+}}
+
+// maxReusedArgs bounds the arguments decoded by a reused decoder, which
+// keeps a buffer as big as the largest it has read.
+const maxReusedArgs = 16 << 10
+
+// decodeReused decodes args into in with a pooled decoder and reports
+// whether that worked and args held one JSON value and nothing else but
+// white space.
+func decodeReused(args json.RawMessage, in any) bool {
+	if len(args) > maxReusedArgs {
+		return false
+	}
+	d := argDecoders.Get().(*argDecoder)
+	d.r.Reset(args)
+	d.fed += int64(len(args))
+	if d.dec.Decode(in) != nil {
+		return false // the decoder keeps its error: drop it
+	}
+	rest := d.fed - d.dec.InputOffset() // bytes after the value
+	if rest < 0 || rest > int64(len(args)) {
+		return false
+	}
+	for _, c := range args[int64(len(args))-rest:] {
+		if c != ' ' && c != '\t' && c != '\n' && c != '\r' {
+			return false
+		}
+	}
+	if rest == 0 {
+		d.r.Reset(nil)
+		argDecoders.Put(d)
+	}
+	return true
 }
 
 // NeedsConfirmation reports whether the tool declares that its calls need
