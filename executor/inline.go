@@ -19,7 +19,11 @@ import (
 //
 // A Watchdog serves one run, one call at a time. Close it when the run ends.
 type Watchdog struct {
+	// timer is made when first needed: a run without tool calls never
+	// sets it, and making it stopped would cost a trip through the
+	// runtime's timer heap.
 	timer      *time.Timer
+	fireFunc   func()
 	stopParent func() bool
 	parent     context.Context
 
@@ -37,16 +41,17 @@ type Watchdog struct {
 // NewWatchdog returns a watchdog for a run whose context is ctx.
 func NewWatchdog(ctx context.Context) *Watchdog {
 	w := &Watchdog{parent: ctx}
-	w.timer = time.AfterFunc(time.Hour, w.fire)
-	w.timer.Stop()
-	w.stopParent = context.AfterFunc(ctx, w.fire)
+	w.fireFunc = w.fire
+	w.stopParent = context.AfterFunc(ctx, w.fireFunc)
 	return w
 }
 
 // Close releases the watchdog's timer and context registration.
 func (w *Watchdog) Close() {
 	w.mu.Lock()
-	w.timer.Stop()
+	if w.timer != nil {
+		w.timer.Stop()
+	}
 	w.armedFor = time.Time{}
 	w.spill = nil
 	w.mu.Unlock()
@@ -61,7 +66,11 @@ func (w *Watchdog) Close() {
 // due yet and sets itself again.
 func (w *Watchdog) wakeBy(at time.Time, d time.Duration) {
 	if d <= 0 || w.armedFor.IsZero() || w.armedFor.After(at) {
-		w.timer.Reset(max(d, 0))
+		if w.timer == nil {
+			w.timer = time.AfterFunc(max(d, 0), w.fireFunc)
+		} else {
+			w.timer.Reset(max(d, 0))
+		}
 		w.armedFor = at
 	}
 }
@@ -170,7 +179,7 @@ type callContext struct {
 	timeout  time.Duration
 	attempt  int
 	start    time.Time
-	takeover func(Outcome)
+	takeover abandoner
 }
 
 func (c *callContext) Deadline() (time.Time, bool) {
@@ -241,7 +250,7 @@ func (c *callContext) expire() {
 	} else {
 		o = c.exec.timedOut(c.call, c.attempt, c.start, c.timeout, context.DeadlineExceeded)
 	}
-	c.takeover(o)
+	c.takeover.abandoned(o)
 }
 
 // RunInline executes one call on the calling goroutine, with the same
@@ -251,12 +260,22 @@ func (c *callContext) expire() {
 // owner; when the handler finally returns, RunInline reports ok=false and
 // its caller must return at once without touching the run's state.
 func (e *Executor) RunInline(ctx context.Context, c Call, w *Watchdog, takeover func(Outcome)) (o Outcome, ok bool) {
-	return e.runCallInline(ctx, &c, w, takeover, nil)
+	return e.runCallInline(ctx, &c, w, takeoverFunc(takeover), nil)
 }
+
+// abandoner takes over a run from a call the watchdog gave up on, with
+// that call's outcome.
+type abandoner interface{ abandoned(Outcome) }
+
+// takeoverFunc makes a function an abandoner (without allocating, unlike
+// a method value).
+type takeoverFunc func(Outcome)
+
+func (f takeoverFunc) abandoned(o Outcome) { f(o) }
 
 // runCallInline is RunInline for a call that stays put until it is over;
 // cc, if not nil, is a zero callContext for the first attempt.
-func (e *Executor) runCallInline(ctx context.Context, c *Call, w *Watchdog, takeover func(Outcome), cc *callContext) (Outcome, bool) {
+func (e *Executor) runCallInline(ctx context.Context, c *Call, w *Watchdog, takeover abandoner, cc *callContext) (Outcome, bool) {
 	if c.guarded() {
 		return e.guardedInline(ctx, c, w, takeover)
 	}
@@ -266,14 +285,14 @@ func (e *Executor) runCallInline(ctx context.Context, c *Call, w *Watchdog, take
 // guardedInline runs a guarded write inline. An abandoned write's outcome
 // is unknown until the ledger and the tool's status look-up have had their
 // say.
-func (e *Executor) guardedInline(ctx context.Context, c *Call, w *Watchdog, takeover func(Outcome)) (Outcome, bool) {
+func (e *Executor) guardedInline(ctx context.Context, c *Call, w *Watchdog, takeover abandoner) (Outcome, bool) {
 	return e.guardedWrite(ctx, *c, func(claim store.Record) (Outcome, bool) {
-		settle := func(o Outcome) { takeover(e.finishClaimed(*c, claim, o)) }
+		settle := takeoverFunc(func(o Outcome) { takeover.abandoned(e.finishClaimed(*c, claim, o)) })
 		return e.runInline(ctx, c, w, settle, nil)
 	})
 }
 
-func (e *Executor) runInline(ctx context.Context, c *Call, w *Watchdog, takeover func(Outcome), cc *callContext) (o Outcome, ok bool) {
+func (e *Executor) runInline(ctx context.Context, c *Call, w *Watchdog, takeover abandoner, cc *callContext) (o Outcome, ok bool) {
 	timeout := e.timeout(*c)
 	start := time.Now()
 	wait := e.opts.RetryBackoff

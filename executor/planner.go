@@ -37,7 +37,16 @@ type placed struct {
 
 func planByRules(calls []PlanCall, maxParallel int) Plan {
 	n := len(calls)
-	resources := make([][]string, n)
+	// A batch is usually a few calls: their scratch space on the stack.
+	var resourcesBuf [8][]string
+	var placeBuf [8]placed
+	var resources [][]string
+	var place []placed
+	if n <= len(placeBuf) {
+		resources, place = resourcesBuf[:n], placeBuf[:n]
+	} else {
+		resources, place = make([][]string, n), make([]placed, n)
+	}
 	for i, c := range calls {
 		resources[i] = c.Tool.Resources(c.Call.Arguments)
 	}
@@ -56,7 +65,6 @@ func planByRules(calls []PlanCall, maxParallel int) Plan {
 	free := func(s int) bool { return s >= len(count) || (!alone[s] && count[s] < maxParallel) }
 	empty := func(s int) bool { return s >= len(count) || count[s] == 0 }
 
-	place := make([]placed, n)
 	lastWrite := -1 // stage of the latest write
 	barrier := -1   // every call must come after this stage (confirmations)
 	// groupLast is the index of each exclusive group's latest call.

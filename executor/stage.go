@@ -31,17 +31,20 @@ func (e *Executor) RunStageInline(ctx context.Context, calls []Call, w *Watchdog
 	case 0:
 		return []Outcome{}, true
 	case 1:
-		o, ok := e.runCallInline(ctx, &calls[0], w, func(o Outcome) { takeover([]Outcome{o}) }, nil)
+		o, ok := e.runCallInline(ctx, &calls[0], w, takeoverFunc(func(o Outcome) { takeover([]Outcome{o}) }), nil)
 		if !ok {
 			return nil, false
 		}
 		return []Outcome{o}, true
 	}
 	s := &stageRun{e: e, ctx: ctx, calls: calls, outs: make([]Outcome, len(calls)), watch: w, takeover: takeover}
-	// One allocation for the contexts of every call's first attempt.
-	s.ccs = make([]callContext, len(calls))
+	// The contexts of every call's first attempt come with the stage.
+	if len(calls) <= len(s.ccBuf) {
+		s.ccs = s.ccBuf[:len(calls)]
+	} else {
+		s.ccs = make([]callContext, len(calls))
+	}
 	s.undelivered.Add(len(calls))
-	s.abandonDriver = s.driverAbandoned
 	if e.opts.MaxParallel > 1 {
 		w.watchSpill(s, time.Now().Add(e.opts.SpillAfter), e.opts.SpillAfter)
 	}
@@ -59,16 +62,16 @@ type stageRun struct {
 	calls []Call
 	outs  []Outcome
 	ccs   []callContext
+	ccBuf [4]callContext
 	next  atomic.Int32 // next call index to claim
 	// undelivered counts outcomes not yet delivered.
 	undelivered sync.WaitGroup
 
 	// The driver's side: its watchdog, the call it is running inline, and
 	// where the outcomes go if it is replaced.
-	watch         *Watchdog
-	inline        int
-	takeover      func([]Outcome)
-	abandonDriver func(Outcome)
+	watch    *Watchdog
+	inline   int
+	takeover func([]Outcome)
 }
 
 func (s *stageRun) claim() (int, bool) {
@@ -90,7 +93,7 @@ func (s *stageRun) drive() bool {
 			break
 		}
 		s.inline = i
-		o, ok := s.e.runCallInline(s.ctx, &s.calls[i], s.watch, s.abandonDriver, &s.ccs[i])
+		o, ok := s.e.runCallInline(s.ctx, &s.calls[i], s.watch, s, &s.ccs[i])
 		if !ok {
 			return false
 		}
@@ -103,9 +106,9 @@ func (s *stageRun) drive() bool {
 	return true
 }
 
-// driverAbandoned runs on the watchdog's goroutine when the driver's own
-// call overran: it records that call's outcome and becomes the driver.
-func (s *stageRun) driverAbandoned(o Outcome) {
+// abandoned runs on the watchdog's goroutine when the driver's own call
+// overran: it records that call's outcome and becomes the driver.
+func (s *stageRun) abandoned(o Outcome) {
 	s.deliver(s.inline, o)
 	if s.drive() {
 		s.takeover(s.outs)
@@ -131,7 +134,7 @@ func (s *stageRun) help() {
 		if !ok {
 			return
 		}
-		o, ok := s.e.runCallInline(s.ctx, &s.calls[i], w, func(o Outcome) { s.deliver(i, o) }, &s.ccs[i])
+		o, ok := s.e.runCallInline(s.ctx, &s.calls[i], w, takeoverFunc(func(o Outcome) { s.deliver(i, o) }), &s.ccs[i])
 		if !ok {
 			return
 		}

@@ -106,10 +106,13 @@ func (h *fnv64) value(v any) {
 // CallKey combines a tool name and an argument fingerprint into the key by
 // which the loop recognises a repeated call.
 func CallKey(name string, argsFingerprint uint64) uint64 {
+	// FNV-1a of '"', the name's length as 8 bytes, the name, the
+	// fingerprint as 8 bytes, kept in a register.
 	h := fnv64(offset64)
-	h.byte('"')
-	h.uint(uint64(len(name)))
-	h.string(name)
-	h.uint(argsFingerprint)
-	return uint64(h)
+	h = (h ^ '"') * prime64
+	h = fnvUint(h, uint64(len(name)))
+	for i := 0; i < len(name); i++ {
+		h = (h ^ fnv64(name[i])) * prime64
+	}
+	return uint64(fnvUint(h, argsFingerprint))
 }
