@@ -65,6 +65,8 @@ type sourceFlags struct {
 	provider, model, baseURL string
 	tools, mcp, mcpURL       stringList
 	confirmWrites            bool
+	// slowWrites widens the order desk's writes (orders.SlowWrites).
+	slowWrites time.Duration
 }
 
 func addSourceFlags(fs *flag.FlagSet) *sourceFlags {
@@ -76,13 +78,14 @@ func addSourceFlags(fs *flag.FlagSet) *sourceFlags {
 	fs.Var(&f.mcp, "mcp", "add the tools of the MCP server started by `'CMD ARGS'` (stdio); repeatable")
 	fs.Var(&f.mcpURL, "mcp-url", "add the tools of the MCP server at `URL` (streamable HTTP); repeatable")
 	fs.BoolVar(&f.confirmWrites, "confirm-writes", false, "pause the run for a person's confirmation before any write")
+	fs.DurationVar(&f.slowWrites, "slow-writes", 0, "with --tools orders: every refund, voucher and cancellation answers `D` after it is applied (a drill for crashes and timeouts mid-write)")
 	return f
 }
 
 // given reports whether any of the flags was set.
 func (f *sourceFlags) given() bool {
 	return f.provider != "" || f.model != "" || f.baseURL != "" || len(f.tools) > 0 || len(f.mcp) > 0 ||
-		len(f.mcpURL) > 0 || f.confirmWrites
+		len(f.mcpURL) > 0 || f.confirmWrites || f.slowWrites != 0
 }
 
 // toolSets returns the --tools values, split at commas, checked.
@@ -127,6 +130,9 @@ func (f *sourceFlags) canonical() string {
 	}
 	if f.confirmWrites {
 		b.WriteString(" --confirm-writes")
+	}
+	if f.slowWrites > 0 {
+		add("slow-writes", f.slowWrites.String())
 	}
 	return b.String()
 }
@@ -266,6 +272,12 @@ func (c *cli) toolsFor(ctx context.Context, f *sourceFlags, st *sqlite.Store) (*
 	if err != nil {
 		return nil, err
 	}
+	if f.slowWrites < 0 {
+		return nil, &usageErr{"--slow-writes must not be negative"}
+	}
+	if f.slowWrites > 0 && !slices.Contains(sets, toolsOrders) {
+		return nil, &usageErr{"--slow-writes applies to the order desk's tools: add --tools orders"}
+	}
 	box := &toolBox{}
 	var all []*tool.Tool
 	if slices.Contains(sets, toolsOrders) {
@@ -273,7 +285,7 @@ func (c *cli) toolsFor(ctx context.Context, f *sourceFlags, st *sqlite.Store) (*
 		if err != nil {
 			return nil, err
 		}
-		reg, err := orders.Tools(book)
+		reg, err := orders.Tools(orders.SlowWrites(book, f.slowWrites))
 		if err != nil {
 			return nil, err
 		}
@@ -655,6 +667,8 @@ Model and tools:
   --mcp-url URL          the tools of an MCP server over streamable HTTP; repeatable
                          (MCP tools are named mcp1_..., mcp2_... in flag order, commands first)
   --confirm-writes       pause before every write until a person approves it
+  --slow-writes D        with --tools orders: each write answers D after it is applied
+                         (a drill: the window where a crash leaves a write's outcome unknown)
   --system TEXT          a system prompt
   --identity NAME        who the run acts for (default cli)
 

@@ -24,6 +24,10 @@ import (
 	"github.com/toolloop/toolloop/temporal"
 )
 
+// killSlowWrites is how long each refund takes to answer after it is
+// applied: the window in which the kill leaves writes done but unreported.
+const killSlowWrites = 500 * time.Millisecond
+
 var (
 	killRuns  = flag.Int("kill.runs", 50, "TestWorkerKill: how many runs")
 	killAfter = flag.Int("kill.after", 10, "TestWorkerKill: SIGKILL the first worker once this many runs have finished")
@@ -45,7 +49,7 @@ func startWorker(t *testing.T, name, addr, queue, db string) *workerProc {
 	}
 	defer f.Close()
 	cmd := exec.Command(os.Args[0], "worker", "--temporal", addr, "--task-queue", queue,
-		"--provider", "sandbox", "--tools", "orders", "--db", db)
+		"--provider", "sandbox", "--tools", "orders", "--db", db, "--slow-writes", killSlowWrites.String())
 	cmd.Env = append(os.Environ(), childEnv+"=1")
 	cmd.Stdout, cmd.Stderr = f, f
 	if err := cmd.Start(); err != nil {
@@ -116,6 +120,7 @@ func TestWorkerKill(t *testing.T) {
 	started := time.Now()
 	ids := make([]string, n)
 	results := make(chan error, n)
+	replays := make(chan [2]int, n)
 	finished := make(chan int, n)
 	for i := range n {
 		ids[i] = fmt.Sprintf("kill-%s-%03d", queue, i+1)
@@ -140,6 +145,18 @@ func TestWorkerKill(t *testing.T) {
 			if err != nil {
 				err = fmt.Errorf("run %s: %w", wr.GetID(), err)
 			}
+			var settled [2]int // replayed from the ledger, reconciled by the look-up
+			for _, ev := range out.Events {
+				for _, o := range ev.Outcomes {
+					if o.Replayed {
+						settled[0]++
+					}
+					if o.Reconciled {
+						settled[1]++
+					}
+				}
+			}
+			replays <- settled
 			results <- err
 			finished <- 1
 		}()
@@ -181,9 +198,15 @@ func TestWorkerKill(t *testing.T) {
 
 	// What the kill cost: activities that Temporal started again, and the
 	// runs they belonged to.
-	retried, runsHit, timedOut := 0, 0, 0
+	replayed, reconciled := 0, 0
+	for range n {
+		r := <-replays
+		replayed, reconciled = replayed+r[0], reconciled+r[1]
+	}
+	retried, runsHit, timedOut := map[string]int{}, 0, 0
 	for _, id := range ids {
 		hit := false
+		types := map[int64]string{}
 		it := cl.GetWorkflowHistory(ctx, id, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 		for it.HasNext() {
 			ev, err := it.Next()
@@ -191,9 +214,11 @@ func TestWorkerKill(t *testing.T) {
 				t.Fatal(err)
 			}
 			switch ev.GetEventType() {
+			case enumspb.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
+				types[ev.GetEventId()] = ev.GetActivityTaskScheduledEventAttributes().GetActivityType().GetName()
 			case enumspb.EVENT_TYPE_ACTIVITY_TASK_STARTED:
-				if ev.GetActivityTaskStartedEventAttributes().GetAttempt() > 1 {
-					retried++
+				if a := ev.GetActivityTaskStartedEventAttributes(); a.GetAttempt() > 1 {
+					retried[types[a.GetScheduledEventId()]]++
 					hit = true
 				}
 			case enumspb.EVENT_TYPE_WORKFLOW_TASK_TIMED_OUT, enumspb.EVENT_TYPE_ACTIVITY_TASK_TIMED_OUT:
@@ -205,8 +230,9 @@ func TestWorkerKill(t *testing.T) {
 			runsHit++
 		}
 	}
-	t.Logf("%d runs, all final_answer, one refund per order; %d runs touched by the kill (%d activity attempts after the first, %d timeouts); all done after %v",
-		n, runsHit, retried, timedOut, total.Round(time.Millisecond))
+	t.Logf("%d runs, all final_answer, one refund per order (%d replayed from the ledger, %d settled by the status look-up); "+
+		"%d runs touched by the kill (activities started again: %v; %d task timeouts); all done after %v",
+		n, replayed, reconciled, runsHit, retried, timedOut, total.Round(time.Millisecond))
 	if err := second.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}

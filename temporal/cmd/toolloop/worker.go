@@ -106,6 +106,8 @@ Flags:
   --mcp 'CMD ARGS'       the tools of an MCP server run as a command; repeatable
   --mcp-url URL          the tools of an MCP server over HTTP; repeatable
   --confirm-writes       every write waits for a person (toolloop approve)
+  --slow-writes D        with --tools orders: each write answers D after it is
+                         applied (a drill for workers dying mid-write)
   --db PATH              the SQLite store holding the order book and the
                          idempotency ledger (default: toolloop.db in the data
                          directory); workers of one task queue must share it
