@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/toolloop/toolloop/examples/orders"
 	"github.com/toolloop/toolloop/executor"
@@ -92,5 +93,24 @@ func TestDeskModel(t *testing.T) {
 	missing := deskRun(t, book, opts, "what about Z999")
 	if missing.Status != loop.FinalAnswer || !strings.Contains(missing.Answer(), "not_found") {
 		t.Fatalf("unknown order: %s, %q", missing.Status, missing.Answer())
+	}
+}
+
+// TestSlowWrites: the refund is applied before the wait, and a done
+// context ends the wait but not the refund.
+func TestSlowWrites(t *testing.T) {
+	book := orders.NewBook()
+	slow := orders.SlowWrites(book, time.Hour)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	if _, err := slow.Refund(ctx, "A103", "broken"); err != nil {
+		t.Fatal(err)
+	}
+	if time.Since(start) > 10*time.Second || book.Refunds("A103") != 1 {
+		t.Fatalf("after %v: %d refunds", time.Since(start), book.Refunds("A103"))
+	}
+	if orders.SlowWrites(book, 0) != orders.OrderBook(book) {
+		t.Fatal("no delay should give the book itself")
 	}
 }
