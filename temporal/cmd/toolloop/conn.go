@@ -100,9 +100,10 @@ func outputOf(ctx context.Context, cl client.Client, id, runID string) (*loop.Re
 }
 
 // liveStatus asks a running workflow for its status; it needs a worker to
-// answer.
+// answer, and one that does answers in milliseconds: a run whose task
+// queue has none is given up on after two seconds.
 func liveStatus(ctx context.Context, cl client.Client, id string) (temporal.RunStatus, error) {
-	qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	qctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	var st temporal.RunStatus
 	v, err := cl.QueryWorkflow(qctx, id, "", temporal.StatusQuery)

@@ -212,6 +212,43 @@ func TestRunConfirmOnTemporal(t *testing.T) {
 	if code, _, errOut := call(ctx, "approve", "--temporal", addr, id, "desk_1_1", "--by", "ops"); code != cli.ExitUsage {
 		t.Fatalf("answering a closed run: %d %s", code, errOut)
 	}
+	// A detached run, denied: the model hears the note, nothing is
+	// refunded.
+	denied := "toolloop-test-" + suffix()
+	code, out, errOut = call(ctx, "run", "--temporal", addr, "--task-queue", queue, "--model", orders.DeskModelName,
+		"--id", denied, "--detach", "Please refund A101.")
+	if code != cli.ExitOK || !strings.HasPrefix(out, "run="+denied+"\n") {
+		t.Fatalf("run --detach: %d %s%s", code, out, errOut)
+	}
+	deadline = time.Now().Add(30 * time.Second)
+	for {
+		_, out, _ := call(ctx, "runs", "--temporal", addr, "--status", "confirmation_required")
+		if strings.Contains(out, denied) && strings.Contains(out, "desk_1_1 (refund_order)") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("run %s did not pause:\n%s", denied, out)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if code, out, errOut := call(ctx, "deny", "--temporal", addr, denied, "desk_1_1", "--by", "ops", "--note", "no photo"); code != cli.ExitOK {
+		t.Fatalf("deny: %d %s%s", code, out, errOut)
+	}
+	deadline = time.Now().Add(30 * time.Second)
+	for {
+		code, out, _ := call(ctx, "trace", "show", "--temporal", addr, denied)
+		if code == cli.ExitOK && strings.Contains(out, "final_answer") {
+			if !strings.Contains(out, "no photo") {
+				t.Fatalf("the denial's note is not in the trace:\n%s", out)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("run %s did not finish after the denial:\n%s", denied, out)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+
 	st, err := sqlite.Open(db, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -223,5 +260,8 @@ func TestRunConfirmOnTemporal(t *testing.T) {
 	}
 	if n, err := book.RefundCount(ctx, "A103"); err != nil || n != 1 {
 		t.Fatalf("A103 refunded %d times (%v)", n, err)
+	}
+	if n, err := book.RefundCount(ctx, "A101"); err != nil || n != 0 {
+		t.Fatalf("A101, denied, refunded %d times (%v)", n, err)
 	}
 }

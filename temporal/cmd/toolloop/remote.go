@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
+	"sync"
 	"text/tabwriter"
 	"time"
 
@@ -277,12 +278,24 @@ func runs(ctx context.Context, k *cli.Kit, args []string) int {
 		if err != nil {
 			return k.Fail("runs", fmt.Errorf("listing the runs: %w", err))
 		}
-		for _, ex := range resp.Executions {
+		// A running run's status is a query, answered by a worker (or
+		// not, after a timeout): ask for a page's rows at once.
+		rows := make([]row, len(resp.Executions))
+		var wg sync.WaitGroup
+		sem := make(chan struct{}, 8)
+		for i, ex := range resp.Executions {
+			wg.Go(func() {
+				sem <- struct{}{}
+				defer func() { <-sem }()
+				rows[i] = runRow(ctx, cl, ex.GetExecution().GetWorkflowId(), ex.GetExecution().GetRunId(), ex.GetStatus())
+			})
+		}
+		wg.Wait()
+		for i, ex := range resp.Executions {
 			if n >= *limit {
 				break
 			}
-			id, runID := ex.GetExecution().GetWorkflowId(), ex.GetExecution().GetRunId()
-			row := runRow(ctx, cl, id, runID, ex.GetStatus())
+			id, row := ex.GetExecution().GetWorkflowId(), rows[i]
 			if *status != "" && row.status != *status {
 				continue
 			}
