@@ -151,6 +151,9 @@ $XDG_DATA_HOME/toolloop (or ~/.local/share/toolloop). Run logs go to
 --log DIR (toolloop run: by default the runs directory beside the store).
 
 Run 'toolloop help COMMAND' for a command's flags.
+
+On a Temporal server: the build from temporal/cmd/toolloop adds a worker
+command and --temporal HOST:PORT to demo, run, runs, approve, deny and trace.
 `)
 }
 
