@@ -262,7 +262,7 @@ func (e *Executor) retryWait(err error, attempt int, wait *time.Duration) (time.
 func (e *Executor) succeeded(c *Call, attempt int, start time.Time, content json.RawMessage) Outcome {
 	if len(content) == 0 {
 		content = json.RawMessage("null")
-	} else if !json.Valid(content) {
+	} else if !c.Tool.JSONResults() && !json.Valid(content) {
 		// A raw handler answered with something that is not JSON: keep it,
 		// as a JSON string, so that the result can be sent and stored.
 		b, _ := json.Marshal(string(content)) // a string always encodes

@@ -887,3 +887,36 @@ func TestOutcomeJSON(t *testing.T) {
 		t.Errorf("round trip = %+v", back)
 	}
 }
+
+// A raw handler's answer that is not JSON is kept as a JSON string; a typed
+// tool's answer (JSON by construction) is kept as it is, inline or not.
+func TestResultContentIsJSON(t *testing.T) {
+	raw, err := tool.NewRaw(tool.Definition{Name: "raw", InputSchema: json.RawMessage(`{"type":"object"}`)},
+		func(context.Context, json.RawMessage) (json.RawMessage, error) {
+			return json.RawMessage("plain <text>"), nil
+		}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	typed := mkTool(t, tool.Spec[args]{Name: "typed"}, func(_ context.Context, in args) (any, error) {
+		return struct {
+			N int `json:"n"`
+		}{in.N}, nil
+	})
+	e := executor.New(nil)
+	ctx := context.Background()
+	w := executor.NewWatchdog(ctx)
+	defer w.Close()
+	for _, tc := range []struct {
+		c    executor.Call
+		want string
+	}{{call("r", raw, 1), `"plain \u003ctext\u003e"`}, {call("t", typed, 7), `{"n":7}`}} {
+		if got := string(e.Run(ctx, tc.c).Result.Content); got != tc.want {
+			t.Errorf("%s: Run content %s, want %s", tc.c.Tool.Name(), got, tc.want)
+		}
+		o, ok := e.RunInline(ctx, tc.c, w, func(executor.Outcome) {})
+		if got := string(o.Result.Content); !ok || got != tc.want {
+			t.Errorf("%s: RunInline content %s (ok %v), want %s", tc.c.Tool.Name(), got, ok, tc.want)
+		}
+	}
+}

@@ -37,7 +37,7 @@ func TestDecodeArgsLikeUnmarshal(t *testing.T) {
 	for round := range 2 {
 		for _, s := range inputs {
 			var got in
-			gotErr := decodeArgs(json.RawMessage(s), &got)
+			gotErr := decodeArgs(nil, json.RawMessage(s), &got)
 			var want in
 			wantErr := json.Unmarshal([]byte(s), &want)
 			if (gotErr == nil) != (wantErr == nil) {

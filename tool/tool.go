@@ -13,9 +13,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"regexp"
 	"sync"
 	"time"
+	"unsafe"
 
 	"github.com/google/jsonschema-go/jsonschema"
 )
@@ -111,6 +113,9 @@ type Tool struct {
 	fast      *fastSchema // nil if the schema needs jsonschema-go
 	invoke    func(ctx context.Context, args json.RawMessage) (json.RawMessage, error)
 	resources func(args json.RawMessage) []string
+	// jsonResults says that the handler's results are valid JSON by
+	// construction (a typed tool's encoder writes them).
+	jsonResults bool
 	writeHooks
 }
 
@@ -138,14 +143,20 @@ func New[In, Out any](spec Spec[In], fn func(ctx context.Context, in In) (Out, e
 		Sensitive: append([]string(nil), spec.Sensitive...), ExclusiveGroup: spec.ExclusiveGroup,
 		NeedsConfirmation: spec.NeedsConfirmation,
 	}
+	inCodec, outCodec := newFlatCodec(reflect.TypeFor[In]()), newFlatCodec(reflect.TypeFor[Out]())
 	invoke := func(ctx context.Context, args json.RawMessage) (json.RawMessage, error) {
 		var in In
-		if err := decodeArgs(args, &in); err != nil {
+		if err := decodeArgs(inCodec, args, &in); err != nil {
 			return nil, err
 		}
 		out, err := fn(ctx, in)
 		if err != nil {
 			return nil, err
+		}
+		if outCodec != nil {
+			if b, ok := outCodec.encode(make([]byte, 0, outCodec.encodedLen()), unsafe.Pointer(&out)); ok {
+				return b, nil
+			}
 		}
 		b, err := json.Marshal(out)
 		if err != nil {
@@ -157,7 +168,7 @@ func New[In, Out any](spec Spec[In], fn func(ctx context.Context, in In) (Out, e
 	if spec.Resources != nil {
 		resources = func(args json.RawMessage) []string {
 			var in In
-			if decodeArgs(args, &in) != nil {
+			if decodeArgs(inCodec, args, &in) != nil {
 				return nil
 			}
 			return spec.Resources(in)
@@ -168,6 +179,7 @@ func New[In, Out any](spec Spec[In], fn func(ctx context.Context, in In) (Out, e
 		return nil, err
 	}
 	t.writeHooks = typedWriteHooks(spec)
+	t.jsonResults = true
 	return t, nil
 }
 
@@ -298,6 +310,11 @@ func (t *Tool) Invoke(ctx context.Context, args json.RawMessage) (json.RawMessag
 	return t.invoke(ctx, args)
 }
 
+// JSONResults reports whether the handler's results are always valid JSON,
+// written by an encoder rather than by the handler itself (true of typed
+// tools, made by New), so that a caller need not check them.
+func (t *Tool) JSONResults() bool { return t.jsonResults }
+
 // Call validates args and, if they conform, runs the handler.
 func (t *Tool) Call(ctx context.Context, args json.RawMessage) (json.RawMessage, error) {
 	if _, err := t.Validate(args); err != nil {
@@ -321,7 +338,15 @@ func (t *Tool) Resources(args json.RawMessage) []string {
 // handler that edits its arguments cannot change what the next call sees.
 func emptyObject() json.RawMessage { return json.RawMessage("{}") }
 
-func decodeArgs[In any](args json.RawMessage, in *In) error {
+// decodeArgs decodes args into the zero value *in; codec, if not nil, is
+// In's flat codec.
+func decodeArgs[In any](codec *flatCodec, args json.RawMessage, in *In) error {
+	if codec != nil {
+		if codec.decode(args, unsafe.Pointer(in)) {
+			return nil
+		}
+		*in = *new(In) // the codec may have set some fields
+	}
 	if decodeReused(args, in) {
 		return nil
 	}

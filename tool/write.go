@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"reflect"
 )
 
 // writeHooks are a write tool's idempotency key and status look-up, over
@@ -15,10 +16,11 @@ type writeHooks struct {
 
 func typedWriteHooks[In any](spec Spec[In]) writeHooks {
 	var h writeHooks
+	codec := newFlatCodec(reflect.TypeFor[In]())
 	if spec.IdempotencyKey != nil {
 		h.key = func(args json.RawMessage) string {
 			var in In
-			if decodeArgs(args, &in) != nil {
+			if decodeArgs(codec, args, &in) != nil {
 				return ""
 			}
 			return spec.IdempotencyKey(in)
@@ -27,7 +29,7 @@ func typedWriteHooks[In any](spec Spec[In]) writeHooks {
 	if spec.Lookup != nil {
 		h.lookup = func(ctx context.Context, args json.RawMessage) (json.RawMessage, bool, error) {
 			var in In
-			if err := decodeArgs(args, &in); err != nil {
+			if err := decodeArgs(codec, args, &in); err != nil {
 				return nil, false, err
 			}
 			res, applied, err := spec.Lookup(ctx, in)

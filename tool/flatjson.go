@@ -1,0 +1,419 @@
+package tool
+
+// A decoder and an encoder for the commonest tool inputs and outputs: a
+// struct whose fields are strings, booleans and integers. encoding/json
+// spends most of a quick tool's time on such values (about 3,500
+// instructions to decode {"key":"k1"} and 1,700 to encode {"ok":true}, for
+// its reflection, field cache and scanner); these do the same work in a
+// tenth of that.
+//
+// They are shortcuts, never a second JSON dialect: a type qualifies only if
+// encoding/json would treat it plainly (no JSON or text methods, no
+// embedded fields, no options but omitempty, names it uses as they are),
+// and a value only if it is plain too (no escapes, no null, a key that
+// names a field exactly, integers within range). Anything else goes to
+// encoding/json, which then answers (or fails) exactly as it always has.
+
+import (
+	"encoding"
+	"encoding/json"
+	"reflect"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+	"unsafe"
+)
+
+// flatField is one field of a flat struct.
+type flatField struct {
+	name      string // the JSON key
+	offset    uintptr
+	kind      reflect.Kind
+	omitEmpty bool
+}
+
+// flatCodec decodes or encodes one flat struct type; nil when the type
+// does not qualify.
+type flatCodec struct {
+	fields []flatField
+}
+
+var (
+	jsonMarshaler     = reflect.TypeFor[json.Marshaler]()
+	jsonUnmarshaler   = reflect.TypeFor[json.Unmarshaler]()
+	textMarshaler     = reflect.TypeFor[encoding.TextMarshaler]()
+	textUnmarshaler   = reflect.TypeFor[encoding.TextUnmarshaler]()
+	flatMethodClasses = []reflect.Type{jsonMarshaler, jsonUnmarshaler, textMarshaler, textUnmarshaler}
+)
+
+// hasJSONMethods reports whether t or *t has a method that encoding/json
+// would call instead of treating the value plainly.
+func hasJSONMethods(t reflect.Type) bool {
+	for _, m := range flatMethodClasses {
+		if t.Implements(m) || reflect.PointerTo(t).Implements(m) {
+			return true
+		}
+	}
+	return false
+}
+
+// flatKey reports whether a tag name is one encoding/json uses as it is
+// and that needs no escaping: letters, digits and '_' only.
+func flatKey(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_') {
+			return false
+		}
+	}
+	return true
+}
+
+// newFlatCodec compiles the codec of t, or returns nil.
+func newFlatCodec(t reflect.Type) *flatCodec {
+	if t == nil || t.Kind() != reflect.Struct || hasJSONMethods(t) {
+		return nil
+	}
+	c := &flatCodec{}
+	seen := map[string]bool{}
+	for i := 0; i < t.NumField(); i++ {
+		sf := t.Field(i)
+		if sf.Anonymous {
+			return nil // embedded fields follow rules of their own
+		}
+		if !sf.IsExported() {
+			continue // encoding/json ignores it
+		}
+		tag := sf.Tag.Get("json")
+		if tag == "-" {
+			continue
+		}
+		name, opts, _ := strings.Cut(tag, ",")
+		switch opts {
+		case "", "omitempty":
+		default:
+			return nil // string, omitzero, or unknown
+		}
+		if name == "" {
+			name = sf.Name
+		}
+		if !flatKey(name) {
+			return nil // escaped, or (an invalid tag) replaced by the Go name
+		}
+		// Keys match fields case-insensitively in encoding/json when no
+		// field matches exactly; refuse types where two names fold alike,
+		// so that an exact match is the only match.
+		folded := strings.ToLower(name)
+		if seen[folded] {
+			return nil
+		}
+		seen[folded] = true
+		ft := sf.Type
+		if hasJSONMethods(ft) {
+			return nil
+		}
+		switch ft.Kind() {
+		case reflect.String, reflect.Bool,
+			reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+			reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		default:
+			return nil
+		}
+		c.fields = append(c.fields, flatField{name: name, offset: sf.Offset, kind: ft.Kind(), omitEmpty: opts == "omitempty"})
+	}
+	return c
+}
+
+// field returns the field named exactly key, or nil.
+func (c *flatCodec) field(key []byte) *flatField {
+	for i := range c.fields {
+		if c.fields[i].name == string(key) {
+			return &c.fields[i]
+		}
+	}
+	return nil
+}
+
+func flatSpace(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// flatString returns the contents of the string at b[i] (which must be a
+// quote) and the index after it, if it has no escapes, no control
+// characters and is valid UTF-8.
+func flatString(b []byte, i int) ([]byte, int, bool) {
+	if i >= len(b) || b[i] != '"' {
+		return nil, 0, false
+	}
+	ascii := true
+	for j := i + 1; j < len(b); j++ {
+		switch c := b[j]; {
+		case c == '"':
+			s := b[i+1 : j]
+			if !ascii && !utf8.Valid(s) {
+				return nil, 0, false
+			}
+			return s, j + 1, true
+		case c == '\\' || c < 0x20:
+			return nil, 0, false
+		case c >= utf8.RuneSelf:
+			ascii = false
+		}
+	}
+	return nil, 0, false
+}
+
+// flatInteger returns the integer literal at b[i] and the index after it,
+// if it is one in JSON's grammar (no fraction, no exponent).
+func flatInteger(b []byte, i int) ([]byte, int, bool) {
+	start := i
+	if i < len(b) && b[i] == '-' {
+		i++
+	}
+	switch {
+	case i >= len(b) || b[i] < '0' || b[i] > '9':
+		return nil, 0, false
+	case b[i] == '0':
+		i++
+	default:
+		for i < len(b) && '0' <= b[i] && b[i] <= '9' {
+			i++
+		}
+	}
+	if i < len(b) && (b[i] == '.' || b[i] == 'e' || b[i] == 'E' || '0' <= b[i] && b[i] <= '9') {
+		return nil, 0, false
+	}
+	return b[start:i], i, true
+}
+
+// decode decodes args into the zero struct at p, as json.Unmarshal would,
+// and reports whether it could; when it could not, the struct may be
+// partly written and must be reset before anything else decodes into it.
+func (c *flatCodec) decode(args []byte, p unsafe.Pointer) bool {
+	i := flatSpace(args, 0)
+	if i >= len(args) || args[i] != '{' {
+		return false
+	}
+	i = flatSpace(args, i+1)
+	if i < len(args) && args[i] == '}' {
+		return flatSpace(args, i+1) == len(args)
+	}
+	for {
+		key, j, ok := flatString(args, i)
+		if !ok {
+			return false
+		}
+		f := c.field(key)
+		if f == nil {
+			return false // unknown, or matched only case-insensitively
+		}
+		i = flatSpace(args, j)
+		if i >= len(args) || args[i] != ':' {
+			return false
+		}
+		i = flatSpace(args, i+1)
+		if i, ok = f.decode(args, i, unsafe.Add(p, f.offset)); !ok {
+			return false
+		}
+		i = flatSpace(args, i)
+		if i >= len(args) {
+			return false
+		}
+		switch args[i] {
+		case ',':
+			i = flatSpace(args, i+1)
+		case '}':
+			return flatSpace(args, i+1) == len(args)
+		default:
+			return false
+		}
+	}
+}
+
+// decode decodes the value at b[i] into the field at p.
+func (f *flatField) decode(b []byte, i int, p unsafe.Pointer) (int, bool) {
+	switch f.kind {
+	case reflect.String:
+		s, j, ok := flatString(b, i)
+		if !ok {
+			return 0, false
+		}
+		*(*string)(p) = string(s)
+		return j, true
+	case reflect.Bool:
+		switch {
+		case len(b)-i >= 4 && string(b[i:i+4]) == "true":
+			*(*bool)(p) = true
+			return i + 4, true
+		case len(b)-i >= 5 && string(b[i:i+5]) == "false":
+			*(*bool)(p) = false
+			return i + 5, true
+		}
+		return 0, false
+	}
+	lit, j, ok := flatInteger(b, i)
+	if !ok {
+		return 0, false
+	}
+	switch f.kind {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		bits := 64
+		switch f.kind {
+		case reflect.Int:
+			bits = strconv.IntSize
+		case reflect.Int8:
+			bits = 8
+		case reflect.Int16:
+			bits = 16
+		case reflect.Int32:
+			bits = 32
+		}
+		n, err := strconv.ParseInt(string(lit), 10, bits)
+		if err != nil {
+			return 0, false
+		}
+		switch f.kind {
+		case reflect.Int:
+			*(*int)(p) = int(n)
+		case reflect.Int8:
+			*(*int8)(p) = int8(n)
+		case reflect.Int16:
+			*(*int16)(p) = int16(n)
+		case reflect.Int32:
+			*(*int32)(p) = int32(n)
+		default:
+			*(*int64)(p) = n
+		}
+		return j, true
+	}
+	bits := 64
+	switch f.kind {
+	case reflect.Uint:
+		bits = strconv.IntSize
+	case reflect.Uint8:
+		bits = 8
+	case reflect.Uint16:
+		bits = 16
+	case reflect.Uint32:
+		bits = 32
+	}
+	n, err := strconv.ParseUint(string(lit), 10, bits)
+	if err != nil {
+		return 0, false
+	}
+	switch f.kind {
+	case reflect.Uint:
+		*(*uint)(p) = uint(n)
+	case reflect.Uint8:
+		*(*uint8)(p) = uint8(n)
+	case reflect.Uint16:
+		*(*uint16)(p) = uint16(n)
+	case reflect.Uint32:
+		*(*uint32)(p) = uint32(n)
+	default:
+		*(*uint64)(p) = n
+	}
+	return j, true
+}
+
+// flatSafe marks the bytes encoding/json writes into a string as they
+// are: printable ASCII but the quote, the backslash and the HTML
+// characters it escapes.
+var flatSafe = func() (t [256]bool) {
+	for c := 0x20; c < 0x7f; c++ {
+		t[c] = true
+	}
+	t['"'], t['\\'], t['<'], t['>'], t['&'] = false, false, false, false, false
+	return t
+}()
+
+// encode appends the JSON encoding of the struct at p to dst, as
+// json.Marshal would write it, and reports whether it could: a string
+// that would need escaping makes it give up.
+func (c *flatCodec) encode(dst []byte, p unsafe.Pointer) ([]byte, bool) {
+	dst = append(dst, '{')
+	first := true
+	for i := range c.fields {
+		f := &c.fields[i]
+		q := unsafe.Add(p, f.offset)
+		if f.omitEmpty && f.empty(q) {
+			continue
+		}
+		if !first {
+			dst = append(dst, ',')
+		}
+		first = false
+		dst = append(dst, '"')
+		dst = append(dst, f.name...)
+		dst = append(dst, '"', ':')
+		switch f.kind {
+		case reflect.String:
+			s := *(*string)(q)
+			for k := 0; k < len(s); k++ {
+				if !flatSafe[s[k]] {
+					return dst, false
+				}
+			}
+			dst = append(dst, '"')
+			dst = append(dst, s...)
+			dst = append(dst, '"')
+		case reflect.Bool:
+			dst = strconv.AppendBool(dst, *(*bool)(q))
+		case reflect.Int:
+			dst = strconv.AppendInt(dst, int64(*(*int)(q)), 10)
+		case reflect.Int8:
+			dst = strconv.AppendInt(dst, int64(*(*int8)(q)), 10)
+		case reflect.Int16:
+			dst = strconv.AppendInt(dst, int64(*(*int16)(q)), 10)
+		case reflect.Int32:
+			dst = strconv.AppendInt(dst, int64(*(*int32)(q)), 10)
+		case reflect.Int64:
+			dst = strconv.AppendInt(dst, *(*int64)(q), 10)
+		case reflect.Uint:
+			dst = strconv.AppendUint(dst, uint64(*(*uint)(q)), 10)
+		case reflect.Uint8:
+			dst = strconv.AppendUint(dst, uint64(*(*uint8)(q)), 10)
+		case reflect.Uint16:
+			dst = strconv.AppendUint(dst, uint64(*(*uint16)(q)), 10)
+		case reflect.Uint32:
+			dst = strconv.AppendUint(dst, uint64(*(*uint32)(q)), 10)
+		case reflect.Uint64:
+			dst = strconv.AppendUint(dst, *(*uint64)(q), 10)
+		}
+	}
+	return append(dst, '}'), true
+}
+
+// empty reports whether the field at p holds its zero value.
+func (f *flatField) empty(p unsafe.Pointer) bool {
+	switch f.kind {
+	case reflect.String:
+		return *(*string)(p) == ""
+	case reflect.Bool:
+		return !*(*bool)(p)
+	case reflect.Int8, reflect.Uint8:
+		return *(*uint8)(p) == 0
+	case reflect.Int16, reflect.Uint16:
+		return *(*uint16)(p) == 0
+	case reflect.Int32, reflect.Uint32:
+		return *(*uint32)(p) == 0
+	case reflect.Int, reflect.Uint:
+		return *(*uint)(p) == 0
+	}
+	return *(*uint64)(p) == 0
+}
+
+// encodedLen guesses the size of an encoding, to allocate it once.
+func (c *flatCodec) encodedLen() int {
+	n := 2
+	for i := range c.fields {
+		n += len(c.fields[i].name) + 4 + 8
+	}
+	return n
+}

@@ -1,0 +1,232 @@
+package tool
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"math"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+	"unsafe"
+)
+
+type flatIn struct {
+	Key    string `json:"key"`
+	N      int    `json:"n,omitempty"`
+	Small  int8   `json:"small"`
+	Mid    int16
+	Big    int64  `json:"big,omitempty"`
+	U      uint   `json:"u"`
+	U8     uint8  `json:"u8,omitempty"`
+	U16    uint16 `json:"u16"`
+	U32    uint32 `json:"u32"`
+	U64    uint64 `json:"u64"`
+	I32    int32  `json:"i32"`
+	OK     bool   `json:"ok,omitempty"`
+	Named  flatID `json:"named"`
+	Skip   string `json:"-"`
+	hidden string
+	Dur    time.Duration `json:"dur"`
+}
+
+type flatID string
+
+type flatOut struct {
+	OK bool `json:"ok"`
+}
+
+func TestFlatCodecQualifies(t *testing.T) {
+	for _, typ := range []reflect.Type{
+		reflect.TypeFor[flatIn](), reflect.TypeFor[flatOut](), reflect.TypeFor[struct{}](),
+	} {
+		if newFlatCodec(typ) == nil {
+			t.Errorf("%v: no flat codec", typ)
+		}
+	}
+	type embedded struct{ flatOut }
+	type quoted struct {
+		N int `json:"n,string"`
+	}
+	type omitzero struct {
+		N int `json:"n,omitzero"`
+	}
+	type float struct{ F float64 }
+	type pointer struct{ P *string }
+	type slice struct{ S []string }
+	// Two fields with one key (built by reflection, which vet allows).
+	dup := reflect.StructOf([]reflect.StructField{
+		{Name: "A", Type: reflect.TypeFor[string](), Tag: `json:"x"`},
+		{Name: "B", Type: reflect.TypeFor[string](), Tag: `json:"x"`},
+	})
+	type folded struct {
+		A string `json:"name"`
+		B string `json:"Name"`
+	}
+	type dashed struct {
+		A string `json:"order-id"`
+	}
+	type unicode struct{ Größe int }
+	type timed struct{ T time.Time }
+	type raw struct{ R json.RawMessage }
+	for _, typ := range []reflect.Type{
+		reflect.TypeFor[embedded](), reflect.TypeFor[quoted](), reflect.TypeFor[omitzero](),
+		reflect.TypeFor[float](), reflect.TypeFor[pointer](), reflect.TypeFor[slice](),
+		dup, reflect.TypeFor[folded](), reflect.TypeFor[dashed](),
+		reflect.TypeFor[unicode](), reflect.TypeFor[timed](), reflect.TypeFor[raw](),
+		reflect.TypeFor[time.Time](), reflect.TypeFor[string](), reflect.TypeFor[map[string]any](),
+		reflect.TypeFor[*flatOut](), reflect.TypeFor[any](), reflect.TypeFor[textKey](),
+		reflect.TypeFor[struct{ K textKey }](),
+	} {
+		if newFlatCodec(typ) != nil {
+			t.Errorf("%v: flat codec, want none", typ)
+		}
+	}
+}
+
+type textKey string
+
+func (k *textKey) UnmarshalText(b []byte) error { *k = textKey(strings.ToUpper(string(b))); return nil }
+
+var flatInputs = []string{
+	`{"key":"k1"}`,
+	`{}`,
+	` { } `,
+	"{\n\t\"key\" : \"a\" ,\r\n \"n\": -12 }\n",
+	`{"key":"a","n":0,"small":-128,"Mid":32767,"big":-9223372036854775808,"u":18446744073709551615}`,
+	`{"u8":255,"u16":65535,"u32":4294967295,"u64":18446744073709551615,"i32":-2147483648}`,
+	`{"small":128}`, `{"small":-129}`, `{"u8":256}`, `{"u":-1}`, `{"u":-0}`, `{"n":-0}`,
+	`{"n":01}`, `{"n":1.0}`, `{"n":1e3}`, `{"n":-}`, `{"n":"1"}`, `{"n":null}`, `{"n":true}`,
+	`{"n":99999999999999999999}`,
+	`{"ok":true}`, `{"ok":false}`, `{"ok":tru}`, `{"ok":truex}`, `{"ok":null}`, `{"ok":1}`,
+	`{"key":"caf\u00e9"}`, `{"key":"café"}`, `{"key":"a\"b"}`, `{"key":"a\\b"}`, "{\"key\":\"\xff\"}",
+	"{\"key\":\"a\tb\"}", `{"key":"\ud800"}`, `{"key":null}`, `{"key":1}`, `{"key":{}}`, `{"key":[]}`,
+	`{"KEY":"upper"}`, `{"Key":"title"}`, `{"mid":5}`, `{"unknown":1}`, `{"Skip":"x"}`, `{"-":"x"}`,
+	`{"hidden":"x"}`, `{"key":"a","key":"b"}`, `{"named":"id-1"}`, `{"dur":1500}`,
+	`{"key":"a",}`, `{"key":"a"`, `{"key" "a"}`, `{,}`, `{"key":"a"}}`, `{"key":"a"} x`, `{"key":"a"}{}`,
+	``, ` `, `null`, `[]`, `"x"`, `1`, `{"key":"\u212a"}`, "{\"\u212aey\":\"kelvin\"}",
+	`{"key":"a","n":5,"ok":true,"named":"n","dur":-3,"U64":7}`,
+}
+
+// The flat decoder must decode (or give up on) every input exactly as
+// json.Unmarshal decodes it (or fails).
+func TestFlatDecodeLikeUnmarshal(t *testing.T) {
+	codec := newFlatCodec(reflect.TypeFor[flatIn]())
+	for _, s := range flatInputs {
+		checkFlatDecode(t, codec, s)
+	}
+	// The plain inputs take the shortcut.
+	for _, s := range []string{`{"key":"k1"}`, `{}`, flatInputs[3], flatInputs[4], flatInputs[5], `{"ok":true}`, `{"key":"café"}`} {
+		var in flatIn
+		if !codec.decode([]byte(s), unsafe.Pointer(&in)) {
+			t.Errorf("%q: the flat decoder gave up", s)
+		}
+	}
+}
+
+func checkFlatDecode(t *testing.T, codec *flatCodec, s string) {
+	t.Helper()
+	var got, want flatIn
+	gotErr := decodeArgs(codec, json.RawMessage(s), &got)
+	wantErr := json.Unmarshal([]byte(s), &want)
+	if (gotErr == nil) != (wantErr == nil) {
+		t.Fatalf("%q: decodeArgs error %v, json.Unmarshal error %v", s, gotErr, wantErr)
+	}
+	if wantErr == nil && !reflect.DeepEqual(got, want) {
+		t.Fatalf("%q: decoded %+v, want %+v", s, got, want)
+	}
+}
+
+func FuzzFlatDecode(f *testing.F) {
+	for _, s := range flatInputs {
+		f.Add(s)
+	}
+	codec := newFlatCodec(reflect.TypeFor[flatIn]())
+	f.Fuzz(func(t *testing.T, s string) { checkFlatDecode(t, codec, s) })
+}
+
+// The flat encoder must write exactly what json.Marshal writes, or give up.
+func TestFlatEncodeLikeMarshal(t *testing.T) {
+	codec := newFlatCodec(reflect.TypeFor[flatIn]())
+	plain := []flatIn{
+		{},
+		{Key: "k1", OK: true},
+		{Key: "a b-c_d.e/f", N: -1, Small: math.MinInt8, Mid: math.MaxInt16, Big: math.MinInt64, U: math.MaxUint,
+			U8: 255, U16: 65535, U32: math.MaxUint32, U64: math.MaxUint64, I32: math.MinInt32, Named: "x", Skip: "s", hidden: "h", Dur: time.Second},
+	}
+	for _, v := range plain {
+		got, ok := codec.encode(nil, unsafe.Pointer(&v))
+		want, err := json.Marshal(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !ok || !bytes.Equal(got, want) {
+			t.Errorf("%+v: encoded %s (ok %v), want %s", v, got, ok, want)
+		}
+	}
+	for _, s := range []string{`a"b`, `a\b`, "a\nb", "<", ">", "&", "é", "\u2028", "\x7f", "\xff", "\x00"} {
+		v := flatIn{Key: s}
+		if got, ok := codec.encode(nil, unsafe.Pointer(&v)); ok {
+			want, _ := json.Marshal(v)
+			if !bytes.Equal(got, want) {
+				t.Errorf("%q: encoded %s, want %s", s, got, want)
+			}
+		}
+	}
+}
+
+func FuzzFlatEncode(f *testing.F) {
+	f.Add("k1", int64(0), uint64(0), true)
+	f.Add("<a&b>", int64(-1), uint64(1<<63), false)
+	codec := newFlatCodec(reflect.TypeFor[flatIn]())
+	f.Fuzz(func(t *testing.T, s string, n int64, u uint64, ok bool) {
+		v := flatIn{Key: s, N: int(n), Small: int8(n), Big: n, U64: u, U8: uint8(u), OK: ok, Named: flatID(s)}
+		want, err := json.Marshal(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, fast := codec.encode(nil, unsafe.Pointer(&v)); fast && !bytes.Equal(got, want) {
+			t.Fatalf("%+v: encoded %s, want %s", v, got, want)
+		}
+	})
+}
+
+// A typed tool's results are what json.Marshal writes, through the
+// shortcut or not, and say so.
+func TestTypedToolFlatResults(t *testing.T) {
+	type out struct {
+		Msg string `json:"msg"`
+		N   int    `json:"n,omitempty"`
+	}
+	tl := MustNew(Spec[flatIn]{Name: "flat"}, func(_ context.Context, in flatIn) (out, error) {
+		return out{Msg: in.Key, N: in.N}, nil
+	})
+	if !tl.JSONResults() {
+		t.Error("typed tool: JSONResults false")
+	}
+	for _, args := range []string{`{"key":"plain","n":3}`, `{"key":"<b>"}`, `{"key":"caf\u00e9"}`, `{"KEY":"folded"}`} {
+		got, err := tl.Invoke(context.Background(), json.RawMessage(args))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var in flatIn
+		if err := json.Unmarshal([]byte(args), &in); err != nil {
+			t.Fatal(err)
+		}
+		want, _ := json.Marshal(out{Msg: in.Key, N: in.N})
+		if !bytes.Equal(got, want) {
+			t.Errorf("%s: result %s, want %s", args, got, want)
+		}
+	}
+	raw, err := NewRaw(Definition{Name: "raw", InputSchema: json.RawMessage(`{"type":"object"}`)},
+		func(context.Context, json.RawMessage) (json.RawMessage, error) {
+			return json.RawMessage("not json"), nil
+		}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if raw.JSONResults() {
+		t.Error("raw tool: JSONResults true")
+	}
+}
