@@ -260,7 +260,7 @@ func (c *callContext) expire() {
 // owner; when the handler finally returns, RunInline reports ok=false and
 // its caller must return at once without touching the run's state.
 func (e *Executor) RunInline(ctx context.Context, c Call, w *Watchdog, takeover func(Outcome)) (o Outcome, ok bool) {
-	return e.runCallInline(ctx, &c, w, takeoverFunc(takeover), nil)
+	return e.runCallInline(ctx, &c, w, takeoverFunc(takeover), nil, time.Time{})
 }
 
 // abandoner takes over a run from a call the watchdog gave up on, with
@@ -274,12 +274,14 @@ type takeoverFunc func(Outcome)
 func (f takeoverFunc) abandoned(o Outcome) { f(o) }
 
 // runCallInline is RunInline for a call that stays put until it is over;
-// cc, if not nil, is a zero callContext for the first attempt.
-func (e *Executor) runCallInline(ctx context.Context, c *Call, w *Watchdog, takeover abandoner, cc *callContext) (Outcome, bool) {
+// cc, if not nil, is a zero callContext for the first attempt, and now, if
+// not zero, a clock reading taken just before (the caller's, to save
+// another).
+func (e *Executor) runCallInline(ctx context.Context, c *Call, w *Watchdog, takeover abandoner, cc *callContext, now time.Time) (Outcome, bool) {
 	if c.guarded() {
 		return e.guardedInline(ctx, c, w, takeover)
 	}
-	return e.runInline(ctx, c, w, takeover, cc)
+	return e.runInline(ctx, c, w, takeover, cc, now)
 }
 
 // guardedInline runs a guarded write inline. An abandoned write's outcome
@@ -288,13 +290,16 @@ func (e *Executor) runCallInline(ctx context.Context, c *Call, w *Watchdog, take
 func (e *Executor) guardedInline(ctx context.Context, c *Call, w *Watchdog, takeover abandoner) (Outcome, bool) {
 	return e.guardedWrite(ctx, *c, func(claim store.Record) (Outcome, bool) {
 		settle := takeoverFunc(func(o Outcome) { takeover.abandoned(e.finishClaimed(*c, claim, o)) })
-		return e.runInline(ctx, c, w, settle, nil)
+		return e.runInline(ctx, c, w, settle, nil, time.Time{})
 	})
 }
 
-func (e *Executor) runInline(ctx context.Context, c *Call, w *Watchdog, takeover abandoner, cc *callContext) (o Outcome, ok bool) {
+func (e *Executor) runInline(ctx context.Context, c *Call, w *Watchdog, takeover abandoner, cc *callContext, now time.Time) (o Outcome, ok bool) {
 	timeout := e.timeout(*c)
-	start := time.Now()
+	start := now
+	if start.IsZero() {
+		start = time.Now()
+	}
 	wait := e.opts.RetryBackoff
 	for attempt := 1; ; attempt++ {
 		if err := ctx.Err(); err != nil {

@@ -31,7 +31,7 @@ func (e *Executor) RunStageInline(ctx context.Context, calls []Call, w *Watchdog
 	case 0:
 		return []Outcome{}, true
 	case 1:
-		o, ok := e.runCallInline(ctx, &calls[0], w, takeoverFunc(func(o Outcome) { takeover([]Outcome{o}) }), nil)
+		o, ok := e.runCallInline(ctx, &calls[0], w, takeoverFunc(func(o Outcome) { takeover([]Outcome{o}) }), nil, time.Time{})
 		if !ok {
 			return nil, false
 		}
@@ -46,7 +46,8 @@ func (e *Executor) RunStageInline(ctx context.Context, calls []Call, w *Watchdog
 	}
 	s.undelivered.Add(len(calls))
 	if e.opts.MaxParallel > 1 {
-		w.watchSpill(s, time.Now().Add(e.opts.SpillAfter), e.opts.SpillAfter)
+		s.now = time.Now()
+		w.watchSpill(s, s.now.Add(e.opts.SpillAfter), e.opts.SpillAfter)
 	}
 	if !s.drive() {
 		return nil, false
@@ -72,6 +73,9 @@ type stageRun struct {
 	watch    *Watchdog
 	inline   int
 	takeover func([]Outcome)
+	// now, when not zero, is a clock reading the driver's next call may
+	// take as its start: the stage's start, then each call's end.
+	now time.Time
 }
 
 func (s *stageRun) claim() (int, bool) {
@@ -93,9 +97,17 @@ func (s *stageRun) drive() bool {
 			break
 		}
 		s.inline = i
-		o, ok := s.e.runCallInline(s.ctx, &s.calls[i], s.watch, s, &s.ccs[i])
+		now := s.now
+		s.now = time.Time{}
+		o, ok := s.e.runCallInline(s.ctx, &s.calls[i], s.watch, s, &s.ccs[i], now)
 		if !ok {
 			return false
+		}
+		if !s.calls[i].guarded() {
+			// The call's end, as its duration was measured (a guarded
+			// write's outcome may come from the ledger): the next call
+			// starts now.
+			s.now = o.Started.Add(o.Duration)
 		}
 		s.deliver(i, o)
 	}
@@ -134,7 +146,7 @@ func (s *stageRun) help() {
 		if !ok {
 			return
 		}
-		o, ok := s.e.runCallInline(s.ctx, &s.calls[i], w, takeoverFunc(func(o Outcome) { s.deliver(i, o) }), &s.ccs[i])
+		o, ok := s.e.runCallInline(s.ctx, &s.calls[i], w, takeoverFunc(func(o Outcome) { s.deliver(i, o) }), &s.ccs[i], time.Time{})
 		if !ok {
 			return
 		}

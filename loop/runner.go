@@ -397,6 +397,23 @@ type drive struct {
 	// call; stage is the stage being executed, for it.
 	takeover func([]executor.Outcome)
 	stage    int
+
+	// tools holds the tools of toolsFor's calls, as validate looked them
+	// up (nil for an unknown name), so that later steps need not again.
+	tools    []*tool.Tool
+	toolsFor *Batch
+	toolBuf  [4]*tool.Tool
+}
+
+// toolOf returns the tool that call i of batch b names.
+func (d *drive) toolOf(b *Batch, i int) *tool.Tool {
+	if d.toolsFor == b && i < len(d.tools) {
+		if t := d.tools[i]; t != nil {
+			return t
+		}
+	}
+	t, _ := d.r.cfg.Tools.Lookup(b.Calls[i].Name)
+	return t
 }
 
 func (d *drive) emit(ev Event) Effect {
@@ -465,8 +482,10 @@ func (d *drive) requestModel(ctx context.Context) Event {
 func (d *drive) validate() Event {
 	calls := d.state.Batch.Calls
 	checks := make([]CallCheck, len(calls))
+	d.tools, d.toolsFor = d.toolBuf[:0], d.state.Batch
 	for i, c := range calls {
 		t, ok := d.r.cfg.Tools.Lookup(c.Name)
+		d.tools = append(d.tools, t)
 		if !ok {
 			continue
 		}
@@ -506,7 +525,7 @@ func (d *drive) authorize(ctx context.Context, idx []int) Event {
 			decisions[i] = policy.Decision{Verdict: policy.Allow, Rule: "none", Reason: "no policy configured"}
 			continue
 		}
-		t, _ := d.r.cfg.Tools.Lookup(b.Calls[i].Name)
+		t := d.toolOf(b, i)
 		dec, err := d.r.cfg.Policy.Decide(ctx, policy.Request{
 			Identity: d.r.cfg.Identity, Call: b.Calls[i], Tool: t, Risk: t.Risk(),
 		})
@@ -526,7 +545,7 @@ func (d *drive) plan(idx []int) Event {
 	b := d.state.Batch
 	pcs := make([]executor.PlanCall, len(idx))
 	for j, i := range idx {
-		t, _ := d.r.cfg.Tools.Lookup(b.Calls[i].Name)
+		t := d.toolOf(b, i)
 		pcs[j] = executor.PlanCall{Call: b.Calls[i], Tool: t, NeedsConfirmation: i < len(b.Approved) && b.Approved[i]}
 	}
 	p := executor.PlanPart(d.r.cfg.Planner, pcs, idx)
@@ -541,8 +560,7 @@ func (d *drive) execute(ctx context.Context, stage int, idx []int) (ev Event, ok
 	b := d.state.Batch
 	calls := make([]executor.Call, len(idx))
 	for j, i := range idx {
-		t, _ := d.r.cfg.Tools.Lookup(b.Calls[i].Name)
-		calls[j] = d.call(b, i, t)
+		calls[j] = d.call(b, i, d.toolOf(b, i))
 	}
 	d.stage = stage
 	outs, ok := d.r.cfg.Executor.RunStageInline(ctx, calls, d.watch, d.takeover)

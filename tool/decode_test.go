@@ -36,8 +36,7 @@ func TestDecodeArgsLikeUnmarshal(t *testing.T) {
 	}
 	for round := range 2 {
 		for _, s := range inputs {
-			var got in
-			gotErr := decodeArgs(nil, json.RawMessage(s), &got)
+			got, gotErr := decodeArgs[in](nil, json.RawMessage(s))
 			var want in
 			wantErr := json.Unmarshal([]byte(s), &want)
 			if (gotErr == nil) != (wantErr == nil) {

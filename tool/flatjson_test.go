@@ -127,8 +127,8 @@ func TestFlatDecodeLikeUnmarshal(t *testing.T) {
 
 func checkFlatDecode(t *testing.T, codec *flatCodec, s string) {
 	t.Helper()
-	var got, want flatIn
-	gotErr := decodeArgs(codec, json.RawMessage(s), &got)
+	var want flatIn
+	got, gotErr := decodeArgs[flatIn](codec, json.RawMessage(s))
 	wantErr := json.Unmarshal([]byte(s), &want)
 	if (gotErr == nil) != (wantErr == nil) {
 		t.Fatalf("%q: decodeArgs error %v, json.Unmarshal error %v", s, gotErr, wantErr)

@@ -145,8 +145,8 @@ func New[In, Out any](spec Spec[In], fn func(ctx context.Context, in In) (Out, e
 	}
 	inCodec, outCodec := newFlatCodec(reflect.TypeFor[In]()), newFlatCodec(reflect.TypeFor[Out]())
 	invoke := func(ctx context.Context, args json.RawMessage) (json.RawMessage, error) {
-		var in In
-		if err := decodeArgs(inCodec, args, &in); err != nil {
+		in, err := decodeArgs[In](inCodec, args)
+		if err != nil {
 			return nil, err
 		}
 		out, err := fn(ctx, in)
@@ -167,8 +167,8 @@ func New[In, Out any](spec Spec[In], fn func(ctx context.Context, in In) (Out, e
 	var resources func(json.RawMessage) []string
 	if spec.Resources != nil {
 		resources = func(args json.RawMessage) []string {
-			var in In
-			if decodeArgs(inCodec, args, &in) != nil {
+			in, err := decodeArgs[In](inCodec, args)
+			if err != nil {
 				return nil
 			}
 			return spec.Resources(in)
@@ -338,17 +338,22 @@ func (t *Tool) Resources(args json.RawMessage) []string {
 // handler that edits its arguments cannot change what the next call sees.
 func emptyObject() json.RawMessage { return json.RawMessage("{}") }
 
-// decodeArgs decodes args into the zero value *in; codec, if not nil, is
-// In's flat codec.
-func decodeArgs[In any](codec *flatCodec, args json.RawMessage, in *In) error {
-	if codec != nil {
-		if codec.decode(args, unsafe.Pointer(in)) {
-			return nil
-		}
-		*in = *new(In) // the codec may have set some fields
+// decodeArgs decodes args into a zero In; codec, if not nil, is In's flat
+// codec. The value stays on the caller's stack unless encoding/json has to
+// decode it.
+func decodeArgs[In any](codec *flatCodec, args json.RawMessage) (In, error) {
+	var in In
+	if codec != nil && codec.decode(args, unsafe.Pointer(&in)) {
+		return in, nil
 	}
+	return decodeArgsJSON[In](args)
+}
+
+// decodeArgsJSON decodes args with encoding/json.
+func decodeArgsJSON[In any](args json.RawMessage) (In, error) {
+	in := new(In)
 	if decodeReused(args, in) {
-		return nil
+		return *in, nil
 	}
 	// json.Unmarshal says what is wrong exactly as it always has, into a
 	// fresh value.
@@ -356,11 +361,11 @@ func decodeArgs[In any](codec *flatCodec, args json.RawMessage, in *In) error {
 	if err := json.Unmarshal(args, in); err != nil {
 		var ute *json.UnmarshalTypeError
 		if errors.As(err, &ute) {
-			return &Error{Kind: KindInvalidArguments, Msg: fmt.Sprintf("argument %q: cannot use a JSON %s as %s", ute.Field, ute.Value, ute.Type)}
+			return *new(In), &Error{Kind: KindInvalidArguments, Msg: fmt.Sprintf("argument %q: cannot use a JSON %s as %s", ute.Field, ute.Value, ute.Type)}
 		}
-		return &Error{Kind: KindInvalidArguments, Msg: "arguments: " + err.Error()}
+		return *new(In), &Error{Kind: KindInvalidArguments, Msg: "arguments: " + err.Error()}
 	}
-	return nil
+	return *in, nil
 }
 
 // argDecoder decodes arguments with a json.Decoder kept for reuse: unlike

@@ -19,8 +19,8 @@ func typedWriteHooks[In any](spec Spec[In]) writeHooks {
 	codec := newFlatCodec(reflect.TypeFor[In]())
 	if spec.IdempotencyKey != nil {
 		h.key = func(args json.RawMessage) string {
-			var in In
-			if decodeArgs(codec, args, &in) != nil {
+			in, err := decodeArgs[In](codec, args)
+			if err != nil {
 				return ""
 			}
 			return spec.IdempotencyKey(in)
@@ -28,8 +28,8 @@ func typedWriteHooks[In any](spec Spec[In]) writeHooks {
 	}
 	if spec.Lookup != nil {
 		h.lookup = func(ctx context.Context, args json.RawMessage) (json.RawMessage, bool, error) {
-			var in In
-			if err := decodeArgs(codec, args, &in); err != nil {
+			in, err := decodeArgs[In](codec, args)
+			if err != nil {
 				return nil, false, err
 			}
 			res, applied, err := spec.Lookup(ctx, in)
