@@ -4,9 +4,11 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"flag"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -15,12 +17,14 @@ import (
 	historypb "go.temporal.io/api/history/v1"
 	"go.temporal.io/api/temporalproto"
 	"go.temporal.io/sdk/client"
+	sdktemporal "go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/worker"
 
 	"github.com/toolloop/toolloop/llm"
 	"github.com/toolloop/toolloop/loop"
 	"github.com/toolloop/toolloop/store"
 	"github.com/toolloop/toolloop/temporal"
+	tsandbox "github.com/toolloop/toolloop/temporal/sandbox"
 )
 
 var record = flag.Bool("temporal.record", false,
@@ -210,4 +214,53 @@ func TestDevServerConfirm(t *testing.T) {
 		t.Fatal(err)
 	}
 	replay(t, "confirm", history(t, c, id, run.GetRunID()))
+}
+
+// TestDevServerCanceled cancels a workflow while its model activity
+// produces an answer (the canceled scenario, its caller played by
+// CancelWorkflow): the server waits for the activity, so the log is the
+// in-process one, answer recorded and its call skipped, and the history
+// of this path is recorded too.
+func TestDevServerCanceled(t *testing.T) {
+	c := devClient(t)
+	s := scenario(t, "canceled")
+	s.Ledger = store.NewMemory()
+	want, _, err := s.Run(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := "toolloop-test-canceled-" + suffix()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	book := tsandbox.Book(s)
+	acts, err := tsandbox.Activities(s, book, store.NewMemory(), func() {
+		if err := c.CancelWorkflow(ctx, id, ""); err != nil {
+			t.Error(err)
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	queue := startWorker(t, c, acts)
+	start := want.Events[0].Start
+	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: queue},
+		temporal.WorkflowName, scenarioInput(s, start.RunID, start.SessionID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ce *sdktemporal.CanceledError
+	if err := run.Get(ctx, nil); !errors.As(err, &ce) {
+		t.Fatalf("workflow error %v, want canceled", err)
+	}
+	var got temporal.RunOutput
+	if err := ce.Details(&got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Status != loop.Canceled || !slices.Equal(kinds(got.Events), kinds(want.Events)) {
+		t.Fatalf("workflow %s: %v\nin-process %s: %v", got.Status, kinds(got.Events), want.Status, kinds(want.Events))
+	}
+	if g, w := jsonOf(t, got.Messages), jsonOf(t, want.Messages); g != w {
+		t.Fatalf("histories differ:\nworkflow:   %s\nin-process: %s", g, w)
+	}
+	replay(t, "canceled", history(t, c, id, run.GetRunID()))
 }

@@ -294,10 +294,12 @@ func TestCancelWhilePaused(t *testing.T) {
 // TestCanceledMidRun is the sandbox's canceled scenario with the caller's
 // cancel played by canceling the workflow while the model's second answer
 // is being produced. The run stops with status canceled and the answer's
-// call never runs, as in-process. One difference: in-process the scripted
-// answer still arrives (ModelResponded, then Interrupted); a workflow stops
-// waiting for a canceled activity at once, so the request fails as
-// canceled (ModelFailed) and the late answer never enters the log.
+// call never runs, as in-process. One difference, of the SDK's test
+// environment only: it settles a canceled activity at once, whatever its
+// WaitForCancellation, so the request fails as canceled (ModelFailed) and
+// the late answer never enters the log. A real server waits for the model
+// activity, and the log matches in-process (ModelResponded, then
+// Interrupted): TestDevServerCanceled.
 func TestCanceledMidRun(t *testing.T) {
 	s := scenario(t, "canceled")
 	s.Ledger = store.NewMemory()

@@ -125,6 +125,10 @@ func (c *cli) demoWith(ctx context.Context, args []string, driver DemoDriver) in
 		}
 		if err != nil {
 			fmt.Fprintf(stderr, "toolloop demo: mode %s: %v\n", s.Name, err)
+			if ctx.Err() != nil {
+				// Interrupted: the other scenarios would only fail alike.
+				return exitFail
+			}
 			code = exitFail
 			continue
 		}

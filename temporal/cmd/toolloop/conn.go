@@ -41,6 +41,16 @@ func addConnFlags(fs *flag.FlagSet, queue bool) *conn {
 	return c
 }
 
+// flags are the connection flags again, each after a space, for the
+// commands a command prints.
+func (c *conn) flags() string {
+	f := " --temporal " + c.addr
+	if c.namespace != "default" {
+		f += " --namespace " + cli.ShellQuote(c.namespace)
+	}
+	return f
+}
+
 // check validates the flags.
 func (c *conn) check() error {
 	if c.addr == "" {

@@ -113,6 +113,11 @@ func (d *demoDriver) Run(ctx context.Context, s orders.Scenario, obs loop.Observ
 	}
 	res, err := outputOf(ctx, d.cl, wr.GetID(), wr.GetRunID())
 	if err != nil {
+		// Interrupted, most likely: the workflow's worker stops with this
+		// call, so the run must not stay open on a queue nobody serves.
+		tctx, done := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer done()
+		_ = d.cl.TerminateWorkflow(tctx, id, "", "toolloop demo stopped before the run ended")
 		return nil, nil, err
 	}
 	if obs != nil {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -58,6 +59,9 @@ func run(ctx context.Context, k *cli.Kit, args []string) int {
 	if err != nil {
 		return k.Fail("run", err)
 	}
+	if *confirmWait < 0 {
+		return k.Fail("run", cli.Usagef("--confirm-timeout must not be negative (0, or leaving it out, waits for ever)"))
+	}
 	in := temporal.RunInput{Model: *model, Identity: policy.Identity{Name: *identity}, Budgets: budgets,
 		ConfirmationTimeout: *confirmWait}
 	price, ok, err := k.Price(*model, *pricesFile)
@@ -81,19 +85,25 @@ func run(ctx context.Context, k *cli.Kit, args []string) int {
 		return k.Fail("run", err)
 	}
 	defer cl.Close()
-	wr, err := cl.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: *id, TaskQueue: cn.queue}, temporal.WorkflowName, in)
+	wr, err := cl.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: *id, TaskQueue: cn.queue,
+		WorkflowExecutionErrorWhenAlreadyStarted: true}, temporal.WorkflowName, in)
+	var started *serviceerror.WorkflowExecutionAlreadyStarted
+	if errors.As(err, &started) {
+		return k.Fail("run", cli.Usagef("run ID %s is already in use by a running run; pick another --id, or follow it with: toolloop trace show%s %s",
+			*id, cn.flags(), cli.ShellQuote(*id)))
+	}
 	if err != nil {
 		return k.Fail("run", fmt.Errorf("starting the run: %w", err))
 	}
 	if *detach {
 		fmt.Fprintf(k.Stdout(), "run=%s\n", wr.GetID())
-		fmt.Fprintf(k.Stdout(), "# follow it with: toolloop runs --temporal %s; toolloop trace show --temporal %s %s\n",
-			cn.addr, cn.addr, cli.ShellQuote(wr.GetID()))
+		fmt.Fprintf(k.Stdout(), "# follow it with: toolloop runs%s; toolloop trace show%s %s\n",
+			cn.flags(), cn.flags(), cli.ShellQuote(wr.GetID()))
 		return cli.ExitOK
 	}
 	res, err := await(ctx, cl, wr)
 	if err != nil {
-		return k.Fail("run", fmt.Errorf("run %s: %w", wr.GetID(), err))
+		return k.Fail("run", fmt.Errorf("run %s: %w; follow it with: toolloop runs%s", wr.GetID(), err, cn.flags()))
 	}
 	return printRun(k, res, cn)
 }
@@ -119,7 +129,7 @@ func await(ctx context.Context, cl client.Client, wr client.WorkflowRun) (*loop.
 		case c := <-done:
 			return c.res, c.err
 		case <-ctx.Done():
-			return nil, fmt.Errorf("stopped waiting (%w); the run goes on: toolloop runs --temporal", ctx.Err())
+			return nil, fmt.Errorf("stopped waiting (%w); the run goes on", ctx.Err())
 		case <-tick.C:
 			st, err := liveStatus(ctx, cl, wr.GetID())
 			if err != nil || st.Status != string(loop.ConfirmationRequired) {
@@ -154,10 +164,7 @@ func writeNextSteps(w io.Writer, res *loop.Result, cn *conn) {
 	if res.Status != loop.ConfirmationRequired || len(res.Pending) == 0 {
 		return
 	}
-	flags := " --temporal " + cn.addr
-	if cn.namespace != "default" {
-		flags += " --namespace " + cli.ShellQuote(cn.namespace)
-	}
+	flags := cn.flags()
 	fmt.Fprintln(w, "# the run waits on the server; to approve (it goes on once every call is answered):")
 	for _, p := range res.Pending {
 		fmt.Fprintf(w, "toolloop approve %s %s --by NAME%s\n", cli.ShellQuote(res.RunID), cli.ShellQuote(p.CallID), flags)
@@ -216,6 +223,9 @@ func decide(ctx context.Context, k *cli.Kit, verb string, args []string) int {
 		if errors.As(err, &nf) {
 			return k.Fail(verb, cli.Usagef("no open run %s on %s; list them with: toolloop runs --temporal %s", runID, cn.addr, cn.addr))
 		}
+		if uctx.Err() != nil {
+			return k.Fail(verb, fmt.Errorf("run %s did not answer within 30s (does a worker serve its task queue?): %w", runID, err))
+		}
 		return k.Fail(verb, cli.Usagef("run %s did not take the answer: %v", runID, err))
 	}
 	done := "approved"
@@ -232,13 +242,13 @@ func decide(ctx context.Context, k *cli.Kit, verb string, args []string) int {
 		fmt.Fprintf(k.Stdout(), "%s call %s of run %s (by %s); still pending: %s\n", done, callID, runID, *by, strings.Join(still, ", "))
 		return cli.ExitOK
 	}
-	fmt.Fprintf(k.Stdout(), "%s call %s of run %s (by %s); the run goes on; follow it with: toolloop trace show --temporal %s %s\n",
-		done, callID, runID, *by, cn.addr, cli.ShellQuote(runID))
+	fmt.Fprintf(k.Stdout(), "%s call %s of run %s (by %s); the run goes on; follow it with: toolloop trace show%s %s\n",
+		done, callID, runID, *by, cn.flags(), cli.ShellQuote(runID))
 	return cli.ExitOK
 }
 
-// runs runs "toolloop runs --temporal": the server's toolloop runs, newest
-// first, with their status (asked of a running workflow, read from a
+// runs runs "toolloop runs --temporal": the server's toolloop runs, in the
+// server's order, with their status (asked of a running workflow, read from a
 // closed one's result).
 func runs(ctx context.Context, k *cli.Kit, args []string) int {
 	fs := flag.NewFlagSet("toolloop runs", flag.ContinueOnError)
@@ -251,6 +261,10 @@ func runs(ctx context.Context, k *cli.Kit, args []string) int {
 	}
 	if len(pos) > 0 {
 		fmt.Fprintf(k.Stderr(), "toolloop runs: unexpected argument %q; filter with --status S\n", pos[0])
+		return cli.ExitUsage
+	}
+	if *limit < 1 {
+		fmt.Fprintf(k.Stderr(), "toolloop runs: --limit %d: want at least 1\n", *limit)
 		return cli.ExitUsage
 	}
 	valid := []string{loop.RunningStatus}
@@ -266,7 +280,8 @@ func runs(ctx context.Context, k *cli.Kit, args []string) int {
 		return k.Fail("runs", err)
 	}
 	defer cl.Close()
-	tw := tabwriter.NewWriter(k.Stdout(), 0, 0, 2, ' ', 0)
+	var table bytes.Buffer
+	tw := tabwriter.NewWriter(&table, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "RUN_ID\tSTATUS\tSTEPS\tTOOL_CALLS\tTOKENS\tSTARTED\tPENDING")
 	n := 0
 	var token []byte
@@ -309,7 +324,6 @@ func runs(ctx context.Context, k *cli.Kit, args []string) int {
 		}
 	}
 	if n == 0 {
-		tw.Flush()
 		if *status != "" {
 			fmt.Fprintf(k.Stdout(), "no runs with status %s on %s\n", *status, cn.addr)
 		} else {
@@ -318,6 +332,9 @@ func runs(ctx context.Context, k *cli.Kit, args []string) int {
 		return cli.ExitOK
 	}
 	if err := tw.Flush(); err != nil {
+		return k.Fail("runs", err)
+	}
+	if _, err := k.Stdout().Write(table.Bytes()); err != nil {
 		return k.Fail("runs", err)
 	}
 	return cli.ExitOK
@@ -458,7 +475,8 @@ on by itself.
 func runsUsage(w io.Writer) {
 	fmt.Fprint(w, `Usage: toolloop runs --temporal HOST:PORT [--status S] [--limit N]
 
-Lists the toolloop runs on the Temporal server, newest first: status, model
+Lists the toolloop runs on the Temporal server, in the order the server's
+visibility store gives them (on the dev server, not strictly by time): status, model
 turns, tool calls, tokens, start time and the calls awaiting confirmation.
 A running run's status is asked of a worker; without one it shows as running.
 `)

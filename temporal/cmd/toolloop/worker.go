@@ -34,10 +34,18 @@ func workerCmd(ctx context.Context, k *cli.Kit, args []string) int {
 	if err := cn.check(); err != nil {
 		return k.Fail("worker", err)
 	}
+	if src.ModelName() != "" {
+		return k.Fail("worker", cli.Usagef("--model does not apply to a worker: each run names its model (toolloop run --temporal ... --model M)"))
+	}
 	model, _, err := k.Model(ctx, src)
 	if err != nil {
 		return k.Fail("worker", err)
 	}
+	cl, err := cn.dial(ctx, k, slog.LevelWarn)
+	if err != nil {
+		return k.Fail("worker", err)
+	}
+	defer cl.Close()
 	path, err := k.DBPath(*db)
 	if err != nil {
 		return k.Fail("worker", cli.Usagef("%v", err))
@@ -59,25 +67,27 @@ func workerCmd(ctx context.Context, k *cli.Kit, args []string) int {
 	if err != nil {
 		return k.Fail("worker", err)
 	}
-	cl, err := cn.dial(ctx, k, slog.LevelWarn)
-	if err != nil {
-		return k.Fail("worker", err)
-	}
-	defer cl.Close()
 	w := worker.New(cl, cn.queue, worker.Options{})
 	temporal.RegisterWorkflow(w)
 	acts.Register(w)
-	if err := w.Start(); err != nil {
-		return k.Fail("worker", err)
-	}
 	tools := "none"
 	if names := reg.Names(); len(names) > 0 {
 		tools = strings.Join(names, ",")
 	}
 	fmt.Fprintf(k.Stdout(), "toolloop worker: serving task queue %s on %s (namespace %s); provider %s; tools %s; store %s\n",
 		cn.queue, cn.addr, cn.namespace, src.Provider(), tools, path)
-	<-ctx.Done()
-	w.Stop()
+	// Run returns on the interrupt, or with the error that stopped the
+	// worker for good.
+	rctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	interrupt := make(chan any)
+	go func() {
+		<-rctx.Done()
+		close(interrupt)
+	}()
+	if err := w.Run(interrupt); err != nil {
+		return k.Fail("worker", err)
+	}
 	fmt.Fprintln(k.Stdout(), "toolloop worker: stopped")
 	return cli.ExitOK
 }
