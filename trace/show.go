@@ -148,7 +148,7 @@ func showMessages(w io.Writer, st *loop.State, events []loop.Event, red *Redacto
 			if red != nil {
 				args = red.Arguments(c.Name, args)
 			}
-			fmt.Fprintf(w, "%s call   call_id=%s tool=%s args=%s\n", prefix, c.ID, c.Name, oneLine(args))
+			fmt.Fprintf(w, "%s call   call_id=%s tool=%s args=%s\n", prefix, c.ID, c.Name, OneLine(args))
 			prefix = pad
 		}
 		if r := m.Result; r != nil {
@@ -161,7 +161,7 @@ func showMessages(w io.Writer, st *loop.State, events []loop.Event, red *Redacto
 				kind = " kind=" + string(r.ErrorKind)
 			}
 			fmt.Fprintf(w, "%s result call_id=%s tool=%s status=%s%s content=%s\n",
-				prefix, r.CallID, r.Name, r.Status, kind, oneLine(content))
+				prefix, r.CallID, r.Name, r.Status, kind, OneLine(content))
 		}
 	}
 	if st.Status == loop.ProtocolError {
@@ -169,7 +169,7 @@ func showMessages(w io.Writer, st *loop.State, events []loop.Event, red *Redacto
 		for i := len(events) - 1; i >= 0; i-- {
 			if ev := events[i]; ev.Kind == loop.ModelResponded && ev.Response != nil {
 				for _, c := range ev.Response.Message.ToolCalls {
-					fmt.Fprintf(w, "      rejected  call   call_id=%s tool=%s args=%s\n", c.ID, c.Name, oneLine(c.Arguments))
+					fmt.Fprintf(w, "      rejected  call   call_id=%s tool=%s args=%s\n", c.ID, c.Name, OneLine(c.Arguments))
 				}
 				break
 			}
@@ -467,7 +467,7 @@ func showStop(w io.Writer, st *loop.State, spans []Span, events []loop.Event, re
 		if red != nil {
 			args = red.Arguments(p.Tool, args)
 		}
-		fmt.Fprintf(w, "pending call_id=%s tool=%s args=%s reason=%q\n", p.CallID, p.Tool, oneLine(args), p.Reason)
+		fmt.Fprintf(w, "pending call_id=%s tool=%s args=%s reason=%q\n", p.CallID, p.Tool, OneLine(args), p.Reason)
 	}
 	root := spans[0]
 	if root.Open() {
@@ -479,9 +479,10 @@ func showStop(w io.Writer, st *loop.State, spans []Span, events []loop.Event, re
 		string(st.Status), st.Steps, st.ToolCalls, st.Usage.Total(), fmtDur(root.Duration()), st.Detail)
 }
 
-// oneLine shows raw JSON as it was logged, unless it spans several lines:
-// then valid JSON is compacted and anything else quoted.
-func oneLine(b []byte) string {
+// OneLine shows raw JSON as it was logged, unless it spans several lines:
+// then valid JSON is compacted and anything else quoted, so that one entry
+// of a rendered trace stays one line.
+func OneLine(b []byte) string {
 	switch {
 	case len(b) == 0:
 		return "(none)"

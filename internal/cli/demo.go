@@ -1,14 +1,11 @@
 package cli
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
 	"slices"
-	"strconv"
 	"strings"
 	"text/tabwriter"
 
@@ -16,6 +13,7 @@ import (
 	"github.com/toolloop/toolloop/llm"
 	"github.com/toolloop/toolloop/loop"
 	"github.com/toolloop/toolloop/store/sqlite"
+	"github.com/toolloop/toolloop/trace"
 )
 
 // contractLines is how many of the first scenarios have stop lines that
@@ -275,7 +273,7 @@ func writeTrace(w io.Writer, name string, res *loop.Result) {
 			prefix = fmt.Sprintf("%3s %-9s", "", "")
 		}
 		for _, c := range m.ToolCalls {
-			fmt.Fprintf(w, "%s call   call_id=%s tool=%s args=%s\n", prefix, c.ID, c.Name, oneLine(c.Arguments))
+			fmt.Fprintf(w, "%s call   call_id=%s tool=%s args=%s\n", prefix, c.ID, c.Name, trace.OneLine(c.Arguments))
 			prefix = fmt.Sprintf("%3s %-9s", "", "")
 		}
 		if r := m.Result; r != nil {
@@ -284,7 +282,7 @@ func writeTrace(w io.Writer, name string, res *loop.Result) {
 				kind = " kind=" + string(r.ErrorKind)
 			}
 			fmt.Fprintf(w, "%s result call_id=%s tool=%s status=%s%s%s content=%s\n",
-				prefix, r.CallID, r.Name, r.Status, kind, writes[r.CallID], oneLine(r.Content))
+				prefix, r.CallID, r.Name, r.Status, kind, writes[r.CallID], trace.OneLine(r.Content))
 		}
 	}
 	if res.Status == loop.ProtocolError {
@@ -292,14 +290,14 @@ func writeTrace(w io.Writer, name string, res *loop.Result) {
 		for i := len(res.Events) - 1; i >= 0; i-- {
 			if ev := res.Events[i]; ev.Kind == loop.ModelResponded && ev.Response != nil {
 				for _, c := range ev.Response.Message.ToolCalls {
-					fmt.Fprintf(w, "    rejected  call   call_id=%s tool=%s args=%s\n", c.ID, c.Name, oneLine(c.Arguments))
+					fmt.Fprintf(w, "    rejected  call   call_id=%s tool=%s args=%s\n", c.ID, c.Name, trace.OneLine(c.Arguments))
 				}
 				break
 			}
 		}
 	}
 	for _, p := range res.Pending {
-		fmt.Fprintf(w, "    pending   call_id=%s tool=%s args=%s reason=%q\n", p.CallID, p.Tool, oneLine(p.Arguments), p.Reason)
+		fmt.Fprintf(w, "    pending   call_id=%s tool=%s args=%s reason=%q\n", p.CallID, p.Tool, trace.OneLine(p.Arguments), p.Reason)
 	}
 	fmt.Fprintf(w, "    stopped   status=%s detail=%q\n", string(res.Status), res.Detail)
 }
@@ -331,23 +329,6 @@ func ledgerNotes(res *loop.Result) map[string]string {
 		}
 	}
 	return notes
-}
-
-// oneLine shows raw JSON as it was sent, unless it spans several lines:
-// then valid JSON is compacted and anything else quoted, so that one trace
-// entry stays one line.
-func oneLine(b []byte) string {
-	switch {
-	case len(b) == 0:
-		return "(none)"
-	case !bytes.ContainsAny(b, "\r\n"):
-		return string(b)
-	}
-	var buf bytes.Buffer
-	if json.Compact(&buf, b) == nil {
-		return buf.String()
-	}
-	return strconv.Quote(string(b))
 }
 
 // demoUsage explains the demo's flags and lists its modes.

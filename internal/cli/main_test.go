@@ -11,6 +11,7 @@ import (
 
 	"github.com/toolloop/toolloop/examples/orders"
 	"github.com/toolloop/toolloop/loop"
+	"github.com/toolloop/toolloop/trace"
 )
 
 func TestMain(m *testing.M) {
@@ -249,7 +250,7 @@ func TestOneLine(t *testing.T) {
 		"not\njson":           `"not\njson"`,
 		`{"s":"two  spaces"}`: `{"s":"two  spaces"}`,
 	} {
-		if got := oneLine([]byte(in)); got != want {
+		if got := trace.OneLine([]byte(in)); got != want {
 			t.Errorf("oneLine(%q) = %q, want %q", in, got, want)
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"net"
 	"time"
 
+	"go.temporal.io/api/serviceerror"
 	sdktemporal "go.temporal.io/sdk/temporal"
 
 	"go.temporal.io/sdk/client"
@@ -113,24 +114,32 @@ func outputOf(ctx context.Context, cl client.Client, id, runID string) (*loop.Re
 // answer, and one that does answers in milliseconds: a run whose task
 // queue has none is given up on after two seconds.
 func liveStatus(ctx context.Context, cl client.Client, id string) (temporal.RunStatus, error) {
-	qctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	defer cancel()
-	var st temporal.RunStatus
-	v, err := cl.QueryWorkflow(qctx, id, "", temporal.StatusQuery)
-	if err == nil {
-		err = v.Get(&st)
-	}
-	return st, err
+	return query[temporal.RunStatus](ctx, cl, id, temporal.StatusQuery, 2*time.Second)
 }
 
 // liveEvents asks a running workflow for its log so far.
 func liveEvents(ctx context.Context, cl client.Client, id string) ([]loop.Event, error) {
-	qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	return query[[]loop.Event](ctx, cl, id, temporal.EventsQuery, 5*time.Second)
+}
+
+// query asks the workflow id one of its queries, waiting at most wait.
+func query[T any](ctx context.Context, cl client.Client, id, name string, wait time.Duration) (T, error) {
+	qctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
-	var evs []loop.Event
-	v, err := cl.QueryWorkflow(qctx, id, "", temporal.EventsQuery)
+	var out T
+	v, err := cl.QueryWorkflow(qctx, id, "", name)
 	if err == nil {
-		err = v.Get(&evs)
+		err = v.Get(&out)
 	}
-	return evs, err
+	return out, err
+}
+
+// notFound words a server's "no such workflow" as a usage error that
+// names the command listing the runs; other errors pass unchanged.
+func (c *conn) notFound(err error, what string) error {
+	var nf *serviceerror.NotFound
+	if errors.As(err, &nf) {
+		return cli.Usagef("no %s on %s; list them with: toolloop runs%s", what, c.addr, c.flags())
+	}
+	return err
 }

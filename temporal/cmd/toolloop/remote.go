@@ -221,7 +221,7 @@ func decide(ctx context.Context, k *cli.Kit, verb string, args []string) int {
 	if err != nil {
 		var nf *serviceerror.NotFound
 		if errors.As(err, &nf) {
-			return k.Fail(verb, cli.Usagef("no open run %s on %s; list them with: toolloop runs --temporal %s", runID, cn.addr, cn.addr))
+			return k.Fail(verb, cn.notFound(err, "open run "+runID))
 		}
 		if uctx.Err() != nil {
 			return k.Fail(verb, fmt.Errorf("run %s did not answer within 30s (does a worker serve its task queue?): %w", runID, err))
@@ -362,14 +362,14 @@ func runRow(ctx context.Context, cl client.Client, id, runID string, wf enumspb.
 	case enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED, enumspb.WORKFLOW_EXECUTION_STATUS_CANCELED:
 		res, err := outputOf(ctx, cl, id, runID)
 		if err != nil {
-			r.status = "workflow_" + strings.ToLower(strings.TrimPrefix(wf.String(), "WORKFLOW_EXECUTION_STATUS_"))
+			r.status = workflowStatus(wf)
 			return r
 		}
 		r.status, pending = string(res.Status), res.Pending
 		r.steps, r.calls, r.tokens = fmt.Sprint(res.Steps), fmt.Sprint(res.ToolCalls), fmt.Sprint(res.Usage.Total())
 	default:
 		// Failed, terminated, timed out, continued as new: no output.
-		r.status = "workflow_" + strings.ToLower(strings.TrimPrefix(wf.String(), "WORKFLOW_EXECUTION_STATUS_"))
+		r.status = workflowStatus(wf)
 	}
 	var parts []string
 	for _, p := range pending {
@@ -381,6 +381,12 @@ func runRow(ctx context.Context, cl client.Client, id, runID string, wf enumspb.
 		r.pending = strings.Join(parts, ", ")
 	}
 	return r
+}
+
+// workflowStatus names a workflow that ended without a run's output by
+// Temporal's status: workflow_failed, workflow_terminated, ...
+func workflowStatus(wf enumspb.WorkflowExecutionStatus) string {
+	return "workflow_" + strings.ToLower(strings.TrimPrefix(wf.String(), "WORKFLOW_EXECUTION_STATUS_"))
 }
 
 // traceCmd runs "toolloop trace show|diagnose --temporal RUN_ID" on the
@@ -416,11 +422,7 @@ func traceCmd(ctx context.Context, k *cli.Kit, args []string) int {
 	id := pos[0]
 	desc, err := cl.DescribeWorkflowExecution(ctx, id, "")
 	if err != nil {
-		var nf *serviceerror.NotFound
-		if errors.As(err, &nf) {
-			return k.Fail("trace "+sub, cli.Usagef("no run %s on %s; list them with: toolloop runs --temporal %s", id, cn.addr, cn.addr))
-		}
-		return k.Fail("trace "+sub, err)
+		return k.Fail("trace "+sub, cn.notFound(err, "run "+id))
 	}
 	var events []loop.Event
 	if desc.GetWorkflowExecutionInfo().GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
