@@ -700,34 +700,27 @@ func isHex(c byte) bool {
 	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
 }
 
-// fnvPow holds the powers of the FNV prime. Hashing a zero byte only
-// multiplies by the prime, so a run of k zero bytes is one multiplication
-// by fnvPow[k].
-var fnvPow = func() (t [9]fnv64) {
-	t[0] = 1
-	for i := 1; i < len(t); i++ {
-		t[i] = t[i-1] * prime64
-	}
-	return t
-}()
+// prime64x8 is prime64 to the 8th power, modulo 2^64: hashing a byte
+// and then 7 zero bytes is one XOR and one multiplication by it.
+const prime64x8 = prime64 * prime64 * prime64 * prime64 * prime64 * prime64 * prime64 * prime64 % (1 << 64)
 
 // fnvUint is (*fnv64).uint: it hashes the 8 bytes of u, low byte first.
+// FNV-1a takes one byte at a time, each step depending on the last, so
+// the steps are written out rather than looped; a zero byte still costs
+// its multiplication, but for u below 256 (a length, mostly) the seven
+// zero bytes fold into one multiplication.
 func fnvUint(h fnv64, u uint64) fnv64 {
-	zeros := 0
-	for i := 0; i < 8; i++ {
-		if u == 0 {
-			return h * fnvPow[zeros+8-i]
-		}
-		c := byte(u)
-		u >>= 8
-		if c == 0 {
-			zeros++
-			continue
-		}
-		h = (h*fnvPow[zeros] ^ fnv64(c)) * prime64
-		zeros = 0
+	if u < 1<<8 {
+		return (h ^ fnv64(u)) * prime64x8
 	}
-	return h * fnvPow[zeros]
+	h = (h ^ fnv64(u&0xff)) * prime64
+	h = (h ^ fnv64(u>>8&0xff)) * prime64
+	h = (h ^ fnv64(u>>16&0xff)) * prime64
+	h = (h ^ fnv64(u>>24&0xff)) * prime64
+	h = (h ^ fnv64(u>>32&0xff)) * prime64
+	h = (h ^ fnv64(u>>40&0xff)) * prime64
+	h = (h ^ fnv64(u>>48&0xff)) * prime64
+	return (h ^ fnv64(u>>56)) * prime64
 }
 
 // hashString hashes a string as Fingerprint does: '"', its decoded length
