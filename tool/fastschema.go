@@ -105,6 +105,12 @@ type fsNode struct {
 	// Precomputed message parts.
 	typeText string
 	enumText string
+
+	// For the shortcut through flat objects (flatschema.go): flatObject
+	// says that an object value is checked only against properties,
+	// required and additionalProperties, and has at most 64 properties;
+	// typeOnly that a scalar is checked only against the type keyword.
+	flatObject, typeOnly bool
 }
 
 // fsProp is a property named in properties or required.
@@ -333,6 +339,9 @@ func compileNode(s *jsonschema.Schema, depth int) (*fsNode, bool) {
 	if trivial {
 		return nil, true
 	}
+	n.flatObject = n.types&kindObject != 0 && !n.hasEnum && !n.hasCons && len(n.props) <= 64
+	n.typeOnly = !n.hasEnum && !n.hasCons && !n.hasMin && !n.hasMax && !n.hasXMin && !n.hasXMax &&
+		!n.hasMinLen && !n.hasMaxLen
 	return n, true
 }
 
@@ -413,6 +422,15 @@ func (fs *fastSchema) validate(args []byte) (uint64, error) {
 	if len(args) > math.MaxInt32 { // offsets are int32
 		return fingerprintBytes(args), &Error{Kind: KindInvalidArguments, Msg: "arguments are too large"}
 	}
+	if fp, ok := flatValidate(root, args); ok {
+		return fp, nil
+	}
+	return validateGeneral(root, args)
+}
+
+// validateGeneral is validate without the shortcut through flat objects,
+// for args that are not empty and not too large.
+func validateGeneral(root *fsNode, args []byte) (uint64, error) {
 	v := validator{b: args, h: offset64, budget: 8*len(args) + 4096, dupAt: -1}
 	if !v.document(root) {
 		return fingerprintBytes(args), &Error{Kind: KindInvalidArguments, Msg: "arguments are not valid JSON: " + v.fatal}
