@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -623,4 +624,60 @@ func TestObserverSeesEveryEventInOrder(t *testing.T) {
 			t.Fatalf("event %d: observed %s #%d, logged %s", i, seen[i], seqs[i], ev.Kind)
 		}
 	}
+}
+
+type callerKey struct{}
+
+// TestRunContext checks what the run's context carries to the model, the
+// tools and the observers: the run's ID, the caller's values and the run's
+// deadline; and that the caller's cancellation still reaches it.
+func TestRunContext(t *testing.T) {
+	var mu sync.Mutex
+	var seen []string
+	look := func(where string, ctx context.Context) {
+		mu.Lock()
+		defer mu.Unlock()
+		_, hasDeadline := ctx.Deadline()
+		seen = append(seen, fmt.Sprintf("%s:%s:%v:%v", where, loop.RunID(ctx), ctx.Value(callerKey{}), hasDeadline))
+	}
+	probe := tool.MustNew(tool.Spec[orderIn]{Name: "probe"}, func(ctx context.Context, in orderIn) (orderOut, error) {
+		look("tool", ctx)
+		return orderOut{ID: in.ID}, nil
+	})
+	f := newFixture(t, probe)
+	scripted := llmtest.New(llmtest.Calls(call("c1", "probe", `{"id":"A1"}`)), llmtest.Text("ok"))
+	model := llm.ModelFunc(func(ctx context.Context, req *llm.Request) (*llm.Response, error) {
+		look("model", ctx)
+		return scripted.Generate(ctx, req)
+	})
+	obs := loop.ObserverFunc(func(ctx context.Context, ev *loop.Event) {
+		if ev.Kind == loop.Stopped {
+			look("observer", ctx)
+		}
+	})
+	ctx := context.WithValue(context.Background(), callerKey{}, "v")
+	res, err := loop.Run(ctx, loop.Config{Model: model, Tools: f.reg, Observer: obs,
+		NewRunID: func() string { return "run-1" }}, user("q"))
+	mustStatus(t, res, err, loop.FinalAnswer)
+	want := []string{"model:run-1:v:true", "tool:run-1:v:true", "model:run-1:v:true", "observer:run-1:v:true"}
+	if !slices.Equal(seen, want) {
+		t.Fatalf("contexts seen: %v, want %v", seen, want)
+	}
+	if id := loop.RunID(ctx); id != "" {
+		t.Fatalf("RunID of a context that is no run's = %q", id)
+	}
+
+	// Without a deadline, the caller's cancellation still reaches the run.
+	cctx, cancel := context.WithCancel(ctx)
+	model = llm.ModelFunc(func(ctx context.Context, _ *llm.Request) (*llm.Response, error) {
+		if loop.RunID(ctx) != "run-2" {
+			t.Errorf("RunID = %q", loop.RunID(ctx))
+		}
+		cancel()
+		<-ctx.Done()
+		return nil, ctx.Err()
+	})
+	res, err = loop.Run(cctx, loop.Config{Model: model, Tools: f.reg, Budgets: loop.Budgets{Deadline: -1},
+		NewRunID: func() string { return "run-2" }}, user("q"))
+	mustStatus(t, res, err, loop.Canceled)
 }

@@ -174,10 +174,10 @@ func (r *Runner) Run(ctx context.Context, msgs []llm.Message) (*Result, error) {
 	// to be alike, and growing the log by doubling costs more than the
 	// guess.
 	d := r.newDrive(make([]Event, 0, max(16, int(r.lastLogLen.Load()))))
-	d.runID = r.cfg.NewRunID()
+	d.idCtx.id = r.cfg.NewRunID()
 	return d.run(ctx, func() Effect {
 		return d.emit(Event{Kind: Started, Start: &StartInfo{
-			RunID: d.runID, SessionID: r.cfg.SessionID, Model: r.cfg.ModelName, PromptVersion: r.cfg.PromptVersion,
+			RunID: d.idCtx.id, SessionID: r.cfg.SessionID, Model: r.cfg.ModelName, PromptVersion: r.cfg.PromptVersion,
 			ToolsVersion: r.cfg.Tools.Version(), Identity: r.cfg.Identity, Budgets: r.budgets, Price: r.price,
 			Messages: msgs,
 			sizes:    sizeHint{messages: int(r.lastMessages.Load()), callIDs: int(r.lastCallIDs.Load())},
@@ -232,7 +232,7 @@ func (r *Runner) continueFrom(ctx context.Context, events []Event, flushed int) 
 	d := r.newDrive(events)
 	d.flushed = flushed
 	if events[0].Start != nil {
-		d.runID = events[0].Start.RunID
+		d.idCtx.id = events[0].Start.RunID
 	}
 	var eff Effect
 	for i := range d.log {
@@ -259,6 +259,11 @@ func (r *Runner) newDrive(log []Event) *drive {
 
 // run drives a run on its own goroutine from the effect first returns.
 func (d *drive) run(ctx context.Context, first func() Effect, deadline time.Duration) (*Result, error) {
+	// The run's ID rides in the drive rather than in a context.WithValue
+	// (two allocations), and below the deadline, so that the Err the run
+	// checks at every step is the deadline context's own.
+	d.idCtx.Context = ctx
+	ctx = &d.idCtx
 	if deadline > 0 {
 		var cancel context.CancelFunc
 		// The real deadline comes from the real clock: Config.Now only
@@ -266,16 +271,17 @@ func (d *drive) run(ctx context.Context, first func() Effect, deadline time.Dura
 		ctx, cancel = context.WithTimeout(ctx, deadline)
 		defer cancel()
 	}
-	ctx = context.WithValue(ctx, runIDKey{}, d.runID)
 	d.ctx = ctx
 	d.takeover = d.continueAfter
 	d.watch = executor.NewWatchdog(ctx)
 	defer d.watch.Close()
-	eff := first()
+	first()
 	d.done.Add(1)
 	go func() {
 		growStack()
-		d.loop(eff)
+		// The effect first's event called for, which Next kept: read
+		// here rather than captured, the closure holds d alone.
+		d.loop(d.state.next)
 	}()
 	d.done.Wait()
 	out := d.out
@@ -385,9 +391,10 @@ type drive struct {
 	ctx   context.Context
 	watch *executor.Watchdog
 	// done is released, and out set, once the run is over.
-	done  sync.WaitGroup
-	out   delivery
-	runID string
+	done sync.WaitGroup
+	out  delivery
+	// idCtx is the run's context as far as its ID, which it carries.
+	idCtx runContext
 	// flushed counts the events already in Config.Store.
 	flushed int
 	state   State
