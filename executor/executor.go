@@ -215,22 +215,24 @@ func (e *Executor) run(ctx context.Context, c Call) Outcome {
 		if err := ctx.Err(); err != nil {
 			// The run ended before this attempt: do not start the handler,
 			// since the call is reported as skipped.
-			return e.ended(&c, attempt-1, start, err)
+			return ended(&c, attempt-1, start, err)
 		}
-		content, err, timedOut := e.once(ctx, c, timeout)
+		content, err, late := e.once(ctx, c, timeout)
 		switch {
 		case err == nil:
-			return e.succeeded(&c, attempt, start, content)
+			var o Outcome
+			succeeded(&o, &c, attempt, start, content)
+			return o
 		case ctx.Err() != nil:
-			return e.ended(&c, attempt, start, ctx.Err())
-		case timedOut:
-			return e.timedOut(&c, attempt, start, timeout, err)
+			return ended(&c, attempt, start, ctx.Err())
+		case late:
+			return timedOut(&c, attempt, start, timeout, err)
 		}
 		if d, retry := e.retryWait(err, attempt, &wait); retry {
 			sleep(ctx, d) // if the run ends meanwhile, the next attempt reports it
 			continue
 		}
-		return e.failed(&c, attempt, start, err)
+		return failed(&c, attempt, start, err)
 	}
 }
 
@@ -259,7 +261,10 @@ func (e *Executor) retryWait(err error, attempt int, wait *time.Duration) (time.
 	return min(d, e.opts.MaxRetryWait), true
 }
 
-func (e *Executor) succeeded(c *Call, attempt int, start time.Time, content json.RawMessage) Outcome {
+// succeeded sets *o to the outcome of a call whose handler returned
+// content: in place, since an Outcome is large and the driver's goes
+// straight into the stage's results.
+func succeeded(o *Outcome, c *Call, attempt int, start time.Time, content json.RawMessage) {
 	if len(content) == 0 {
 		content = json.RawMessage("null")
 	} else if !c.Tool.JSONResults() && !json.Valid(content) {
@@ -268,7 +273,7 @@ func (e *Executor) succeeded(c *Call, attempt int, start time.Time, content json
 		b, _ := json.Marshal(string(content)) // a string always encodes
 		content = b
 	}
-	return Outcome{
+	*o = Outcome{
 		Result:   llm.ToolResult{CallID: c.Call.ID, Name: c.Call.Name, Status: llm.StatusOK, Content: content},
 		Attempts: attempt, Started: start, Duration: time.Since(start),
 	}
@@ -276,7 +281,7 @@ func (e *Executor) succeeded(c *Call, attempt int, start time.Time, content json
 
 // ended reports a call cut short because the run itself was canceled or
 // ran out of time: not the tool's fault, and nothing the model can fix.
-func (e *Executor) ended(c *Call, attempt int, start time.Time, err error) Outcome {
+func ended(c *Call, attempt int, start time.Time, err error) Outcome {
 	kind := llm.ErrCanceled
 	return Outcome{
 		Result: llm.ToolResult{CallID: c.Call.ID, Name: c.Call.Name, Status: llm.StatusSkipped, ErrorKind: kind,
@@ -285,7 +290,7 @@ func (e *Executor) ended(c *Call, attempt int, start time.Time, err error) Outco
 	}
 }
 
-func (e *Executor) timedOut(c *Call, attempt int, start time.Time, timeout time.Duration, err error) Outcome {
+func timedOut(c *Call, attempt int, start time.Time, timeout time.Duration, err error) Outcome {
 	kind := tool.KindTimeout
 	return Outcome{
 		Result: llm.ToolResult{CallID: c.Call.ID, Name: c.Call.Name, Status: llm.StatusError, ErrorKind: kind,
@@ -295,7 +300,7 @@ func (e *Executor) timedOut(c *Call, attempt int, start time.Time, timeout time.
 	}
 }
 
-func (e *Executor) failed(c *Call, attempt int, start time.Time, err error) Outcome {
+func failed(c *Call, attempt int, start time.Time, err error) Outcome {
 	kind := tool.KindOf(err)
 	return Outcome{
 		Result: llm.ToolResult{CallID: c.Call.ID, Name: c.Call.Name, Status: llm.StatusError, ErrorKind: kind,

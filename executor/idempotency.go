@@ -36,7 +36,7 @@ func (e *Executor) guardedWrite(ctx context.Context, c Call, run func(claim stor
 		// The run has ended: the write is skipped, and the ledger left
 		// alone (a claim here would leave a key in flight for a write that
 		// never started, or fail on a store that honours the context).
-		o := e.ended(&c, 0, start, err)
+		o := ended(&c, 0, start, err)
 		o.IdempotencyKey = c.IdempotencyKey
 		return o, true
 	}

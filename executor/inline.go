@@ -2,13 +2,13 @@ package executor
 
 import (
 	"context"
-
 	"errors"
 	"fmt"
-	"github.com/toolloop/toolloop/store"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/toolloop/toolloop/store"
 )
 
 // Watchdog lets a driver run tool handlers on its own goroutine, which is
@@ -151,35 +151,57 @@ func (w *Watchdog) fire() {
 	}
 }
 
-// Call states: the handler is running, it returned in time, or the
-// watchdog gave up on it. Exactly one of the handler and the watchdog wins
-// the change away from running.
+// A callContext's state word holds the call's state, why its context
+// ended, and whether Done was asked for: one word, so that the handler's
+// return, the watchdog's expiry and a late Done agree without a lock, and
+// the usual quick call pays two atomic operations for all of it.
 const (
-	callRunning int32 = iota
-	callReturned
-	callAbandoned
+	// The call's state (stateMask): the handler is running, it returned in
+	// time, or the watchdog gave up on it. Exactly one of the handler and
+	// the watchdog wins the change away from running.
+	callRunning   int32 = 0
+	callReturned  int32 = 1
+	callAbandoned int32 = 2
+	stateMask     int32 = 3
+
+	// Why the context ended (endMask), set once: the call is over, its
+	// deadline passed, or the run's context ended (Err then gives the
+	// run's error). Zero while it has not.
+	endCanceled int32 = 1 << 2
+	endDeadline int32 = 2 << 2
+	endParent   int32 = 3 << 2
+	endMask     int32 = 3 << 2
+
+	// doneMade is set once Done has made the channel: from then on,
+	// whoever ends the context closes it.
+	doneMade int32 = 1 << 4
 )
 
-// callContext is the context a handler receives. Its Done channel is made
-// only if the handler asks for it, since most quick tools never do.
+// callContext is the context a handler receives. It is kept small, since
+// every call gets a new one (a handler may keep its context): its Done
+// channel is made only if the handler asks for it, since most quick tools
+// never do.
 type callContext struct {
 	context.Context // the run's context: values and cancellation
 
 	deadline time.Time
-	state    atomic.Int32
-
-	mu         sync.Mutex
-	done       chan struct{}
-	err        error
-	stopParent func() bool
+	state    atomic.Int32 // see callRunning, endCanceled, doneMade
 
 	// What the watchdog needs to report an abandoned call.
-	exec     *Executor
+	attempt  int32
 	call     *Call
 	timeout  time.Duration
-	attempt  int
 	start    time.Time
 	takeover abandoner
+
+	done atomic.Pointer[doneChan]
+}
+
+// doneChan is a callContext's Done channel and, while the context has not
+// ended, its registration with the run's context.
+type doneChan struct {
+	ch         chan struct{}
+	stopParent func() bool
 }
 
 func (c *callContext) Deadline() (time.Time, bool) {
@@ -190,41 +212,91 @@ func (c *callContext) Deadline() (time.Time, bool) {
 }
 
 func (c *callContext) Done() <-chan struct{} {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.done == nil {
-		c.done = make(chan struct{})
-		if c.err != nil {
-			close(c.done)
-		} else {
-			c.stopParent = context.AfterFunc(c.Context, func() { c.cancel(c.Context.Err()) })
-		}
+	if d := c.done.Load(); d != nil {
+		return d.ch
 	}
-	return c.done
+	d := &doneChan{ch: make(chan struct{})}
+	if !c.done.CompareAndSwap(nil, d) {
+		return c.done.Load().ch
+	}
+	if c.state.Load()&endMask == 0 {
+		d.stopParent = context.AfterFunc(c.Context, func() { c.cancel(endParent) })
+	}
+	// Of this and cancel, the one that sees the other's bit closes the
+	// channel: exactly one does.
+	if c.state.Or(doneMade)&endMask != 0 {
+		d.close()
+	}
+	return d.ch
+}
+
+func (d *doneChan) close() {
+	close(d.ch)
+	if d.stopParent != nil {
+		d.stopParent()
+	}
 }
 
 func (c *callContext) Err() error {
-	c.mu.Lock()
-	err := c.err
-	c.mu.Unlock()
-	if err != nil {
-		return err
+	switch c.state.Load() & endMask {
+	case endCanceled:
+		return context.Canceled
+	case endDeadline:
+		return context.DeadlineExceeded
 	}
+	// Not ended, or ended with the run's context, whose error stays put.
 	return c.Context.Err()
 }
 
-func (c *callContext) cancel(err error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.err != nil {
-		return
+// cancel ends the context for the reason why, unless it has ended already.
+func (c *callContext) cancel(why int32) {
+	for {
+		old := c.state.Load()
+		if old&endMask != 0 {
+			return
+		}
+		if c.state.CompareAndSwap(old, old|why) {
+			if old&doneMade != 0 {
+				c.done.Load().close()
+			}
+			return
+		}
 	}
-	c.err = err
-	if c.done != nil {
-		close(c.done)
+}
+
+// returned records that the handler has returned and ends its context,
+// unless the watchdog gave up on the call first (ok=false). why is how the
+// context had ended before, if it had.
+func (c *callContext) returned() (why int32, ok bool) {
+	for {
+		old := c.state.Load()
+		if old&stateMask != callRunning {
+			return 0, false
+		}
+		next := old | callReturned
+		if old&endMask == 0 {
+			next |= endCanceled // the call is over; so is its context
+		}
+		if c.state.CompareAndSwap(old, next) {
+			if old&endMask == 0 && old&doneMade != 0 {
+				c.done.Load().close()
+			}
+			return old & endMask, true
+		}
 	}
-	if c.stopParent != nil {
-		c.stopParent()
+}
+
+// abandon records that the watchdog gave up on the call, unless its
+// handler returned first.
+func (c *callContext) abandon() bool {
+	for {
+		old := c.state.Load()
+		if old&stateMask != callRunning {
+			return false
+		}
+		if c.state.CompareAndSwap(old, old|callAbandoned) {
+			return true
+		}
 	}
 }
 
@@ -237,18 +309,18 @@ func (c *callContext) String() string {
 func (c *callContext) expire() {
 	parentErr := c.Context.Err()
 	if parentErr != nil {
-		c.cancel(parentErr)
+		c.cancel(endParent)
 	} else {
-		c.cancel(context.DeadlineExceeded)
+		c.cancel(endDeadline)
 	}
-	if !c.state.CompareAndSwap(callRunning, callAbandoned) {
+	if !c.abandon() {
 		return
 	}
 	var o Outcome
 	if parentErr != nil {
-		o = c.exec.ended(c.call, c.attempt, c.start, parentErr)
+		o = ended(c.call, int(c.attempt), c.start, parentErr)
 	} else {
-		o = c.exec.timedOut(c.call, c.attempt, c.start, c.timeout, context.DeadlineExceeded)
+		o = timedOut(c.call, int(c.attempt), c.start, c.timeout, context.DeadlineExceeded)
 	}
 	c.takeover.abandoned(o)
 }
@@ -260,7 +332,8 @@ func (c *callContext) expire() {
 // owner; when the handler finally returns, RunInline reports ok=false and
 // its caller must return at once without touching the run's state.
 func (e *Executor) RunInline(ctx context.Context, c Call, w *Watchdog, takeover func(Outcome)) (o Outcome, ok bool) {
-	return e.runCallInline(ctx, &c, w, takeoverFunc(takeover), nil, time.Time{})
+	ok = e.runCallInline(ctx, &c, w, takeoverFunc(takeover), nil, time.Time{}, &o)
+	return o, ok
 }
 
 // abandoner takes over a run from a call the watchdog gave up on, with
@@ -273,28 +346,33 @@ type takeoverFunc func(Outcome)
 
 func (f takeoverFunc) abandoned(o Outcome) { f(o) }
 
-// runCallInline is RunInline for a call that stays put until it is over;
-// cc, if not nil, is a zero callContext for the first attempt, and now, if
-// not zero, a clock reading taken just before (the caller's, to save
-// another).
-func (e *Executor) runCallInline(ctx context.Context, c *Call, w *Watchdog, takeover abandoner, cc *callContext, now time.Time) (Outcome, bool) {
+// runCallInline is RunInline for a call that stays put until it is over,
+// writing its outcome to *out unless the watchdog took over; cc, if not
+// nil, is a zero callContext for the first attempt, and now, if not zero,
+// a clock reading taken just before (the caller's, to save another).
+func (e *Executor) runCallInline(ctx context.Context, c *Call, w *Watchdog, takeover abandoner, cc *callContext, now time.Time, out *Outcome) bool {
 	if c.guarded() {
-		return e.guardedInline(ctx, c, w, takeover)
+		o, ok := e.guardedInline(ctx, c, w, takeover)
+		if ok {
+			*out = o
+		}
+		return ok
 	}
-	return e.runInline(ctx, c, w, takeover, cc, now)
+	return e.runInline(ctx, c, w, takeover, cc, now, out)
 }
 
 // guardedInline runs a guarded write inline. An abandoned write's outcome
 // is unknown until the ledger and the tool's status look-up have had their
 // say.
 func (e *Executor) guardedInline(ctx context.Context, c *Call, w *Watchdog, takeover abandoner) (Outcome, bool) {
-	return e.guardedWrite(ctx, *c, func(claim store.Record) (Outcome, bool) {
+	return e.guardedWrite(ctx, *c, func(claim store.Record) (o Outcome, ok bool) {
 		settle := takeoverFunc(func(o Outcome) { takeover.abandoned(e.finishClaimed(*c, claim, o)) })
-		return e.runInline(ctx, c, w, settle, nil, time.Time{})
+		ok = e.runInline(ctx, c, w, settle, nil, time.Time{}, &o)
+		return o, ok
 	})
 }
 
-func (e *Executor) runInline(ctx context.Context, c *Call, w *Watchdog, takeover abandoner, cc *callContext, now time.Time) (o Outcome, ok bool) {
+func (e *Executor) runInline(ctx context.Context, c *Call, w *Watchdog, takeover abandoner, cc *callContext, now time.Time, out *Outcome) bool {
 	timeout := e.timeout(*c)
 	start := now
 	if start.IsZero() {
@@ -303,7 +381,8 @@ func (e *Executor) runInline(ctx context.Context, c *Call, w *Watchdog, takeover
 	wait := e.opts.RetryBackoff
 	for attempt := 1; ; attempt++ {
 		if err := ctx.Err(); err != nil {
-			return e.ended(c, attempt-1, start, err), true // attempts made, as in Run
+			*out = ended(c, attempt-1, start, err) // attempts made, as in Run
+			return true
 		}
 		deadline := start.Add(timeout)
 		if attempt > 1 {
@@ -313,7 +392,7 @@ func (e *Executor) runInline(ctx context.Context, c *Call, w *Watchdog, takeover
 			cc = new(callContext)
 		}
 		cc.Context, cc.deadline = ctx, deadline
-		cc.exec, cc.call, cc.timeout, cc.attempt, cc.start, cc.takeover = e, c, timeout, attempt, start, takeover
+		cc.call, cc.timeout, cc.attempt, cc.start, cc.takeover = c, timeout, int32(attempt), start, takeover
 		w.arm(cc, timeout)
 		if c.guarded() {
 			e.begin(c.IdempotencyKey)
@@ -323,27 +402,29 @@ func (e *Executor) runInline(ctx context.Context, c *Call, w *Watchdog, takeover
 			e.end(c.IdempotencyKey)
 		}
 		w.disarm(cc)
-		if !cc.state.CompareAndSwap(callRunning, callReturned) {
-			return Outcome{}, false
+		why, ok := cc.returned()
+		if !ok {
+			return false
 		}
-		expired := cc.Err()         // DeadlineExceeded if the watchdog fired first
-		cc.cancel(context.Canceled) // the call is over; so is its context
 		// The handler returned before the watchdog could give up on it;
 		// classify its error exactly as Run does.
 		switch {
 		case err == nil:
-			return e.succeeded(c, attempt, start, content), true
+			succeeded(out, c, attempt, start, content)
+			return true
 		case ctx.Err() != nil:
-			return e.ended(c, attempt, start, ctx.Err()), true
-		case errors.Is(err, context.DeadlineExceeded) &&
-			(errors.Is(expired, context.DeadlineExceeded) || !time.Now().Before(cc.deadline)):
-			return e.timedOut(c, attempt, start, timeout, err), true
+			*out = ended(c, attempt, start, ctx.Err())
+			return true
+		case errors.Is(err, context.DeadlineExceeded) && (why == endDeadline || !time.Now().Before(cc.deadline)):
+			*out = timedOut(c, attempt, start, timeout, err)
+			return true
 		}
 		if d, retry := e.retryWait(err, attempt, &wait); retry {
 			sleep(ctx, d)
 			continue
 		}
-		return e.failed(c, attempt, start, err), true
+		*out = failed(c, attempt, start, err)
+		return true
 	}
 }
 

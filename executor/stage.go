@@ -31,29 +31,36 @@ func (e *Executor) RunStageInline(ctx context.Context, calls []Call, w *Watchdog
 	case 0:
 		return []Outcome{}, true
 	case 1:
-		o, ok := e.runCallInline(ctx, &calls[0], w, takeoverFunc(func(o Outcome) { takeover([]Outcome{o}) }), nil, time.Time{})
-		if !ok {
+		one := &singleRun{takeover: takeover}
+		outs := make([]Outcome, 1)
+		if !e.runCallInline(ctx, &calls[0], w, one, &one.cc, time.Time{}, &outs[0]) {
 			return nil, false
 		}
-		return []Outcome{o}, true
+		return outs, true
 	}
-	s := &stageRun{e: e, ctx: ctx, calls: calls, outs: make([]Outcome, len(calls)), watch: w, takeover: takeover}
-	// The contexts of every call's first attempt come with the stage.
-	if len(calls) <= len(s.ccBuf) {
-		s.ccs = s.ccBuf[:len(calls)]
-	} else {
-		s.ccs = make([]callContext, len(calls))
-	}
+	s := newStageRun(len(calls))
+	s.e, s.ctx, s.calls, s.watch, s.takeover = e, ctx, calls, w, takeover
+	s.outs = make([]Outcome, len(calls))
 	s.undelivered.Add(len(calls))
+	var now time.Time
 	if e.opts.MaxParallel > 1 {
-		s.now = time.Now()
-		w.watchSpill(s, s.now.Add(e.opts.SpillAfter), e.opts.SpillAfter)
+		now = time.Now()
+		w.watchSpill(s, now.Add(e.opts.SpillAfter), e.opts.SpillAfter)
 	}
-	if !s.drive() {
+	if !s.drive(now) {
 		return nil, false
 	}
 	return s.outs, true
 }
+
+// singleRun is a stage of one call: the context of its first attempt, and
+// where its outcome goes if the watchdog gives up on it.
+type singleRun struct {
+	cc       callContext
+	takeover func([]Outcome)
+}
+
+func (r *singleRun) abandoned(o Outcome) { r.takeover([]Outcome{o}) }
 
 // stageRun is one stage in progress. Calls are claimed by index, so each
 // runs exactly once whichever goroutine gets to it first.
@@ -62,20 +69,47 @@ type stageRun struct {
 	ctx   context.Context
 	calls []Call
 	outs  []Outcome
-	ccs   []callContext
-	ccBuf [4]callContext
-	next  atomic.Int32 // next call index to claim
+	// ccs holds the contexts of every call's first attempt.
+	ccs  []callContext
+	next atomic.Int32 // next call index to claim
+	// inline is the call the driver is running.
+	inline int32
 	// undelivered counts outcomes not yet delivered.
 	undelivered sync.WaitGroup
 
-	// The driver's side: its watchdog, the call it is running inline, and
-	// where the outcomes go if it is replaced.
+	// The driver's side: its watchdog, and where the outcomes go if it is
+	// replaced.
 	watch    *Watchdog
-	inline   int
 	takeover func([]Outcome)
-	// now, when not zero, is a clock reading the driver's next call may
-	// take as its start: the stage's start, then each call's end.
-	now time.Time
+}
+
+// newStageRun returns a stageRun for n calls. The usual stage is a few
+// calls: their contexts then come in the same allocation, sized to fit.
+func newStageRun(n int) *stageRun {
+	switch n {
+	case 2:
+		x := new(struct {
+			s  stageRun
+			cc [2]callContext
+		})
+		x.s.ccs = x.cc[:]
+		return &x.s
+	case 3:
+		x := new(struct {
+			s  stageRun
+			cc [3]callContext
+		})
+		x.s.ccs = x.cc[:]
+		return &x.s
+	case 4:
+		x := new(struct {
+			s  stageRun
+			cc [4]callContext
+		})
+		x.s.ccs = x.cc[:]
+		return &x.s
+	}
+	return &stageRun{ccs: make([]callContext, n)}
 }
 
 func (s *stageRun) claim() (int, bool) {
@@ -90,26 +124,26 @@ func (s *stageRun) deliver(i int, o Outcome) {
 
 // drive runs calls on the driver's goroutine until none is left to claim,
 // then waits for the others. It reports false if the watchdog replaced it.
-func (s *stageRun) drive() bool {
+// now, if not zero, is a clock reading the first call may take as its
+// start; each call's end is the next one's.
+func (s *stageRun) drive(now time.Time) bool {
 	for {
 		i, ok := s.claim()
 		if !ok {
 			break
 		}
-		s.inline = i
-		now := s.now
-		s.now = time.Time{}
-		o, ok := s.e.runCallInline(s.ctx, &s.calls[i], s.watch, s, &s.ccs[i], now)
-		if !ok {
+		s.inline = int32(i)
+		o := &s.outs[i]
+		if !s.e.runCallInline(s.ctx, &s.calls[i], s.watch, s, &s.ccs[i], now, o) {
 			return false
 		}
+		now = time.Time{}
 		if !s.calls[i].guarded() {
 			// The call's end, as its duration was measured (a guarded
-			// write's outcome may come from the ledger): the next call
-			// starts now.
-			s.now = o.Started.Add(o.Duration)
+			// write's outcome may come from the ledger).
+			now = o.Started.Add(o.Duration)
 		}
-		s.deliver(i, o)
+		s.undelivered.Done()
 	}
 	s.watch.unwatchSpill(s)
 	// Every claimed call delivers, by returning or by its watchdog giving
@@ -121,8 +155,8 @@ func (s *stageRun) drive() bool {
 // abandoned runs on the watchdog's goroutine when the driver's own call
 // overran: it records that call's outcome and becomes the driver.
 func (s *stageRun) abandoned(o Outcome) {
-	s.deliver(s.inline, o)
-	if s.drive() {
+	s.deliver(int(s.inline), o)
+	if s.drive(time.Time{}) {
 		s.takeover(s.outs)
 	}
 }
@@ -146,10 +180,9 @@ func (s *stageRun) help() {
 		if !ok {
 			return
 		}
-		o, ok := s.e.runCallInline(s.ctx, &s.calls[i], w, takeoverFunc(func(o Outcome) { s.deliver(i, o) }), &s.ccs[i], time.Time{})
-		if !ok {
+		if !s.e.runCallInline(s.ctx, &s.calls[i], w, takeoverFunc(func(o Outcome) { s.deliver(i, o) }), &s.ccs[i], time.Time{}, &s.outs[i]) {
 			return
 		}
-		s.deliver(i, o)
+		s.undelivered.Done()
 	}
 }

@@ -1,0 +1,127 @@
+package executor
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/toolloop/toolloop/tool"
+)
+
+type noArgs struct{}
+
+var testTool = tool.MustNew(tool.Spec[noArgs]{Name: "t"}, func(context.Context, noArgs) (any, error) { return nil, nil })
+
+// newTestCallContext returns a call context for a running call, as
+// runInline sets one up.
+func newTestCallContext(parent context.Context) *callContext {
+	return &callContext{Context: parent, deadline: time.Now().Add(time.Hour), attempt: 1, call: &Call{Tool: testTool}}
+}
+
+// isClosed reports whether ch is closed, waiting a little for a closer
+// that runs on another goroutine (the run's context's AfterFunc).
+func isClosed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	case <-time.After(time.Second):
+		return false
+	}
+}
+
+// A context whose Done is asked for only after the call returned is
+// already over.
+func TestCallContextDoneAfterReturn(t *testing.T) {
+	c := newTestCallContext(context.Background())
+	if why, ok := c.returned(); !ok || why != 0 {
+		t.Fatalf("returned() = %v, %v; want 0, true", why, ok)
+	}
+	if !isClosed(c.Done()) {
+		t.Error("Done is open after the call returned")
+	}
+	if !errors.Is(c.Err(), context.Canceled) {
+		t.Errorf("Err() = %v, want Canceled", c.Err())
+	}
+	if c.abandon() {
+		t.Error("abandon() won after the handler returned")
+	}
+}
+
+// A context whose Done was asked for ends with the run's context, with the
+// run's error, and a later return still wins over the watchdog.
+func TestCallContextParentEnds(t *testing.T) {
+	parent, cancel := context.WithTimeout(context.Background(), time.Hour)
+	c := newTestCallContext(parent)
+	done := c.Done()
+	if c.Done() != done {
+		t.Fatal("Done returned two channels")
+	}
+	if c.Err() != nil {
+		t.Fatalf("Err() = %v before anything ended", c.Err())
+	}
+	cancel()
+	if !isClosed(done) {
+		t.Fatal("Done is open after the run's context ended")
+	}
+	if !errors.Is(c.Err(), context.Canceled) || c.Err() != parent.Err() {
+		t.Errorf("Err() = %v, want the run's %v", c.Err(), parent.Err())
+	}
+	if why, ok := c.returned(); !ok || why != endParent {
+		t.Errorf("returned() = %v, %v; want endParent, true", why, ok)
+	}
+}
+
+// An expired call is abandoned: its context reports DeadlineExceeded and
+// the handler's late return loses.
+func TestCallContextExpire(t *testing.T) {
+	c := newTestCallContext(context.Background())
+	done := c.Done()
+	var got []Outcome
+	c.takeover = takeoverFunc(func(o Outcome) { got = append(got, o) })
+	c.expire()
+	if !isClosed(done) || !errors.Is(c.Err(), context.DeadlineExceeded) {
+		t.Errorf("after expire: closed=%v Err()=%v", isClosed(done), c.Err())
+	}
+	if len(got) != 1 || !got[0].TimedOut {
+		t.Errorf("takeover got %+v, want one timed-out outcome", got)
+	}
+	if _, ok := c.returned(); ok {
+		t.Error("returned() won after the watchdog abandoned the call")
+	}
+	c.expire() // a second expiry finds the call settled
+	if len(got) != 1 {
+		t.Errorf("takeover called %d times", len(got))
+	}
+}
+
+// Done, the handler's return and the run's end may race from any number
+// of goroutines: every Done gives the same channel, it is closed exactly
+// once (a second close would panic), and Err agrees.
+func TestCallContextRaces(t *testing.T) {
+	for range 500 {
+		parent, cancel := context.WithCancel(context.Background())
+		c := newTestCallContext(parent)
+		var wg sync.WaitGroup
+		chans := make([]<-chan struct{}, 4)
+		for k := range chans {
+			wg.Go(func() { chans[k] = c.Done() })
+		}
+		wg.Go(func() { c.returned() })
+		wg.Go(cancel)
+		wg.Wait()
+		for _, ch := range chans {
+			if ch != chans[0] {
+				t.Fatal("Done returned different channels")
+			}
+		}
+		if !isClosed(chans[0]) {
+			t.Fatal("Done is open after the call and the run ended")
+		}
+		if err := c.Err(); err == nil {
+			t.Fatal("Err() is nil after the call ended")
+		}
+		cancel()
+	}
+}
