@@ -17,10 +17,10 @@ package tool
 import (
 	"encoding"
 	"encoding/json"
+	"math"
 	"reflect"
 	"strconv"
 	"strings"
-	"unicode/utf8"
 	"unsafe"
 )
 
@@ -122,6 +122,9 @@ func newFlatCodec(t reflect.Type) *flatCodec {
 		default:
 			return nil
 		}
+		if sf.Offset > math.MaxUint32 { // offsets are uint32 in flatString
+			return nil
+		}
 		c.fields = append(c.fields, flatField{name: name, offset: sf.Offset, kind: ft.Kind(), omitEmpty: opts == "omitempty"})
 	}
 	return c
@@ -130,43 +133,21 @@ func newFlatCodec(t reflect.Type) *flatCodec {
 // field returns the field named exactly key, or nil.
 func (c *flatCodec) field(key []byte) *flatField {
 	for i := range c.fields {
-		if c.fields[i].name == string(key) {
+		// Names are short: comparing in the loop costs less than a call
+		// to the runtime's memequal.
+		name := c.fields[i].name
+		if len(name) != len(key) {
+			continue
+		}
+		k := 0
+		for k < len(key) && name[k] == key[k] {
+			k++
+		}
+		if k == len(key) {
 			return &c.fields[i]
 		}
 	}
 	return nil
-}
-
-func flatSpace(b []byte, i int) int {
-	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
-		i++
-	}
-	return i
-}
-
-// flatString returns the contents of the string at b[i] (which must be a
-// quote) and the index after it, if it has no escapes, no control
-// characters and is valid UTF-8.
-func flatString(b []byte, i int) ([]byte, int, bool) {
-	if i >= len(b) || b[i] != '"' {
-		return nil, 0, false
-	}
-	ascii := true
-	for j := i + 1; j < len(b); j++ {
-		switch c := b[j]; {
-		case c == '"':
-			s := b[i+1 : j]
-			if !ascii && !utf8.Valid(s) {
-				return nil, 0, false
-			}
-			return s, j + 1, true
-		case c == '\\' || c < 0x20:
-			return nil, 0, false
-		case c >= utf8.RuneSelf:
-			ascii = false
-		}
-	}
-	return nil, 0, false
 }
 
 // flatInteger returns the integer literal at b[i] and the index after it,
@@ -195,57 +176,124 @@ func flatInteger(b []byte, i int) ([]byte, int, bool) {
 // decode decodes args into the zero struct at p, as json.Unmarshal would,
 // and reports whether it could; when it could not, the struct may be
 // partly written and must be reset before anything else decodes into it.
-func (c *flatCodec) decode(args []byte, p unsafe.Pointer) bool {
-	i := flatSpace(args, 0)
-	if i >= len(args) || args[i] != '{' {
-		return false
+//
+// The strings it decodes share one allocation, made when the object has
+// been read, with room for reserve bytes more after them: spare is that
+// room, empty, for the caller to append to; nil if no string needed
+// memory. Sharing is safe: the strings and whatever is appended to spare
+// lie in disjoint parts of the allocation, and neither can reach the
+// other's part.
+func (c *flatCodec) decode(args []byte, p unsafe.Pointer, reserve int) (spare []byte, ok bool) {
+	if len(args) > math.MaxInt32 { // offsets are int32
+		return nil, false
 	}
-	i = flatSpace(args, i+1)
+	var pend flatPending
+	i := skipSpace(args, 0)
+	if i >= len(args) || args[i] != '{' {
+		return nil, false
+	}
+	i = skipSpace(args, i+1)
 	if i < len(args) && args[i] == '}' {
-		return flatSpace(args, i+1) == len(args)
+		return nil, skipSpace(args, i+1) == len(args)
 	}
 	for {
-		key, j, ok := flatString(args, i)
-		if !ok {
-			return false
+		// A key with anything but printable ASCII names no field.
+		if i >= len(args) || args[i] != '"' {
+			return nil, false
 		}
-		f := c.field(key)
+		j := plainScan(args, i+1)
+		if j >= len(args) || args[j] != '"' {
+			return nil, false
+		}
+		f := c.field(args[i+1 : j])
 		if f == nil {
-			return false // unknown, or matched only case-insensitively
+			return nil, false // unknown, or matched only case-insensitively
 		}
-		i = flatSpace(args, j)
+		i = skipSpace(args, j+1)
 		if i >= len(args) || args[i] != ':' {
-			return false
+			return nil, false
 		}
-		i = flatSpace(args, i+1)
-		if i, ok = f.decode(args, i, unsafe.Add(p, f.offset)); !ok {
-			return false
+		i = skipSpace(args, i+1)
+		if f.kind == reflect.String {
+			end := -1
+			if i < len(args) && args[i] == '"' {
+				end = plainEnd(args, i)
+			}
+			if end < 0 {
+				return nil, false
+			}
+			if pend.n == len(pend.s) {
+				// More strings than there is room for (a key repeated):
+				// store the first ones, as a later value must win.
+				pend.flush(args, p, 0)
+			}
+			pend.s[pend.n] = flatString{uint32(f.offset), int32(i + 1), int32(end)}
+			pend.n++
+			pend.bytes += end - i - 1
+			i = end + 1
+		} else if i, ok = f.decode(args, i, unsafe.Add(p, f.offset)); !ok {
+			return nil, false
 		}
-		i = flatSpace(args, i)
+		i = skipSpace(args, i)
 		if i >= len(args) {
-			return false
+			return nil, false
 		}
 		switch args[i] {
 		case ',':
-			i = flatSpace(args, i+1)
+			i = skipSpace(args, i+1)
 		case '}':
-			return flatSpace(args, i+1) == len(args)
+			if skipSpace(args, i+1) != len(args) {
+				return nil, false
+			}
+			return pend.flush(args, p, reserve), true
 		default:
-			return false
+			return nil, false
 		}
 	}
 }
 
-// decode decodes the value at b[i] into the field at p.
+// flatPending holds the strings of a flat struct that are read but not
+// yet stored, to store them all in one allocation.
+type flatPending struct {
+	n, bytes int // strings, and their total length
+	s        [8]flatString
+}
+
+// flatString is a string field's value, read but not stored.
+type flatString struct {
+	offset uint32 // of the field in the struct
+	s0, s1 int32  // the string in the arguments
+}
+
+// flush stores the pending strings into the struct at p in one allocation
+// with reserve bytes to spare, which it returns; nil if it made none.
+func (pd *flatPending) flush(args []byte, p unsafe.Pointer, reserve int) []byte {
+	if pd.bytes == 0 {
+		for x := range pd.s[:pd.n] {
+			*(*string)(unsafe.Add(p, uintptr(pd.s[x].offset))) = ""
+		}
+		pd.n = 0
+		return nil
+	}
+	buf := make([]byte, pd.bytes+reserve)
+	k := 0
+	for x := range pd.s[:pd.n] {
+		s := &pd.s[x]
+		str := ""
+		if n := copy(buf[k:], args[s.s0:s.s1]); n > 0 {
+			str = unsafe.String(&buf[k], n)
+			k += n
+		}
+		*(*string)(unsafe.Add(p, uintptr(s.offset))) = str
+	}
+	pd.n, pd.bytes = 0, 0
+	return buf[k:k:len(buf)]
+}
+
+// decode decodes the value at b[i] into the field at p, which is not a
+// string.
 func (f *flatField) decode(b []byte, i int, p unsafe.Pointer) (int, bool) {
 	switch f.kind {
-	case reflect.String:
-		s, j, ok := flatString(b, i)
-		if !ok {
-			return 0, false
-		}
-		*(*string)(p) = string(s)
-		return j, true
 	case reflect.Bool:
 		switch {
 		case len(b)-i >= 4 && string(b[i:i+4]) == "true":

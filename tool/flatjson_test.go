@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"math"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -107,6 +108,12 @@ var flatInputs = []string{
 	`{"key":"a",}`, `{"key":"a"`, `{"key" "a"}`, `{,}`, `{"key":"a"}}`, `{"key":"a"} x`, `{"key":"a"}{}`,
 	``, ` `, `null`, `[]`, `"x"`, `1`, `{"key":"\u212a"}`, "{\"\u212aey\":\"kelvin\"}",
 	`{"key":"a","n":5,"ok":true,"named":"n","dur":-3,"U64":7}`,
+	// More strings than the decoder holds before storing them: the last
+	// value of a key still wins.
+	`{"key":"1","named":"2","key":"3","named":"4","key":"5","named":"6","key":"7","named":"8","key":"9","named":"10","key":"11"}`,
+	`{"key":"1","key":"2","key":"3","key":"4","key":"5","key":"6","key":"7","key":"8","key":"","named":"n"}`,
+	`{"key":"1","key":"2","key":"3","key":"4","key":"5","key":"6","key":"7","key":"8","named":"n","key":""}`,
+	`{"key":"","named":""}`, `{"key":"","named":"x"}`, `{"key":"x","key":""}`,
 }
 
 // The flat decoder must decode (or give up on) every input exactly as
@@ -119,7 +126,7 @@ func TestFlatDecodeLikeUnmarshal(t *testing.T) {
 	// The plain inputs take the shortcut.
 	for _, s := range []string{`{"key":"k1"}`, `{}`, flatInputs[3], flatInputs[4], flatInputs[5], `{"ok":true}`, `{"key":"café"}`} {
 		var in flatIn
-		if !codec.decode([]byte(s), unsafe.Pointer(&in)) {
+		if _, ok := codec.decode([]byte(s), unsafe.Pointer(&in), 0); !ok {
 			t.Errorf("%q: the flat decoder gave up", s)
 		}
 	}
@@ -128,13 +135,33 @@ func TestFlatDecodeLikeUnmarshal(t *testing.T) {
 func checkFlatDecode(t *testing.T, codec *flatCodec, s string) {
 	t.Helper()
 	var want flatIn
-	got, gotErr := decodeArgs[flatIn](codec, json.RawMessage(s))
 	wantErr := json.Unmarshal([]byte(s), &want)
-	if (gotErr == nil) != (wantErr == nil) {
-		t.Fatalf("%q: decodeArgs error %v, json.Unmarshal error %v", s, gotErr, wantErr)
-	}
-	if wantErr == nil && !reflect.DeepEqual(got, want) {
-		t.Fatalf("%q: decoded %+v, want %+v", s, got, want)
+	for _, reserve := range []int{0, 16} {
+		args := []byte(s)
+		got, spare, gotErr := decodeArgsSpare[flatIn](codec, args, reserve)
+		if (gotErr == nil) != (wantErr == nil) {
+			t.Fatalf("%q: decodeArgs error %v, json.Unmarshal error %v", s, gotErr, wantErr)
+		}
+		if wantErr != nil {
+			continue
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("%q: decoded %+v, want %+v", s, got, want)
+		}
+		if spare != nil && (len(spare) != 0 || cap(spare) != reserve) {
+			t.Fatalf("%q: spare room of length %d and capacity %d, want 0 and %d", s, len(spare), cap(spare), reserve)
+		}
+		// The decoded strings are the decoder's own: writing to the
+		// arguments or to the spare room leaves them alone.
+		for i := range args {
+			args[i] = 'X'
+		}
+		for i := range cap(spare) {
+			spare = append(spare, byte('0'+i%10))
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("%q: decoded %+v, then %+v after writing to the arguments and the spare room", s, want, got)
+		}
 	}
 }
 
@@ -228,5 +255,44 @@ func TestTypedToolFlatResults(t *testing.T) {
 	}
 	if raw.JSONResults() {
 		t.Error("raw tool: JSONResults true")
+	}
+}
+
+// A typed tool's decoded strings and its encoded result may share one
+// allocation; neither may see the other change, and a plain call makes no
+// other allocation.
+func TestTypedToolSharedAllocation(t *testing.T) {
+	var kept []string
+	tl := MustNew(Spec[flatIn]{Name: "keep"}, func(_ context.Context, in flatIn) (flatOut, error) {
+		kept = append(kept, in.Key, string(in.Named))
+		return flatOut{OK: true}, nil
+	})
+	ctx := context.Background()
+	for _, args := range []string{`{"key":"k1"}`, `{"key":"a","named":"bc"}`, `{"key":"","named":"x"}`} {
+		kept = kept[:0]
+		res, err := tl.Invoke(ctx, json.RawMessage(args))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(res) != `{"ok":true}` {
+			t.Fatalf("%s: result %s", args, res)
+		}
+		want := slices.Clone(kept)
+		for i := range res {
+			res[i] = 'X'
+		}
+		res = append(res, strings.Repeat("Y", 64)...)
+		if !slices.Equal(kept, want) {
+			t.Fatalf("%s: decoded %q, then %q after writing to the result", args, want, kept)
+		}
+	}
+	args := json.RawMessage(`{"key":"k1"}`)
+	if n := testing.AllocsPerRun(100, func() {
+		kept = kept[:0]
+		if _, err := tl.Invoke(ctx, args); err != nil {
+			t.Fatal(err)
+		}
+	}); n != 1 {
+		t.Errorf("Invoke(%s): %v allocations, want 1", args, n)
 	}
 }

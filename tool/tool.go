@@ -144,8 +144,12 @@ func New[In, Out any](spec Spec[In], fn func(ctx context.Context, in In) (Out, e
 		NeedsConfirmation: spec.NeedsConfirmation,
 	}
 	inCodec, outCodec := newFlatCodec(reflect.TypeFor[In]()), newFlatCodec(reflect.TypeFor[Out]())
+	reserve := 0 // room for the result after the decoded strings
+	if outCodec != nil {
+		reserve = outCodec.encodedLen()
+	}
 	invoke := func(ctx context.Context, args json.RawMessage) (json.RawMessage, error) {
-		in, err := decodeArgs[In](inCodec, args)
+		in, spare, err := decodeArgsSpare[In](inCodec, args, reserve)
 		if err != nil {
 			return nil, err
 		}
@@ -154,7 +158,10 @@ func New[In, Out any](spec Spec[In], fn func(ctx context.Context, in In) (Out, e
 			return nil, err
 		}
 		if outCodec != nil {
-			if b, ok := outCodec.encode(make([]byte, 0, outCodec.encodedLen()), unsafe.Pointer(&out)); ok {
+			if spare == nil {
+				spare = make([]byte, 0, reserve)
+			}
+			if b, ok := outCodec.encode(spare, unsafe.Pointer(&out)); ok {
 				return b, nil
 			}
 		}
@@ -342,11 +349,21 @@ func emptyObject() json.RawMessage { return json.RawMessage("{}") }
 // codec. The value stays on the caller's stack unless encoding/json has to
 // decode it.
 func decodeArgs[In any](codec *flatCodec, args json.RawMessage) (In, error) {
-	var in In
-	if codec != nil && codec.decode(args, unsafe.Pointer(&in)) {
-		return in, nil
+	in, _, err := decodeArgsSpare[In](codec, args, 0)
+	return in, err
+}
+
+// decodeArgsSpare is decodeArgs that may make room for reserve bytes in
+// the allocation that holds In's strings: spare is that room, empty, or
+// nil if there is none (see (*flatCodec).decode).
+func decodeArgsSpare[In any](codec *flatCodec, args json.RawMessage, reserve int) (in In, spare []byte, err error) {
+	if codec != nil {
+		if spare, ok := codec.decode(args, unsafe.Pointer(&in), reserve); ok {
+			return in, spare, nil
+		}
 	}
-	return decodeArgsJSON[In](args)
+	in, err = decodeArgsJSON[In](args)
+	return in, nil, err
 }
 
 // decodeArgsJSON decodes args with encoding/json.
