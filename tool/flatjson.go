@@ -457,11 +457,38 @@ func (f *flatField) empty(p unsafe.Pointer) bool {
 	return *(*uint64)(p) == 0
 }
 
-// encodedLen guesses the size of an encoding, to allocate it once.
+// encodedLen bounds the size of an encoding, to allocate it once: exactly
+// for booleans and integers, and with a guess of 8 bytes for a string.
+// Tight matters: the buffer is shared with the decoded strings, and a few
+// bytes decide its size class.
 func (c *flatCodec) encodedLen() int {
-	n := 2
+	n := 2 // {}
 	for i := range c.fields {
-		n += len(c.fields[i].name) + 4 + 8
+		f := &c.fields[i]
+		n += len(f.name) + 4 // "name": and a comma, or the brace for the first
+		switch f.kind {
+		case reflect.String:
+			n += 2 + 8
+		case reflect.Bool:
+			n += len("false")
+		case reflect.Int8:
+			n += len("-128")
+		case reflect.Int16:
+			n += len("-32768")
+		case reflect.Int32:
+			n += len("-2147483648")
+		case reflect.Uint8:
+			n += len("255")
+		case reflect.Uint16:
+			n += len("65535")
+		case reflect.Uint32:
+			n += len("4294967295")
+		default: // int, int64, uint, uint64
+			n += len("-9223372036854775808")
+		}
+	}
+	if len(c.fields) > 0 {
+		n-- // no comma before the first field
 	}
 	return n
 }

@@ -296,3 +296,41 @@ func TestTypedToolSharedAllocation(t *testing.T) {
 		t.Errorf("Invoke(%s): %v allocations, want 1", args, n)
 	}
 }
+
+// encodedLen bounds the encoding of a struct without strings exactly: the
+// widest values fill it.
+func TestFlatEncodedLen(t *testing.T) {
+	type wide struct {
+		B   bool   `json:"b"`
+		I   int    `json:"i"`
+		I8  int8   `json:"i8"`
+		I16 int16  `json:"i16"`
+		I32 int32  `json:"i32"`
+		I64 int64  `json:"i64"`
+		U   uint   `json:"u"`
+		U8  uint8  `json:"u8"`
+		U16 uint16 `json:"u16"`
+		U32 uint32 `json:"u32"`
+		U64 uint64 `json:"u64"`
+	}
+	codec := newFlatCodec(reflect.TypeFor[wide]())
+	widest := wide{false, math.MinInt, math.MinInt8, math.MinInt16, math.MinInt32, math.MinInt64,
+		math.MaxUint, math.MaxUint8, math.MaxUint16, math.MaxUint32, math.MaxUint64}
+	for _, v := range []wide{widest, {}} {
+		b, ok := codec.encode(nil, unsafe.Pointer(&v))
+		if !ok || len(b) > codec.encodedLen() {
+			t.Errorf("%s: %d bytes, encodedLen %d", b, len(b), codec.encodedLen())
+		}
+	}
+	if b, _ := codec.encode(nil, unsafe.Pointer(&widest)); len(b) != codec.encodedLen() {
+		t.Errorf("%s: %d bytes, encodedLen %d", b, len(b), codec.encodedLen())
+	}
+	for _, v := range []flatOut{{true}, {false}} {
+		if b, _ := newFlatCodec(reflect.TypeFor[flatOut]()).encode(nil, unsafe.Pointer(&v)); len(b) > len(`{"ok":false}`) {
+			t.Errorf("%s: longer than it can be", b)
+		}
+	}
+	if n := newFlatCodec(reflect.TypeFor[flatOut]()).encodedLen(); n != len(`{"ok":false}`) {
+		t.Errorf("flatOut: encodedLen %d, want %d", n, len(`{"ok":false}`))
+	}
+}
