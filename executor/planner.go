@@ -36,6 +36,14 @@ type placed struct {
 }
 
 func planByRules(calls []PlanCall, maxParallel int) Plan {
+	if p, ok := planReads(calls, maxParallel); ok {
+		return p
+	}
+	return planEachCall(calls, maxParallel)
+}
+
+// planEachCall places the calls one after another by the rules, any batch.
+func planEachCall(calls []PlanCall, maxParallel int) Plan {
 	n := len(calls)
 	// A batch is usually a few calls: their scratch space on the stack.
 	var resourcesBuf [8][]string
@@ -125,7 +133,7 @@ func planByRules(calls []PlanCall, maxParallel int) Plan {
 				s++
 			}
 			if reason == "" {
-				reason = "read-only and independent"
+				reason = readReason
 			}
 			use(s, false)
 		}
@@ -142,6 +150,47 @@ func planByRules(calls []PlanCall, maxParallel int) Plan {
 		place[i] = placed{stage: s, reason: reason}
 	}
 	return assemble(calls, resources, place)
+}
+
+// readReason is the reason of a call that rule 5 alone places.
+const readReason = "read-only and independent"
+
+// planReads plans the usual batch, read-only calls with no confirmation
+// and no exclusive group, without planByRules' bookkeeping: only rule 5
+// applies, so call i goes to stage i/maxParallel, exactly where
+// planByRules would put it. ok=false means the batch is not such a batch.
+func planReads(calls []PlanCall, maxParallel int) (p Plan, ok bool) {
+	n := len(calls)
+	if n == 0 {
+		return Plan{}, false
+	}
+	for i := range calls {
+		c := &calls[i]
+		if c.NeedsConfirmation || c.Tool.Effect() == tool.Write || c.Tool.ExclusiveGroup() != "" {
+			return Plan{}, false
+		}
+	}
+	flat := make([]int, n)
+	for i := range flat {
+		flat[i] = i
+	}
+	p = Plan{Stages: make([][]int, (n+maxParallel-1)/maxParallel), Table: make([]Row, n)}
+	for k := range p.Stages {
+		lo := k * maxParallel
+		hi := min(lo+maxParallel, n)
+		p.Stages[k] = flat[lo:hi:hi]
+	}
+	for i := range calls {
+		c := &calls[i]
+		k := i / maxParallel
+		mode := Serial
+		if len(p.Stages[k]) > 1 {
+			mode = Parallel
+		}
+		p.Table[i] = Row{CallID: c.Call.ID, Tool: c.Call.Name, Effect: c.Tool.Effect(),
+			Resources: c.Tool.Resources(c.Call.Arguments), Stage: k, Mode: mode, Reason: readReason}
+	}
+	return p, true
 }
 
 // assemble numbers the used stages densely and builds the table. Stage
