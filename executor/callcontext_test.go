@@ -17,7 +17,7 @@ var testTool = tool.MustNew(tool.Spec[noArgs]{Name: "t"}, func(context.Context, 
 // newTestCallContext returns a call context for a running call, as
 // runInline sets one up.
 func newTestCallContext(parent context.Context) *callContext {
-	return &callContext{Context: parent, deadline: time.Now().Add(time.Hour), attempt: 1, call: &Call{Tool: testTool}}
+	return &callContext{Context: parent, deadline: time.Now().Add(time.Hour)}
 }
 
 // isClosed reports whether ch is closed, waiting a little for a closer
@@ -79,8 +79,9 @@ func TestCallContextExpire(t *testing.T) {
 	c := newTestCallContext(context.Background())
 	done := c.Done()
 	var got []Outcome
-	c.takeover = takeoverFunc(func(o Outcome) { got = append(got, o) })
-	c.expire()
+	w := watchedCall{cc: c, call: &Call{Tool: testTool}, attempt: 1, start: time.Now(), timeout: time.Second,
+		takeover: takeoverFunc(func(o Outcome) { got = append(got, o) })}
+	w.expire()
 	if !isClosed(done) || !errors.Is(c.Err(), context.DeadlineExceeded) {
 		t.Errorf("after expire: closed=%v Err()=%v", isClosed(done), c.Err())
 	}
@@ -90,7 +91,7 @@ func TestCallContextExpire(t *testing.T) {
 	if _, ok := c.returned(); ok {
 		t.Error("returned() won after the watchdog abandoned the call")
 	}
-	c.expire() // a second expiry finds the call settled
+	w.expire() // a second expiry finds the call settled
 	if len(got) != 1 {
 		t.Errorf("takeover called %d times", len(got))
 	}

@@ -27,8 +27,9 @@ type Watchdog struct {
 	stopParent func() bool
 	parent     context.Context
 
-	mu  sync.Mutex
-	cur *callContext
+	mu sync.Mutex
+	// cur is the call being watched; its cc is nil when there is none.
+	cur watchedCall
 	// spill is a parallel stage whose other calls join in at spillAt
 	// unless the stage is over by then (see RunStageInline): one timer
 	// per run serves every stage and call, rather than one per stage.
@@ -53,7 +54,7 @@ func (w *Watchdog) Close() {
 		w.timer.Stop()
 	}
 	w.armedFor = time.Time{}
-	w.spill = nil
+	w.spill, w.cur = nil, watchedCall{}
 	w.mu.Unlock()
 	w.stopParent()
 }
@@ -75,8 +76,21 @@ func (w *Watchdog) wakeBy(at time.Time, d time.Duration) {
 	}
 }
 
+// watchedCall is a call a watchdog watches: its context, and what the
+// watchdog needs to report the call if it gives up on it. It lives in the
+// watchdog, which watches one call at a time, rather than in the context,
+// which every call needs anew.
+type watchedCall struct {
+	cc       *callContext
+	call     *Call
+	attempt  int
+	start    time.Time
+	timeout  time.Duration
+	takeover abandoner
+}
+
 // arm watches c until its deadline, d from now.
-func (w *Watchdog) arm(c *callContext, d time.Duration) {
+func (w *Watchdog) arm(c watchedCall, d time.Duration) {
 	if w.parent.Err() != nil {
 		// The run ended just before this call was armed, so the one-shot
 		// context callback found no call to expire: expire this one now.
@@ -84,16 +98,18 @@ func (w *Watchdog) arm(c *callContext, d time.Duration) {
 	}
 	w.mu.Lock()
 	w.cur = c
-	w.wakeBy(c.deadline, d)
+	w.wakeBy(c.cc.deadline, d)
 	w.mu.Unlock()
 }
 
 // disarm ends c's watch. The timer is left running (see wakeBy); if the
-// watchdog already gave up on c, another call may be watched by now.
+// watchdog already gave up on c, another call may be watched by now. The
+// rest of cur stays until the next call overwrites it: clearing it would
+// cost more writes on every call, for nothing the run does not hold anyway.
 func (w *Watchdog) disarm(c *callContext) {
 	w.mu.Lock()
-	if w.cur == c {
-		w.cur = nil
+	if w.cur.cc == c {
+		w.cur.cc = nil
 	}
 	w.mu.Unlock()
 }
@@ -132,12 +148,12 @@ func (w *Watchdog) fire() {
 		}
 	}
 	c := w.cur
-	if c != nil {
-		if w.parent.Err() == nil && now.Before(c.deadline) {
-			w.wakeBy(c.deadline, c.deadline.Sub(now))
-			c = nil
+	if c.cc != nil {
+		if w.parent.Err() == nil && now.Before(c.cc.deadline) {
+			w.wakeBy(c.cc.deadline, c.cc.deadline.Sub(now))
+			c.cc = nil
 		} else {
-			w.cur = nil
+			w.cur.cc = nil
 		}
 	}
 	w.mu.Unlock()
@@ -146,7 +162,7 @@ func (w *Watchdog) fire() {
 	if spill != nil {
 		spill.spillOver()
 	}
-	if c != nil {
+	if c.cc != nil {
 		c.expire()
 	}
 }
@@ -178,23 +194,16 @@ const (
 )
 
 // callContext is the context a handler receives. It is kept small, since
-// every call gets a new one (a handler may keep its context): its Done
-// channel is made only if the handler asks for it, since most quick tools
-// never do.
+// every call gets a new one (a handler may keep its context): what the
+// watchdog needs to report the call is in the watchdog (see watchedCall),
+// and the Done channel is made only if the handler asks for it, since most
+// quick tools never do.
 type callContext struct {
 	context.Context // the run's context: values and cancellation
 
 	deadline time.Time
 	state    atomic.Int32 // see callRunning, endCanceled, doneMade
-
-	// What the watchdog needs to report an abandoned call.
-	attempt  int32
-	call     *Call
-	timeout  time.Duration
-	start    time.Time
-	takeover abandoner
-
-	done atomic.Pointer[doneChan]
+	done     atomic.Pointer[doneChan]
 }
 
 // doneChan is a callContext's Done channel and, while the context has not
@@ -306,23 +315,23 @@ func (c *callContext) String() string {
 
 // expire ends the call's context and, if the handler has not returned yet,
 // abandons it and hands the run on.
-func (c *callContext) expire() {
-	parentErr := c.Context.Err()
+func (w *watchedCall) expire() {
+	parentErr := w.cc.Context.Err()
 	if parentErr != nil {
-		c.cancel(endParent)
+		w.cc.cancel(endParent)
 	} else {
-		c.cancel(endDeadline)
+		w.cc.cancel(endDeadline)
 	}
-	if !c.abandon() {
+	if !w.cc.abandon() {
 		return
 	}
 	var o Outcome
 	if parentErr != nil {
-		o = ended(c.call, int(c.attempt), c.start, parentErr)
+		o = ended(w.call, w.attempt, w.start, parentErr)
 	} else {
-		o = timedOut(c.call, int(c.attempt), c.start, c.timeout, context.DeadlineExceeded)
+		o = timedOut(w.call, w.attempt, w.start, w.timeout, context.DeadlineExceeded)
 	}
-	c.takeover.abandoned(o)
+	w.takeover.abandoned(o)
 }
 
 // RunInline executes one call on the calling goroutine, with the same
@@ -392,8 +401,7 @@ func (e *Executor) runInline(ctx context.Context, c *Call, w *Watchdog, takeover
 			cc = new(callContext)
 		}
 		cc.Context, cc.deadline = ctx, deadline
-		cc.call, cc.timeout, cc.attempt, cc.start, cc.takeover = c, timeout, int32(attempt), start, takeover
-		w.arm(cc, timeout)
+		w.arm(watchedCall{cc: cc, call: c, attempt: attempt, start: start, timeout: timeout, takeover: takeover}, timeout)
 		if c.guarded() {
 			e.begin(c.IdempotencyKey)
 		}
