@@ -582,18 +582,42 @@ func (s *State) fail(key uint64, kind llm.ErrorKind) {
 	s.failed[key] = kind
 }
 
-// newBatch opens the batch of a turn's calls. A small batch comes with its
-// results in one allocation.
+// newBatch opens the batch of a turn's calls. A batch of a few calls comes
+// with its results in one allocation, sized to fit: the results stay in
+// the history, and keep the allocation with them.
 func newBatch(step int, calls []llm.ToolCall) *Batch {
-	if n := len(calls); n <= 4 {
-		sb := &struct {
+	var b *Batch
+	var results []llm.ToolResult
+	switch len(calls) {
+	case 1:
+		x := new(struct {
+			b Batch
+			r [1]llm.ToolResult
+		})
+		b, results = &x.b, x.r[:]
+	case 2:
+		x := new(struct {
+			b Batch
+			r [2]llm.ToolResult
+		})
+		b, results = &x.b, x.r[:]
+	case 3:
+		x := new(struct {
+			b Batch
+			r [3]llm.ToolResult
+		})
+		b, results = &x.b, x.r[:]
+	case 4:
+		x := new(struct {
 			b Batch
 			r [4]llm.ToolResult
-		}{}
-		sb.b = Batch{Step: step, Calls: calls, Results: sb.r[:n:n]}
-		return &sb.b
+		})
+		b, results = &x.b, x.r[:]
+	default:
+		b, results = new(Batch), make([]llm.ToolResult, len(calls))
 	}
-	return &Batch{Step: step, Calls: calls, Results: make([]llm.ToolResult, len(calls))}
+	b.Step, b.Calls, b.Results = step, calls, results
+	return b
 }
 
 func stop(s *State, st Status, detail string) Effect {
