@@ -681,3 +681,47 @@ func TestRunContext(t *testing.T) {
 		NewRunID: func() string { return "run-2" }}, user("q"))
 	mustStatus(t, res, err, loop.Canceled)
 }
+
+// TestAbandonedHandlerKeepsItsCall runs a stage whose handler ignores its
+// context past its timeout, and then more stages. The handler, given up
+// on, still reads its call when it returns; the later stages must not
+// have written over it (the race detector tells).
+func TestAbandonedHandlerKeepsItsCall(t *testing.T) {
+	for _, name := range []string{"alone", "beside a slower call"} {
+		t.Run(name, func(t *testing.T) {
+			returned := make(chan struct{})
+			// Unlike blocker, it wakes on its own, so that nothing orders
+			// its return after the run's later stages.
+			stuck := tool.MustNew(tool.Spec[struct{}]{Name: "stuck", Timeout: 20 * time.Millisecond, OnTimeout: tool.TimeoutReport},
+				func(context.Context, struct{}) (string, error) {
+					defer close(returned)
+					time.Sleep(150 * time.Millisecond)
+					return "late", nil
+				})
+			pause := tool.MustNew(tool.Spec[struct{}]{Name: "pause"}, func(context.Context, struct{}) (string, error) {
+				time.Sleep(5 * time.Millisecond)
+				return "ok", nil
+			})
+			f := newFixture(t, stuck, pause)
+			first := []llm.ToolCall{call("c1", "stuck", `{}`)}
+			if name != "alone" {
+				// The driver runs the pause; a helper takes the stuck call.
+				first = []llm.ToolCall{call("c0", "pause", `{}`), call("c1", "stuck", `{}`)}
+			}
+			var turns []llmtest.Turn
+			turns = append(turns, llmtest.Calls(first...))
+			for i := 2; i < 6; i++ {
+				turns = append(turns, llmtest.Calls(call(fmt.Sprintf("c%d", 2*i), "query_order", fmt.Sprintf(`{"id":"A%d"}`, 2*i)),
+					call(fmt.Sprintf("c%d", 2*i+1), "query_order", fmt.Sprintf(`{"id":"A%d"}`, 2*i+1))))
+			}
+			turns = append(turns, llmtest.Text("done"))
+			res, err := loop.Run(context.Background(), loop.Config{Model: llmtest.New(turns...), Tools: f.reg}, user("q"))
+			mustStatus(t, res, err, loop.FinalAnswer)
+			if r := resultFor(t, res.Messages, "c1"); r.ErrorKind != llm.ErrTimeout {
+				t.Fatalf("c1 = %+v", r)
+			}
+			<-returned
+			time.Sleep(10 * time.Millisecond) // for goleak: the handler's goroutine ends
+		})
+	}
+}

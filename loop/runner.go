@@ -70,6 +70,9 @@ type Runner struct {
 	cfg     Config
 	budgets Budgets
 	price   *Price
+	// ownPlanner is set when cfg.Planner is the default RulePlanner,
+	// which keeps nothing of its input.
+	ownPlanner bool
 }
 
 // NewRunner checks cfg and fills in defaults.
@@ -95,6 +98,7 @@ func NewRunner(cfg Config) (*Runner, error) {
 	}
 	if r.cfg.Planner == nil {
 		r.cfg.Planner = executor.RulePlanner(r.cfg.Executor.Options().MaxParallel)
+		r.ownPlanner = true
 	}
 	switch {
 	case r.cfg.ModelRetries == 0:
@@ -272,7 +276,6 @@ func (d *drive) run(ctx context.Context, first func() Effect, deadline time.Dura
 		defer cancel()
 	}
 	d.ctx = ctx
-	d.takeover = d.continueAfter
 	d.watch = executor.NewWatchdog(ctx)
 	defer d.watch.Close()
 	first()
@@ -400,22 +403,91 @@ type drive struct {
 	state   State
 	log     []Event
 
+	// sc is made at the run's first batch.
+	sc *scratch
+	// req is every model request of the run in turn: a model must not
+	// keep it (it must not keep req.Messages).
+	req llm.Request
+}
+
+// scratch is a run's working space for its batches. Nothing in it reaches
+// the run's result.
+type scratch struct {
+	// For the batch validate saw last (toolsFor): tools holds its calls'
+	// tools as validate looked them up (nil for an unknown name), so that
+	// later steps need not again; decisions and plan are room for what
+	// authorize and plan record about it, nil once taken.
+	toolsFor  *Batch
+	tools     []*tool.Tool
+	decisions []policy.Decision
+	plan      *executor.Plan
+	toolBuf   [4]*tool.Tool
+
 	// takeover is d.continueAfter, bound once per run rather than once per
-	// call; stage is the stage being executed, for it.
+	// stage; stage is the stage being executed, for it.
 	takeover func([]executor.Outcome)
 	stage    int
 
-	// tools holds the tools of toolsFor's calls, as validate looked them
-	// up (nil for an unknown name), so that later steps need not again.
-	tools    []*tool.Tool
-	toolsFor *Batch
-	toolBuf  [4]*tool.Tool
+	// planCalls is the planner's input when the planner is the runner's
+	// own, which keeps none of it.
+	planCalls [4]executor.PlanCall
+	// calls holds a stage's calls while no handler of an earlier stage
+	// may still read its call: lent is set once one may, and later stages
+	// then have calls of their own.
+	calls [4]executor.Call
+	lent  bool
+}
+
+// scratch returns the run's scratch space, made on first use.
+func (d *drive) scratch() *scratch {
+	if d.sc == nil {
+		d.sc = &scratch{takeover: d.continueAfter}
+	}
+	return d.sc
+}
+
+// records returns room for what the driver records about a batch of n
+// calls: their checks, their decisions and the batch's plan. They all go
+// into the run's log, so for a few calls they come in one allocation,
+// sized to fit.
+func records(n int) ([]CallCheck, []policy.Decision, *executor.Plan) {
+	switch n {
+	case 1:
+		x := new(struct {
+			c [1]CallCheck
+			d [1]policy.Decision
+			p executor.Plan
+		})
+		return x.c[:], x.d[:], &x.p
+	case 2:
+		x := new(struct {
+			c [2]CallCheck
+			d [2]policy.Decision
+			p executor.Plan
+		})
+		return x.c[:], x.d[:], &x.p
+	case 3:
+		x := new(struct {
+			c [3]CallCheck
+			d [3]policy.Decision
+			p executor.Plan
+		})
+		return x.c[:], x.d[:], &x.p
+	case 4:
+		x := new(struct {
+			c [4]CallCheck
+			d [4]policy.Decision
+			p executor.Plan
+		})
+		return x.c[:], x.d[:], &x.p
+	}
+	return make([]CallCheck, n), make([]policy.Decision, n), new(executor.Plan)
 }
 
 // toolOf returns the tool that call i of batch b names.
 func (d *drive) toolOf(b *Batch, i int) *tool.Tool {
-	if d.toolsFor == b && i < len(d.tools) {
-		if t := d.tools[i]; t != nil {
+	if sc := d.sc; sc != nil && sc.toolsFor == b && i < len(sc.tools) {
+		if t := sc.tools[i]; t != nil {
 			return t
 		}
 	}
@@ -451,7 +523,8 @@ const maxModelRetryWait = 30 * time.Second
 
 func (d *drive) requestModel(ctx context.Context) Event {
 	s := &d.state
-	req := &llm.Request{Model: d.r.cfg.ModelName, Messages: s.Messages, Tools: d.r.cfg.Tools.Definitions(), Step: s.Steps + 1}
+	d.req = llm.Request{Model: d.r.cfg.ModelName, Messages: s.Messages, Tools: d.r.cfg.Tools.Definitions(), Step: s.Steps + 1}
+	req := &d.req
 	start := time.Now()
 	wait := d.r.cfg.ModelRetryBackoff
 	for attempt := 1; ; attempt++ {
@@ -488,11 +561,12 @@ func (d *drive) requestModel(ctx context.Context) Event {
 
 func (d *drive) validate() Event {
 	calls := d.state.Batch.Calls
-	checks := make([]CallCheck, len(calls))
-	d.tools, d.toolsFor = d.toolBuf[:0], d.state.Batch
+	checks, decisions, plan := records(len(calls))
+	sc := d.scratch()
+	sc.toolsFor, sc.tools, sc.decisions, sc.plan = d.state.Batch, sc.toolBuf[:0], decisions, plan
 	for i, c := range calls {
 		t, ok := d.r.cfg.Tools.Lookup(c.Name)
-		d.tools = append(d.tools, t)
+		sc.tools = append(sc.tools, t)
 		if !ok {
 			continue
 		}
@@ -526,7 +600,13 @@ func (d *drive) writeKey(t *tool.Tool, c llm.ToolCall, callKey uint64) string {
 
 func (d *drive) authorize(ctx context.Context, idx []int) Event {
 	b := d.state.Batch
-	decisions := make([]policy.Decision, len(b.Calls))
+	sc := d.scratch()
+	decisions := sc.decisions
+	if sc.toolsFor != b || len(decisions) != len(b.Calls) {
+		// A batch validated before the run was resumed.
+		decisions = make([]policy.Decision, len(b.Calls))
+	}
+	sc.decisions = nil
 	for _, i := range idx {
 		if d.r.cfg.Policy == nil {
 			decisions[i] = policy.Decision{Verdict: policy.Allow, Rule: "none", Reason: "no policy configured"}
@@ -550,13 +630,24 @@ func (d *drive) authorize(ctx context.Context, idx []int) Event {
 
 func (d *drive) plan(idx []int) Event {
 	b := d.state.Batch
-	pcs := make([]executor.PlanCall, len(idx))
+	sc := d.scratch()
+	var pcs []executor.PlanCall
+	if d.r.ownPlanner && len(idx) <= len(sc.planCalls) {
+		pcs = sc.planCalls[:len(idx)]
+	} else {
+		pcs = make([]executor.PlanCall, len(idx))
+	}
 	for j, i := range idx {
 		t := d.toolOf(b, i)
 		pcs[j] = executor.PlanCall{Call: b.Calls[i], Tool: t, NeedsConfirmation: i < len(b.Approved) && b.Approved[i]}
 	}
-	p := executor.PlanPart(d.r.cfg.Planner, pcs, idx)
-	return Event{Kind: StagePlanned, Plan: &p}
+	p := sc.plan
+	if sc.toolsFor != b || p == nil {
+		p = new(executor.Plan)
+	}
+	sc.plan = nil
+	*p = executor.PlanPart(d.r.cfg.Planner, pcs, idx)
+	return Event{Kind: StagePlanned, Plan: p}
 }
 
 // execute runs one stage on the driver's goroutine (spilling onto more for
@@ -565,16 +656,44 @@ func (d *drive) plan(idx []int) Event {
 // stage's end.
 func (d *drive) execute(ctx context.Context, stage int, idx []int) (ev Event, ok bool) {
 	b := d.state.Batch
-	calls := make([]executor.Call, len(idx))
-	for j, i := range idx {
-		calls[j] = d.call(b, i, d.toolOf(b, i))
+	sc := d.scratch()
+	calls := sc.calls[:0]
+	if len(idx) > len(sc.calls) || sc.lent {
+		calls = make([]executor.Call, 0, len(idx))
 	}
-	d.stage = stage
-	outs, ok := d.r.cfg.Executor.RunStageInline(ctx, calls, d.watch, d.takeover)
+	for _, i := range idx {
+		calls = append(calls, d.call(b, i, d.toolOf(b, i)))
+	}
+	sc.stage = stage
+	outs, ok := d.r.cfg.Executor.RunStageInline(ctx, calls, d.watch, sc.takeover)
 	if !ok {
 		return Event{}, false
 	}
-	return d.stageFinished(stage, outs), true
+	ev = d.stageFinished(stage, outs)
+	if ev.Failure != nil || mayStillRun(calls, outs) {
+		sc.lent = true
+	}
+	return ev, true
+}
+
+// mayStillRun reports whether a handler of a stage that is over may still
+// be running, and reading its call (executor.RunStageInline). The watchdog
+// gives up on a handler only when it overran its timeout or the run's
+// context ended (executor.RunInline; the caller checks the context), and
+// the call's outcome then says so, unless the ledger settled a keyed
+// write's: rather than tell those apart, any keyed write counts.
+func mayStillRun(calls []executor.Call, outs []executor.Outcome) bool {
+	for i := range calls {
+		if calls[i].IdempotencyKey != "" {
+			return true
+		}
+	}
+	for i := range outs {
+		if outs[i].TimedOut || outs[i].StopRun {
+			return true
+		}
+	}
+	return false
 }
 
 func (d *drive) call(b *Batch, i int, t *tool.Tool) executor.Call {
@@ -593,7 +712,9 @@ func (d *drive) stageFinished(stage int, outs []executor.Outcome) Event {
 // continueAfter continues the run after the watchdog gave up on a handler
 // of the current stage. It runs on the watchdog's goroutine.
 func (d *drive) continueAfter(outs []executor.Outcome) {
-	d.loop(d.emit(d.stageFinished(d.stage, outs)))
+	// The handler given up on still has its call.
+	d.sc.lent = true
+	d.loop(d.emit(d.stageFinished(d.sc.stage, outs)))
 }
 
 func randomID() string {
