@@ -30,6 +30,8 @@ type flatIn struct {
 	Skip   string `json:"-"`
 	hidden string
 	Dur    time.Duration `json:"dur"`
+	Long   string        `json:"a_longer_name,omitempty"`
+	Longer int           `json:"a_longer_nbme,omitempty"`
 }
 
 type flatID string
@@ -114,6 +116,7 @@ var flatInputs = []string{
 	`{"key":"1","key":"2","key":"3","key":"4","key":"5","key":"6","key":"7","key":"8","key":"","named":"n"}`,
 	`{"key":"1","key":"2","key":"3","key":"4","key":"5","key":"6","key":"7","key":"8","named":"n","key":""}`,
 	`{"key":"","named":""}`, `{"key":"","named":"x"}`, `{"key":"x","key":""}`,
+	`{"a_longer_name":"l","a_longer_nbme":2}`, `{"a_longer_namf":"l"}`, `{"a_longer_nbme":"l"}`, `{"A_longer_name":"l"}`,
 }
 
 // The flat decoder must decode (or give up on) every input exactly as
@@ -332,5 +335,21 @@ func TestFlatEncodedLen(t *testing.T) {
 	}
 	if n := newFlatCodec(reflect.TypeFor[flatOut]()).encodedLen(); n != len(`{"ok":false}`) {
 		t.Errorf("flatOut: encodedLen %d, want %d", n, len(`{"ok":false}`))
+	}
+}
+
+func TestSameName(t *testing.T) {
+	for n := range 20 {
+		name := strings.Repeat("abcdefgh", 3)[:n]
+		if !sameName(name, []byte(name)) {
+			t.Errorf("sameName(%q, %q) = false", name, name)
+		}
+		for i := range n {
+			key := []byte(name)
+			key[i] ^= 0x20
+			if sameName(name, key) {
+				t.Errorf("sameName(%q, %q) = true", name, key)
+			}
+		}
 	}
 }

@@ -62,7 +62,9 @@ func flatValidate(n *fsNode, b []byte) (uint64, bool) {
 					}
 				}
 				last = key
-				if sorted {
+				if sorted && len(key) < 1<<8 {
+					h = fnvShortString(h, key)
+				} else if sorted {
 					h = fnvString(h, key)
 				}
 			}
@@ -86,8 +88,10 @@ func flatValidate(n *fsNode, b []byte) (uint64, bool) {
 				if sub != nil && (!sub.typeOnly || sub.types&kindString == 0) && !sub.flatString(b, i, end) {
 					return 0, false
 				}
-				if sorted {
-					h = fnvString(h, b[i+1:end])
+				if s := b[i+1 : end]; sorted && len(s) < 1<<8 {
+					h = fnvShortString(h, s)
+				} else if sorted {
+					h = fnvString(h, s)
 				}
 				i = end + 1
 			} else {
@@ -136,7 +140,7 @@ func (n *fsNode) flatMember(key []byte, seen *uint64) (*fsNode, bool) {
 	k := -1
 	if n.propIdx == nil {
 		for x := range n.props {
-			if n.props[x].name == string(key) {
+			if name := n.props[x].name; len(name) == len(key) && sameName(name, key) {
 				k = x
 				break
 			}
@@ -300,12 +304,21 @@ func skipSpace(b []byte, i int) int {
 // fnvString hashes a decoded string as Fingerprint does: '"', its length
 // as 8 bytes, its bytes.
 func fnvString(h fnv64, s []byte) fnv64 {
-	h = (h ^ '"') * prime64
 	if len(s) < 1<<8 {
-		h = (h ^ fnv64(len(s))) * prime64x8 // as fnvUint has it
-	} else {
-		h = fnvUint(h, uint64(len(s)))
+		return fnvShortString(h, s)
 	}
+	h = fnvUint((h^'"')*prime64, uint64(len(s)))
+	for _, c := range s {
+		h = (h ^ fnv64(c)) * prime64
+	}
+	return h
+}
+
+// fnvShortString is fnvString for a string shorter than 256 bytes. Unlike
+// fnvString it is small enough to inline, which spares a caller in a loop
+// its spills around a call.
+func fnvShortString(h fnv64, s []byte) fnv64 {
+	h = ((h^'"')*prime64 ^ fnv64(len(s))) * prime64x8 // as fnvUint has it
 	for _, c := range s {
 		h = (h ^ fnv64(c)) * prime64
 	}

@@ -17,7 +17,10 @@ const fsFlatSchema = `{"type":"object","properties":{
 	"c":{"const":"k"},
 	"o":{"type":["string","null"]},
 	"no":{"not":{}},
-	"any":{}
+	"any":{},
+	"a_longer_name":{"type":"string"},
+	"a_longer_nbme":{"type":"integer"},
+	"b_longer_name":{"type":"boolean"}
 	},"required":["s","r"],"additionalProperties":{"type":"string"}}`
 
 // fsFlatArgs are flat objects, most of which fsFlatSchema accepts.
@@ -34,6 +37,9 @@ var fsFlatArgs = []string{
 	`{"s":"","r":"x"}`, `{"s":"abcdef","r":"x"}`, `{"s":"ééééé","r":"x"}`, `{"s":"éééééé","r":"x"}`,
 	`{"s":"a","r":"x","c":"j"}`, `{"s":"a","r":"x","b":"true"}`, `{"s":"a","r":"x","z":0}`,
 	`{"s":"a","r":"x","no":1}`, `{"s":"a","r":"x","any":1}`, `{"s":"a","r":"x","any":[1]}`, `{"s":"a","r":"x","extra":"e"}`,
+	`{"s":"a","r":"x","a_longer_name":"n","a_longer_nbme":1,"b_longer_name":true}`,
+	`{"s":"a","r":"x","a_longer_name":1}`, `{"s":"a","r":"x","a_longer_nbme":"n"}`, `{"s":"a","r":"x","b_longer_name":1}`,
+	`{"s":"a","r":"x","a_longer_namf":1}`, `{"s":"a","r":"x","a_longer_nam":"n"}`,
 	`{"s":"a","r":"x","extra":1}`, `{"s":"a"}`, `{"r":"x"}`, `{}`, ``, ` `,
 	`{"s":"a","r":"x","s":"a"}`, `{"s":"a","r":"x","r":"y"}`, `{"s":"a","r":"x","q":"1","q":"2"}`,
 	`{"s":"a","q":"1","r":"x","q":"2"}`, `{"s":"a","q":"1","r":"x","q":"1"}`,
