@@ -221,7 +221,7 @@ func (e *Executor) run(ctx context.Context, c Call) Outcome {
 		switch {
 		case err == nil:
 			var o Outcome
-			succeeded(&o, &c, attempt, start, content)
+			succeeded(&o, &c, attempt, start, time.Now(), content)
 			return o
 		case ctx.Err() != nil:
 			return ended(&c, attempt, start, ctx.Err())
@@ -261,10 +261,10 @@ func (e *Executor) retryWait(err error, attempt int, wait *time.Duration) (time.
 	return min(d, e.opts.MaxRetryWait), true
 }
 
-// succeeded sets *o to the outcome of a call whose handler returned
-// content: in place, since an Outcome is large and the driver's goes
-// straight into the stage's results.
-func succeeded(o *Outcome, c *Call, attempt int, start time.Time, content json.RawMessage) {
+// succeeded sets *o to the outcome of a call that began at start and
+// whose handler returned content at end: in place, since an Outcome is
+// large and the driver's goes straight into the stage's results.
+func succeeded(o *Outcome, c *Call, attempt int, start, end time.Time, content json.RawMessage) {
 	if len(content) == 0 {
 		content = json.RawMessage("null")
 	} else if !c.Tool.JSONResults() && !json.Valid(content) {
@@ -275,7 +275,7 @@ func succeeded(o *Outcome, c *Call, attempt int, start time.Time, content json.R
 	}
 	*o = Outcome{
 		Result:   llm.ToolResult{CallID: c.Call.ID, Name: c.Call.Name, Status: llm.StatusOK, Content: content},
-		Attempts: attempt, Started: start, Duration: time.Since(start),
+		Attempts: attempt, Started: start, Duration: end.Sub(start),
 	}
 }
 

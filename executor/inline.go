@@ -341,7 +341,7 @@ func (w *watchedCall) expire() {
 // owner; when the handler finally returns, RunInline reports ok=false and
 // its caller must return at once without touching the run's state.
 func (e *Executor) RunInline(ctx context.Context, c Call, w *Watchdog, takeover func(Outcome)) (o Outcome, ok bool) {
-	ok = e.runCallInline(ctx, &c, w, takeoverFunc(takeover), nil, time.Time{}, &o)
+	_, ok = e.runCallInline(ctx, &c, w, takeoverFunc(takeover), nil, time.Time{}, &o)
 	return o, ok
 }
 
@@ -358,14 +358,17 @@ func (f takeoverFunc) abandoned(o Outcome) { f(o) }
 // runCallInline is RunInline for a call that stays put until it is over,
 // writing its outcome to *out unless the watchdog took over; cc, if not
 // nil, is a zero callContext for the first attempt, and now, if not zero,
-// a clock reading taken just before (the caller's, to save another).
-func (e *Executor) runCallInline(ctx context.Context, c *Call, w *Watchdog, takeover abandoner, cc *callContext, now time.Time, out *Outcome) bool {
+// a clock reading taken just before (the caller's, to save another). end,
+// if not zero, is the clock reading at which the call succeeded, for the
+// caller's next call to start from.
+func (e *Executor) runCallInline(ctx context.Context, c *Call, w *Watchdog, takeover abandoner, cc *callContext, now time.Time, out *Outcome) (end time.Time, ok bool) {
 	if c.guarded() {
+		// The outcome may come from the ledger: no end to pass on.
 		o, ok := e.guardedInline(ctx, c, w, takeover)
 		if ok {
 			*out = o
 		}
-		return ok
+		return time.Time{}, ok
 	}
 	return e.runInline(ctx, c, w, takeover, cc, now, out)
 }
@@ -376,12 +379,12 @@ func (e *Executor) runCallInline(ctx context.Context, c *Call, w *Watchdog, take
 func (e *Executor) guardedInline(ctx context.Context, c *Call, w *Watchdog, takeover abandoner) (Outcome, bool) {
 	return e.guardedWrite(ctx, *c, func(claim store.Record) (o Outcome, ok bool) {
 		settle := takeoverFunc(func(o Outcome) { takeover.abandoned(e.finishClaimed(*c, claim, o)) })
-		ok = e.runInline(ctx, c, w, settle, nil, time.Time{}, &o)
+		_, ok = e.runInline(ctx, c, w, settle, nil, time.Time{}, &o)
 		return o, ok
 	})
 }
 
-func (e *Executor) runInline(ctx context.Context, c *Call, w *Watchdog, takeover abandoner, cc *callContext, now time.Time, out *Outcome) bool {
+func (e *Executor) runInline(ctx context.Context, c *Call, w *Watchdog, takeover abandoner, cc *callContext, now time.Time, out *Outcome) (end time.Time, ok bool) {
 	timeout := e.timeout(*c)
 	start := now
 	if start.IsZero() {
@@ -391,7 +394,7 @@ func (e *Executor) runInline(ctx context.Context, c *Call, w *Watchdog, takeover
 	for attempt := 1; ; attempt++ {
 		if err := ctx.Err(); err != nil {
 			*out = ended(c, attempt-1, start, err) // attempts made, as in Run
-			return true
+			return time.Time{}, true
 		}
 		deadline := start.Add(timeout)
 		if attempt > 1 {
@@ -412,27 +415,28 @@ func (e *Executor) runInline(ctx context.Context, c *Call, w *Watchdog, takeover
 		w.disarm(cc)
 		why, ok := cc.returned()
 		if !ok {
-			return false
+			return time.Time{}, false
 		}
 		// The handler returned before the watchdog could give up on it;
 		// classify its error exactly as Run does.
 		switch {
 		case err == nil:
-			succeeded(out, c, attempt, start, content)
-			return true
+			end = time.Now()
+			succeeded(out, c, attempt, start, end, content)
+			return end, true
 		case ctx.Err() != nil:
 			*out = ended(c, attempt, start, ctx.Err())
-			return true
+			return time.Time{}, true
 		case errors.Is(err, context.DeadlineExceeded) && (why == endDeadline || !time.Now().Before(cc.deadline)):
 			*out = timedOut(c, attempt, start, timeout, err)
-			return true
+			return time.Time{}, true
 		}
 		if d, retry := e.retryWait(err, attempt, &wait); retry {
 			sleep(ctx, d)
 			continue
 		}
 		*out = failed(c, attempt, start, err)
-		return true
+		return time.Time{}, true
 	}
 }
 

@@ -33,7 +33,7 @@ func (e *Executor) RunStageInline(ctx context.Context, calls []Call, w *Watchdog
 	case 1:
 		one := &singleRun{takeover: takeover}
 		outs := make([]Outcome, 1)
-		if !e.runCallInline(ctx, &calls[0], w, one, &one.cc, time.Time{}, &outs[0]) {
+		if _, ok := e.runCallInline(ctx, &calls[0], w, one, &one.cc, time.Time{}, &outs[0]); !ok {
 			return nil, false
 		}
 		return outs, true
@@ -125,7 +125,7 @@ func (s *stageRun) deliver(i int, o Outcome) {
 // drive runs calls on the driver's goroutine until none is left to claim,
 // then waits for the others. It reports false if the watchdog replaced it.
 // now, if not zero, is a clock reading the first call may take as its
-// start; each call's end is the next one's.
+// start; a call's end, if it has one, is the next one's.
 func (s *stageRun) drive(now time.Time) bool {
 	for {
 		i, ok := s.claim()
@@ -133,15 +133,8 @@ func (s *stageRun) drive(now time.Time) bool {
 			break
 		}
 		s.inline = int32(i)
-		o := &s.outs[i]
-		if !s.e.runCallInline(s.ctx, &s.calls[i], s.watch, s, &s.ccs[i], now, o) {
+		if now, ok = s.e.runCallInline(s.ctx, &s.calls[i], s.watch, s, &s.ccs[i], now, &s.outs[i]); !ok {
 			return false
-		}
-		now = time.Time{}
-		if !s.calls[i].guarded() {
-			// The call's end, as its duration was measured (a guarded
-			// write's outcome may come from the ledger).
-			now = o.Started.Add(o.Duration)
 		}
 		s.undelivered.Done()
 	}
@@ -180,7 +173,7 @@ func (s *stageRun) help() {
 		if !ok {
 			return
 		}
-		if !s.e.runCallInline(s.ctx, &s.calls[i], w, takeoverFunc(func(o Outcome) { s.deliver(i, o) }), &s.ccs[i], time.Time{}, &s.outs[i]) {
+		if _, ok := s.e.runCallInline(s.ctx, &s.calls[i], w, takeoverFunc(func(o Outcome) { s.deliver(i, o) }), &s.ccs[i], time.Time{}, &s.outs[i]); !ok {
 			return
 		}
 		s.undelivered.Done()
