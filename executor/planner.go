@@ -170,16 +170,7 @@ func planReads(calls []PlanCall, maxParallel int) (p Plan, ok bool) {
 			return Plan{}, false
 		}
 	}
-	flat := make([]int, n)
-	for i := range flat {
-		flat[i] = i
-	}
-	p = Plan{Stages: make([][]int, (n+maxParallel-1)/maxParallel), Table: make([]Row, n)}
-	for k := range p.Stages {
-		lo := k * maxParallel
-		hi := min(lo+maxParallel, n)
-		p.Stages[k] = flat[lo:hi:hi]
-	}
+	p = Plan{Stages: readStages(n, maxParallel), Table: make([]Row, n)}
 	for i := range calls {
 		c := &calls[i]
 		k := i / maxParallel
@@ -191,6 +182,47 @@ func planReads(calls []PlanCall, maxParallel int) (p Plan, ok bool) {
 			Resources: c.Tool.Resources(c.Call.Arguments), Stage: k, Mode: mode, Reason: readReason}
 	}
 	return p, true
+}
+
+// readStages returns stages of at most maxParallel calls each for calls
+// 0..n-1, in order. A batch of a few calls is one stage: its list and its
+// indexes then come in one allocation, of the bytes two would take.
+func readStages(n, maxParallel int) [][]int {
+	var stages [][]int
+	var flat []int
+	switch {
+	case n > maxParallel:
+		stages, flat = make([][]int, (n+maxParallel-1)/maxParallel), make([]int, n)
+	case n == 2:
+		x := new(struct {
+			stages [1][]int
+			flat   [2]int
+		})
+		stages, flat = x.stages[:], x.flat[:]
+	case n == 3:
+		x := new(struct {
+			stages [1][]int
+			flat   [3]int
+		})
+		stages, flat = x.stages[:], x.flat[:]
+	case n == 4:
+		x := new(struct {
+			stages [1][]int
+			flat   [4]int
+		})
+		stages, flat = x.stages[:], x.flat[:]
+	default:
+		stages, flat = make([][]int, 1), make([]int, n)
+	}
+	for i := range flat {
+		flat[i] = i
+	}
+	for k := range stages {
+		lo := k * maxParallel
+		hi := min(lo+maxParallel, n)
+		stages[k] = flat[lo:hi:hi]
+	}
+	return stages
 }
 
 // assemble numbers the used stages densely and builds the table. Stage
