@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -349,21 +350,23 @@ func (d *drive) loop(eff Effect) {
 		}
 		switch eff.Kind {
 		case RequestModel:
-			eff = d.emit(d.requestModel(ctx))
+			eff = d.commit(d.requestModel(ctx))
 		case ValidateCalls:
-			eff = d.emit(d.validate())
+			eff = d.commit(d.validate())
 		case AuthorizeCalls:
-			eff = d.emit(d.authorize(ctx, eff.Calls))
+			eff = d.commit(d.authorize(ctx, eff.Calls))
 		case PlanBatch:
-			eff = d.emit(d.plan(eff.Calls))
+			eff = d.commit(d.plan(eff.Calls))
 		case ExecuteStage:
 			ev, ok := d.execute(ctx, eff.Stage, eff.Calls)
 			if !ok {
 				return
 			}
-			eff = d.emit(ev)
+			eff = d.commit(ev)
 		case Stop:
-			eff = d.emit(Event{Kind: Stopped, Status: eff.Status, Detail: eff.Detail})
+			ev := d.add(Stopped)
+			ev.Status, ev.Detail = eff.Status, eff.Detail
+			eff = d.commit(ev)
 		default:
 			eff = d.emit(Event{Kind: Interrupted, Failure: &Failure{Kind: FailModel, Message: "driver error: unknown effect " + string(eff.Kind)}})
 		}
@@ -502,15 +505,38 @@ func (d *drive) toolOf(b *Batch, i int) *tool.Tool {
 	return t
 }
 
+// emit appends ev to the log, as add and commit do.
 func (d *drive) emit(ev Event) Effect {
-	ev.Seq = len(d.log) + 1
-	ev.At = d.r.cfg.Now()
-	d.log = append(d.log, ev)
-	last := &d.log[len(d.log)-1]
-	if d.r.cfg.Observer != nil {
-		d.r.cfg.Observer.Observe(d.ctx, last)
+	p := d.add(ev.Kind)
+	ev.Seq = p.Seq
+	*p = ev
+	return d.commit(p)
+}
+
+// add appends the run's next event, zero but for its number and kind, for
+// the caller to fill in and then commit. Built in place, an event (over
+// 200 bytes) is not copied on its way into the log. It relies on the log's
+// spare capacity being zero, as make and append leave it: the log only
+// grows, and every event added is committed before the next is added.
+func (d *drive) add(kind EventKind) *Event {
+	n := len(d.log)
+	if n == cap(d.log) {
+		d.log = slices.Grow(d.log, 1)
 	}
-	return Next(&d.state, last)
+	d.log = d.log[:n+1]
+	ev := &d.log[n]
+	ev.Seq, ev.Kind = n+1, kind
+	return ev
+}
+
+// commit stamps the event add returned, shows it to the observer and
+// hands it to the decider.
+func (d *drive) commit(ev *Event) Effect {
+	ev.At = d.r.cfg.Now()
+	if d.r.cfg.Observer != nil {
+		d.r.cfg.Observer.Observe(d.ctx, ev)
+	}
+	return Next(&d.state, ev)
 }
 
 func contextFailure(ctx context.Context) *Failure {
@@ -528,7 +554,7 @@ func contextFailure(ctx context.Context) *Failure {
 // provider's Retry-After asks; the run's deadline bounds the total.
 const maxModelRetryWait = 30 * time.Second
 
-func (d *drive) requestModel(ctx context.Context) Event {
+func (d *drive) requestModel(ctx context.Context) *Event {
 	s := &d.state
 	d.req = llm.Request{Model: d.r.cfg.ModelName, Messages: s.Messages, Tools: d.r.cfg.Tools.Definitions(), Step: s.Steps + 1}
 	req := &d.req
@@ -540,10 +566,12 @@ func (d *drive) requestModel(ctx context.Context) Event {
 			err = errors.New("the model client returned neither a response nor an error")
 		}
 		if err == nil {
-			return Event{Kind: ModelResponded, Response: resp, Latency: time.Since(start), Attempts: attempt}
+			ev := d.add(ModelResponded)
+			ev.Response, ev.Latency, ev.Attempts = resp, time.Since(start), attempt
+			return ev
 		}
 		if f := contextFailure(ctx); f != nil {
-			return Event{Kind: ModelFailed, Failure: f, Latency: time.Since(start), Attempts: attempt}
+			return d.modelFailed(f, start, attempt)
 		}
 		if llm.IsRetryable(err) && attempt <= d.r.cfg.ModelRetries {
 			w := wait
@@ -556,17 +584,23 @@ func (d *drive) requestModel(ctx context.Context) Event {
 			select {
 			case <-ctx.Done():
 				t.Stop()
-				return Event{Kind: ModelFailed, Failure: contextFailure(ctx), Latency: time.Since(start), Attempts: attempt}
+				return d.modelFailed(contextFailure(ctx), start, attempt)
 			case <-t.C:
 			}
 			continue
 		}
-		return Event{Kind: ModelFailed, Latency: time.Since(start), Attempts: attempt,
-			Failure: &Failure{Kind: FailModel, Message: fmt.Sprintf("model request failed after %d attempt(s): %v", attempt, err)}}
+		return d.modelFailed(&Failure{Kind: FailModel, Message: fmt.Sprintf("model request failed after %d attempt(s): %v", attempt, err)},
+			start, attempt)
 	}
 }
 
-func (d *drive) validate() Event {
+func (d *drive) modelFailed(f *Failure, start time.Time, attempts int) *Event {
+	ev := d.add(ModelFailed)
+	ev.Failure, ev.Latency, ev.Attempts = f, time.Since(start), attempts
+	return ev
+}
+
+func (d *drive) validate() *Event {
 	calls := d.state.Batch.Calls
 	checks, decisions, plan := records(len(calls))
 	sc := d.scratch()
@@ -590,7 +624,9 @@ func (d *drive) validate() Event {
 			}
 		}
 	}
-	return Event{Kind: CallsValidated, Checks: checks}
+	ev := d.add(CallsValidated)
+	ev.Checks = checks
+	return ev
 }
 
 // writeKey derives a write's idempotency key: the tool's business key,
@@ -605,7 +641,7 @@ func (d *drive) writeKey(t *tool.Tool, c llm.ToolCall, callKey uint64) string {
 	return d.state.RunID + "/" + c.ID
 }
 
-func (d *drive) authorize(ctx context.Context, idx []int) Event {
+func (d *drive) authorize(ctx context.Context, idx []int) *Event {
 	b := d.state.Batch
 	sc := d.scratch()
 	decisions := sc.decisions
@@ -625,17 +661,21 @@ func (d *drive) authorize(ctx context.Context, idx []int) Event {
 		})
 		if err != nil {
 			if f := contextFailure(ctx); f != nil {
-				return Event{Kind: Interrupted, Failure: f}
+				ev := d.add(Interrupted)
+				ev.Failure = f
+				return ev
 			}
 			// Fail closed: a policy that cannot decide does not allow.
 			dec = policy.Decision{Verdict: policy.Deny, Rule: "policy_error", Reason: "the policy engine failed: " + err.Error()}
 		}
 		decisions[i] = dec
 	}
-	return Event{Kind: PolicyDecided, Decisions: decisions}
+	ev := d.add(PolicyDecided)
+	ev.Decisions = decisions
+	return ev
 }
 
-func (d *drive) plan(idx []int) Event {
+func (d *drive) plan(idx []int) *Event {
 	b := d.state.Batch
 	sc := d.scratch()
 	var pcs []executor.PlanCall
@@ -654,14 +694,16 @@ func (d *drive) plan(idx []int) Event {
 	}
 	sc.plan = nil
 	*p = executor.PlanPart(d.r.cfg.Planner, pcs, idx)
-	return Event{Kind: StagePlanned, Plan: p}
+	ev := d.add(StagePlanned)
+	ev.Plan = p
+	return ev
 }
 
 // execute runs one stage on the driver's goroutine (spilling onto more for
 // a slow parallel stage) under the watchdog; ok=false means the watchdog
 // has handed the run to another goroutine, which continues from this
 // stage's end.
-func (d *drive) execute(ctx context.Context, stage int, idx []int) (ev Event, ok bool) {
+func (d *drive) execute(ctx context.Context, stage int, idx []int) (ev *Event, ok bool) {
 	b := d.state.Batch
 	sc := d.scratch()
 	calls := sc.calls[:0]
@@ -674,7 +716,7 @@ func (d *drive) execute(ctx context.Context, stage int, idx []int) (ev Event, ok
 	sc.stage = stage
 	outs, ok := d.r.cfg.Executor.RunStageInline(ctx, calls, d.watch, sc.takeover)
 	if !ok {
-		return Event{}, false
+		return nil, false
 	}
 	ev = d.stageFinished(stage, outs)
 	if ev.Failure != nil || mayStillRun(calls, outs) {
@@ -712,8 +754,10 @@ func (d *drive) call(b *Batch, i int, t *tool.Tool) executor.Call {
 	return c
 }
 
-func (d *drive) stageFinished(stage int, outs []executor.Outcome) Event {
-	return Event{Kind: StageFinished, Stage: stage, Outcomes: outs, Failure: contextFailure(d.ctx)}
+func (d *drive) stageFinished(stage int, outs []executor.Outcome) *Event {
+	ev := d.add(StageFinished)
+	ev.Stage, ev.Outcomes, ev.Failure = stage, outs, contextFailure(d.ctx)
+	return ev
 }
 
 // continueAfter continues the run after the watchdog gave up on a handler
@@ -721,7 +765,7 @@ func (d *drive) stageFinished(stage int, outs []executor.Outcome) Event {
 func (d *drive) continueAfter(outs []executor.Outcome) {
 	// The handler given up on still has its call.
 	d.sc.lent = true
-	d.loop(d.emit(d.stageFinished(d.sc.stage, outs)))
+	d.loop(d.commit(d.stageFinished(d.sc.stage, outs)))
 }
 
 func randomID() string {
