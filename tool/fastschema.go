@@ -723,14 +723,19 @@ func isHex(c byte) bool {
 const prime64x8 = prime64 * prime64 * prime64 * prime64 * prime64 * prime64 * prime64 * prime64 % (1 << 64)
 
 // fnvUint is (*fnv64).uint: it hashes the 8 bytes of u, low byte first.
-// FNV-1a takes one byte at a time, each step depending on the last, so
-// the steps are written out rather than looped; a zero byte still costs
-// its multiplication, but for u below 256 (a length, mostly) the seven
-// zero bytes fold into one multiplication.
+// A zero byte still costs its multiplication, but for u below 256 (a
+// length, mostly) the seven zero bytes fold into one multiplication.
 func fnvUint(h fnv64, u uint64) fnv64 {
 	if u < 1<<8 {
 		return (h ^ fnv64(u)) * prime64x8
 	}
+	return fnvUint8(h, u)
+}
+
+// fnvUint8 is fnvUint the long way, for any u. FNV-1a takes one byte at a
+// time, each step depending on the last, so the steps are written out
+// rather than looped.
+func fnvUint8(h fnv64, u uint64) fnv64 {
 	h = (h ^ fnv64(u&0xff)) * prime64
 	h = (h ^ fnv64(u>>8&0xff)) * prime64
 	h = (h ^ fnv64(u>>16&0xff)) * prime64

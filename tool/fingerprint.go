@@ -110,9 +110,13 @@ func CallKey(name string, argsFingerprint uint64) uint64 {
 	// fingerprint as 8 bytes, kept in a register.
 	h := fnv64(offset64)
 	h = (h ^ '"') * prime64
-	h = fnvUint(h, uint64(len(name)))
+	if len(name) < 1<<8 {
+		h = (h ^ fnv64(len(name))) * prime64x8 // as fnvUint has it
+	} else {
+		h = fnvUint(h, uint64(len(name)))
+	}
 	for i := 0; i < len(name); i++ {
 		h = (h ^ fnv64(name[i])) * prime64
 	}
-	return uint64(fnvUint(h, argsFingerprint))
+	return uint64(fnvUint8(h, argsFingerprint))
 }

@@ -267,6 +267,14 @@ func (pd *flatPending) flush(args []byte, p unsafe.Pointer, reserve int) []byte 
 		return nil
 	}
 	buf := make([]byte, pd.bytes+reserve)
+	if pd.n == 1 { // the commonest case, without the loop's bookkeeping
+		s := &pd.s[0]
+		copy(buf, args[s.s0:s.s1])
+		*(*string)(unsafe.Add(p, uintptr(s.offset))) = unsafe.String(&buf[0], pd.bytes)
+		k := pd.bytes
+		pd.n, pd.bytes = 0, 0
+		return buf[k:k:len(buf)]
+	}
 	k := 0
 	for x := range pd.s[:pd.n] {
 		s := &pd.s[x]
