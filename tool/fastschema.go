@@ -422,14 +422,11 @@ func (fs *fastSchema) validate(args []byte) (uint64, error) {
 	if len(args) > math.MaxInt32 { // offsets are int32
 		return fingerprintBytes(args), &Error{Kind: KindInvalidArguments, Msg: "arguments are too large"}
 	}
-	if fp, ok := flatValidate(root, args); ok {
-		return fp, nil
-	}
 	return validateGeneral(root, args)
 }
 
-// validateGeneral is validate without the shortcut through flat objects,
-// for args that are not empty and not too large.
+// validateGeneral is validate for args that are not empty and not too
+// large.
 func validateGeneral(root *fsNode, args []byte) (uint64, error) {
 	v := validator{b: args, h: offset64, budget: 8*len(args) + 4096, dupAt: -1}
 	if !v.document(root) {

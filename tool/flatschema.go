@@ -19,7 +19,7 @@ import (
 // flatValidate validates and fingerprints b if it is a flat object that
 // conforms to n, reporting false if it is not or does not.
 func flatValidate(n *fsNode, b []byte) (uint64, bool) {
-	if n != nil && !n.flatObject {
+	if n != nil && !n.flatObject || len(b) > math.MaxInt32 { // offsets are int32
 		return 0, false
 	}
 	i := skipSpace(b, 0)

@@ -149,9 +149,18 @@ func New[In, Out any](spec Spec[In], fn func(ctx context.Context, in In) (Out, e
 		reserve = outCodec.encodedLen()
 	}
 	invoke := func(ctx context.Context, args json.RawMessage) (json.RawMessage, error) {
-		in, spare, err := decodeArgsSpare[In](inCodec, args, reserve)
-		if err != nil {
-			return nil, err
+		// decodeArgsSpare, written out for the commonest case.
+		var in In
+		var spare []byte
+		ok := false
+		if inCodec != nil {
+			spare, ok = inCodec.decode(args, unsafe.Pointer(&in), reserve)
+		}
+		if !ok {
+			var err error
+			if in, err = decodeArgsJSON[In](args); err != nil {
+				return nil, err
+			}
 		}
 		out, err := fn(ctx, in)
 		if err != nil {
@@ -288,10 +297,20 @@ func (t *Tool) OnTimeout() TimeoutAction { return t.def.OnTimeout }
 // key order or white space (the loop uses it to spot a model that repeats
 // itself), and an *Error of kind invalid_arguments when they do not conform.
 func (t *Tool) Validate(args json.RawMessage) (uint64, error) {
-	// The compiled validator checks the bytes in one pass. For a schema it
-	// cannot compile, it checks only syntax and duplicate keys, and
-	// jsonschema-go checks the decoded value.
-	fp, err := t.fast.validate(args)
+	// The compiled validator checks the bytes in one pass; the commonest
+	// arguments, one flat object that conforms, take a shortcut through
+	// it (flatschema.go). For a schema it cannot compile, it checks only
+	// syntax and duplicate keys, and jsonschema-go checks the decoded
+	// value.
+	var root *fsNode
+	if t.fast != nil {
+		root = t.fast.root
+	}
+	fp, ok := flatValidate(root, args)
+	var err error
+	if !ok {
+		fp, err = t.fast.validate(args)
+	}
 	if err != nil || t.fast != nil {
 		return fp, err
 	}
