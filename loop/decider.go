@@ -130,7 +130,27 @@ func (s *idSet) has(id string) bool {
 		_, ok := s.m[id]
 		return ok
 	}
-	return slices.Contains(s.list, id)
+	n := len(id)
+	if n < 8 {
+		return slices.Contains(s.list, id)
+	}
+	// IDs differ at their ends (random suffixes, counters), so their last
+	// eight bytes, one load, settle most comparisons without a call to
+	// compare the rest.
+	t := tail(id)
+	for _, x := range s.list {
+		if len(x) == n && tail(x) == t && (n == 8 || x == id) {
+			return true
+		}
+	}
+	return false
+}
+
+// tail returns the last eight bytes of s, which has at least eight.
+func tail(s string) uint64 {
+	s = s[len(s)-8:]
+	return uint64(s[0]) | uint64(s[1])<<8 | uint64(s[2])<<16 | uint64(s[3])<<24 |
+		uint64(s[4])<<32 | uint64(s[5])<<40 | uint64(s[6])<<48 | uint64(s[7])<<56
 }
 
 func (s *idSet) add(id string) {
@@ -324,7 +344,9 @@ func protocolProblem(s *State, msg *llm.Message) string {
 	if len(msg.ToolCalls) == 0 && strings.TrimSpace(msg.Text) == "" {
 		return "the model returned neither text nor tool calls"
 	}
-	for i, c := range msg.ToolCalls {
+	calls := msg.ToolCalls
+	for i := range calls {
+		c := &calls[i]
 		if c.ID == "" {
 			return fmt.Sprintf("tool call %d (%s) has no ID", i+1, c.Name)
 		}
@@ -334,8 +356,8 @@ func protocolProblem(s *State, msg *llm.Message) string {
 		if s.callIDs.has(c.ID) {
 			return fmt.Sprintf("tool call ID %s was already used earlier in the run", c.ID)
 		}
-		for _, d := range msg.ToolCalls[:i] {
-			if d.ID == c.ID {
+		for j := range calls[:i] {
+			if calls[j].ID == c.ID {
 				return fmt.Sprintf("tool call ID %s appears twice in one response", c.ID)
 			}
 		}

@@ -359,6 +359,12 @@ func TestProtocolErrors(t *testing.T) {
 		"ID reused across turns": {llmtest.Calls(call("c1", "query_order", `{"id":"A1"}`)),
 			llmtest.Calls(call("c1", "query_order", `{"id":"A2"}`))},
 		"empty response": {{Response: &llm.Response{Message: llm.Message{Role: llm.RoleAssistant}}}},
+		"long ID reused across turns": {
+			llmtest.Calls(call("toolu_01abcdefgh", "query_order", `{"id":"A1"}`), call("toolu_02abcdefgh", "query_order", `{"id":"A2"}`)),
+			llmtest.Calls(call("toolu_02abcdefgh", "query_order", `{"id":"A3"}`))},
+		"ID of eight bytes reused across turns": {
+			llmtest.Calls(call("call_1_0", "query_order", `{"id":"A1"}`)),
+			llmtest.Calls(call("call_1_0", "query_order", `{"id":"A2"}`))},
 	}
 	for name, turns := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -367,6 +373,15 @@ func TestProtocolErrors(t *testing.T) {
 			mustStatus(t, res, err, loop.ProtocolError)
 		})
 	}
+	// IDs alike but for a byte, at their end or not, are distinct.
+	f := newFixture(t)
+	model := llmtest.New(
+		llmtest.Calls(call("toolu_01abcdefgh", "query_order", `{"id":"A1"}`), call("toolu_02abcdefgh", "query_order", `{"id":"A2"}`)),
+		llmtest.Calls(call("toolu_03abcdefgh", "query_order", `{"id":"A3"}`), call("toolu_01abcdefgi", "query_order", `{"id":"A4"}`),
+			call("call_1_0", "query_order", `{"id":"A5"}`), call("call_1_1", "query_order", `{"id":"A6"}`)),
+		llmtest.Text("ok"))
+	res, err := loop.Run(context.Background(), loop.Config{Model: model, Tools: f.reg}, user("q"))
+	mustStatus(t, res, err, loop.FinalAnswer)
 }
 
 func TestModelErrors(t *testing.T) {
