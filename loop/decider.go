@@ -371,18 +371,24 @@ func callsValidated(s *State, ev *Event) Effect {
 		return stop(s, ProtocolError, "driver error: validation does not match the batch")
 	}
 	b.Checks = ev.Checks
-	for i, c := range ev.Checks {
-		if !c.Known {
+	// The checks are walked by index: each is 48 bytes, not worth a copy
+	// per loop.
+	checks := ev.Checks
+	for i := range checks {
+		if !checks[i].Known {
 			call := b.Calls[i]
 			b.Results[i] = errorResult(call, llm.StatusError, llm.ErrToolNotAllowed, "no tool named "+call.Name+" is registered")
 			return stop(s, ToolNotAllowed, fmt.Sprintf("call %s names tool %q, which is not registered", call.ID, call.Name))
 		}
 	}
-	for i, c := range ev.Checks {
-		call := b.Calls[i]
-		if kind, ok := s.failed[c.Key]; ok {
-			return stop(s, SpinDetected, fmt.Sprintf(
-				"call %s retries %s with the same arguments after it failed with %s", call.ID, call.Name, kind))
+	for i := range checks {
+		c := &checks[i]
+		if s.failed != nil {
+			if kind, ok := s.failed[c.Key]; ok {
+				call := &b.Calls[i]
+				return stop(s, SpinDetected, fmt.Sprintf(
+					"call %s retries %s with the same arguments after it failed with %s", call.ID, call.Name, kind))
+			}
 		}
 		if c.WriteKey != "" {
 			// A keyed write asked for again is replayed from the ledger,
@@ -391,37 +397,44 @@ func callsValidated(s *State, ev *Event) Effect {
 		}
 		for j, k := range s.lastKeys {
 			if k == c.Key {
+				call := &b.Calls[i]
 				return stop(s, SpinDetected, fmt.Sprintf(
 					"call %s repeats %s with the same arguments as call %s of the previous turn", call.ID, call.Name, s.lastIDs[j]))
 			}
 		}
 	}
-	for i, c := range ev.Checks {
+	writes := false
+	for i := range checks {
 		// A write asked for again is answered from the ledger once; a
 		// third request of the same write is a model going round in
 		// circles.
-		if c.WriteKey != "" && c.Problem == "" && s.writeKeys[c.WriteKey] >= 2 {
-			call := b.Calls[i]
-			return stop(s, SpinDetected, fmt.Sprintf(
-				"call %s asks for write %q a third time in this run", call.ID, c.WriteKey))
+		if c := &checks[i]; c.WriteKey != "" && c.Problem == "" {
+			writes = true
+			if s.writeKeys[c.WriteKey] >= 2 {
+				return stop(s, SpinDetected, fmt.Sprintf(
+					"call %s asks for write %q a third time in this run", b.Calls[i].ID, c.WriteKey))
+			}
 		}
 	}
-	for _, c := range ev.Checks {
-		if c.WriteKey != "" && c.Problem == "" {
-			if s.writeKeys == nil {
-				s.writeKeys = map[string]int{}
+	if writes {
+		for i := range checks {
+			if c := &checks[i]; c.WriteKey != "" && c.Problem == "" {
+				if s.writeKeys == nil {
+					s.writeKeys = map[string]int{}
+				}
+				s.writeKeys[c.WriteKey]++
 			}
-			s.writeKeys[c.WriteKey]++
 		}
 	}
 	if s.lastKeys == nil {
-		s.lastKeys = make([]uint64, 0, len(ev.Checks))
-		s.lastIDs = make([]string, 0, len(ev.Checks))
+		s.lastKeys = make([]uint64, 0, len(checks))
+		s.lastIDs = make([]string, 0, len(checks))
 	}
 	s.lastKeys = s.lastKeys[:0]
 	s.lastIDs = s.lastIDs[:0]
 	invalid := 0
-	for i, c := range ev.Checks {
+	for i := range checks {
+		c := &checks[i]
 		s.lastKeys = append(s.lastKeys, c.Key)
 		s.lastIDs = append(s.lastIDs, b.Calls[i].ID)
 		if c.Problem != "" {
@@ -431,14 +444,14 @@ func callsValidated(s *State, ev *Event) Effect {
 		}
 	}
 	switch invalid {
-	case len(ev.Checks):
+	case len(checks):
 		return finishBatch(s)
 	case 0:
-		return Effect{Kind: AuthorizeCalls, Calls: indexes(len(ev.Checks))}
+		return Effect{Kind: AuthorizeCalls, Calls: indexes(len(checks))}
 	}
-	valid := make([]int, 0, len(ev.Checks)-invalid)
-	for i, c := range ev.Checks {
-		if c.Problem == "" {
+	valid := make([]int, 0, len(checks)-invalid)
+	for i := range checks {
+		if checks[i].Problem == "" {
 			valid = append(valid, i)
 		}
 	}
@@ -453,8 +466,17 @@ func policyDecided(s *State, ev *Event) Effect {
 	b.Decisions = ev.Decisions
 	// The most severe verdict decides: an out-of-bounds tool, then a denial,
 	// then a confirmation.
+	decisions := ev.Decisions
+	allAllowed := true
+	for i := range decisions {
+		allAllowed = allAllowed && decisions[i].Verdict == policy.Allow
+	}
 	for _, want := range []policy.Verdict{policy.NotAllowed, policy.Deny} {
-		for i, d := range ev.Decisions {
+		if allAllowed {
+			break
+		}
+		for i := range decisions {
+			d := &decisions[i]
 			if d.Verdict != want {
 				continue
 			}
@@ -467,8 +489,8 @@ func policyDecided(s *State, ev *Event) Effect {
 			return stop(s, PermissionDenied, fmt.Sprintf("call %s: %s", call.ID, d.Reason))
 		}
 	}
-	allowed := indexes(len(ev.Decisions))
-	if slices.ContainsFunc(ev.Decisions, func(d policy.Decision) bool { return d.Verdict != policy.Allow }) {
+	allowed := indexes(len(decisions))
+	if !allAllowed {
 		allowed = make([]int, 0, len(ev.Decisions))
 		for i, d := range ev.Decisions {
 			switch d.Verdict {
@@ -527,11 +549,11 @@ func record(s *State, ev *Event) {
 		return
 	}
 	idx := b.Plan.Stages[ev.Stage]
-	for j, o := range ev.Outcomes {
+	for j := range ev.Outcomes {
 		if j >= len(idx) {
 			break
 		}
-		i := idx[j]
+		i, o := idx[j], &ev.Outcomes[j]
 		b.Results[i] = o.Result
 		if o.Result.Status == llm.StatusError && tool.Deterministic(o.Result.ErrorKind) && i < len(b.Checks) {
 			s.fail(b.Checks[i].Key, o.Result.ErrorKind)
@@ -546,16 +568,17 @@ func stageFinished(s *State, ev *Event) Effect {
 		return stop(s, ProtocolError, "driver error: stage outcomes do not match the plan")
 	}
 	record(s, ev)
-	for _, o := range ev.Outcomes {
-		if o.OutcomeUnknown {
+	// Outcomes (176 bytes) are walked by pointer, not copied.
+	for i := range ev.Outcomes {
+		if o := &ev.Outcomes[i]; o.OutcomeUnknown {
 			r := o.Result
 			return stop(s, ToolOutcomeUnknown, fmt.Sprintf(
 				"call %s (%s): the write with idempotency key %q may or may not have happened, and no status look-up settled it",
 				r.CallID, r.Name, o.IdempotencyKey))
 		}
 	}
-	for _, o := range ev.Outcomes {
-		if o.TimedOut && o.StopRun {
+	for i := range ev.Outcomes {
+		if o := &ev.Outcomes[i]; o.TimedOut && o.StopRun {
 			r := o.Result
 			return stop(s, ToolTimeout, fmt.Sprintf("call %s (%s) ran past its timeout", r.CallID, r.Name))
 		}
