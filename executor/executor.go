@@ -208,7 +208,7 @@ func (e *Executor) Run(ctx context.Context, c Call) Outcome {
 }
 
 func (e *Executor) run(ctx context.Context, c Call) Outcome {
-	timeout := e.timeout(c)
+	timeout := e.timeout(&c)
 	start := time.Now()
 	wait := e.opts.RetryBackoff
 	for attempt := 1; ; attempt++ {
@@ -236,7 +236,7 @@ func (e *Executor) run(ctx context.Context, c Call) Outcome {
 	}
 }
 
-func (e *Executor) timeout(c Call) time.Duration {
+func (e *Executor) timeout(c *Call) time.Duration {
 	switch {
 	case c.Timeout > 0:
 		return c.Timeout

@@ -385,7 +385,7 @@ func (e *Executor) guardedInline(ctx context.Context, c *Call, w *Watchdog, take
 }
 
 func (e *Executor) runInline(ctx context.Context, c *Call, w *Watchdog, takeover abandoner, cc *callContext, now time.Time, out *Outcome) (end time.Time, ok bool) {
-	timeout := e.timeout(*c)
+	timeout := e.timeout(c)
 	start := now
 	if start.IsZero() {
 		start = time.Now()
