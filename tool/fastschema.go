@@ -111,6 +111,9 @@ type fsNode struct {
 	// required and additionalProperties, and has at most 64 properties;
 	// typeOnly that a scalar is checked only against the type keyword.
 	flatObject, typeOnly bool
+	// scalarMembers says that the members of a valid object are never
+	// arrays or objects.
+	scalarMembers bool
 }
 
 // fsProp is a property named in properties or required.
@@ -340,6 +343,13 @@ func compileNode(s *jsonschema.Schema, depth int) (*fsNode, bool) {
 		return nil, true
 	}
 	n.flatObject = n.types&kindObject != 0 && !n.hasEnum && !n.hasCons && len(n.props) <= 64
+	scalar := func(m *fsNode) bool { return m != nil && m.types&(kindArray|kindObject) == 0 }
+	n.scalarMembers = n.addlNo || scalar(n.addl)
+	for _, p := range n.props {
+		if p.declared && !scalar(p.node) {
+			n.scalarMembers = false
+		}
+	}
 	n.typeOnly = !n.hasEnum && !n.hasCons && !n.hasMin && !n.hasMax && !n.hasXMin && !n.hasXMax &&
 		!n.hasMinLen && !n.hasMaxLen
 	return n, true

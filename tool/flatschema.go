@@ -26,6 +26,14 @@ func flatValidate(n *fsNode, b []byte) (uint64, bool) {
 	if i >= len(b) || b[i] != '{' {
 		return 0, false
 	}
+	if n == nil || !n.scalarMembers {
+		// Unless the schema rules them out, look for nested values first:
+		// found half way, they would waste the work done until then. A
+		// bracket in a string only sends flat arguments the long way.
+		if bytes.IndexByte(b[i+1:], '{') >= 0 || bytes.IndexByte(b[i+1:], '[') >= 0 {
+			return 0, false
+		}
+	}
 	start := i
 	h := fnv64(offset64)
 	h = (h ^ '{') * prime64
