@@ -40,12 +40,18 @@ func flatValidate(n *fsNode, b []byte) (uint64, bool) {
 	var seen uint64 // the properties of n present
 	sorted := true  // the keys so far increase, and h covers their members
 	var last []byte // the last key, while sorted
+	members := 0
 	i = skipSpace(b, i+1)
 	if i < len(b) && b[i] == '}' {
 		i++
 	} else {
 		for {
 			if i >= len(b) || b[i] != '"' {
+				return 0, false
+			}
+			// flatRehash sorts at most flatMembers; give up on a bigger
+			// object out of order as soon as that is known.
+			if members++; !sorted && members > flatMembers {
 				return 0, false
 			}
 			k1 := plainScan(b, i+1)
@@ -221,6 +227,11 @@ func flatScalar(n *fsNode, b []byte, i int, h fnv64) (fnv64, int) {
 	return fnvUint((h^'#')*prime64, math.Float64bits(x)), w.i
 }
 
+// flatMembers bounds the members of an object out of order that the
+// shortcut sorts: insertion sort on the stack suits small objects; the
+// general validator sorts bigger ones better.
+const flatMembers = 16
+
 // flatMember locates one member of a flat object, to hash it in key order.
 type flatMember struct {
 	k0, k1 int32 // the key, without quotes
@@ -233,7 +244,7 @@ type flatMember struct {
 // order and repeated keys that are not properties. It reports false for
 // repeated keys, or too many members to sort on the stack.
 func flatRehash(b []byte, start int) (fnv64, bool) {
-	var buf [16]flatMember
+	var buf [flatMembers]flatMember
 	ms := buf[:0]
 	i := skipSpace(b, start+1)
 	for b[i] != '}' {
