@@ -110,9 +110,11 @@ type State struct {
 	// holds the keys of calls that failed for good. Both are made on first
 	// use.
 	writeKeys map[string]int
-	lastKeys  []uint64
-	lastIDs   []string
 	failed    map[uint64]llm.ErrorKind
+	// lastChecks and lastCalls are the previous turn's checks and calls
+	// (the log and the history keep them anyway), for spin detection.
+	lastChecks []CallCheck
+	lastCalls  []llm.ToolCall
 }
 
 // idSet is a set of call IDs: a list while it is short (one allocation and
@@ -395,11 +397,11 @@ func callsValidated(s *State, ev *Event) Effect {
 			// not executed; the write-key count below bounds it instead.
 			continue
 		}
-		for j, k := range s.lastKeys {
-			if k == c.Key {
+		for j := range s.lastChecks {
+			if s.lastChecks[j].Key == c.Key {
 				call := &b.Calls[i]
 				return stop(s, SpinDetected, fmt.Sprintf(
-					"call %s repeats %s with the same arguments as call %s of the previous turn", call.ID, call.Name, s.lastIDs[j]))
+					"call %s repeats %s with the same arguments as call %s of the previous turn", call.ID, call.Name, s.lastCalls[j].ID))
 			}
 		}
 	}
@@ -426,17 +428,10 @@ func callsValidated(s *State, ev *Event) Effect {
 			}
 		}
 	}
-	if s.lastKeys == nil {
-		s.lastKeys = make([]uint64, 0, len(checks))
-		s.lastIDs = make([]string, 0, len(checks))
-	}
-	s.lastKeys = s.lastKeys[:0]
-	s.lastIDs = s.lastIDs[:0]
+	s.lastChecks, s.lastCalls = checks, b.Calls
 	invalid := 0
 	for i := range checks {
 		c := &checks[i]
-		s.lastKeys = append(s.lastKeys, c.Key)
-		s.lastIDs = append(s.lastIDs, b.Calls[i].ID)
 		if c.Problem != "" {
 			invalid++
 			s.fail(c.Key, llm.ErrInvalidArguments)
