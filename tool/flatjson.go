@@ -206,12 +206,14 @@ func (c *flatCodec) decode(args []byte, p unsafe.Pointer, reserve int) (spare []
 		}
 		i = skipSpace(args, i+1)
 		if f.kind == reflect.String {
-			end := -1
-			if i < len(args) && args[i] == '"' {
-				end = plainEnd(args, i)
-			}
-			if end < 0 {
+			if i >= len(args) || args[i] != '"' {
 				return nil, false
+			}
+			end := plainScan(args, i+1) // plainEnd, its commonest case inline
+			if end >= len(args) || args[end] != '"' {
+				if end = plainEndUTF8(args, i, end); end < 0 {
+					return nil, false
+				}
 			}
 			if pend.n == len(pend.s) {
 				// More strings than there is room for (a key repeated):
