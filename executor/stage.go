@@ -2,7 +2,6 @@ package executor
 
 import (
 	"context"
-	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -41,7 +40,6 @@ func (e *Executor) RunStageInline(ctx context.Context, calls []Call, w *Watchdog
 	s := newStageRun(len(calls))
 	s.e, s.ctx, s.calls, s.watch, s.takeover = e, ctx, calls, w, takeover
 	s.outs = make([]Outcome, len(calls))
-	s.undelivered.Add(len(calls))
 	var now time.Time
 	if e.opts.MaxParallel > 1 {
 		now = time.Now()
@@ -74,8 +72,14 @@ type stageRun struct {
 	next atomic.Int32 // next call index to claim
 	// inline is the call the driver is running.
 	inline int32
-	// undelivered counts outcomes not yet delivered.
-	undelivered sync.WaitGroup
+	// helping counts the calls helpers are claiming or running: the
+	// driver's own calls need no count, as it delivers them itself. When
+	// it drops to zero, helped gets a token for a driver waiting on it.
+	// spillOver makes helped before it starts any helper; a stage that
+	// never spills has none. (A WaitGroup would cost every stage a count
+	// per call, and forbids counting up while the driver may be waiting.)
+	helping atomic.Int32
+	helped  chan struct{}
 
 	// The driver's side: its watchdog, and where the outcomes go if it is
 	// replaced.
@@ -117,13 +121,8 @@ func (s *stageRun) claim() (int, bool) {
 	return i, i < len(s.calls)
 }
 
-func (s *stageRun) deliver(i int, o Outcome) {
-	s.outs[i] = o
-	s.undelivered.Done()
-}
-
 // drive runs calls on the driver's goroutine until none is left to claim,
-// then waits for the others. It reports false if the watchdog replaced it.
+// then waits for the helpers'. It reports false if the watchdog replaced it.
 // now, if not zero, is a clock reading the first call may take as its
 // start; a call's end, if it has one, is the next one's.
 func (s *stageRun) drive(now time.Time) bool {
@@ -136,19 +135,33 @@ func (s *stageRun) drive(now time.Time) bool {
 		if now, ok = s.e.runCallInline(s.ctx, &s.calls[i], s.watch, s, &s.ccs[i], now, &s.outs[i]); !ok {
 			return false
 		}
-		s.undelivered.Done()
 	}
 	s.watch.unwatchSpill(s)
-	// Every claimed call delivers, by returning or by its watchdog giving
-	// up on it, so this wait is bounded by the calls' timeouts.
-	s.undelivered.Wait()
+	// A helper counts a call before claiming it, so every call claimed by
+	// now is counted. Each delivers, by returning or by its watchdog
+	// giving up on it, so this wait is bounded by the calls' timeouts. A
+	// count above zero means a helper started, so helped exists; a token
+	// left from an earlier drop to zero only makes the loop look again.
+	for s.helping.Load() != 0 {
+		<-s.helped
+	}
 	return true
+}
+
+// helperDone uncounts a helper's call, claimed or not.
+func (s *stageRun) helperDone() {
+	if s.helping.Add(-1) == 0 {
+		select {
+		case s.helped <- struct{}{}:
+		default: // a token is there already
+		}
+	}
 }
 
 // abandoned runs on the watchdog's goroutine when the driver's own call
 // overran: it records that call's outcome and becomes the driver.
 func (s *stageRun) abandoned(o Outcome) {
-	s.deliver(int(s.inline), o)
+	s.outs[s.inline] = o
 	if s.drive(time.Time{}) {
 		s.takeover(s.outs)
 	}
@@ -157,8 +170,11 @@ func (s *stageRun) abandoned(o Outcome) {
 // spillOver starts helpers for the calls nobody has claimed yet.
 func (s *stageRun) spillOver() {
 	left := len(s.calls) - int(s.next.Load())
-	for k := 0; k < min(left, s.e.opts.MaxParallel-1); k++ {
-		go s.help()
+	if k := min(left, s.e.opts.MaxParallel-1); k > 0 {
+		s.helped = make(chan struct{}, 1)
+		for range k {
+			go s.help()
+		}
 	}
 }
 
@@ -169,13 +185,19 @@ func (s *stageRun) help() {
 	w := NewWatchdog(s.ctx)
 	defer w.Close()
 	for {
+		s.helping.Add(1)
 		i, ok := s.claim()
 		if !ok {
+			s.helperDone()
 			return
 		}
-		if _, ok := s.e.runCallInline(s.ctx, &s.calls[i], w, takeoverFunc(func(o Outcome) { s.deliver(i, o) }), &s.ccs[i], time.Time{}, &s.outs[i]); !ok {
+		delivered := takeoverFunc(func(o Outcome) {
+			s.outs[i] = o
+			s.helperDone()
+		})
+		if _, ok := s.e.runCallInline(s.ctx, &s.calls[i], w, delivered, &s.ccs[i], time.Time{}, &s.outs[i]); !ok {
 			return
 		}
-		s.undelivered.Done()
+		s.helperDone()
 	}
 }

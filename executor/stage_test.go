@@ -460,3 +460,53 @@ func TestRunStageInlineCanceledBefore(t *testing.T) {
 		t.Errorf("%d handlers ran under a canceled context", started.Load())
 	}
 }
+
+// Over many stages of calls that take random, short times, some past a
+// short timeout, the stage waits for every helper's call whoever delivers
+// it (the helper, or the helper's watchdog giving up on it) and returns
+// each outcome in its place, whether the driver or a helper ran it.
+func TestRunStageInlineHelpersRandomTimes(t *testing.T) {
+	const n, rounds, timeout = 7, 150, 3 * time.Millisecond
+	rng := rand.New(rand.NewPCG(5, 6))
+	var mu sync.Mutex
+	sleeps := map[int]time.Duration{}
+	tl := mkTool(t, tool.Spec[args]{Timeout: timeout, OnTimeout: tool.TimeoutReport}, func(_ context.Context, in args) (any, error) {
+		mu.Lock()
+		d := sleeps[in.N]
+		mu.Unlock()
+		time.Sleep(d) // ignores its context: a late one is abandoned
+		return in.N, nil
+	})
+	for round := range rounds {
+		calls := make([]executor.Call, n)
+		mu.Lock()
+		for i := range calls {
+			id := round*n + i
+			calls[i] = call(fmt.Sprint("c", id), tl, id)
+			switch rng.IntN(8) {
+			case 0:
+				sleeps[id] = timeout + time.Millisecond
+			case 1, 2, 3:
+				sleeps[id] = time.Duration(rng.IntN(300)) * time.Microsecond
+			default:
+				sleeps[id] = 0
+			}
+		}
+		mu.Unlock()
+		ex := executor.New(&executor.Options{MaxParallel: 1 + rng.IntN(4), SpillAfter: time.Duration(1+rng.IntN(200)) * time.Microsecond})
+		first, wait := runStage(ex, context.Background(), calls)
+		r := awaitStage(t, first, margin)
+		for i, o := range r.outs {
+			id := round*n + i
+			switch {
+			case o.Result.CallID != calls[i].Call.ID:
+				t.Fatalf("round %d: outcome %d is for %q", round, i, o.Result.CallID)
+			case o.Result.Status == llm.StatusOK && string(o.Result.Content) != fmt.Sprint(id):
+				t.Fatalf("round %d: outcome %d = %+v", round, i, o)
+			case o.Result.Status != llm.StatusOK && !o.TimedOut:
+				t.Fatalf("round %d: outcome %d = %+v", round, i, o)
+			}
+		}
+		wait()
+	}
+}
