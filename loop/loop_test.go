@@ -740,3 +740,42 @@ func TestAbandonedHandlerKeepsItsCall(t *testing.T) {
 		})
 	}
 }
+
+// TestEventTimes checks the events' clock readings: with the runner's own
+// clock and nothing in between, a policy decision without a policy and the
+// stop share the moment of the event before; a caller's clock is read for
+// every event.
+func TestEventTimes(t *testing.T) {
+	f := newFixture(t)
+	turns := func() llm.Model {
+		return llmtest.New(llmtest.Calls(call("c1", "query_order", `{"id":"A1"}`)), llmtest.Text("ok"))
+	}
+	res, err := loop.Run(context.Background(), loop.Config{Model: turns(), Tools: f.reg}, user("q"))
+	mustStatus(t, res, err, loop.FinalAnswer)
+	for i := 1; i < len(res.Events); i++ {
+		ev, prev := res.Events[i], res.Events[i-1]
+		if ev.At.Before(prev.At) {
+			t.Fatalf("event %d (%s) at %v, before event %d", ev.Seq, ev.Kind, ev.At, prev.Seq)
+		}
+		if (ev.Kind == loop.PolicyDecided || ev.Kind == loop.Stopped) && !ev.At.Equal(prev.At) {
+			t.Errorf("event %d (%s) at %v, event before at %v", ev.Seq, ev.Kind, ev.At, prev.At)
+		}
+	}
+
+	var reads int
+	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	clock := func() time.Time {
+		reads++
+		return base.Add(time.Duration(reads) * time.Second)
+	}
+	res, err = loop.Run(context.Background(), loop.Config{Model: turns(), Tools: f.reg, Now: clock}, user("q"))
+	mustStatus(t, res, err, loop.FinalAnswer)
+	if reads != len(res.Events) {
+		t.Fatalf("the clock was read %d times for %d events", reads, len(res.Events))
+	}
+	for i, ev := range res.Events {
+		if want := base.Add(time.Duration(i+1) * time.Second); !ev.At.Equal(want) {
+			t.Fatalf("event %d (%s) at %v, want %v", ev.Seq, ev.Kind, ev.At, want)
+		}
+	}
+}

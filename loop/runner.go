@@ -72,8 +72,9 @@ type Runner struct {
 	budgets Budgets
 	price   *Price
 	// ownPlanner is set when cfg.Planner is the default RulePlanner,
-	// which keeps nothing of its input.
-	ownPlanner bool
+	// which keeps nothing of its input; ownClock when cfg.Now is the
+	// default time.Now.
+	ownPlanner, ownClock bool
 }
 
 // NewRunner checks cfg and fills in defaults.
@@ -112,6 +113,7 @@ func NewRunner(cfg Config) (*Runner, error) {
 	}
 	if r.cfg.Now == nil {
 		r.cfg.Now = time.Now
+		r.ownClock = true
 	}
 	if r.cfg.NewRunID == nil {
 		r.cfg.NewRunID = randomID
@@ -364,8 +366,11 @@ func (d *drive) loop(eff Effect) {
 			}
 			eff = d.commit(ev)
 		case Stop:
+			// The decider said stop on the event before: the run stops at
+			// that moment.
 			ev := d.add(Stopped)
 			ev.Status, ev.Detail = eff.Status, eff.Detail
+			d.sameMoment(ev)
 			eff = d.commit(ev)
 		default:
 			eff = d.emit(Event{Kind: Interrupted, Failure: &Failure{Kind: FailModel, Message: "driver error: unknown effect " + string(eff.Kind)}})
@@ -529,10 +534,12 @@ func (d *drive) add(kind EventKind) *Event {
 	return ev
 }
 
-// commit stamps the event add returned, shows it to the observer and
-// hands it to the decider.
+// commit stamps the event add returned, unless sameMoment did, shows it
+// to the observer and hands it to the decider.
 func (d *drive) commit(ev *Event) Effect {
-	ev.At = d.r.cfg.Now()
+	if ev.At.IsZero() {
+		ev.At = d.r.cfg.Now()
+	}
 	if d.r.cfg.Observer != nil {
 		d.r.cfg.Observer.Observe(d.ctx, ev)
 	}
@@ -672,7 +679,21 @@ func (d *drive) authorize(ctx context.Context, idx []int) *Event {
 	}
 	ev := d.add(PolicyDecided)
 	ev.Decisions = decisions
+	if d.r.cfg.Policy == nil {
+		d.sameMoment(ev)
+	}
 	return ev
+}
+
+// sameMoment stamps ev, the event just added, with the time of the event
+// before it, when nothing that takes time happened in between (no policy
+// to ask, no observer to tell) and the clock is the runner's own: the log
+// then reads the clock once for the two. A caller's clock is read for
+// every event, as it may count on.
+func (d *drive) sameMoment(ev *Event) {
+	if d.r.ownClock && d.r.cfg.Observer == nil && len(d.log) >= 2 {
+		ev.At = d.log[len(d.log)-2].At
+	}
 }
 
 func (d *drive) plan(idx []int) *Event {
