@@ -126,3 +126,43 @@ func TestCallContextRaces(t *testing.T) {
 		cancel()
 	}
 }
+
+// Alarms are pooled: a callback that arrives early, or for a watchdog
+// that has since closed, must neither expire a call before its deadline
+// nor keep it from expiring at its deadline; closing twice is harmless.
+func TestWatchdogStrayAlarm(t *testing.T) {
+	old := NewWatchdog(context.Background())
+	stale := old.alarm
+	old.Close()
+	old.Close()
+	stale.fire() // its watchdog closed: reaches nobody, or a fresh one
+
+	w := NewWatchdog(context.Background())
+	defer w.Close()
+	release := make(chan struct{})
+	stuck := tool.MustNew(tool.Spec[noArgs]{Name: "stuck", Timeout: 30 * time.Millisecond, OnTimeout: tool.TimeoutReport},
+		func(context.Context, noArgs) (any, error) { <-release; return nil, nil })
+	start := time.Now()
+	took := make(chan Outcome, 1)
+	returned := make(chan bool, 1)
+	go func() {
+		_, ok := New(nil).RunInline(context.Background(), Call{Tool: stuck}, w, func(o Outcome) { took <- o })
+		returned <- ok
+	}()
+	for range 5 {
+		time.Sleep(2 * time.Millisecond)
+		w.alarm.fire() // early: nothing is due yet
+	}
+	select {
+	case o := <-took:
+		if elapsed := time.Since(start); !o.TimedOut || elapsed < 30*time.Millisecond {
+			t.Errorf("taken over after %v with %+v, want a timeout after 30ms", elapsed, o)
+		}
+	case <-time.After(time.Second):
+		t.Fatal("the call was never given up on")
+	}
+	close(release)
+	if <-returned {
+		t.Error("RunInline reported ok=true after the watchdog took over")
+	}
+}

@@ -19,11 +19,9 @@ import (
 //
 // A Watchdog serves one run, one call at a time. Close it when the run ends.
 type Watchdog struct {
-	// timer is made when first needed: a run without tool calls never
-	// sets it, and making it stopped would cost a trip through the
-	// runtime's timer heap.
-	timer      *time.Timer
-	fireFunc   func()
+	// alarm holds the timer, and is what the timer and the run's context
+	// call back; nil once the watchdog is closed.
+	alarm      *alarm
 	stopParent func() bool
 	parent     context.Context
 
@@ -39,24 +37,60 @@ type Watchdog struct {
 	armedFor time.Time
 }
 
+// alarm is a watchdog's timer and callback. Every run needs one, so
+// alarms are pooled rather than made per run, timer included. A callback
+// that arrives after its watchdog closed (the timer or the context fired
+// just before) reaches the alarm's next watchdog, or none: a fire that
+// finds nothing due only sets the timer again, so it does no harm.
+type alarm struct {
+	w atomic.Pointer[Watchdog]
+	// timer is made when first needed: a run without tool calls never
+	// sets it, and making it stopped would cost a trip through the
+	// runtime's timer heap. A pooled alarm's timer is stopped.
+	timer *time.Timer
+	ring  func() // a.fire, bound once
+}
+
+func (a *alarm) fire() {
+	if w := a.w.Load(); w != nil {
+		w.fire()
+	}
+}
+
+var alarms sync.Pool
+
 // NewWatchdog returns a watchdog for a run whose context is ctx.
 func NewWatchdog(ctx context.Context) *Watchdog {
 	w := &Watchdog{parent: ctx}
-	w.fireFunc = w.fire
-	w.stopParent = context.AfterFunc(ctx, w.fireFunc)
+	a, _ := alarms.Get().(*alarm)
+	if a == nil {
+		a = new(alarm)
+		a.ring = a.fire
+	}
+	a.w.Store(w)
+	w.alarm = a
+	w.stopParent = context.AfterFunc(ctx, a.ring)
 	return w
 }
 
-// Close releases the watchdog's timer and context registration.
+// Close releases the watchdog's timer and context registration. Closing
+// it again does nothing.
 func (w *Watchdog) Close() {
 	w.mu.Lock()
-	if w.timer != nil {
-		w.timer.Stop()
+	a := w.alarm
+	w.alarm = nil
+	if a != nil && a.timer != nil {
+		a.timer.Stop()
 	}
 	w.armedFor = time.Time{}
 	w.spill, w.cur = nil, watchedCall{}
 	w.mu.Unlock()
+	if a == nil {
+		return
+	}
 	w.stopParent()
+	a.w.Store(nil)
+	alarms.Put(a)
 }
 
 // wakeBy makes sure the timer fires no later than at; w.mu is held.
@@ -66,11 +100,14 @@ func (w *Watchdog) Close() {
 // late: one that fires early, for an earlier call or stage, finds nothing
 // due yet and sets itself again.
 func (w *Watchdog) wakeBy(at time.Time, d time.Duration) {
+	if w.alarm == nil {
+		return // closed: nothing is watched any more
+	}
 	if d <= 0 || w.armedFor.IsZero() || w.armedFor.After(at) {
-		if w.timer == nil {
-			w.timer = time.AfterFunc(max(d, 0), w.fireFunc)
+		if a := w.alarm; a.timer == nil {
+			a.timer = time.AfterFunc(max(d, 0), a.ring)
 		} else {
-			w.timer.Reset(max(d, 0))
+			a.timer.Reset(max(d, 0))
 		}
 		w.armedFor = at
 	}
