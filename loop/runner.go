@@ -285,9 +285,7 @@ func (d *drive) run(ctx context.Context, first func() Effect, deadline time.Dura
 	d.done.Add(1)
 	go func() {
 		growStack()
-		// The effect first's event called for, which Next kept: read
-		// here rather than captured, the closure holds d alone.
-		d.loop(d.state.next)
+		d.loop()
 	}()
 	d.done.Wait()
 	out := d.out
@@ -329,8 +327,12 @@ type delivery struct {
 // loop performs effects until the run is over, then delivers the result.
 // It returns early, delivering nothing, when a stuck tool handler made the
 // watchdog hand the run to another goroutine.
-func (d *drive) loop(eff Effect) {
+func (d *drive) loop() {
 	ctx := d.ctx
+	// eff is the effect the last event called for, as Next keeps it: the
+	// loop reads it there rather than having it copied out (80 bytes)
+	// at every step.
+	eff := &d.state.next
 	for eff.Kind != None {
 		if eff.Kind == ExecuteStage || (eff.Kind == RequestModel && d.flushed == 0) {
 			// What the run learned so far is on disk before a tool acts on
@@ -346,34 +348,34 @@ func (d *drive) loop(eff Effect) {
 		}
 		if eff.Kind != Stop {
 			if f := contextFailure(ctx); f != nil {
-				eff = d.emit(Event{Kind: Interrupted, Failure: f})
+				d.emit(Event{Kind: Interrupted, Failure: f})
 				continue
 			}
 		}
 		switch eff.Kind {
 		case RequestModel:
-			eff = d.commit(d.requestModel(ctx))
+			d.commit(d.requestModel(ctx))
 		case ValidateCalls:
-			eff = d.commit(d.validate())
+			d.commit(d.validate())
 		case AuthorizeCalls:
-			eff = d.commit(d.authorize(ctx, eff.Calls))
+			d.commit(d.authorize(ctx, eff.Calls))
 		case PlanBatch:
-			eff = d.commit(d.plan(eff.Calls))
+			d.commit(d.plan(eff.Calls))
 		case ExecuteStage:
 			ev, ok := d.execute(ctx, eff.Stage, eff.Calls)
 			if !ok {
 				return
 			}
-			eff = d.commit(ev)
+			d.commit(ev)
 		case Stop:
 			// The decider said stop on the event before: the run stops at
 			// that moment.
 			ev := d.add(Stopped)
 			ev.Status, ev.Detail = eff.Status, eff.Detail
 			d.sameMoment(ev)
-			eff = d.commit(ev)
+			d.commit(ev)
 		default:
-			eff = d.emit(Event{Kind: Interrupted, Failure: &Failure{Kind: FailModel, Message: "driver error: unknown effect " + string(eff.Kind)}})
+			d.emit(Event{Kind: Interrupted, Failure: &Failure{Kind: FailModel, Message: "driver error: unknown effect " + string(eff.Kind)}})
 		}
 	}
 	if err := d.flush(); err != nil {
@@ -515,7 +517,8 @@ func (d *drive) emit(ev Event) Effect {
 	p := d.add(ev.Kind)
 	ev.Seq = p.Seq
 	*p = ev
-	return d.commit(p)
+	d.commit(p)
+	return d.state.next
 }
 
 // add appends the run's next event, zero but for its number and kind, for
@@ -535,15 +538,16 @@ func (d *drive) add(kind EventKind) *Event {
 }
 
 // commit stamps the event add returned, unless sameMoment did, shows it
-// to the observer and hands it to the decider.
-func (d *drive) commit(ev *Event) Effect {
+// to the observer and hands it to the decider, which keeps the effect it
+// calls for in d.state.next.
+func (d *drive) commit(ev *Event) {
 	if ev.At.IsZero() {
 		ev.At = d.r.cfg.Now()
 	}
 	if d.r.cfg.Observer != nil {
 		d.r.cfg.Observer.Observe(d.ctx, ev)
 	}
-	return Next(&d.state, ev)
+	Next(&d.state, ev)
 }
 
 func contextFailure(ctx context.Context) *Failure {
@@ -788,7 +792,8 @@ func (d *drive) stageFinished(stage int, outs []executor.Outcome) *Event {
 func (d *drive) continueAfter(outs []executor.Outcome) {
 	// The handler given up on still has its call.
 	d.sc.lent = true
-	d.loop(d.commit(d.stageFinished(d.sc.stage, outs)))
+	d.commit(d.stageFinished(d.sc.stage, outs))
+	d.loop()
 }
 
 func randomID() string {
