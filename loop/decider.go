@@ -3,6 +3,7 @@ package loop
 import (
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -309,13 +310,14 @@ func modelResponded(s *State, ev *Event) Effect {
 	s.Messages = append(s.Messages, msg)
 	n := len(msg.ToolCalls)
 	if n == 0 {
-		return stop(s, FinalAnswer, fmt.Sprintf("the model answered after %d turn(s)", s.Steps))
+		// Every run that succeeds ends here: no fmt.Sprintf for it.
+		return stop(s, FinalAnswer, "the model answered after "+strconv.Itoa(s.Steps)+" turn(s)")
 	}
 	for _, c := range msg.ToolCalls {
 		s.callIDs.add(c.ID)
 	}
 	s.Batch = newBatch(s.Steps, msg.ToolCalls)
-	b := s.Budgets
+	b := &s.Budgets
 	switch {
 	case s.Steps >= b.MaxSteps:
 		return stop(s, MaxStepsExceeded, fmt.Sprintf(

@@ -616,7 +616,8 @@ func (d *drive) validate() *Event {
 	checks, decisions, plan := records(len(calls))
 	sc := d.scratch()
 	sc.toolsFor, sc.tools, sc.decisions, sc.plan = d.state.Batch, sc.toolBuf[:0], decisions, plan
-	for i, c := range calls {
+	for i := range calls {
+		c := &calls[i]
 		t, ok := d.r.cfg.Tools.Lookup(c.Name)
 		sc.tools = append(sc.tools, t)
 		if !ok {
@@ -642,7 +643,7 @@ func (d *drive) validate() *Event {
 
 // writeKey derives a write's idempotency key: the tool's business key,
 // else one from the request ID and the call's content, else run + call ID.
-func (d *drive) writeKey(t *tool.Tool, c llm.ToolCall, callKey uint64) string {
+func (d *drive) writeKey(t *tool.Tool, c *llm.ToolCall, callKey uint64) string {
 	if k := t.IdempotencyKey(c.Arguments); k != "" {
 		return k
 	}
