@@ -2,6 +2,7 @@ package loop_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -187,5 +188,15 @@ func TestIdempotencyConflictIsNotExecuted(t *testing.T) {
 	mustStatus(t, res, err, loop.FinalAnswer)
 	if r := resultFor(t, res.Messages, "c2"); r.ErrorKind != executor.ErrIdempotencyConflict || applied.Load() != 1 {
 		t.Fatalf("c2 = %+v, applied %d", r, applied.Load())
+	}
+}
+
+// TestHex16MatchesFmt checks that write keys and argument hashes read as
+// fmt's %016x wrote them, which ledgers written before keep.
+func TestHex16MatchesFmt(t *testing.T) {
+	for _, k := range []uint64{0, 1, 0xf, 0x10, 0xdeadbeef, 1 << 63, ^uint64(0), 0x0123456789abcdef} {
+		if got, want := string(loop.AppendHex16([]byte("x/"), k)), "x/"+fmt.Sprintf("%016x", k); got != want {
+			t.Errorf("appendHex16(%#x) = %q, want %q", k, got, want)
+		}
 	}
 }

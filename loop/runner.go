@@ -647,8 +647,10 @@ func (d *drive) writeKey(t *tool.Tool, c *llm.ToolCall, callKey uint64) string {
 	if k := t.IdempotencyKey(c.Arguments); k != "" {
 		return k
 	}
-	if d.r.cfg.RequestID != "" {
-		return fmt.Sprintf("%s/%s/%016x", d.r.cfg.RequestID, c.Name, callKey)
+	if id := d.r.cfg.RequestID; id != "" {
+		b := make([]byte, 0, len(id)+len(c.Name)+18)
+		b = append(append(append(append(b, id...), '/'), c.Name...), '/')
+		return string(appendHex16(b, callKey))
 	}
 	return d.state.RunID + "/" + c.ID
 }
@@ -753,6 +755,16 @@ func (d *drive) execute(ctx context.Context, stage int, idx []int) (ev *Event, o
 	return ev, true
 }
 
+// appendHex16 appends k as 16 lowercase hex digits, as fmt's %016x does,
+// without fmt's cost on every write call.
+func appendHex16(b []byte, k uint64) []byte {
+	const digits = "0123456789abcdef"
+	for shift := 60; shift >= 0; shift -= 4 {
+		b = append(b, digits[k>>uint(shift)&0xf])
+	}
+	return b
+}
+
 // mayStillRun reports whether a handler of a stage that is over may still
 // be running, and reading its call (executor.RunStageInline). The watchdog
 // gives up on a handler only when it overran its timeout or the run's
@@ -778,7 +790,8 @@ func (d *drive) call(c *executor.Call, b *Batch, i int, t *tool.Tool) {
 	*c = executor.Call{Call: b.Calls[i], Tool: t, Timeout: d.r.budgets.ToolTimeout}
 	if i < len(b.Checks) && b.Checks[i].WriteKey != "" {
 		c.IdempotencyKey, c.RunID = b.Checks[i].WriteKey, d.state.RunID
-		c.ArgsHash = fmt.Sprintf("%016x", b.Checks[i].Key)
+		var buf [16]byte
+		c.ArgsHash = string(appendHex16(buf[:0], b.Checks[i].Key))
 	}
 }
 
