@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toolloop/toolloop/llm"
 	"github.com/toolloop/toolloop/tool"
 )
 
@@ -164,5 +165,57 @@ func TestWatchdogStrayAlarm(t *testing.T) {
 	close(release)
 	if <-returned {
 		t.Error("RunInline reported ok=true after the watchdog took over")
+	}
+}
+
+// A watchdog registers with the run's context only once a call has run
+// for about registerAfter; a run of quick calls never does. A handler
+// that ignores its context is still given up on when the context ends
+// before the registration.
+func TestWatchdogRegistersLate(t *testing.T) {
+	registered := func(w *Watchdog) bool {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		return w.stopParent != nil
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	w := NewWatchdog(ctx)
+	defer w.Close()
+	quick := tool.MustNew(tool.Spec[noArgs]{Name: "quick"}, func(context.Context, noArgs) (any, error) { return nil, nil })
+	start := time.Now()
+	_, ok := New(nil).RunInline(ctx, Call{Tool: quick}, w, func(Outcome) { t.Error("takeover") })
+	// The timer can only have fired during the call if it took that long
+	// (a stall on a loaded machine).
+	if took := time.Since(start); !ok || registered(w) && took < registerAfter {
+		t.Fatalf("after a quick call (%v): ok=%v, registered=%v", took, ok, registered(w))
+	}
+
+	release := make(chan struct{})
+	started := make(chan struct{})
+	stuck := tool.MustNew(tool.Spec[noArgs]{Name: "stuck", Timeout: time.Hour},
+		func(context.Context, noArgs) (any, error) { close(started); <-release; return nil, nil })
+	took := make(chan Outcome, 1)
+	returned := make(chan bool, 1)
+	go func() {
+		_, ok := New(nil).RunInline(ctx, Call{Tool: stuck}, w, func(o Outcome) { took <- o })
+		returned <- ok
+	}()
+	<-started
+	cancel() // most likely before the registration
+	select {
+	case o := <-took:
+		if !o.StopRun || o.Result.ErrorKind != llm.ErrCanceled {
+			t.Errorf("outcome = %+v", o)
+		}
+	case <-time.After(time.Second):
+		t.Fatal("the stuck call was not given up on after the run's context ended")
+	}
+	close(release)
+	if <-returned {
+		t.Error("RunInline reported ok=true after the watchdog took over")
+	}
+	if !registered(w) {
+		t.Error("not registered after a call ran past registerAfter")
 	}
 }

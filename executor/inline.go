@@ -14,18 +14,24 @@ import (
 // Watchdog lets a driver run tool handlers on its own goroutine, which is
 // several times cheaper than a goroutine per call, without letting a
 // handler that ignores its context hold the run: when a call overruns its
-// timeout, or the run's context ends, the watchdog gives the run to a new
-// goroutine (see RunInline) and the stuck one is abandoned.
+// timeout, or the run's context ends (noticed at most registerAfter late),
+// the watchdog gives the run to a new goroutine (see RunInline) and the
+// stuck one is abandoned.
 //
 // A Watchdog serves one run, one call at a time. Close it when the run ends.
 type Watchdog struct {
 	// alarm holds the timer, and is what the timer and the run's context
 	// call back; nil once the watchdog is closed.
-	alarm      *alarm
-	stopParent func() bool
-	parent     context.Context
+	alarm  *alarm
+	parent context.Context
 
 	mu sync.Mutex
+	// stopParent undoes the registration with the run's context; nil
+	// until the watchdog registers (see registerAfter).
+	stopParent func() bool
+	// soon is set while the timer is due within registerAfter of when it
+	// was set: until the watchdog registers, a watched call needs that.
+	soon bool
 	// cur is the call being watched; its cc is nil when there is none.
 	cur watchedCall
 	// spill is a parallel stage whose other calls join in at spillAt
@@ -59,6 +65,17 @@ func (a *alarm) fire() {
 
 var alarms sync.Pool
 
+// registerAfter is how long a watchdog watches without a callback from
+// the run's context: until its timer first fires while it watches a call
+// or a stage, which is at most registerAfter after the call or stage
+// began. Most runs are over sooner and never pay for the registration
+// (an allocation or three in the context package, and a lock on the
+// context's way in and out). Until then, a handler that ignores its
+// context holds a run whose context ended up to registerAfter longer; a
+// handler that watches its context's Done sees the end at once, as its
+// context registers on its own.
+const registerAfter = time.Millisecond
+
 // NewWatchdog returns a watchdog for a run whose context is ctx.
 func NewWatchdog(ctx context.Context) *Watchdog {
 	w := &Watchdog{parent: ctx}
@@ -69,7 +86,6 @@ func NewWatchdog(ctx context.Context) *Watchdog {
 	}
 	a.w.Store(w)
 	w.alarm = a
-	w.stopParent = context.AfterFunc(ctx, a.ring)
 	return w
 }
 
@@ -84,11 +100,14 @@ func (w *Watchdog) Close() {
 	}
 	w.armedFor = time.Time{}
 	w.spill, w.cur = nil, watchedCall{}
+	stopParent := w.stopParent
 	w.mu.Unlock()
 	if a == nil {
 		return
 	}
-	w.stopParent()
+	if stopParent != nil {
+		stopParent()
+	}
 	a.w.Store(nil)
 	alarms.Put(a)
 }
@@ -109,7 +128,7 @@ func (w *Watchdog) wakeBy(at time.Time, d time.Duration) {
 		} else {
 			a.timer.Reset(max(d, 0))
 		}
-		w.armedFor = at
+		w.armedFor, w.soon = at, d <= registerAfter
 	}
 }
 
@@ -136,6 +155,10 @@ func (w *Watchdog) arm(c watchedCall, d time.Duration) {
 	w.mu.Lock()
 	w.cur = c
 	w.wakeBy(c.cc.deadline, d)
+	if w.stopParent == nil && !w.soon {
+		// Not registered yet: the timer must fire within registerAfter.
+		w.wakeBy(c.cc.deadline.Add(registerAfter-d), registerAfter)
+	}
 	w.mu.Unlock()
 }
 
@@ -171,7 +194,13 @@ func (w *Watchdog) unwatchSpill(s *stageRun) {
 // fire runs on the timer's or the context's own goroutine.
 func (w *Watchdog) fire() {
 	w.mu.Lock()
-	w.armedFor = time.Time{}
+	w.armedFor, w.soon = time.Time{}, false
+	if w.stopParent == nil && w.alarm != nil && (w.cur.cc != nil || w.spill != nil) {
+		// A call or stage has been watched long enough: register, so
+		// that the end of the run's context is noticed at once from now
+		// on. (If it has ended already, the callback comes at once too.)
+		w.stopParent = context.AfterFunc(w.parent, w.alarm.ring)
+	}
 	now := time.Now()
 	// The timer may have been set for an earlier call or stage: what is
 	// not due yet is watched again.
