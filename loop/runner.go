@@ -182,13 +182,21 @@ func (r *Runner) Run(ctx context.Context, msgs []llm.Message) (*Result, error) {
 	// guess.
 	d := r.newDrive(make([]Event, 0, max(16, int(r.lastLogLen.Load()))))
 	d.idCtx.id = r.cfg.NewRunID()
+	// The run's start record and its result, which holds the record in
+	// its log anyway, come in one allocation; result fills in the latter.
+	x := new(struct {
+		start StartInfo
+		res   Result
+	})
+	d.out.res = &x.res
 	return d.run(ctx, func() Effect {
-		return d.emit(Event{Kind: Started, Start: &StartInfo{
+		x.start = StartInfo{
 			RunID: d.idCtx.id, SessionID: r.cfg.SessionID, Model: r.cfg.ModelName, PromptVersion: r.cfg.PromptVersion,
 			ToolsVersion: r.cfg.Tools.Version(), Identity: r.cfg.Identity, Budgets: r.budgets, Price: r.price,
 			Messages: msgs,
 			sizes:    sizeHint{messages: int(r.lastMessages.Load()), callIDs: int(r.lastCallIDs.Load())},
-		}})
+		}
+		return d.emit(Event{Kind: Started, Start: &x.start})
 	}, r.budgets.Deadline)
 }
 
@@ -246,7 +254,8 @@ func (r *Runner) continueFrom(ctx context.Context, events []Event, flushed int) 
 		eff = Next(&d.state, &d.log[i])
 	}
 	if eff.Kind == None && d.flushed == len(d.log) {
-		return d.result(), d.result().Err()
+		res := d.result()
+		return res, res.Err()
 	}
 	remaining := time.Duration(0)
 	if !d.state.Deadline.IsZero() {
@@ -396,13 +405,19 @@ func (d *drive) deliver(out delivery) {
 	d.done.Done()
 }
 
+// result returns the run's result, in the room Run made for it if any.
 func (d *drive) result() *Result {
 	s := &d.state
-	return &Result{
+	res := d.out.res
+	if res == nil {
+		res = new(Result)
+	}
+	*res = Result{
 		RunID: s.RunID, Status: s.Status, Detail: s.Detail, Steps: s.Steps, ToolCalls: s.ToolCalls,
 		Usage: s.Usage, Cost: s.Cost, Messages: s.History(), Pending: s.Pending, Events: d.log,
 		Duration: d.log[len(d.log)-1].At.Sub(d.log[0].At),
 	}
+	return res
 }
 
 // drive holds one run's mutable driver state.
@@ -410,7 +425,8 @@ type drive struct {
 	r     *Runner
 	ctx   context.Context
 	watch *executor.Watchdog
-	// done is released, and out set, once the run is over.
+	// done is released, and out set, once the run is over; before, out.res
+	// may hold the room Run made for the result.
 	done sync.WaitGroup
 	out  delivery
 	// idCtx is the run's context as far as its ID, which it carries.
