@@ -137,6 +137,17 @@ func TestWatchdogStrayAlarm(t *testing.T) {
 	old.Close()
 	old.Close()
 	stale.fire() // its watchdog closed: reaches nobody, or a fresh one
+	// A stray callback racing with the alarm's next watchdog being made
+	// (the pool most likely hands it the same alarm).
+	for range 200 {
+		w := NewWatchdog(context.Background())
+		a := w.alarm
+		w.Close()
+		done := make(chan struct{})
+		go func() { a.fire(); close(done) }()
+		NewWatchdog(context.Background()).Close()
+		<-done
+	}
 
 	w := NewWatchdog(context.Background())
 	defer w.Close()

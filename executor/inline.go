@@ -84,8 +84,9 @@ func NewWatchdog(ctx context.Context) *Watchdog {
 		a = new(alarm)
 		a.ring = a.fire
 	}
-	a.w.Store(w)
 	w.alarm = a
+	// Published last: a stray callback may reach w as soon as it is.
+	a.w.Store(w)
 	return w
 }
 
