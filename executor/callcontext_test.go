@@ -132,7 +132,8 @@ func TestCallContextRaces(t *testing.T) {
 // that has since closed, must neither expire a call before its deadline
 // nor keep it from expiring at its deadline; closing twice is harmless.
 func TestWatchdogStrayAlarm(t *testing.T) {
-	old := NewWatchdog(context.Background())
+	e := New(nil)
+	old := e.NewWatchdog(context.Background())
 	stale := old.alarm
 	old.Close()
 	old.Close()
@@ -140,16 +141,16 @@ func TestWatchdogStrayAlarm(t *testing.T) {
 	// A stray callback racing with the alarm's next watchdog being made
 	// (the pool most likely hands it the same alarm).
 	for range 200 {
-		w := NewWatchdog(context.Background())
+		w := e.NewWatchdog(context.Background())
 		a := w.alarm
 		w.Close()
 		done := make(chan struct{})
 		go func() { a.fire(); close(done) }()
-		NewWatchdog(context.Background()).Close()
+		e.NewWatchdog(context.Background()).Close()
 		<-done
 	}
 
-	w := NewWatchdog(context.Background())
+	w := e.NewWatchdog(context.Background())
 	defer w.Close()
 	release := make(chan struct{})
 	stuck := tool.MustNew(tool.Spec[noArgs]{Name: "stuck", Timeout: 30 * time.Millisecond, OnTimeout: tool.TimeoutReport},

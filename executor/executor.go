@@ -57,6 +57,9 @@ type Executor struct {
 	// attempt may take the key over.
 	mu      sync.Mutex
 	running map[string]int
+
+	// alarms are the timers of closed watchdogs (see NewWatchdog).
+	alarms sync.Pool
 }
 
 func (e *Executor) begin(key string) {

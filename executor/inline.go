@@ -21,8 +21,10 @@ import (
 // A Watchdog serves one run, one call at a time. Close it when the run ends.
 type Watchdog struct {
 	// alarm holds the timer, and is what the timer and the run's context
-	// call back; nil once the watchdog is closed.
+	// call back; nil once the watchdog is closed. It goes back to pool,
+	// if any, on Close.
 	alarm  *alarm
+	pool   *sync.Pool
 	parent context.Context
 
 	mu sync.Mutex
@@ -43,8 +45,8 @@ type Watchdog struct {
 	armedFor time.Time
 }
 
-// alarm is a watchdog's timer and callback. Every run needs one, so
-// alarms are pooled rather than made per run, timer included. A callback
+// alarm is a watchdog's timer and callback. Every run needs one, so an
+// executor pools them rather than making one per run, timer included. A callback
 // that arrives after its watchdog closed (the timer or the context fired
 // just before) reaches the alarm's next watchdog, or none: a fire that
 // finds nothing due only sets the timer again, so it does no harm.
@@ -63,8 +65,6 @@ func (a *alarm) fire() {
 	}
 }
 
-var alarms sync.Pool
-
 // registerAfter is how long a watchdog watches without a callback from
 // the run's context: until its timer first fires while it watches a call
 // or a stage, which is at most registerAfter after the call or stage
@@ -76,10 +76,25 @@ var alarms sync.Pool
 // context registers on its own.
 const registerAfter = time.Millisecond
 
-// NewWatchdog returns a watchdog for a run whose context is ctx.
+// NewWatchdog returns a watchdog for a run whose context is ctx. Drivers
+// that start many runs use Executor.NewWatchdog, which reuses timers.
 func NewWatchdog(ctx context.Context) *Watchdog {
-	w := &Watchdog{parent: ctx}
-	a, _ := alarms.Get().(*alarm)
+	return newWatchdog(ctx, nil)
+}
+
+// NewWatchdog returns a watchdog for a run whose context is ctx, with a
+// timer from the executor's pool: every run needs one, so they are reused
+// rather than made per run.
+func (e *Executor) NewWatchdog(ctx context.Context) *Watchdog {
+	return newWatchdog(ctx, &e.alarms)
+}
+
+func newWatchdog(ctx context.Context, pool *sync.Pool) *Watchdog {
+	w := &Watchdog{parent: ctx, pool: pool}
+	var a *alarm
+	if pool != nil {
+		a, _ = pool.Get().(*alarm)
+	}
 	if a == nil {
 		a = new(alarm)
 		a.ring = a.fire
@@ -110,7 +125,9 @@ func (w *Watchdog) Close() {
 		stopParent()
 	}
 	a.w.Store(nil)
-	alarms.Put(a)
+	if w.pool != nil {
+		w.pool.Put(a)
+	}
 }
 
 // wakeBy makes sure the timer fires no later than at; w.mu is held.

@@ -182,7 +182,7 @@ func (s *stageRun) spillOver() {
 // left. If its watchdog gives up on a call, the outcome is delivered from
 // there and this goroutine ends when the stuck handler does.
 func (s *stageRun) help() {
-	w := NewWatchdog(s.ctx)
+	w := s.e.NewWatchdog(s.ctx)
 	defer w.Close()
 	for {
 		s.helping.Add(1)

@@ -288,7 +288,7 @@ func (d *drive) run(ctx context.Context, first func() Effect, deadline time.Dura
 		defer cancel()
 	}
 	d.ctx = ctx
-	d.watch = executor.NewWatchdog(ctx)
+	d.watch = d.r.cfg.Executor.NewWatchdog(ctx)
 	defer d.watch.Close()
 	first()
 	d.done.Add(1)
