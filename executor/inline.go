@@ -26,6 +26,8 @@ type Watchdog struct {
 	alarm  *alarm
 	pool   *sync.Pool
 	parent context.Context
+	// base is the time the watchdog was made (see Now).
+	base time.Time
 
 	mu sync.Mutex
 	// stopParent undoes the registration with the run's context; nil
@@ -90,7 +92,7 @@ func (e *Executor) NewWatchdog(ctx context.Context) *Watchdog {
 }
 
 func newWatchdog(ctx context.Context, pool *sync.Pool) *Watchdog {
-	w := &Watchdog{parent: ctx, pool: pool}
+	w := &Watchdog{parent: ctx, pool: pool, base: time.Now()}
 	var a *alarm
 	if pool != nil {
 		a, _ = pool.Get().(*alarm)
@@ -103,6 +105,15 @@ func newWatchdog(ctx context.Context, pool *sync.Pool) *Watchdog {
 	// Published last: a stray callback may reach w as soon as it is.
 	a.w.Store(w)
 	return w
+}
+
+// Now reads the run's clock: the wall time the watchdog was made at,
+// advanced by the monotonic clock since. It reads one clock where time.Now
+// reads two, which counts on virtual machines whose clock reads are slow
+// (a run reads it a few times per call); and a run's times never step
+// back or jump with the wall clock, as they only grow from base.
+func (w *Watchdog) Now() time.Time {
+	return w.base.Add(time.Since(w.base))
 }
 
 // Close releases the watchdog's timer and context registration. Closing
@@ -472,7 +483,7 @@ func (e *Executor) runInline(ctx context.Context, c *Call, w *Watchdog, takeover
 	timeout := e.timeout(c)
 	start := now
 	if start.IsZero() {
-		start = time.Now()
+		start = w.Now()
 	}
 	wait := e.opts.RetryBackoff
 	for attempt := 1; ; attempt++ {
@@ -482,7 +493,7 @@ func (e *Executor) runInline(ctx context.Context, c *Call, w *Watchdog, takeover
 		}
 		deadline := start.Add(timeout)
 		if attempt > 1 {
-			deadline = time.Now().Add(timeout)
+			deadline = w.Now().Add(timeout)
 		}
 		if cc == nil || attempt > 1 {
 			cc = new(callContext)
@@ -505,7 +516,7 @@ func (e *Executor) runInline(ctx context.Context, c *Call, w *Watchdog, takeover
 		// classify its error exactly as Run does.
 		switch {
 		case err == nil:
-			end = time.Now()
+			end = w.Now()
 			succeeded(out, c, attempt, start, end, content)
 			return end, true
 		case ctx.Err() != nil:

@@ -42,7 +42,7 @@ func (e *Executor) RunStageInline(ctx context.Context, calls []Call, w *Watchdog
 	s.outs = make([]Outcome, len(calls))
 	var now time.Time
 	if e.opts.MaxParallel > 1 {
-		now = time.Now()
+		now = w.Now()
 		w.watchSpill(s, now.Add(e.opts.SpillAfter), e.opts.SpillAfter)
 	}
 	if !s.drive(now) {

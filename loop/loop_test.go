@@ -760,6 +760,17 @@ func TestEventTimes(t *testing.T) {
 		if (ev.Kind == loop.PolicyDecided || ev.Kind == loop.Stopped) && !ev.At.Equal(prev.At) {
 			t.Errorf("event %d (%s) at %v, event before at %v", ev.Seq, ev.Kind, ev.At, prev.At)
 		}
+		// A turn's latency runs from the event before to its response;
+		// a stage ends when its last call does.
+		if ev.Kind == loop.ModelResponded && ev.Latency != ev.At.Sub(prev.At) {
+			t.Errorf("event %d (%s): latency %v, but %v after the event before", ev.Seq, ev.Kind, ev.Latency, ev.At.Sub(prev.At))
+		}
+		if ev.Kind == loop.StageFinished {
+			o := ev.Outcomes[len(ev.Outcomes)-1]
+			if end := o.Started.Add(o.Duration); !ev.At.Equal(end) || o.Started.Before(prev.At) {
+				t.Errorf("event %d (%s) at %v; its call ran from %v to %v, planned at %v", ev.Seq, ev.Kind, ev.At, o.Started, end, prev.At)
+			}
+		}
 	}
 
 	var reads int

@@ -558,7 +558,7 @@ func (d *drive) add(kind EventKind) *Event {
 // calls for in d.state.next.
 func (d *drive) commit(ev *Event) {
 	if ev.At.IsZero() {
-		ev.At = d.r.cfg.Now()
+		ev.At = d.now()
 	}
 	if d.r.cfg.Observer != nil {
 		d.r.cfg.Observer.Observe(d.ctx, ev)
@@ -585,7 +585,15 @@ func (d *drive) requestModel(ctx context.Context) *Event {
 	s := &d.state
 	d.req = llm.Request{Model: d.r.cfg.ModelName, Messages: s.Messages, Tools: d.r.cfg.Tools.Definitions(), Step: s.Steps + 1}
 	req := &d.req
-	start := time.Now()
+	// On the runner's own clock, with nothing in between that takes time
+	// (sameMoment), the request starts when the event before was stamped,
+	// and its response is stamped when it ends: one clock reading a turn.
+	start, quick := time.Time{}, d.quickClock()
+	if quick {
+		start = d.log[len(d.log)-1].At
+	} else {
+		start = time.Now()
+	}
 	wait := d.r.cfg.ModelRetryBackoff
 	for attempt := 1; ; attempt++ {
 		resp, err := d.r.cfg.Model.Generate(ctx, req)
@@ -594,7 +602,13 @@ func (d *drive) requestModel(ctx context.Context) *Event {
 		}
 		if err == nil {
 			ev := d.add(ModelResponded)
-			ev.Response, ev.Latency, ev.Attempts = resp, time.Since(start), attempt
+			if quick {
+				ev.At = d.watch.Now()
+				ev.Latency = ev.At.Sub(start)
+			} else {
+				ev.Latency = time.Since(start)
+			}
+			ev.Response, ev.Attempts = resp, attempt
 			return ev
 		}
 		if f := contextFailure(ctx); f != nil {
@@ -708,6 +722,15 @@ func (d *drive) authorize(ctx context.Context, idx []int) *Event {
 	return ev
 }
 
+// now reads the clock that stamps the run's events: Config.Now, or by
+// default the watchdog's, which reads one clock where time.Now reads two.
+func (d *drive) now() time.Time {
+	if d.r.ownClock {
+		return d.watch.Now()
+	}
+	return d.r.cfg.Now()
+}
+
 // sameMoment stamps ev, the event just added, with the time of the event
 // before it, when nothing that takes time happened in between (no policy
 // to ask, no observer to tell) and the clock is the runner's own: the log
@@ -717,6 +740,14 @@ func (d *drive) sameMoment(ev *Event) {
 	if d.r.ownClock && d.r.cfg.Observer == nil && len(d.log) >= 2 {
 		ev.At = d.log[len(d.log)-2].At
 	}
+}
+
+// quickClock reports whether the driver may take the time of the last
+// event, or of a stage's last call, for the moment that follows it: on
+// its own clock, with no observer to tell and no store to write between
+// the two.
+func (d *drive) quickClock() bool {
+	return d.r.ownClock && d.r.cfg.Observer == nil && d.r.cfg.Store == nil && len(d.log) > 0
 }
 
 func (d *drive) plan(idx []int) *Event {
@@ -814,6 +845,24 @@ func (d *drive) call(c *executor.Call, b *Batch, i int, t *tool.Tool) {
 func (d *drive) stageFinished(stage int, outs []executor.Outcome) *Event {
 	ev := d.add(StageFinished)
 	ev.Stage, ev.Outcomes, ev.Failure = stage, outs, contextFailure(d.ctx)
+	if d.quickClock() {
+		// The stage finished when its last call did, as that call's end
+		// was read. A call that did not run in this stage (no duration,
+		// or an outcome the ledger replayed from before) leaves the
+		// reading to commit.
+		planned := d.log[len(d.log)-2].At
+		for i := range outs {
+			o := &outs[i]
+			end := o.Started.Add(o.Duration)
+			if o.Duration <= 0 || o.Replayed || end.Before(planned) {
+				ev.At = time.Time{}
+				break
+			}
+			if end.After(ev.At) {
+				ev.At = end
+			}
+		}
+	}
 	return ev
 }
 
