@@ -30,6 +30,7 @@ type flatField struct {
 	name      string // the JSON key
 	offset    uintptr
 	kind      reflect.Kind
+	bits      int // an integer field's size in bits, as strconv wants it
 	omitEmpty bool
 }
 
@@ -126,7 +127,7 @@ func newFlatCodec(t reflect.Type) *flatCodec {
 		if sf.Offset > math.MaxUint32 { // offsets are uint32 in flatString
 			return nil
 		}
-		c.fields = append(c.fields, flatField{name: name, offset: sf.Offset, kind: ft.Kind(), omitEmpty: opts == "omitempty"})
+		c.fields = append(c.fields, flatField{name: name, offset: sf.Offset, kind: ft.Kind(), bits: int(ft.Size()) * 8, omitEmpty: opts == "omitempty"})
 	}
 	return c
 }
@@ -312,18 +313,7 @@ func (f *flatField) decode(b []byte, i int, p unsafe.Pointer) (int, bool) {
 	}
 	switch f.kind {
 	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
-		bits := 64
-		switch f.kind {
-		case reflect.Int:
-			bits = strconv.IntSize
-		case reflect.Int8:
-			bits = 8
-		case reflect.Int16:
-			bits = 16
-		case reflect.Int32:
-			bits = 32
-		}
-		n, err := strconv.ParseInt(string(lit), 10, bits)
+		n, err := strconv.ParseInt(string(lit), 10, f.bits)
 		if err != nil {
 			return 0, false
 		}
@@ -341,18 +331,7 @@ func (f *flatField) decode(b []byte, i int, p unsafe.Pointer) (int, bool) {
 		}
 		return j, true
 	}
-	bits := 64
-	switch f.kind {
-	case reflect.Uint:
-		bits = strconv.IntSize
-	case reflect.Uint8:
-		bits = 8
-	case reflect.Uint16:
-		bits = 16
-	case reflect.Uint32:
-		bits = 32
-	}
-	n, err := strconv.ParseUint(string(lit), 10, bits)
+	n, err := strconv.ParseUint(string(lit), 10, f.bits)
 	if err != nil {
 		return 0, false
 	}
