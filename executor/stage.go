@@ -4,6 +4,8 @@ import (
 	"context"
 	"sync/atomic"
 	"time"
+
+	"github.com/toolloop/toolloop/internal/sized"
 )
 
 // DefaultSpillAfter is how long a stage runs on the driver's goroutine
@@ -90,30 +92,9 @@ type stageRun struct {
 // newStageRun returns a stageRun for n calls. The usual stage is a few
 // calls: their contexts then come in the same allocation, sized to fit.
 func newStageRun(n int) *stageRun {
-	switch n {
-	case 2:
-		x := new(struct {
-			s  stageRun
-			cc [2]callContext
-		})
-		x.s.ccs = x.cc[:]
-		return &x.s
-	case 3:
-		x := new(struct {
-			s  stageRun
-			cc [3]callContext
-		})
-		x.s.ccs = x.cc[:]
-		return &x.s
-	case 4:
-		x := new(struct {
-			s  stageRun
-			cc [4]callContext
-		})
-		x.s.ccs = x.cc[:]
-		return &x.s
-	}
-	return &stageRun{ccs: make([]callContext, n)}
+	s, ccs := sized.New[stageRun, callContext](n)
+	s.ccs = ccs
+	return s
 }
 
 func (s *stageRun) claim() (int, bool) {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/toolloop/toolloop/executor"
+	"github.com/toolloop/toolloop/internal/sized"
 	"github.com/toolloop/toolloop/llm"
 	"github.com/toolloop/toolloop/policy"
 	"github.com/toolloop/toolloop/tool"
@@ -628,36 +629,7 @@ func (s *State) fail(key uint64, kind llm.ErrorKind) {
 // with its results in one allocation, sized to fit: the results stay in
 // the history, and keep the allocation with them.
 func newBatch(step int, calls []llm.ToolCall) *Batch {
-	var b *Batch
-	var results []llm.ToolResult
-	switch len(calls) {
-	case 1:
-		x := new(struct {
-			b Batch
-			r [1]llm.ToolResult
-		})
-		b, results = &x.b, x.r[:]
-	case 2:
-		x := new(struct {
-			b Batch
-			r [2]llm.ToolResult
-		})
-		b, results = &x.b, x.r[:]
-	case 3:
-		x := new(struct {
-			b Batch
-			r [3]llm.ToolResult
-		})
-		b, results = &x.b, x.r[:]
-	case 4:
-		x := new(struct {
-			b Batch
-			r [4]llm.ToolResult
-		})
-		b, results = &x.b, x.r[:]
-	default:
-		b, results = new(Batch), make([]llm.ToolResult, len(calls))
-	}
+	b, results := sized.New[Batch, llm.ToolResult](len(calls))
 	b.Step, b.Calls, b.Results = step, calls, results
 	return b
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/toolloop/toolloop/executor"
+	"github.com/toolloop/toolloop/internal/sized"
 	"github.com/toolloop/toolloop/llm"
 	"github.com/toolloop/toolloop/policy"
 	"github.com/toolloop/toolloop/store"
@@ -479,44 +480,6 @@ func (d *drive) scratch() *scratch {
 	return d.sc
 }
 
-// records returns room for what the driver records about a batch of n
-// calls: their checks, their decisions and the batch's plan. They all go
-// into the run's log, so for a few calls they come in one allocation,
-// sized to fit.
-func records(n int) ([]CallCheck, []policy.Decision, *executor.Plan) {
-	switch n {
-	case 1:
-		x := new(struct {
-			c [1]CallCheck
-			d [1]policy.Decision
-			p executor.Plan
-		})
-		return x.c[:], x.d[:], &x.p
-	case 2:
-		x := new(struct {
-			c [2]CallCheck
-			d [2]policy.Decision
-			p executor.Plan
-		})
-		return x.c[:], x.d[:], &x.p
-	case 3:
-		x := new(struct {
-			c [3]CallCheck
-			d [3]policy.Decision
-			p executor.Plan
-		})
-		return x.c[:], x.d[:], &x.p
-	case 4:
-		x := new(struct {
-			c [4]CallCheck
-			d [4]policy.Decision
-			p executor.Plan
-		})
-		return x.c[:], x.d[:], &x.p
-	}
-	return make([]CallCheck, n), make([]policy.Decision, n), new(executor.Plan)
-}
-
 // toolOf returns the tool that call i of batch b names.
 func (d *drive) toolOf(b *Batch, i int) *tool.Tool {
 	if sc := d.sc; sc != nil && sc.toolsFor == b && i < len(sc.tools) {
@@ -643,7 +606,9 @@ func (d *drive) modelFailed(f *Failure, start time.Time, attempts int) *Event {
 
 func (d *drive) validate() *Event {
 	calls := d.state.Batch.Calls
-	checks, decisions, plan := records(len(calls))
+	// The batch's checks, decisions and plan all go into the run's log:
+	// for a few calls they come in one allocation, sized to fit.
+	plan, checks, decisions := sized.New2[executor.Plan, CallCheck, policy.Decision](len(calls))
 	sc := d.scratch()
 	sc.toolsFor, sc.tools, sc.decisions, sc.plan = d.state.Batch, sc.toolBuf[:0], decisions, plan
 	for i := range calls {
