@@ -76,6 +76,12 @@ type Runner struct {
 	// which keeps nothing of its input; ownClock when cfg.Now is the
 	// default time.Now.
 	ownPlanner, ownClock bool
+
+	// drives holds the drives of runs that ended with nothing but Run
+	// holding them, for later runs: a drive and its scratch space are
+	// about 1.7 KB, most of what a run allocates besides its result, and
+	// on a small heap the collector's cost follows the bytes.
+	drives sync.Pool
 }
 
 // NewRunner checks cfg and fills in defaults.
@@ -182,17 +188,20 @@ func (r *Runner) Run(ctx context.Context, msgs []llm.Message) (*Result, error) {
 	// to be alike, and growing the log by doubling costs more than the
 	// guess.
 	d := r.newDrive(make([]Event, 0, max(16, int(r.lastLogLen.Load()))))
-	d.idCtx.id = r.cfg.NewRunID()
-	// The run's start record and its result, which holds the record in
-	// its log anyway, come in one allocation; result fills in the latter.
+	// The run's start record, its result, which holds the record in its
+	// log anyway, and its context's ID part (which a handler may keep,
+	// so it is not the drive's to reuse) come in one allocation; result
+	// fills in the second.
 	x := new(struct {
 		start StartInfo
 		res   Result
+		id    runContext
 	})
-	d.out.res = &x.res
+	x.id.id = r.cfg.NewRunID()
+	d.idCtx, d.out.res = &x.id, &x.res
 	return d.run(ctx, func() Effect {
 		x.start = StartInfo{
-			RunID: d.idCtx.id, SessionID: r.cfg.SessionID, Model: r.cfg.ModelName, PromptVersion: r.cfg.PromptVersion,
+			RunID: x.id.id, SessionID: r.cfg.SessionID, Model: r.cfg.ModelName, PromptVersion: r.cfg.PromptVersion,
 			ToolsVersion: r.cfg.Tools.Version(), Identity: r.cfg.Identity, Budgets: r.budgets, Price: r.price,
 			Messages: msgs,
 			sizes:    sizeHint{messages: int(r.lastMessages.Load()), callIDs: int(r.lastCallIDs.Load())},
@@ -247,6 +256,7 @@ func (r *Runner) continueFrom(ctx context.Context, events []Event, flushed int) 
 	}
 	d := r.newDrive(events)
 	d.flushed = flushed
+	d.idCtx = new(runContext)
 	if events[0].Start != nil {
 		d.idCtx.id = events[0].Start.RunID
 	}
@@ -270,8 +280,19 @@ func (r *Runner) continueFrom(ctx context.Context, events []Event, flushed int) 
 	}, remaining)
 }
 
+// newDrive returns a drive for a run with log, reusing one whose run is
+// over if there is one.
 func (r *Runner) newDrive(log []Event) *drive {
-	return &drive{r: r, log: log}
+	d, _ := r.drives.Get().(*drive)
+	if d == nil {
+		return &drive{r: r, log: log}
+	}
+	sc := d.sc
+	*d = drive{r: r, log: log, sc: sc}
+	if sc != nil {
+		*sc = scratch{takeover: sc.takeover} // bound to d, which stays
+	}
+	return d
 }
 
 // run drives a run on its own goroutine from the effect first returns.
@@ -280,7 +301,7 @@ func (d *drive) run(ctx context.Context, first func() Effect, deadline time.Dura
 	// (two allocations), and below the deadline, so that the Err the run
 	// checks at every step is the deadline context's own.
 	d.idCtx.Context = ctx
-	ctx = &d.idCtx
+	ctx = d.idCtx
 	if deadline > 0 {
 		var cancel context.CancelFunc
 		// The real deadline comes from the real clock: Config.Now only
@@ -289,8 +310,9 @@ func (d *drive) run(ctx context.Context, first func() Effect, deadline time.Dura
 		defer cancel()
 	}
 	d.ctx = ctx
-	d.watch = d.r.cfg.Executor.NewWatchdog(ctx)
-	defer d.watch.Close()
+	w := d.r.cfg.Executor.NewWatchdog(ctx)
+	d.watch = w
+	defer w.Close()
 	first()
 	d.done.Add(1)
 	go func() {
@@ -299,6 +321,13 @@ func (d *drive) run(ctx context.Context, first func() Effect, deadline time.Dura
 	}()
 	d.done.Wait()
 	out := d.out
+	if d.sc == nil || !d.sc.lent {
+		// The driver goroutine touches d no more once it delivered, and
+		// no handler can still be running: nothing else holds d (its
+		// context is not in it, and the result holds none of it).
+		w.Close()
+		d.r.drives.Put(d)
+	}
 	if out.err != nil {
 		return nil, out.err
 	}
@@ -431,7 +460,7 @@ type drive struct {
 	done sync.WaitGroup
 	out  delivery
 	// idCtx is the run's context as far as its ID, which it carries.
-	idCtx runContext
+	idCtx *runContext
 	// flushed counts the events already in Config.Store.
 	flushed int
 	state   State
