@@ -58,8 +58,10 @@ type Executor struct {
 	mu      sync.Mutex
 	running map[string]int
 
-	// alarms are the timers of closed watchdogs (see NewWatchdog).
-	alarms sync.Pool
+	// alarms are the timers of closed watchdogs (see NewWatchdog);
+	// stages the stageRuns of stages that ended with no other goroutine
+	// holding them.
+	alarms, stages sync.Pool
 }
 
 func (e *Executor) begin(key string) {
@@ -153,15 +155,18 @@ type Outcome struct {
 	// it took, retries included.
 	Started  time.Time     `json:"started"`
 	Duration time.Duration `json:"duration"`
+	// Err is the full error for logs; the model sees Result only.
+	Err string `json:"err,omitempty"`
+	// IdempotencyKey is the write's key in the ledger, if it has one.
+	IdempotencyKey string `json:"idempotency_key,omitempty"`
+	// (The flags come last, together, which keeps an Outcome 8 bytes
+	// smaller than with padding between them.)
+
 	// TimedOut is set when the last attempt ran past its timeout.
 	TimedOut bool `json:"timed_out,omitempty"`
 	// StopRun is set when the run must stop because of this call: the tool
 	// timed out and its setting says stop, or the run's context ended.
 	StopRun bool `json:"stop_run,omitempty"`
-	// Err is the full error for logs; the model sees Result only.
-	Err string `json:"err,omitempty"`
-	// IdempotencyKey is the write's key in the ledger, if it has one.
-	IdempotencyKey string `json:"idempotency_key,omitempty"`
 	// Replayed is set when the result came from the ledger: the write had
 	// already been done, and was not executed again.
 	Replayed bool `json:"replayed,omitempty"`

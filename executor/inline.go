@@ -212,12 +212,16 @@ func (w *Watchdog) watchSpill(s *stageRun, at time.Time, d time.Duration) {
 	w.mu.Unlock()
 }
 
-func (w *Watchdog) unwatchSpill(s *stageRun) {
+// unwatchSpill reports false if the spill was no longer watched: the
+// timer took the stage first, and may be spilling it.
+func (w *Watchdog) unwatchSpill(s *stageRun) bool {
 	w.mu.Lock()
-	if w.spill == s {
+	mine := w.spill == s
+	if mine {
 		w.spill = nil
 	}
 	w.mu.Unlock()
+	return mine
 }
 
 // fire runs on the timer's or the context's own goroutine.

@@ -32,16 +32,15 @@ func (e *Executor) RunStageInline(ctx context.Context, calls []Call, w *Watchdog
 	case 0:
 		return []Outcome{}, true
 	case 1:
-		one := &singleRun{takeover: takeover}
-		outs := make([]Outcome, 1)
+		one, outs := sized.New[singleRun, Outcome](1)
+		one.takeover = takeover
 		if _, ok := e.runCallInline(ctx, &calls[0], w, one, &one.cc, time.Time{}, &outs[0]); !ok {
 			return nil, false
 		}
 		return outs, true
 	}
-	s := newStageRun(len(calls))
+	s := e.newStageRun(len(calls))
 	s.e, s.ctx, s.calls, s.watch, s.takeover = e, ctx, calls, w, takeover
-	s.outs = make([]Outcome, len(calls))
 	var now time.Time
 	if e.opts.MaxParallel > 1 {
 		now = w.Now()
@@ -50,7 +49,14 @@ func (e *Executor) RunStageInline(ctx context.Context, calls []Call, w *Watchdog
 	if !s.drive(now) {
 		return nil, false
 	}
-	return s.outs, true
+	outs := s.outs
+	if !s.spillTaken {
+		// The spill timer never took the stage (only it starts helpers),
+		// so only this goroutine ever held s: it can serve a later stage.
+		*s = stageRun{}
+		e.stages.Put(s)
+	}
+	return outs, true
 }
 
 // singleRun is a stage of one call: the context of its first attempt, and
@@ -83,17 +89,27 @@ type stageRun struct {
 	helping atomic.Int32
 	helped  chan struct{}
 
+	// spillTaken is set when the watchdog took the stage to spill it
+	// before the driver was done with it.
+	spillTaken bool
+
 	// The driver's side: its watchdog, and where the outcomes go if it is
 	// replaced.
 	watch    *Watchdog
 	takeover func([]Outcome)
 }
 
-// newStageRun returns a stageRun for n calls. The usual stage is a few
-// calls: their contexts then come in the same allocation, sized to fit.
-func newStageRun(n int) *stageRun {
-	s, ccs := sized.New[stageRun, callContext](n)
-	s.ccs = ccs
+// newStageRun returns a stageRun for n calls, reusing one of an earlier
+// stage if it can. The outcomes and the calls' contexts come in one
+// allocation, sized to fit for the usual few calls; they outlive the
+// stage (in the run's log, and in handlers that keep their context), the
+// rest of the stageRun does not.
+func (e *Executor) newStageRun(n int) *stageRun {
+	s, _ := e.stages.Get().(*stageRun)
+	if s == nil {
+		s = new(stageRun)
+	}
+	_, s.outs, s.ccs = sized.New2[struct{}, Outcome, callContext](n)
 	return s
 }
 
@@ -117,7 +133,7 @@ func (s *stageRun) drive(now time.Time) bool {
 			return false
 		}
 	}
-	s.watch.unwatchSpill(s)
+	s.spillTaken = !s.watch.unwatchSpill(s) && s.e.opts.MaxParallel > 1
 	// A helper counts a call before claiming it, so every call claimed by
 	// now is counted. Each delivers, by returning or by its watchdog
 	// giving up on it, so this wait is bounded by the calls' timeouts. A

@@ -510,3 +510,65 @@ func TestRunStageInlineHelpersRandomTimes(t *testing.T) {
 		wait()
 	}
 }
+
+// One executor serves stage after stage, as a runner's does, and reuses
+// what a stage that is over no longer needs: stages that spill onto helpers
+// and stages that do not, mixed at random, each get their own outcomes,
+// which later stages leave alone.
+func TestRunStageInlineStagesOfOneExecutor(t *testing.T) {
+	const rounds, timeout = 300, 3 * time.Millisecond
+	ex := executor.New(&executor.Options{MaxParallel: 3, SpillAfter: 50 * time.Microsecond})
+	rng := rand.New(rand.NewPCG(7, 8))
+	var mu sync.Mutex
+	sleeps := map[int]time.Duration{}
+	tl := mkTool(t, tool.Spec[args]{Timeout: timeout, OnTimeout: tool.TimeoutReport}, func(_ context.Context, in args) (any, error) {
+		mu.Lock()
+		d := sleeps[in.N]
+		mu.Unlock()
+		time.Sleep(d)
+		return in.N, nil
+	})
+	type stage struct {
+		calls []executor.Call
+		outs  []executor.Outcome
+		want  []string
+	}
+	var stages []stage
+	id := 0
+	for range rounds {
+		calls := make([]executor.Call, 1+rng.IntN(5))
+		mu.Lock()
+		for i := range calls {
+			calls[i] = call(fmt.Sprint("c", id), tl, id)
+			if rng.IntN(3) == 0 {
+				sleeps[id] = time.Duration(rng.IntN(200)) * time.Microsecond
+			}
+			id++
+		}
+		mu.Unlock()
+		first, wait := runStage(ex, context.Background(), calls)
+		r := awaitStage(t, first, margin)
+		if !wait() {
+			t.Fatal("a stage of quick calls was handed over")
+		}
+		if len(r.outs) != len(calls) {
+			t.Fatalf("%d outcomes for %d calls", len(r.outs), len(calls))
+		}
+		var want []string
+		for i, o := range r.outs {
+			n := id - len(calls) + i
+			if o.Result.Status != llm.StatusOK || o.Result.CallID != calls[i].Call.ID || string(o.Result.Content) != fmt.Sprint(n) {
+				t.Fatalf("outcome %d = %+v, want call c%d's", i, o, n)
+			}
+			want = append(want, fmt.Sprintf("%s %s %s", o.Result.CallID, o.Result.Status, o.Result.Content))
+		}
+		stages = append(stages, stage{calls, r.outs, want})
+	}
+	for n, s := range stages {
+		for i, o := range s.outs {
+			if got := fmt.Sprintf("%s %s %s", o.Result.CallID, o.Result.Status, o.Result.Content); got != s.want[i] {
+				t.Fatalf("stage %d, outcome %d changed after later stages: %q, was %q", n, i, got, s.want[i])
+			}
+		}
+	}
+}
