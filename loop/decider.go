@@ -64,8 +64,10 @@ type Batch struct {
 	Decisions []policy.Decision
 	Plan      executor.Plan
 	NextStage int
-	// Results is indexed like Calls; a zero Status means "no result yet".
-	Results []llm.ToolResult
+	// Results is indexed like Calls; nil means "no result yet". An
+	// executed call's result is its outcome's, in the StageFinished
+	// event, not a copy.
+	Results []*llm.ToolResult
 	// Allowed lists the calls the policy allowed outright; Approved marks
 	// (by index) calls a human approved after the run paused for them.
 	Allowed  []int
@@ -552,7 +554,7 @@ func record(s *State, ev *Event) {
 			break
 		}
 		i, o := idx[j], &ev.Outcomes[j]
-		b.Results[i] = o.Result
+		b.Results[i] = &o.Result
 		if o.Result.Status == llm.StatusError && tool.Deterministic(o.Result.ErrorKind) && i < len(b.Checks) {
 			s.fail(b.Checks[i].Key, o.Result.ErrorKind)
 		}
@@ -604,14 +606,13 @@ func appendResults(s *State) {
 	if b == nil {
 		return
 	}
-	for i := range b.Results {
-		r := &b.Results[i]
-		if r.Status == "" {
-			*r = errorResult(b.Calls[i], llm.StatusSkipped, llm.ErrRunStopped,
+	for i, r := range b.Results {
+		if r == nil {
+			r = errorResult(b.Calls[i], llm.StatusSkipped, llm.ErrRunStopped,
 				"not run: the run stopped with "+string(s.Status)+" before this call")
 		}
-		// The message points into the batch's results rather than a copy:
-		// one allocation per batch instead of one per result.
+		// The message points at the result the batch holds, which for an
+		// executed call is its outcome's in the log: no copy.
 		s.Messages = append(s.Messages, llm.Message{Role: llm.RoleTool, Result: r})
 	}
 	s.Batch = nil
@@ -626,10 +627,9 @@ func (s *State) fail(key uint64, kind llm.ErrorKind) {
 }
 
 // newBatch opens the batch of a turn's calls. A batch of a few calls comes
-// with its results in one allocation, sized to fit: the results stay in
-// the history, and keep the allocation with them.
+// with its room for results in one allocation, sized to fit.
 func newBatch(step int, calls []llm.ToolCall) *Batch {
-	b, results := sized.New[Batch, llm.ToolResult](len(calls))
+	b, results := sized.New[Batch, *llm.ToolResult](len(calls))
 	b.Step, b.Calls, b.Results = step, calls, results
 	return b
 }
@@ -640,8 +640,8 @@ func stop(s *State, st Status, detail string) Effect {
 	return Effect{Kind: Stop, Status: st, Detail: detail}
 }
 
-func errorResult(c llm.ToolCall, status llm.ResultStatus, kind llm.ErrorKind, msg string) llm.ToolResult {
-	return llm.ToolResult{CallID: c.ID, Name: c.Name, Status: status, ErrorKind: kind, Content: llm.ErrorContent(kind, msg)}
+func errorResult(c llm.ToolCall, status llm.ResultStatus, kind llm.ErrorKind, msg string) *llm.ToolResult {
+	return &llm.ToolResult{CallID: c.ID, Name: c.Name, Status: status, ErrorKind: kind, Content: llm.ErrorContent(kind, msg)}
 }
 
 // confirmationDecided records a human's answer to a pending call. When the
@@ -676,7 +676,7 @@ func confirmationDecided(s *State, ev *Event) Effect {
 			}
 			if p.Confirmation.Approved {
 				b.Approved[i] = true
-				b.Results[i] = llm.ToolResult{}
+				b.Results[i] = nil
 			} else {
 				b.Results[i] = errorResult(call, llm.StatusError, llm.ErrPermissionDenied, denial(p.Confirmation))
 			}
@@ -730,13 +730,12 @@ func (s *State) History() []llm.Message {
 	}
 	h := make([]llm.Message, len(s.Messages), len(s.Messages)+len(b.Calls))
 	copy(h, s.Messages)
-	for i := range b.Results {
-		r := b.Results[i]
-		if r.Status == "" {
+	for i, r := range b.Results {
+		if r == nil {
 			r = errorResult(b.Calls[i], llm.StatusSkipped, llm.ErrAwaitingConfirmation,
 				"not run yet: the run is paused until pending confirmations are answered")
 		}
-		h = append(h, llm.ToolMessage(r))
+		h = append(h, llm.Message{Role: llm.RoleTool, Result: r})
 	}
 	return h
 }
