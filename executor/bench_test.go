@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/toolloop/toolloop/executor"
 	"github.com/toolloop/toolloop/llm"
@@ -41,7 +42,7 @@ func BenchmarkRunStageInline(b *testing.B) {
 			takeover := func([]executor.Outcome) { b.Error("takeover") }
 			b.ReportAllocs()
 			for b.Loop() {
-				if outs, ok := ex.RunStageInline(ctx, calls, w, takeover); !ok || len(outs) != n {
+				if outs, ok := ex.RunStageInline(ctx, calls, w, time.Time{}, takeover); !ok || len(outs) != n {
 					b.Fatalf("ok=%v, %d outcomes", ok, len(outs))
 				}
 			}

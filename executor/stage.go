@@ -25,28 +25,33 @@ const DefaultSpillAfter = 100 * time.Microsecond
 // goroutine, takeover receives the outcomes when the stage is done, and
 // RunStageInline reports ok=false once the stuck handler returns.
 //
+// start, if not zero, is a reading of w's clock the caller took just
+// before, which the stage takes as its start rather than read the clock
+// again.
+//
 // calls must not change afterwards: a handler given up on may still be
 // reading its call.
-func (e *Executor) RunStageInline(ctx context.Context, calls []Call, w *Watchdog, takeover func([]Outcome)) ([]Outcome, bool) {
+func (e *Executor) RunStageInline(ctx context.Context, calls []Call, w *Watchdog, start time.Time, takeover func([]Outcome)) ([]Outcome, bool) {
 	switch len(calls) {
 	case 0:
 		return []Outcome{}, true
 	case 1:
 		one, outs := sized.New[singleRun, Outcome](1)
 		one.takeover = takeover
-		if _, ok := e.runCallInline(ctx, &calls[0], w, one, &one.cc, time.Time{}, &outs[0]); !ok {
+		if _, ok := e.runCallInline(ctx, &calls[0], w, one, &one.cc, start, &outs[0]); !ok {
 			return nil, false
 		}
 		return outs, true
 	}
 	s := e.newStageRun(len(calls))
 	s.e, s.ctx, s.calls, s.watch, s.takeover = e, ctx, calls, w, takeover
-	var now time.Time
 	if e.opts.MaxParallel > 1 {
-		now = w.Now()
-		w.watchSpill(s, now.Add(e.opts.SpillAfter), e.opts.SpillAfter)
+		if start.IsZero() {
+			start = w.Now()
+		}
+		w.watchSpill(s, start.Add(e.opts.SpillAfter), e.opts.SpillAfter)
 	}
-	if !s.drive(now) {
+	if !s.drive(start) {
 		return nil, false
 	}
 	outs := s.outs

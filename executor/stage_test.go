@@ -37,7 +37,7 @@ func runStage(ex *executor.Executor, ctx context.Context, calls []executor.Call)
 	go func() {
 		w := executor.NewWatchdog(ctx)
 		defer w.Close()
-		outs, ok := ex.RunStageInline(ctx, calls, w, func(outs []executor.Outcome) {
+		outs, ok := ex.RunStageInline(ctx, calls, w, time.Time{}, func(outs []executor.Outcome) {
 			if takeovers.Add(1) > 1 {
 				panic("takeover called twice")
 			}
@@ -254,7 +254,7 @@ func TestRunStageInlineQuickCallsStayInline(t *testing.T) {
 	w := executor.NewWatchdog(context.Background())
 	defer w.Close()
 	me := goid()
-	outs, ok := ex.RunStageInline(context.Background(), calls, w, func([]executor.Outcome) { t.Error("takeover") })
+	outs, ok := ex.RunStageInline(context.Background(), calls, w, time.Time{}, func([]executor.Outcome) { t.Error("takeover") })
 	if !ok {
 		t.Fatal("ok=false")
 	}
@@ -516,7 +516,9 @@ func TestRunStageInlineHelpersRandomTimes(t *testing.T) {
 // and stages that do not, mixed at random, each get their own outcomes,
 // which later stages leave alone.
 func TestRunStageInlineStagesOfOneExecutor(t *testing.T) {
-	const rounds, timeout = 300, 3 * time.Millisecond
+	// The timeout is far above any call's time: this test is about reuse,
+	// and a loaded machine must not turn a call into a timed-out one.
+	const rounds, timeout = 300, 10 * time.Second
 	ex := executor.New(&executor.Options{MaxParallel: 3, SpillAfter: 50 * time.Microsecond})
 	rng := rand.New(rand.NewPCG(7, 8))
 	var mu sync.Mutex

@@ -785,7 +785,14 @@ func (d *drive) execute(ctx context.Context, stage int, idx []int) (ev *Event, o
 		d.call(&calls[j], b, i, d.toolOf(b, i))
 	}
 	sc.stage = stage
-	outs, ok := d.r.cfg.Executor.RunStageInline(ctx, calls, d.watch, sc.takeover)
+	// On the runner's own clock, with nothing in between that takes time,
+	// the stage starts when the event before (its plan, or the stage
+	// before it) was stamped.
+	var start time.Time
+	if d.quickClock() {
+		start = d.log[len(d.log)-1].At
+	}
+	outs, ok := d.r.cfg.Executor.RunStageInline(ctx, calls, d.watch, start, sc.takeover)
 	if !ok {
 		return nil, false
 	}
