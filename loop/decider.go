@@ -266,12 +266,17 @@ func next(s *State, ev *Event) Effect {
 
 func start(s *State, ev *Event) Effect {
 	info := ev.Start
+	// An empty list s had is room a driver lent for the call IDs.
+	ids := s.callIDs.list[:0]
 	*s = State{
 		RunID: info.RunID, SessionID: info.SessionID, Model: info.Model, StartedAt: ev.At, Budgets: info.Budgets, Price: info.Price,
 		Messages: append(make([]llm.Message, 0, len(info.Messages)+max(8, info.sizes.messages)), info.Messages...),
 	}
-	if n := info.sizes.callIDs; n > 0 {
-		s.callIDs.list = make([]string, 0, min(n, idListMax))
+	if n := min(info.sizes.callIDs, idListMax); n > 0 {
+		if cap(ids) < n {
+			ids = make([]string, 0, n)
+		}
+		s.callIDs.list = ids
 	}
 	if info.Budgets.Deadline > 0 {
 		s.Deadline = ev.At.Add(info.Budgets.Deadline)

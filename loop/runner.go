@@ -287,11 +287,15 @@ func (r *Runner) newDrive(log []Event) *drive {
 	if d == nil {
 		return &drive{r: r, log: log}
 	}
-	sc := d.sc
+	sc, ids := d.sc, d.state.callIDs.list
 	*d = drive{r: r, log: log, sc: sc}
 	if sc != nil {
 		*sc = scratch{takeover: sc.takeover} // bound to d, which stays
 	}
+	// The last run's call ID list, emptied, is room for this run's (see
+	// start).
+	clear(ids)
+	d.state.callIDs.list = ids[:0]
 	return d
 }
 
