@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/toolloop/toolloop/internal/sized"
 	"github.com/toolloop/toolloop/tool"
 )
 
@@ -170,7 +171,7 @@ func planReads(calls []PlanCall, maxParallel int) (p Plan, ok bool) {
 			return Plan{}, false
 		}
 	}
-	p = Plan{Stages: readStages(n, maxParallel), Table: make([]Row, n)}
+	p.Stages, p.Table = readPlan(n, maxParallel)
 	for i := range calls {
 		c := &calls[i]
 		k := i / maxParallel
@@ -184,35 +185,17 @@ func planReads(calls []PlanCall, maxParallel int) (p Plan, ok bool) {
 	return p, true
 }
 
-// readStages returns stages of at most maxParallel calls each for calls
-// 0..n-1, in order. A batch of a few calls is one stage: its list and its
-// indexes then come in one allocation, of the bytes two would take.
-func readStages(n, maxParallel int) [][]int {
-	var stages [][]int
+// readPlan returns stages of at most maxParallel calls each for calls
+// 0..n-1, in order, and room for their table. A batch of a few calls is one
+// stage: its list, its indexes and its table then come in one allocation.
+func readPlan(n, maxParallel int) (stages [][]int, table []Row) {
 	var flat []int
-	switch {
-	case n > maxParallel:
-		stages, flat = make([][]int, (n+maxParallel-1)/maxParallel), make([]int, n)
-	case n == 2:
-		x := new(struct {
-			stages [1][]int
-			flat   [2]int
-		})
-		stages, flat = x.stages[:], x.flat[:]
-	case n == 3:
-		x := new(struct {
-			stages [1][]int
-			flat   [3]int
-		})
-		stages, flat = x.stages[:], x.flat[:]
-	case n == 4:
-		x := new(struct {
-			stages [1][]int
-			flat   [4]int
-		})
-		stages, flat = x.stages[:], x.flat[:]
-	default:
-		stages, flat = make([][]int, 1), make([]int, n)
+	if n > maxParallel {
+		stages, flat, table = make([][]int, (n+maxParallel-1)/maxParallel), make([]int, n), make([]Row, n)
+	} else {
+		var one *[1][]int
+		one, flat, table = sized.New2[[1][]int, int, Row](n)
+		stages = one[:]
 	}
 	for i := range flat {
 		flat[i] = i
@@ -222,7 +205,7 @@ func readStages(n, maxParallel int) [][]int {
 		hi := min(lo+maxParallel, n)
 		stages[k] = flat[lo:hi:hi]
 	}
-	return stages
+	return stages, table
 }
 
 // assemble numbers the used stages densely and builds the table. Stage
