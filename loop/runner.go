@@ -154,7 +154,7 @@ type Result struct {
 	// confirmation_required).
 	Pending []Pending `json:"pending,omitempty"`
 	// Events is the run's log.
-	Events []Event `json:"events"`
+	Events EventLog `json:"events"`
 }
 
 // Err is nil for a final answer and a *StopError otherwise, so that a
@@ -184,10 +184,7 @@ func (r *Result) Answer() string {
 // its context, the run carries on from another goroutine and Run returns on
 // time; the stuck handler's goroutine ends whenever the handler does.
 func (r *Runner) Run(ctx context.Context, msgs []llm.Message) (*Result, error) {
-	// Size the log like the runner's previous run: runs of one agent tend
-	// to be alike, and growing the log by doubling costs more than the
-	// guess.
-	d := r.newDrive(make([]Event, 0, max(16, int(r.lastLogLen.Load()))))
+	d := r.newDrive(nil)
 	// The run's start record, its result, which holds the record in its
 	// log anyway, and its context's ID part (which a handler may keep,
 	// so it is not the drive's to reuse) come in one allocation; result
@@ -232,7 +229,7 @@ func (r *Runner) Resume(ctx context.Context, runID string) (*Result, error) {
 // its pending confirmations, without a store: the in-memory counterpart of
 // Decide then Resume. The answers are appended to the run's log.
 func (r *Runner) Continue(ctx context.Context, res *Result, answers ...Confirmation) (*Result, error) {
-	events := append([]Event(nil), res.Events...)
+	events := append([]Event(nil), res.Events.All()...)
 	var s State
 	for i := range events {
 		Next(&s, &events[i])
@@ -245,7 +242,7 @@ func (r *Runner) Continue(ctx context.Context, res *Result, answers ...Confirmat
 		events = append(events, ev)
 		Next(&s, &events[len(events)-1])
 	}
-	return r.continueFrom(ctx, events, len(res.Events))
+	return r.continueFrom(ctx, events, res.Events.Len())
 }
 
 // continueFrom replays events and drives the run on; events from
@@ -281,9 +278,21 @@ func (r *Runner) continueFrom(ctx context.Context, events []Event, flushed int) 
 }
 
 // newDrive returns a drive for a run with log, reusing one whose run is
-// over if there is one.
+// over if there is one. A nil log is a new run's: it gets the room for its
+// log that a reused drive has, if the last run's result did not take it.
 func (r *Runner) newDrive(log []Event) *drive {
 	d, _ := r.drives.Get().(*drive)
+	if log == nil {
+		if d != nil && d.logFree {
+			clear(d.log)
+			log = d.log[:0]
+		} else {
+			// Size the log like the runner's previous run: runs of one
+			// agent tend to be alike, and growing the log by doubling
+			// costs more than the guess.
+			log = make([]Event, 0, max(16, int(r.lastLogLen.Load())))
+		}
+	}
 	if d == nil {
 		return &drive{r: r, log: log}
 	}
@@ -448,8 +457,16 @@ func (d *drive) result() *Result {
 	}
 	*res = Result{
 		RunID: s.RunID, Status: s.Status, Detail: s.Detail, Steps: s.Steps, ToolCalls: s.ToolCalls,
-		Usage: s.Usage, Cost: s.Cost, Messages: s.History(), Pending: s.Pending, Events: d.log,
+		Usage: s.Usage, Cost: s.Cost, Messages: s.History(), Pending: s.Pending,
 		Duration: d.log[len(d.log)-1].At.Sub(d.log[0].At),
+	}
+	// With no observer, nothing but the drive holds the log's events: the
+	// result can take a compact copy, and the drive's next run the room.
+	if d.r.cfg.Observer == nil {
+		res.Events, d.logFree = compactLog(d.log)
+	}
+	if !d.logFree {
+		res.Events = LogOf(d.log)
 	}
 	return res
 }
@@ -469,6 +486,9 @@ type drive struct {
 	flushed int
 	state   State
 	log     []Event
+	// logFree is set when the run's result did not take log, which a
+	// later run of the drive may then reuse.
+	logFree bool
 
 	// sc is made at the run's first batch.
 	sc *scratch
