@@ -117,8 +117,14 @@ const (
 // not fit a logRecord (two payloads, a stage with a latency or attempts, a
 // confirmation, or more than one stop), in which case the caller keeps
 // the events themselves.
-func compactLog(events []Event) (EventLog, bool) {
-	l := &eventLog{compact: true, records: make([]logRecord, len(events))}
+//
+// into, if not nil, is room for the log's header.
+func compactLog(events []Event, into *eventLog) (EventLog, bool) {
+	l := into
+	if l == nil {
+		l = new(eventLog)
+	}
+	l.compact, l.records = true, make([]logRecord, len(events))
 	stopped := false
 	for i := range events {
 		ev := &events[i]

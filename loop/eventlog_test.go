@@ -79,7 +79,7 @@ func TestCompactLogGivesBackItsEvents(t *testing.T) {
 		}
 		want := make([]Event, len(events))
 		copy(want, events)
-		l, ok := compactLog(events)
+		l, ok := compactLog(events, nil)
 		if !ok {
 			continue
 		}
@@ -110,7 +110,7 @@ func TestRunLogsAreCompact(t *testing.T) {
 		{Seq: 9, Kind: Interrupted, Failure: &Failure{Kind: FailDeadline}},
 		{Seq: 10, Kind: Stopped, Status: DeadlineExceeded, Detail: "late"},
 	}
-	l, ok := compactLog(events)
+	l, ok := compactLog(events, nil)
 	if !ok {
 		t.Fatal("a run's log was not compacted")
 	}
@@ -140,7 +140,7 @@ func TestRunLogsAreCompact(t *testing.T) {
 // same events, built once.
 func TestCompactLogAllConcurrently(t *testing.T) {
 	events := []Event{{Seq: 1, Kind: Started, Start: &StartInfo{RunID: "r"}}, {Seq: 2, Kind: Stopped, Status: FinalAnswer}}
-	l, ok := compactLog(events)
+	l, ok := compactLog(events, nil)
 	if !ok {
 		t.Fatal("not compacted")
 	}

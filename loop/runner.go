@@ -193,9 +193,10 @@ func (r *Runner) Run(ctx context.Context, msgs []llm.Message) (*Result, error) {
 		start StartInfo
 		res   Result
 		id    runContext
+		log   eventLog
 	})
 	x.id.id = r.cfg.NewRunID()
-	d.idCtx, d.out.res = &x.id, &x.res
+	d.idCtx, d.out.res, d.logRoom = &x.id, &x.res, &x.log
 	return d.run(ctx, func() Effect {
 		x.start = StartInfo{
 			RunID: x.id.id, SessionID: r.cfg.SessionID, Model: r.cfg.ModelName, PromptVersion: r.cfg.PromptVersion,
@@ -463,7 +464,7 @@ func (d *drive) result() *Result {
 	// With no observer, nothing but the drive holds the log's events: the
 	// result can take a compact copy, and the drive's next run the room.
 	if d.r.cfg.Observer == nil {
-		res.Events, d.logFree = compactLog(d.log)
+		res.Events, d.logFree = compactLog(d.log, d.logRoom)
 	}
 	if !d.logFree {
 		res.Events = LogOf(d.log)
@@ -487,8 +488,10 @@ type drive struct {
 	state   State
 	log     []Event
 	// logFree is set when the run's result did not take log, which a
-	// later run of the drive may then reuse.
+	// later run of the drive may then reuse; logRoom is room Run made for
+	// the header of a compact log.
 	logFree bool
+	logRoom *eventLog
 
 	// sc is made at the run's first batch.
 	sc *scratch
