@@ -266,8 +266,12 @@ func next(s *State, ev *Event) Effect {
 
 func start(s *State, ev *Event) Effect {
 	info := ev.Start
-	// An empty list s had is room a driver lent for the call IDs.
-	ids := s.callIDs.list[:0]
+	// An empty list s had is room a driver lent for the call IDs (one
+	// that holds IDs may be shared with a copy of s, and is not reused).
+	ids := s.callIDs.list
+	if len(ids) != 0 {
+		ids = nil
+	}
 	*s = State{
 		RunID: info.RunID, SessionID: info.SessionID, Model: info.Model, StartedAt: ev.At, Budgets: info.Budgets, Price: info.Price,
 		Messages: append(make([]llm.Message, 0, len(info.Messages)+max(8, info.sizes.messages)), info.Messages...),

@@ -153,7 +153,7 @@ type Result struct {
 	// Pending lists calls awaiting confirmation (status
 	// confirmation_required).
 	Pending []Pending `json:"pending,omitempty"`
-	// Events is the run's log.
+	// Events is the run's log; Events.All() returns its events.
 	Events EventLog `json:"events"`
 }
 
@@ -186,9 +186,9 @@ func (r *Result) Answer() string {
 func (r *Runner) Run(ctx context.Context, msgs []llm.Message) (*Result, error) {
 	d := r.newDrive(nil)
 	// The run's start record, its result, which holds the record in its
-	// log anyway, and its context's ID part (which a handler may keep,
-	// so it is not the drive's to reuse) come in one allocation; result
-	// fills in the second.
+	// log anyway, its context's ID part (which a handler may keep, so it
+	// is not the drive's to reuse) and room for its compact log's header
+	// come in one allocation; result fills in the second and the last.
 	x := new(struct {
 		start StartInfo
 		res   Result
