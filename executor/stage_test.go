@@ -461,6 +461,20 @@ func TestRunStageInlineCanceledBefore(t *testing.T) {
 	}
 }
 
+// sleepyTool returns a tool whose call n sleeps for sleeps[n], ignoring
+// its context, then returns n; set the sleeps while holding mu.
+func sleepyTool(t *testing.T, timeout time.Duration) (tl *tool.Tool, mu *sync.Mutex, sleeps map[int]time.Duration) {
+	mu, sleeps = new(sync.Mutex), map[int]time.Duration{}
+	tl = mkTool(t, tool.Spec[args]{Timeout: timeout, OnTimeout: tool.TimeoutReport}, func(_ context.Context, in args) (any, error) {
+		mu.Lock()
+		d := sleeps[in.N]
+		mu.Unlock()
+		time.Sleep(d) // ignores its context: a late one is abandoned
+		return in.N, nil
+	})
+	return tl, mu, sleeps
+}
+
 // Over many stages of calls that take random, short times, some past a
 // short timeout, the stage waits for every helper's call whoever delivers
 // it (the helper, or the helper's watchdog giving up on it) and returns
@@ -468,15 +482,7 @@ func TestRunStageInlineCanceledBefore(t *testing.T) {
 func TestRunStageInlineHelpersRandomTimes(t *testing.T) {
 	const n, rounds, timeout = 7, 150, 3 * time.Millisecond
 	rng := rand.New(rand.NewPCG(5, 6))
-	var mu sync.Mutex
-	sleeps := map[int]time.Duration{}
-	tl := mkTool(t, tool.Spec[args]{Timeout: timeout, OnTimeout: tool.TimeoutReport}, func(_ context.Context, in args) (any, error) {
-		mu.Lock()
-		d := sleeps[in.N]
-		mu.Unlock()
-		time.Sleep(d) // ignores its context: a late one is abandoned
-		return in.N, nil
-	})
+	tl, mu, sleeps := sleepyTool(t, timeout)
 	for round := range rounds {
 		calls := make([]executor.Call, n)
 		mu.Lock()
@@ -521,19 +527,13 @@ func TestRunStageInlineStagesOfOneExecutor(t *testing.T) {
 	const rounds, timeout = 300, 10 * time.Second
 	ex := executor.New(&executor.Options{MaxParallel: 3, SpillAfter: 50 * time.Microsecond})
 	rng := rand.New(rand.NewPCG(7, 8))
-	var mu sync.Mutex
-	sleeps := map[int]time.Duration{}
-	tl := mkTool(t, tool.Spec[args]{Timeout: timeout, OnTimeout: tool.TimeoutReport}, func(_ context.Context, in args) (any, error) {
-		mu.Lock()
-		d := sleeps[in.N]
-		mu.Unlock()
-		time.Sleep(d)
-		return in.N, nil
-	})
+	tl, mu, sleeps := sleepyTool(t, timeout)
+	line := func(o executor.Outcome) string {
+		return fmt.Sprintf("%s %s %s", o.Result.CallID, o.Result.Status, o.Result.Content)
+	}
 	type stage struct {
-		calls []executor.Call
-		outs  []executor.Outcome
-		want  []string
+		outs []executor.Outcome
+		want []string
 	}
 	var stages []stage
 	id := 0
@@ -562,13 +562,13 @@ func TestRunStageInlineStagesOfOneExecutor(t *testing.T) {
 			if o.Result.Status != llm.StatusOK || o.Result.CallID != calls[i].Call.ID || string(o.Result.Content) != fmt.Sprint(n) {
 				t.Fatalf("outcome %d = %+v, want call c%d's", i, o, n)
 			}
-			want = append(want, fmt.Sprintf("%s %s %s", o.Result.CallID, o.Result.Status, o.Result.Content))
+			want = append(want, line(o))
 		}
-		stages = append(stages, stage{calls, r.outs, want})
+		stages = append(stages, stage{r.outs, want})
 	}
 	for n, s := range stages {
 		for i, o := range s.outs {
-			if got := fmt.Sprintf("%s %s %s", o.Result.CallID, o.Result.Status, o.Result.Content); got != s.want[i] {
+			if got := line(o); got != s.want[i] {
 				t.Fatalf("stage %d, outcome %d changed after later stages: %q, was %q", n, i, got, s.want[i])
 			}
 		}
