@@ -26,12 +26,13 @@ type noopOut struct {
 }
 
 // benchWorkload is the workload: 5 model turns of 3 read-only no-op
-// calls each, then a final answer.
-func benchWorkload(b *testing.B, planner executor.Planner) (*loop.Runner, []llm.Message) {
+// calls each, then a final answer. honors says whether the no-op tools
+// declare that they honor their context (which they do: they never block).
+func benchWorkload(b *testing.B, planner executor.Planner, honors bool) (*loop.Runner, []llm.Message) {
 	b.Helper()
 	var tools []*tool.Tool
 	for _, name := range []string{"read_a", "read_b", "read_c"} {
-		tools = append(tools, tool.MustNew(tool.Spec[noopIn]{Name: name},
+		tools = append(tools, tool.MustNew(tool.Spec[noopIn]{Name: name, HonorsContext: honors},
 			func(context.Context, noopIn) (noopOut, error) { return noopOut{OK: true}, nil }))
 	}
 	reg, err := tool.NewRegistry(tools...)
@@ -71,14 +72,18 @@ func benchWorkload(b *testing.B, planner executor.Planner) (*loop.Runner, []llm.
 // BenchmarkRun measures one whole run of the workload with the
 // in-process runner, no tracer and no store: with the default planner
 // (the three reads of a turn form one parallel stage) and with the serial
-// planner (one call per stage).
+// planner (one call per stage), both with tools that declare nothing, so
+// that each run is driven on a goroutine of its own; and with the default
+// planner and tools that declare they honor their context, so that runs
+// are driven on the caller's goroutine (on-caller).
 func BenchmarkRun(b *testing.B) {
 	for _, bc := range []struct {
 		name    string
 		planner executor.Planner
-	}{{"planned", nil}, {"serial", executor.SerialPlanner()}} {
+		honors  bool
+	}{{"planned", nil, false}, {"serial", executor.SerialPlanner(), false}, {"on-caller", nil, true}} {
 		b.Run(bc.name, func(b *testing.B) {
-			r, msgs := benchWorkload(b, bc.planner)
+			r, msgs := benchWorkload(b, bc.planner, bc.honors)
 			ctx := context.Background()
 			b.ReportAllocs()
 			for b.Loop() {
@@ -188,7 +193,7 @@ func BenchmarkDurableBytesPerStep(b *testing.B) {
 			for i := 0; len(msgs) < n; i++ {
 				msgs = append(msgs, llm.UserMessage(fmt.Sprintf("earlier message %d with some text in it", i)))
 			}
-			r, _ := benchWorkload(b, nil)
+			r, _ := benchWorkload(b, nil, false)
 			var bytes, steps int
 			for b.Loop() {
 				cl := &countingLog{EventLog: store.NewMemory()}
@@ -212,7 +217,7 @@ func BenchmarkDurableBytesPerStep(b *testing.B) {
 // to a SQLite event log (synchronous FULL and NORMAL), against the same
 // run in memory.
 func BenchmarkRunDurable(b *testing.B) {
-	r, msgs := benchWorkload(b, nil)
+	r, msgs := benchWorkload(b, nil, false)
 	for _, sync := range []string{"memory", "FULL", "NORMAL"} {
 		b.Run("store="+sync, func(b *testing.B) {
 			var st store.EventLog = store.NewMemory()

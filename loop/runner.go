@@ -24,7 +24,10 @@ type Config struct {
 	Model llm.Model
 	// ModelName is sent with every request and prices the run.
 	ModelName string
-	Tools     *tool.Registry
+	// Tools are the tools the model may call. If all of them honor their
+	// context (Registry.AllHonorContext), runs are driven on the goroutine
+	// that calls Run; see Runner.Run.
+	Tools *tool.Registry
 	// Policy decides each call; nil allows every registered tool.
 	Policy   policy.Policy
 	Identity policy.Identity
@@ -76,6 +79,9 @@ type Runner struct {
 	// which keeps nothing of its input; ownClock when cfg.Now is the
 	// default time.Now.
 	ownPlanner, ownClock bool
+	// onCaller is set when every tool declares that it returns soon after
+	// its context is done: runs are then driven on Run's own goroutine.
+	onCaller bool
 
 	// drives holds the drives of runs that ended with nothing but Run
 	// holding them, for later runs: a drive and its scratch space are
@@ -96,7 +102,7 @@ func NewRunner(cfg Config) (*Runner, error) {
 	if err != nil {
 		return nil, fmt.Errorf("loop: %w", err)
 	}
-	r := &Runner{cfg: cfg, budgets: b}
+	r := &Runner{cfg: cfg, budgets: b, onCaller: cfg.Tools.AllHonorContext()}
 	if p, ok := b.Prices[cfg.ModelName]; ok {
 		r.price = &p
 	} else if b.MaxCost > 0 {
@@ -182,7 +188,10 @@ func (r *Result) Answer() string {
 // The run is driven on a goroutine of its own, which also executes tool
 // handlers one at a time. If a handler overruns its timeout while ignoring
 // its context, the run carries on from another goroutine and Run returns on
-// time; the stuck handler's goroutine ends whenever the handler does.
+// time; the stuck handler's goroutine ends whenever the handler does. When
+// every tool declares that it honors its context (tool.Spec.HonorsContext),
+// the run is driven on the caller's goroutine instead, which is faster;
+// a handler that breaks that promise holds Run until it returns.
 func (r *Runner) Run(ctx context.Context, msgs []llm.Message) (*Result, error) {
 	d := r.newDrive(nil)
 	// The run's start record, its result, which holds the record in its
@@ -309,7 +318,8 @@ func (r *Runner) newDrive(log []Event) *drive {
 	return d
 }
 
-// run drives a run on its own goroutine from the effect first returns.
+// run drives a run from the effect first returns, on a goroutine of its own
+// unless every tool honors its context.
 func (d *drive) run(ctx context.Context, first func() Effect, deadline time.Duration) (*Result, error) {
 	// The run's ID rides in the drive rather than in a context.WithValue
 	// (two allocations), and below the deadline, so that the Err the run
@@ -329,10 +339,22 @@ func (d *drive) run(ctx context.Context, first func() Effect, deadline time.Dura
 	defer w.Close()
 	first()
 	d.done.Add(1)
-	go func() {
-		growStack()
+	if d.r.onCaller {
+		// No handler will hold this goroutine much past its timeout, so the
+		// run needs no goroutine of its own: handing it over and back costs
+		// a wake-up of an idle processor, a quarter of a short run on a
+		// small machine. If a handler is late all the same, the watchdog
+		// hands the run on as usual and loop returns when the handler does.
 		d.loop()
-	}()
+	} else {
+		// A handler that ignores its context may never return: the run is
+		// driven on a goroutine of its own, which the watchdog can leave
+		// behind, so that Run returns on time whatever the handlers do.
+		go func() {
+			growStack()
+			d.loop()
+		}()
+	}
 	d.done.Wait()
 	out := d.out
 	if d.sc == nil || !d.sc.lent {

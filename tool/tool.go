@@ -74,6 +74,9 @@ type Definition struct {
 	// NeedsConfirmation declares that every call needs a human's
 	// confirmation first (policy.ConfirmDeclared enforces it).
 	NeedsConfirmation bool
+	// HonorsContext declares that the handler returns soon after its
+	// context is done, or never blocks at all (see Spec.HonorsContext).
+	HonorsContext bool
 }
 
 // Spec describes a typed tool for New. Only Name is required.
@@ -103,6 +106,17 @@ type Spec[In any] struct {
 	// unknown (a timeout, a crash). Without one, such a write stops the
 	// run with tool_outcome_unknown.
 	Lookup func(ctx context.Context, in In) (result any, applied bool, err error)
+	// HonorsContext declares that the handler returns soon after its
+	// context is done (its timeout passed, or the run was canceled), or
+	// never blocks at all, as with a look-up in memory. A runner whose
+	// tools all declare it drives a run on the goroutine that called Run
+	// instead of handing the run to a goroutine of its own, which saves
+	// the hand-over's cost (a few microseconds a run). Timeouts still end
+	// calls through their contexts. The price of a false declaration:
+	// a handler that ignores its context then holds Run until it returns
+	// (the run's outcome is still the timeout), where an undeclared tool
+	// is left behind at its timeout and the run goes on without it.
+	HonorsContext bool
 }
 
 // Tool is an immutable, ready-to-run tool: a definition, its resolved schema
@@ -141,7 +155,7 @@ func New[In, Out any](spec Spec[In], fn func(ctx context.Context, in In) (Out, e
 		Name: spec.Name, Description: spec.Description, InputSchema: raw,
 		Effect: spec.Effect, Risk: spec.Risk, Timeout: spec.Timeout, OnTimeout: spec.OnTimeout,
 		Sensitive: append([]string(nil), spec.Sensitive...), ExclusiveGroup: spec.ExclusiveGroup,
-		NeedsConfirmation: spec.NeedsConfirmation,
+		NeedsConfirmation: spec.NeedsConfirmation, HonorsContext: spec.HonorsContext,
 	}
 	inCodec, outCodec := newFlatCodec(reflect.TypeFor[In]()), newFlatCodec(reflect.TypeFor[Out]())
 	reserve := 0 // room for the result after the decoded strings
@@ -453,6 +467,10 @@ func decodeReused(args json.RawMessage, in any) bool {
 	}
 	return true
 }
+
+// HonorsContext reports whether the tool declares that its handler returns
+// soon after its context is done (see Spec.HonorsContext).
+func (t *Tool) HonorsContext() bool { return t.def.HonorsContext }
 
 // NeedsConfirmation reports whether the tool declares that its calls need
 // a human's confirmation.
