@@ -1,6 +1,7 @@
 package loop
 
 import (
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strconv"
@@ -49,7 +50,7 @@ type Effect struct {
 type Pending struct {
 	CallID    string          `json:"call_id"`
 	Tool      string          `json:"tool"`
-	Arguments []byte          `json:"arguments"`
+	Arguments json.RawMessage `json:"arguments"`
 	Reason    string          `json:"reason"`
 	Decision  policy.Decision `json:"decision"`
 	// Confirmation is the human's answer, once there is one.

@@ -62,8 +62,8 @@ func TestResumeAtEveryEventBoundary(t *testing.T) {
 		t.Fatalf("%d refunds in the uninterrupted run", r.applied["A1"])
 	}
 	recs, err := full.Events(context.Background(), "run-1")
-	if err != nil || len(recs) != len(want.Events.All()) {
-		t.Fatalf("stored %d events, ran %d: %v", len(recs), len(want.Events.All()), err)
+	if err != nil || len(recs) != len(want.Events) {
+		t.Fatalf("stored %d events, ran %d: %v", len(recs), len(want.Events), err)
 	}
 	for k := 1; k < len(recs); k++ {
 		t.Run(fmt.Sprintf("after event %d (%s)", k, recs[k-1].Kind), func(t *testing.T) {
@@ -104,8 +104,8 @@ func TestResumingAnEndedRunReturnsItUnchanged(t *testing.T) {
 	runner, _ := loop.NewRunner(cfg)
 	again, err := runner.Resume(context.Background(), first.RunID)
 	mustStatus(t, again, err, loop.FinalAnswer)
-	if len(again.Events.All()) != len(first.Events.All()) || again.Answer() != "hi" {
-		t.Fatalf("resume of an ended run changed it: %d vs %d events", len(again.Events.All()), len(first.Events.All()))
+	if len(again.Events) != len(first.Events) || again.Answer() != "hi" {
+		t.Fatalf("resume of an ended run changed it: %d vs %d events", len(again.Events), len(first.Events))
 	}
 	if _, err := runner.Resume(context.Background(), "no-such-run"); err == nil || !strings.Contains(err.Error(), "no-such-run") {
 		t.Fatalf("unknown run: err = %v", err)
@@ -154,7 +154,7 @@ func TestApproveThenResume(t *testing.T) {
 	// The confirmation record is in the log, and the approved call was
 	// planned alone.
 	var found bool
-	for _, ev := range res.Events.All() {
+	for _, ev := range res.Events {
 		if ev.Kind == loop.ConfirmationDecided && ev.Confirmation.By == "alice" && ev.Confirmation.Note == "customer verified" {
 			found = true
 		}
@@ -284,8 +284,8 @@ func TestObserversSeeTheResumedPart(t *testing.T) {
 	res, err := runner.Resume(ctx, paused.RunID)
 	mustStatus(t, res, err, loop.FinalAnswer)
 	// The history handed over includes the answer recorded by Decide.
-	if rec.history != len(paused.Events.All())+1 {
-		t.Fatalf("history of %d events, want %d", rec.history, len(paused.Events.All())+1)
+	if rec.history != len(paused.Events)+1 {
+		t.Fatalf("history of %d events, want %d", rec.history, len(paused.Events)+1)
 	}
 	if len(rec.kinds) == 0 || rec.kinds[0] != loop.Resumed || rec.kinds[len(rec.kinds)-1] != loop.Stopped {
 		t.Fatalf("observed %v", rec.kinds)

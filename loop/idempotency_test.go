@@ -72,7 +72,7 @@ func refundRun(t *testing.T, r *refunds, withLookup bool, ledger store.Ledger, r
 
 func outcomeFor(t *testing.T, res *loop.Result, callID string) executor.Outcome {
 	t.Helper()
-	for _, ev := range res.Events.All() {
+	for _, ev := range res.Events {
 		for _, o := range ev.Outcomes {
 			if o.Result.CallID == callID {
 				return o

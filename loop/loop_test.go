@@ -98,7 +98,7 @@ func mustStatus(t *testing.T, res *loop.Result, err error, want loop.Status) {
 	if herr := llm.CheckHistory(res.Messages); herr != nil {
 		t.Fatalf("history invalid after %s: %v", res.Status, herr)
 	}
-	if last := res.Events.All()[len(res.Events.All())-1]; last.Kind != loop.Stopped || last.Status != want {
+	if last := res.Events[len(res.Events)-1]; last.Kind != loop.Stopped || last.Status != want {
 		t.Fatalf("last event = %s %s, want stopped %s", last.Kind, last.Status, want)
 	}
 }
@@ -143,7 +143,7 @@ func TestFinalAnswerWithToolRoundTrip(t *testing.T) {
 	if len(reqs[0].Tools) != 2 || reqs[1].Step != 2 {
 		t.Fatalf("request shape: %d tools, step %d", len(reqs[0].Tools), reqs[1].Step)
 	}
-	start := res.Events.All()[0].Start
+	start := res.Events[0].Start
 	if start == nil || start.ToolsVersion != f.reg.Version() || start.Budgets.MaxSteps != loop.DefaultMaxSteps {
 		t.Fatalf("start event does not record the configuration: %+v", start)
 	}
@@ -407,8 +407,8 @@ func TestModelErrors(t *testing.T) {
 		model := llmtest.New(overloaded, llmtest.Text("hello"))
 		res, err := loop.Run(context.Background(), loop.Config{Model: model, Tools: f.reg, ModelRetryBackoff: time.Millisecond}, user("q"))
 		mustStatus(t, res, err, loop.FinalAnswer)
-		if res.Events.All()[1].Attempts != 2 {
-			t.Fatalf("attempts = %d", res.Events.All()[1].Attempts)
+		if res.Events[1].Attempts != 2 {
+			t.Fatalf("attempts = %d", res.Events[1].Attempts)
 		}
 	})
 }
@@ -541,7 +541,7 @@ func TestReplayReproducesTheRun(t *testing.T) {
 	mustStatus(t, res, err, loop.FinalAnswer)
 
 	// Round-trip through JSON, as a durable store would.
-	raw, err := json.Marshal(res.Events.All())
+	raw, err := json.Marshal(res.Events)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -631,10 +631,10 @@ func TestObserverSeesEveryEventInOrder(t *testing.T) {
 	model := llmtest.New(llmtest.Calls(call("c1", "query_order", `{"id":"A1"}`)), llmtest.Text("ok"))
 	res, err := loop.Run(context.Background(), loop.Config{Model: model, Tools: f.reg, Observer: obs}, user("q"))
 	mustStatus(t, res, err, loop.FinalAnswer)
-	if len(seen) != len(res.Events.All()) {
-		t.Fatalf("observed %d events, log has %d", len(seen), len(res.Events.All()))
+	if len(seen) != len(res.Events) {
+		t.Fatalf("observed %d events, log has %d", len(seen), len(res.Events))
 	}
-	for i, ev := range res.Events.All() {
+	for i, ev := range res.Events {
 		if seen[i] != ev.Kind || seqs[i] != i+1 {
 			t.Fatalf("event %d: observed %s #%d, logged %s", i, seen[i], seqs[i], ev.Kind)
 		}
@@ -752,8 +752,8 @@ func TestEventTimes(t *testing.T) {
 	}
 	res, err := loop.Run(context.Background(), loop.Config{Model: turns(), Tools: f.reg}, user("q"))
 	mustStatus(t, res, err, loop.FinalAnswer)
-	for i := 1; i < len(res.Events.All()); i++ {
-		ev, prev := res.Events.All()[i], res.Events.All()[i-1]
+	for i := 1; i < len(res.Events); i++ {
+		ev, prev := res.Events[i], res.Events[i-1]
 		if ev.At.Before(prev.At) {
 			t.Fatalf("event %d (%s) at %v, before event %d", ev.Seq, ev.Kind, ev.At, prev.Seq)
 		}
@@ -781,10 +781,10 @@ func TestEventTimes(t *testing.T) {
 	}
 	res, err = loop.Run(context.Background(), loop.Config{Model: turns(), Tools: f.reg, Now: clock}, user("q"))
 	mustStatus(t, res, err, loop.FinalAnswer)
-	if reads != len(res.Events.All()) {
-		t.Fatalf("the clock was read %d times for %d events", reads, len(res.Events.All()))
+	if reads != len(res.Events) {
+		t.Fatalf("the clock was read %d times for %d events", reads, len(res.Events))
 	}
-	for i, ev := range res.Events.All() {
+	for i, ev := range res.Events {
 		if want := base.Add(time.Duration(i+1) * time.Second); !ev.At.Equal(want) {
 			t.Fatalf("event %d (%s) at %v, want %v", ev.Seq, ev.Kind, ev.At, want)
 		}

@@ -159,8 +159,9 @@ type Result struct {
 	// Pending lists calls awaiting confirmation (status
 	// confirmation_required).
 	Pending []Pending `json:"pending,omitempty"`
-	// Events is the run's log; Events.All() returns its events.
-	Events EventLog `json:"events"`
+	// Events is the run's log, in order. Events are immutable once
+	// appended: the result shares them with observers and stores.
+	Events []Event `json:"events"`
 }
 
 // Err is nil for a final answer and a *StopError otherwise, so that a
@@ -202,10 +203,9 @@ func (r *Runner) Run(ctx context.Context, msgs []llm.Message) (*Result, error) {
 		start StartInfo
 		res   Result
 		id    runContext
-		log   eventLog
 	})
 	x.id.id = r.cfg.NewRunID()
-	d.idCtx, d.out.res, d.logRoom = &x.id, &x.res, &x.log
+	d.idCtx, d.out.res = &x.id, &x.res
 	return d.run(ctx, func() Effect {
 		x.start = StartInfo{
 			RunID: x.id.id, SessionID: r.cfg.SessionID, Model: r.cfg.ModelName, PromptVersion: r.cfg.PromptVersion,
@@ -239,7 +239,7 @@ func (r *Runner) Resume(ctx context.Context, runID string) (*Result, error) {
 // its pending confirmations, without a store: the in-memory counterpart of
 // Decide then Resume. The answers are appended to the run's log.
 func (r *Runner) Continue(ctx context.Context, res *Result, answers ...Confirmation) (*Result, error) {
-	events := append([]Event(nil), res.Events.All()...)
+	events := append([]Event(nil), res.Events...)
 	var s State
 	for i := range events {
 		Next(&s, &events[i])
@@ -252,7 +252,7 @@ func (r *Runner) Continue(ctx context.Context, res *Result, answers ...Confirmat
 		events = append(events, ev)
 		Next(&s, &events[len(events)-1])
 	}
-	return r.continueFrom(ctx, events, res.Events.Len())
+	return r.continueFrom(ctx, events, len(res.Events))
 }
 
 // continueFrom replays events and drives the run on; events from
@@ -483,14 +483,7 @@ func (d *drive) result() *Result {
 		Usage: s.Usage, Cost: s.Cost, Messages: s.History(), Pending: s.Pending,
 		Duration: d.log[len(d.log)-1].At.Sub(d.log[0].At),
 	}
-	// With no observer, nothing but the drive holds the log's events: the
-	// result can take a compact copy, and the drive's next run the room.
-	if d.r.cfg.Observer == nil {
-		res.Events, d.logFree = compactLog(d.log, d.logRoom)
-	}
-	if !d.logFree {
-		res.Events = LogOf(d.log)
-	}
+	res.Events = d.log
 	return res
 }
 
@@ -513,7 +506,6 @@ type drive struct {
 	// later run of the drive may then reuse; logRoom is room Run made for
 	// the header of a compact log.
 	logFree bool
-	logRoom *eventLog
 
 	// sc is made at the run's first batch.
 	sc *scratch

@@ -129,7 +129,7 @@ func TestDevServer(t *testing.T) {
 			}
 			book, _, acts := sandboxActivities(t, s)
 			queue := startWorker(t, c, acts)
-			start := want.Events.All()[0].Start
+			start := want.Events[0].Start
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
 			run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: "toolloop-test-" + name + "-" + suffix(), TaskQueue: queue},
@@ -242,7 +242,7 @@ func TestDevServerCanceled(t *testing.T) {
 		t.Fatal(err)
 	}
 	queue := startWorker(t, c, acts)
-	start := want.Events.All()[0].Start
+	start := want.Events[0].Start
 	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: queue},
 		temporal.WorkflowName, scenarioInput(s, start.RunID, start.SessionID))
 	if err != nil {
@@ -256,8 +256,8 @@ func TestDevServerCanceled(t *testing.T) {
 	if err := ce.Details(&got); err != nil {
 		t.Fatal(err)
 	}
-	if got.Status != loop.Canceled || !slices.Equal(kinds(got.Events.All()), kinds(want.Events.All())) {
-		t.Fatalf("workflow %s: %v\nin-process %s: %v", got.Status, kinds(got.Events.All()), want.Status, kinds(want.Events.All()))
+	if got.Status != loop.Canceled || !slices.Equal(kinds(got.Events), kinds(want.Events)) {
+		t.Fatalf("workflow %s: %v\nin-process %s: %v", got.Status, kinds(got.Events), want.Status, kinds(want.Events))
 	}
 	if g, w := jsonOf(t, got.Messages), jsonOf(t, want.Messages); g != w {
 		t.Fatalf("histories differ:\nworkflow:   %s\nin-process: %s", g, w)

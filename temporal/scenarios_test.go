@@ -35,7 +35,7 @@ func TestScenariosMatchInProcess(t *testing.T) {
 			if want.Status != s.Want {
 				t.Fatalf("in-process: status %s, the scenario says %s", want.Status, s.Want)
 			}
-			start := want.Events.All()[0].Start
+			start := want.Events[0].Start
 
 			sb := newSandbox(t, s)
 			sb.register()
@@ -46,7 +46,7 @@ func TestScenariosMatchInProcess(t *testing.T) {
 			if got.Status != want.Status || got.Detail != want.Detail {
 				t.Fatalf("workflow: %s (%s)\nin-process: %s (%s)", got.Status, got.Detail, want.Status, want.Detail)
 			}
-			if g, w := comparable(t, got.Events.All()), comparable(t, want.Events.All()); !slices.Equal(g, w) {
+			if g, w := comparable(t, got.Events), comparable(t, want.Events); !slices.Equal(g, w) {
 				for i := range max(len(g), len(w)) {
 					var ge, we string
 					if i < len(g) {

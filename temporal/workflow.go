@@ -314,7 +314,7 @@ func (d *driver) output() RunOutput {
 	s := &d.state
 	return RunOutput{
 		RunID: s.RunID, Status: s.Status, Detail: s.Detail, Steps: s.Steps, ToolCalls: s.ToolCalls,
-		Usage: s.Usage, Cost: s.Cost, Messages: s.History(), Pending: s.Pending, Events: loop.LogOf(d.log),
+		Usage: s.Usage, Cost: s.Cost, Messages: s.History(), Pending: s.Pending, Events: d.log,
 		Duration: d.log[len(d.log)-1].At.Sub(d.log[0].At),
 	}
 }

@@ -70,7 +70,7 @@ func TestParallelStage(t *testing.T) {
 	}
 	var plan *executor.Plan
 	var ids []string
-	for _, ev := range out.Events.All() {
+	for _, ev := range out.Events {
 		if ev.Kind == loop.StagePlanned {
 			plan = ev.Plan
 		}
@@ -174,13 +174,13 @@ func TestConfirmByUpdate(t *testing.T) {
 	// The log records the pause, the answer (who, note, when) and the
 	// resumption, like Runner.Continue does in-process.
 	var ks []string
-	for _, k := range kinds(out.Events.All()) {
+	for _, k := range kinds(out.Events) {
 		ks = append(ks, string(k))
 	}
 	if want := "stopped,confirmation_decided,resumed,stage_planned"; !strings.Contains(strings.Join(ks, ","), want) {
 		t.Fatalf("events %v lack %s", ks, want)
 	}
-	for _, ev := range out.Events.All() {
+	for _, ev := range out.Events {
 		if ev.Kind == loop.ConfirmationDecided {
 			c := ev.Confirmation
 			if c.By != "ops-1" || c.Note != "photo checked" || !c.Approved || ev.At.IsZero() {
@@ -218,7 +218,7 @@ func TestConfirmDenied(t *testing.T) {
 		!strings.Contains(string(r.Content), "ops-2") || !strings.Contains(string(r.Content), "no photo of the damage") {
 		t.Fatalf("the model was told %+v", r)
 	}
-	for _, ev := range out.Events.All() {
+	for _, ev := range out.Events {
 		if ev.Kind == loop.StageFinished {
 			for _, o := range ev.Outcomes {
 				if o.Result.CallID == "call_r1" {
@@ -245,7 +245,7 @@ func TestConfirmBySignal(t *testing.T) {
 		t.Fatalf("status %s (%s), %d refunds", out.Status, out.Detail, sb.book.Refunds("A103"))
 	}
 	n := 0
-	for _, ev := range out.Events.All() {
+	for _, ev := range out.Events {
 		if ev.Kind == loop.ConfirmationDecided {
 			n++
 		}
@@ -318,7 +318,7 @@ func TestCanceledMidRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	sb.register()
-	start := want.Events.All()[0].Start
+	start := want.Events[0].Start
 	sb.env.ExecuteWorkflow(temporal.WorkflowName, sb.input(start.RunID, start.SessionID))
 	var ce *sdktemporal.CanceledError
 	if err := sb.env.GetWorkflowError(); !errors.As(err, &ce) {
@@ -332,20 +332,20 @@ func TestCanceledMidRun(t *testing.T) {
 		t.Fatalf("workflow %s (%s), in-process %s", got.Status, got.Detail, want.Status)
 	}
 	// The same log up to the second model request.
-	g, w := comparable(t, got.Events.All()), comparable(t, want.Events.All())
+	g, w := comparable(t, got.Events), comparable(t, want.Events)
 	for i := range 6 {
 		if g[i] != w[i] {
 			t.Fatalf("event %d differs:\nworkflow:   %s\nin-process: %s", i+1, g[i], w[i])
 		}
 	}
-	last := got.Events.All()[len(got.Events.All())-2]
+	last := got.Events[len(got.Events)-2]
 	if last.Kind != loop.ModelFailed || last.Failure == nil || last.Failure.Kind != loop.FailCanceled {
 		t.Fatalf("event before stopped: %+v", last)
 	}
 	if err := llm.CheckHistory(got.Messages); err != nil {
 		t.Fatal(err)
 	}
-	if outcome(got.Events.All(), "call_t1") != nil {
+	if outcome(got.Events, "call_t1") != nil {
 		t.Fatal("the call of the answer that came after the cancel ran")
 	}
 }
@@ -376,7 +376,7 @@ func TestWriteActivityRetryReplaysLedger(t *testing.T) {
 		}
 		return o, err
 	})
-	start := want.Events.All()[0].Start
+	start := want.Events[0].Start
 	out := sb.run(t, sb.input(start.RunID, start.SessionID))
 	if out.Status != loop.FinalAnswer {
 		t.Fatalf("status %s: %s", out.Status, out.Detail)
@@ -387,7 +387,7 @@ func TestWriteActivityRetryReplaysLedger(t *testing.T) {
 	if n := sb.book.Refunds("A103"); n != 1 {
 		t.Fatalf("%d refunds of A103, want 1", n)
 	}
-	first := outcome(out.Events.All(), "call_r1")
+	first := outcome(out.Events, "call_r1")
 	if first == nil || !first.Replayed || first.Result.Status != llm.StatusOK {
 		t.Fatalf("the retried refund's outcome: %+v", first)
 	}
@@ -450,7 +450,7 @@ func TestWriteActivityRetryReconciles(t *testing.T) {
 	if n := sb.book.Refunds("A103"); n != 1 {
 		t.Fatalf("%d refunds of A103, want 1", n)
 	}
-	if o := outcome(out.Events.All(), "call_r1"); o == nil || !o.Reconciled || o.Result.Status != llm.StatusOK {
+	if o := outcome(out.Events, "call_r1"); o == nil || !o.Reconciled || o.Result.Status != llm.StatusOK {
 		t.Fatalf("outcome %+v", o)
 	}
 }
@@ -532,11 +532,11 @@ func TestEventsQuery(t *testing.T) {
 	if err := v.Get(&evs); err != nil {
 		t.Fatal(err)
 	}
-	if len(evs) != len(out.Events.All()) || evs[len(evs)-1].Kind != loop.Stopped {
-		t.Fatalf("query gave %d events, the run has %d", len(evs), len(out.Events.All()))
+	if len(evs) != len(out.Events) || evs[len(evs)-1].Kind != loop.Stopped {
+		t.Fatalf("query gave %d events, the run has %d", len(evs), len(out.Events))
 	}
 	st := sb.status(t)
-	if st.Status != string(loop.FinalAnswer) || st.Events != len(out.Events.All()) || st.RunID != "run-query" {
+	if st.Status != string(loop.FinalAnswer) || st.Events != len(out.Events) || st.RunID != "run-query" {
 		t.Fatalf("status %+v", st)
 	}
 }
@@ -558,7 +558,7 @@ func TestDefaultRunID(t *testing.T) {
 	sb := newSandbox(t, scenario(t, "normal"))
 	sb.register()
 	out := sb.run(t, sb.input("", "sandbox"))
-	if out.RunID == "" || out.RunID != out.Events.All()[0].Start.RunID {
+	if out.RunID == "" || out.RunID != out.Events[0].Start.RunID {
 		t.Fatalf("run ID %q", out.RunID)
 	}
 }
@@ -577,12 +577,12 @@ func TestDeadlineExceeded(t *testing.T) {
 	}
 	sb := newSandbox(t, s)
 	sb.register()
-	start := want.Events.All()[0].Start
+	start := want.Events[0].Start
 	got := sb.run(t, sb.input(start.RunID, start.SessionID))
 	if got.Status != loop.DeadlineExceeded || want.Status != loop.DeadlineExceeded {
 		t.Fatalf("workflow %s (%s), in-process %s (%s)", got.Status, got.Detail, want.Status, want.Detail)
 	}
-	if g, w := jsonOf(t, kinds(got.Events.All())), jsonOf(t, kinds(want.Events.All())); g != w {
+	if g, w := jsonOf(t, kinds(got.Events)), jsonOf(t, kinds(want.Events)); g != w {
 		t.Fatalf("events:\nworkflow:   %s\nin-process: %s", g, w)
 	}
 	g, w := toolResult(got.Messages, "call_t1"), toolResult(want.Messages, "call_t1")

@@ -35,7 +35,7 @@ func list(findings []trace.Finding) string {
 func TestDiagnoseSpin(t *testing.T) {
 	res := scenario(t, "spin_detected")
 	// As a person would: from the redacted log.
-	f := first(t, trace.Diagnose(logged(t, res.Events.All())), trace.RepeatedCall, "call_q1", "call_q2")
+	f := first(t, trace.Diagnose(logged(t, res.Events)), trace.RepeatedCall, "call_q1", "call_q2")
 	if !strings.Contains(f.Message, "query_order") || f.Step != 2 {
 		t.Errorf("finding %s", f)
 	}
@@ -43,7 +43,7 @@ func TestDiagnoseSpin(t *testing.T) {
 
 func TestDiagnoseLoopForever(t *testing.T) {
 	res := scenario(t, "loop_forever")
-	findings := trace.Diagnose(logged(t, res.Events.All()))
+	findings := trace.Diagnose(logged(t, res.Events))
 	f := first(t, findings, trace.RepeatedTool, "call_l1", "call_l2", "call_l3")
 	if !strings.Contains(f.Message, "list_orders") || !strings.Contains(f.Message, "to call_l5") {
 		t.Errorf("finding %s", f)
@@ -55,22 +55,22 @@ func TestDiagnoseLoopForever(t *testing.T) {
 
 func TestDiagnoseCleanRuns(t *testing.T) {
 	for _, name := range []string{"normal", "parallel", "not_found", "refund_retry", "confirmation_required", "canceled"} {
-		if findings := trace.Diagnose(scenario(t, name).Events.All()); len(findings) > 0 {
+		if findings := trace.Diagnose(scenario(t, name).Events); len(findings) > 0 {
 			t.Errorf("%s: findings in a clean run:\n%s", name, list(findings))
 		}
 	}
 	// A run that stops on an error has one finding, the stop.
 	for _, name := range []string{"protocol_error", "tool_timeout", "refund_unknown", "unknown_tool", "permission_denied", "model_error"} {
 		res := scenario(t, name)
-		f := first(t, trace.Diagnose(res.Events.All()), trace.RunStopped)
-		if !strings.Contains(f.Message, string(res.Status)) || f.Seq != len(res.Events.All()) {
+		f := first(t, trace.Diagnose(res.Events), trace.RunStopped)
+		if !strings.Contains(f.Message, string(res.Status)) || f.Seq != len(res.Events) {
 			t.Errorf("%s: finding %s", name, f)
 		}
 	}
 }
 
 func TestDiagnoseRepeatedWrite(t *testing.T) {
-	f := first(t, trace.Diagnose(scenario(t, "refund_twice").Events.All()), trace.RepeatedCall, "call_r1", "call_r2")
+	f := first(t, trace.Diagnose(scenario(t, "refund_twice").Events), trace.RepeatedCall, "call_r1", "call_r2")
 	if !strings.Contains(f.Message, "refund:A103") {
 		t.Errorf("finding %s", f)
 	}

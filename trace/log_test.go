@@ -47,10 +47,10 @@ func logged(t *testing.T, events []loop.Event) []loop.Event {
 
 func TestLogRoundTrip(t *testing.T) {
 	res := scenario(t, "parallel")
-	data := writeLog(t, res.Events.All(), nil)
+	data := writeLog(t, res.Events, nil)
 	lines := strings.Split(strings.TrimSuffix(string(data), "\n"), "\n")
-	if len(lines) != len(res.Events.All()) {
-		t.Fatalf("%d lines for %d events", len(lines), len(res.Events.All()))
+	if len(lines) != len(res.Events) {
+		t.Fatalf("%d lines for %d events", len(lines), len(res.Events))
 	}
 	// Summaries, not values: the order IDs never appear in arguments or
 	// results, but call IDs, tools and statuses do.
@@ -64,11 +64,11 @@ func TestLogRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(got) != len(res.Events.All()) {
-		t.Fatalf("read %d events, want %d", len(got), len(res.Events.All()))
+	if len(got) != len(res.Events) {
+		t.Fatalf("read %d events, want %d", len(got), len(res.Events))
 	}
 	for i, ev := range got {
-		want := res.Events.All()[i]
+		want := res.Events[i]
 		if ev.Seq != want.Seq || ev.Kind != want.Kind || !ev.At.Equal(want.At) || ev.Status != want.Status ||
 			ev.Latency != want.Latency || len(ev.Outcomes) != len(want.Outcomes) {
 			t.Errorf("event %d: got %+v\nwant %+v", i, ev, want)
@@ -87,27 +87,27 @@ func TestLogRoundTrip(t *testing.T) {
 	}
 
 	// With full content the arguments and results are kept.
-	full := writeLog(t, res.Events.All(), &trace.LogOptions{Redactor: trace.NewRedactor(&trace.RedactOptions{FullContent: true})})
+	full := writeLog(t, res.Events, &trace.LogOptions{Redactor: trace.NewRedactor(&trace.RedactOptions{FullContent: true})})
 	got, err = trace.ReadLog(bytes.NewReader(full))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !reflect.DeepEqual(loop.Replay(got).History(), loop.Replay(res.Events.All()).History()) {
+	if !reflect.DeepEqual(loop.Replay(got).History(), loop.Replay(res.Events).History()) {
 		t.Error("a full-content log does not replay to the same history")
 	}
 }
 
 func TestRedactEventLeavesInputAlone(t *testing.T) {
 	res := scenario(t, "normal")
-	before, err := json.Marshal(res.Events.All())
+	before, err := json.Marshal(res.Events)
 	if err != nil {
 		t.Fatal(err)
 	}
 	red := trace.NewRedactor(nil)
-	for i := range res.Events.All() {
-		trace.RedactEvent(red, &res.Events.All()[i])
+	for i := range res.Events {
+		trace.RedactEvent(red, &res.Events[i])
 	}
-	after, _ := json.Marshal(res.Events.All())
+	after, _ := json.Marshal(res.Events)
 	if !bytes.Equal(before, after) {
 		t.Error("RedactEvent changed the event it was given")
 	}
@@ -174,8 +174,8 @@ func TestFileObserver(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(events) != len(res.Events.All()) || events[0].Start.RunID != res.RunID || events[len(events)-1].Kind != loop.Stopped {
-			t.Errorf("%s: %d events, want %d, from started to stopped", path, len(events), len(res.Events.All()))
+		if len(events) != len(res.Events) || events[0].Start.RunID != res.RunID || events[len(events)-1].Kind != loop.Stopped {
+			t.Errorf("%s: %d events, want %d, from started to stopped", path, len(events), len(res.Events))
 		}
 		if st, _ := os.Stat(path); st.Mode().Perm() != 0o600 {
 			t.Errorf("%s has mode %v, want 0600", path, st.Mode().Perm())
@@ -264,8 +264,8 @@ func TestFileObserverFollowsAResumedRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(events) != len(res.Events.All()) {
-		t.Fatalf("the file has %d events, the run %d", len(events), len(res.Events.All()))
+	if len(events) != len(res.Events) {
+		t.Fatalf("the file has %d events, the run %d", len(events), len(res.Events))
 	}
 	var kinds []loop.EventKind
 	for i, ev := range events {

@@ -30,7 +30,7 @@ func show(t *testing.T, events []loop.Event, opts *trace.ShowOptions) string {
 func TestShowNormalRun(t *testing.T) {
 	res := scenario(t, "normal")
 	// Show what the log file holds: redacted, read back.
-	events, err := trace.ReadLog(bytes.NewReader(writeLog(t, res.Events.All(), nil)))
+	events, err := trace.ReadLog(bytes.NewReader(writeLog(t, res.Events, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,7 +86,7 @@ func TestShowParallelGantt(t *testing.T) {
 			llmtest.Text("done")),
 		Tools: reg, Executor: executor.New(&executor.Options{Ledger: store.NewMemory()}),
 	}, []llm.Message{llm.UserMessage("go")})
-	out := show(t, res.Events.All(), &trace.ShowOptions{Width: 60})
+	out := show(t, res.Events, &trace.ShowOptions{Width: 60})
 	bars := map[string][2]int{}
 	for _, line := range strings.Split(out, "\n") {
 		for _, name := range []string{"execute_tool slow_a", "execute_tool slow_b"} {
@@ -108,25 +108,25 @@ func TestShowParallelGantt(t *testing.T) {
 
 func TestShowPausedAndTruncated(t *testing.T) {
 	res := scenario(t, "confirmation_required")
-	out := show(t, res.Events.All(), nil)
+	out := show(t, res.Events, nil)
 	for _, want := range []string{"pending call_id=call_r1 tool=refund_order",
 		"needs_confirmation (confirm_writes)", "status=skipped kind=awaiting_confirmation", "stopped status=confirmation_required"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
 	}
-	out = show(t, res.Events.All()[:len(res.Events.All())-3], nil)
+	out = show(t, res.Events[:len(res.Events)-3], nil)
 	if !strings.Contains(out, "not stopped: the log ends at seq") || !strings.Contains(out, "open: the log has no stopped event") {
 		t.Errorf("a truncated log:\n%s", out)
 	}
 	var buf bytes.Buffer
-	if err := trace.Show(&buf, res.Events.All()[1:], nil); !errors.Is(err, trace.ErrNotARun) {
+	if err := trace.Show(&buf, res.Events[1:], nil); !errors.Is(err, trace.ErrNotARun) {
 		t.Errorf("a log without its start: %v", err)
 	}
 }
 
 func TestShowProtocolError(t *testing.T) {
-	out := show(t, scenario(t, "protocol_error").Events.All(), nil)
+	out := show(t, scenario(t, "protocol_error").Events, nil)
 	if strings.Count(out, "rejected  call   call_id=call_1") != 2 {
 		t.Errorf("the rejected calls are not shown:\n%s", out)
 	}

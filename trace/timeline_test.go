@@ -65,7 +65,7 @@ func kinds(spans []trace.Span) []trace.SpanKind {
 
 func TestSpansOfParallelScenario(t *testing.T) {
 	res := scenario(t, "parallel")
-	spans := trace.Spans(res.Events.All())
+	spans := trace.Spans(res.Events)
 	checkTree(t, spans)
 	want := []trace.SpanKind{trace.SpanRun,
 		trace.SpanChat, trace.SpanBudget, trace.SpanValidate, trace.SpanAuthorize, trace.SpanPlan,
@@ -118,10 +118,10 @@ func TestSpansOfEveryScenario(t *testing.T) {
 	for _, s := range orders.Scenarios() {
 		t.Run(s.Name, func(t *testing.T) {
 			res := scenario(t, s.Name)
-			spans := trace.Spans(res.Events.All())
+			spans := trace.Spans(res.Events)
 			checkTree(t, spans)
 			root := spans[0]
-			if root.Open() || root.Run.Status != s.Want || !root.End.Equal(res.Events.All()[len(res.Events.All())-1].At) {
+			if root.Open() || root.Run.Status != s.Want || !root.End.Equal(res.Events[len(res.Events)-1].At) {
 				t.Errorf("run span: open %v, status %s", root.Open(), root.Run.Status)
 			}
 			failed := root.Error != ""
@@ -164,7 +164,7 @@ func TestSpansWithFakeClock(t *testing.T) {
 			llmtest.Call("c2", orders.QueryOrder, `{"order_id":"A101"}`)), llmtest.Text("done")),
 		Tools: reg, Now: clock, Executor: executor.New(&executor.Options{Ledger: store.NewMemory()}),
 	}, []llm.Message{llm.UserMessage("hi")})
-	spans := trace.Spans(res.Events.All())
+	spans := trace.Spans(res.Events)
 	byID := checkTree(t, spans)
 	for _, s := range spans {
 		if s.Kind == trace.SpanTool && !s.Start.Equal(byID[s.Parent].Start) && s.Start.Sub(byID[s.Parent].Start) > time.Second {
@@ -192,7 +192,7 @@ func TestSpansOfConfirmation(t *testing.T) {
 	if res.Status != loop.ConfirmationRequired {
 		t.Fatalf("status %s", res.Status)
 	}
-	paused := trace.Spans(res.Events.All())
+	paused := trace.Spans(res.Events)
 	if paused[0].Run.Status != loop.ConfirmationRequired || len(paused[0].Run.Pending) != 1 || paused[0].Error != "" {
 		t.Errorf("paused run span %+v", paused[0].Run)
 	}
@@ -200,9 +200,9 @@ func TestSpansOfConfirmation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	spans := trace.Spans(res.Events.All())
+	spans := trace.Spans(res.Events)
 	checkTree(t, spans)
-	if spans[0].Run.Status != loop.FinalAnswer || !spans[0].End.Equal(res.Events.All()[len(res.Events.All())-1].At) {
+	if spans[0].Run.Status != loop.FinalAnswer || !spans[0].End.Equal(res.Events[len(res.Events)-1].At) {
 		t.Errorf("resumed run span: %s, end %v", spans[0].Run.Status, spans[0].End)
 	}
 	var confirm, refund *trace.Span

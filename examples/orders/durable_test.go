@@ -265,8 +265,8 @@ func TestConfirmRefundApproved(t *testing.T) {
 	}
 	// Resuming a run that has ended changes nothing.
 	again, refunds := resume(t, path, runID)
-	if again.Status != loop.FinalAnswer || len(again.Events.All()) != len(res.Events.All()) || refunds != 1 {
-		t.Errorf("second resume: status %s, %d events (was %d), %d refunds", string(again.Status), len(again.Events.All()), len(res.Events.All()), refunds)
+	if again.Status != loop.FinalAnswer || len(again.Events) != len(res.Events) || refunds != 1 {
+		t.Errorf("second resume: status %s, %d events (was %d), %d refunds", string(again.Status), len(again.Events), len(res.Events), refunds)
 	}
 }
 

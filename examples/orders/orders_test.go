@@ -139,7 +139,7 @@ func TestScenarios(t *testing.T) {
 			if res.RunID != "run-"+s.Name {
 				t.Errorf("run ID %q, want %q", res.RunID, "run-"+s.Name)
 			}
-			if n := len(res.Events.All()); n == 0 || res.Events.All()[n-1].Kind != loop.Stopped || res.Events.All()[n-1].Status != s.Want {
+			if n := len(res.Events); n == 0 || res.Events[n-1].Kind != loop.Stopped || res.Events[n-1].Status != s.Want {
 				t.Errorf("the log does not end with a stopped event for %s", string(s.Want))
 			}
 			if err := res.Err(); (err == nil) != (s.Want == loop.FinalAnswer) || (err != nil && !errors.Is(err, s.Want)) {
@@ -323,7 +323,7 @@ func TestProtocolError(t *testing.T) {
 func TestModelError(t *testing.T) {
 	res, _ := run(t, "model_error")
 	var attempts int
-	for _, ev := range res.Events.All() {
+	for _, ev := range res.Events {
 		if ev.Kind == loop.ModelFailed {
 			attempts = ev.Attempts
 		}

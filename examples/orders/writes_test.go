@@ -20,7 +20,7 @@ import (
 // plans returns the plans of a run's batches, in order.
 func plans(res *loop.Result) []*executor.Plan {
 	var out []*executor.Plan
-	for _, ev := range res.Events.All() {
+	for _, ev := range res.Events {
 		if ev.Kind == loop.StagePlanned && ev.Plan != nil {
 			out = append(out, ev.Plan)
 		}
@@ -31,7 +31,7 @@ func plans(res *loop.Result) []*executor.Plan {
 // outcome returns the logged outcome of callID.
 func outcome(t *testing.T, res *loop.Result, callID string) executor.Outcome {
 	t.Helper()
-	for _, ev := range res.Events.All() {
+	for _, ev := range res.Events {
 		if ev.Kind != loop.StageFinished {
 			continue
 		}

@@ -232,7 +232,7 @@ func writeNextSteps(w io.Writer, res *loop.Result, db, resumeFlags string) {
 // it, with one row per call. Stages are numbered from 0, as in the log.
 func writePlans(w io.Writer, name string, res *loop.Result) {
 	batch, step := 0, 0
-	for _, ev := range res.Events.All() {
+	for _, ev := range res.Events {
 		switch {
 		case ev.Kind == loop.ModelResponded:
 			step++
@@ -287,8 +287,8 @@ func writeTrace(w io.Writer, name string, res *loop.Result) {
 	}
 	if res.Status == loop.ProtocolError {
 		// The offending response never enters the history; the log keeps it.
-		for i := len(res.Events.All()) - 1; i >= 0; i-- {
-			if ev := res.Events.All()[i]; ev.Kind == loop.ModelResponded && ev.Response != nil {
+		for i := len(res.Events) - 1; i >= 0; i-- {
+			if ev := res.Events[i]; ev.Kind == loop.ModelResponded && ev.Response != nil {
 				for _, c := range ev.Response.Message.ToolCalls {
 					fmt.Fprintf(w, "    rejected  call   call_id=%s tool=%s args=%s\n", c.ID, c.Name, trace.OneLine(c.Arguments))
 				}
@@ -308,7 +308,7 @@ func writeTrace(w io.Writer, name string, res *loop.Result) {
 // the tool's status look-up) or outcome_unknown.
 func ledgerNotes(res *loop.Result) map[string]string {
 	notes := map[string]string{}
-	for _, ev := range res.Events.All() {
+	for _, ev := range res.Events {
 		if ev.Kind != loop.StageFinished {
 			continue
 		}

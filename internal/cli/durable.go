@@ -78,7 +78,7 @@ func resultOf(events []loop.Event) *loop.Result {
 	s := loop.Replay(events)
 	return &loop.Result{
 		RunID: s.RunID, Status: s.Status, Detail: s.Detail, Steps: s.Steps, ToolCalls: s.ToolCalls,
-		Usage: s.Usage, Cost: s.Cost, Messages: s.History(), Pending: s.Pending, Events: loop.LogOf(events),
+		Usage: s.Usage, Cost: s.Cost, Messages: s.History(), Pending: s.Pending, Events: events,
 		Duration: events[len(events)-1].At.Sub(events[0].At),
 	}
 }

@@ -40,8 +40,8 @@ func record(t *testing.T, cfg traceConfig, names ...string) {
 			t.Fatal(err)
 		}
 		ctx, cancel := context.WithCancel(context.Background())
-		for i := range res.Events.All() {
-			obs.Observe(ctx, &res.Events.All()[i])
+		for i := range res.Events {
+			obs.Observe(ctx, &res.Events[i])
 		}
 		cancel()
 	}

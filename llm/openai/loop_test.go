@@ -106,7 +106,7 @@ func TestLoopRetriesRateLimit(t *testing.T) {
 		t.Fatalf("status %s after %d requests", res.Status, s.count())
 	}
 	var attempts int
-	for _, ev := range res.Events.All() {
+	for _, ev := range res.Events {
 		if ev.Kind == loop.ModelResponded {
 			attempts = ev.Attempts
 		}

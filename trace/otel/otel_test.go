@@ -384,7 +384,7 @@ func checkTraces(t *testing.T, spans []sdktrace.ReadOnlySpan, results []*loop.Re
 		if res == nil {
 			t.Fatalf("run span for unknown run %s", id)
 		}
-		want := len(trace.Spans(res.Events.All()))
+		want := len(trace.Spans(res.Events))
 		got := 0
 		for _, s := range spans {
 			if s.SpanContext().TraceID() == root.SpanContext().TraceID() {
@@ -422,8 +422,8 @@ func TestSandboxLogs(t *testing.T) {
 		}
 		ctx := context.Background()
 		ctx, cancel := context.WithCancel(ctx) // a context of its own per run
-		for i := range res.Events.All() {
-			obs.Observe(ctx, &res.Events.All()[i])
+		for i := range res.Events {
+			obs.Observe(ctx, &res.Events[i])
 		}
 		cancel()
 		results = append(results, res)

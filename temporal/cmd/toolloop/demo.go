@@ -123,8 +123,8 @@ func (d *demoDriver) Run(ctx context.Context, s orders.Scenario, obs loop.Observ
 	if obs != nil {
 		// The log was written on the server; observers see it now, in
 		// order, with the times the workflow stamped.
-		for i := range res.Events.All() {
-			obs.Observe(ctx, &res.Events.All()[i])
+		for i := range res.Events {
+			obs.Observe(ctx, &res.Events[i])
 		}
 	}
 	return res, book, nil

@@ -146,7 +146,7 @@ func TestWorkerKill(t *testing.T) {
 				err = fmt.Errorf("run %s: %w", wr.GetID(), err)
 			}
 			var settled [2]int // replayed from the ledger, reconciled by the look-up
-			for _, ev := range out.Events.All() {
+			for _, ev := range out.Events {
 				for _, o := range ev.Outcomes {
 					if o.Replayed {
 						settled[0]++

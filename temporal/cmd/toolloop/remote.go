@@ -435,7 +435,7 @@ func traceCmd(ctx context.Context, k *cli.Kit, args []string) int {
 		if err != nil {
 			return k.Fail("trace "+sub, fmt.Errorf("run %s left no log: %w", id, err))
 		}
-		events = res.Events.All()
+		events = res.Events
 	}
 	return k.TraceEvents(sub, events, "run "+id+" on "+cn.addr, *width, *asJSON)
 }
