@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"testing"
-	"time"
 
 	"github.com/toolloop/toolloop/executor"
 	"github.com/toolloop/toolloop/llm"
@@ -25,28 +24,32 @@ type okResult struct {
 var noopRead = tool.MustNew(tool.Spec[keyArgs]{Name: "noop"},
 	func(context.Context, keyArgs) (okResult, error) { return okResult{OK: true}, nil })
 
+// noopReadHonoring is noopRead declaring what it does: it never blocks.
+var noopReadHonoring = tool.MustNew(tool.Spec[keyArgs]{Name: "noop", HonorsContext: true},
+	func(context.Context, keyArgs) (okResult, error) { return okResult{OK: true}, nil })
+
 func noopArgs(i int) json.RawMessage { return json.RawMessage(fmt.Sprintf(`{"key":"k%d"}`, i)) }
 
-// BenchmarkRunStageInline runs stages of 1 and 3 no-op reads on the
-// driver's goroutine under one watchdog, as the loop runs a turn's calls.
-func BenchmarkRunStageInline(b *testing.B) {
-	for _, n := range []int{1, 3} {
-		b.Run(fmt.Sprint("calls=", n), func(b *testing.B) {
-			ex, ctx := executor.New(nil), context.Background()
-			w := executor.NewWatchdog(ctx)
-			defer w.Close()
-			calls := make([]executor.Call, n)
-			for i := range calls {
-				calls[i] = executor.Call{Call: llm.ToolCall{ID: fmt.Sprint("c", i), Name: "noop", Arguments: noopArgs(i)}, Tool: noopRead}
-			}
-			takeover := func([]executor.Outcome) { b.Error("takeover") }
-			b.ReportAllocs()
-			for b.Loop() {
-				if outs, ok := ex.RunStageInline(ctx, calls, w, time.Time{}, takeover); !ok || len(outs) != n {
-					b.Fatalf("ok=%v, %d outcomes", ok, len(outs))
+// BenchmarkRunStage runs stages of 1 and 3 no-op reads, as the loop runs
+// a turn's calls, with tools that do and do not declare that they honor
+// their context (run on the caller's goroutine, or each on its own).
+func BenchmarkRunStage(b *testing.B) {
+	for _, t := range []*tool.Tool{noopRead, noopReadHonoring} {
+		for _, n := range []int{1, 3} {
+			b.Run(fmt.Sprintf("honors=%v/calls=%d", t.HonorsContext(), n), func(b *testing.B) {
+				ex, ctx := executor.New(nil), context.Background()
+				calls := make([]executor.Call, n)
+				for i := range calls {
+					calls[i] = executor.Call{Call: llm.ToolCall{ID: fmt.Sprint("c", i), Name: "noop", Arguments: noopArgs(i)}, Tool: t}
 				}
-			}
-		})
+				b.ReportAllocs()
+				for b.Loop() {
+					if outs := ex.RunStage(ctx, calls); len(outs) != n || outs[n-1].Result.Status != llm.StatusOK {
+						b.Fatalf("%d outcomes: %+v", len(outs), outs)
+					}
+				}
+			})
+		}
 	}
 }
 

@@ -33,9 +33,6 @@ type Options struct {
 	MaxRetryWait time.Duration
 	// MaxParallel caps how many calls of one stage run at once. Default 4.
 	MaxParallel int
-	// SpillAfter is how long RunStageInline works through a stage alone
-	// before more goroutines join. Default DefaultSpillAfter.
-	SpillAfter time.Duration
 	// Ledger is the idempotency ledger for write calls. Default an
 	// in-memory ledger owned by the executor.
 	Ledger store.Ledger
@@ -43,9 +40,12 @@ type Options struct {
 	// pruned as the executor goes. Default 7 days; negative keeps them
 	// forever.
 	LedgerRetention time.Duration
+	// Now is the clock that stamps outcomes (Outcome.Started, Duration).
+	// Default time.Now. Timeouts and the ledger always use the real clock.
+	Now func() time.Time
 }
 
-// Executor runs stages of tool calls. It is safe for concurrent use.
+// Executor runs tool calls. It is safe for concurrent use.
 type Executor struct {
 	opts      Options
 	ledger    store.Ledger
@@ -57,11 +57,6 @@ type Executor struct {
 	// attempt may take the key over.
 	mu      sync.Mutex
 	running map[string]int
-
-	// alarms are the timers of closed watchdogs (see NewWatchdog);
-	// stages the stageRuns of stages that ended with no other goroutine
-	// holding them.
-	alarms, stages sync.Pool
 }
 
 func (e *Executor) begin(key string) {
@@ -112,9 +107,6 @@ func New(opts *Options) *Executor {
 	if o.MaxParallel <= 0 {
 		o.MaxParallel = 4
 	}
-	if o.SpillAfter <= 0 {
-		o.SpillAfter = DefaultSpillAfter
-	}
 	if o.Ledger == nil {
 		o.Ledger = store.NewMemory()
 	}
@@ -124,24 +116,29 @@ func New(opts *Options) *Executor {
 	case o.LedgerRetention < 0:
 		o.LedgerRetention = 0
 	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
 	return &Executor{opts: o, ledger: o.Ledger}
 }
 
 // Options returns the executor's effective options, defaults filled in.
 func (e *Executor) Options() Options { return e.opts }
 
-// Call is one authorized call to execute.
+// Call is one authorized call to execute. Its JSON form leaves the tool
+// out: a driver that sends calls to another process (a Temporal activity)
+// sends them as JSON, and the receiver looks the tool up by name.
 type Call struct {
-	Call llm.ToolCall
-	Tool *tool.Tool
+	Call llm.ToolCall `json:"call"`
+	Tool *tool.Tool   `json:"-"`
 	// Timeout overrides the tool's timeout when positive.
-	Timeout time.Duration
+	Timeout time.Duration `json:"timeout,omitempty"`
 	// IdempotencyKey, for a write, names the write in the ledger; a write
 	// without one runs unguarded. ArgsHash identifies its arguments, and
 	// RunID is recorded with the key.
-	IdempotencyKey string
-	ArgsHash       string
-	RunID          string
+	IdempotencyKey string `json:"idempotency_key,omitempty"`
+	ArgsHash       string `json:"args_hash,omitempty"`
+	RunID          string `json:"run_id,omitempty"`
 }
 
 // guarded reports whether the call goes through the idempotency ledger.
@@ -180,67 +177,72 @@ type Outcome struct {
 
 // RunStage executes the calls of one stage, at most MaxParallel at once,
 // and returns their outcomes in the order of calls, whatever order they
-// finished in.
+// finished in. The calling goroutine runs the first call itself, so a
+// stage of one call starts no goroutine for it.
 func (e *Executor) RunStage(ctx context.Context, calls []Call) []Outcome {
 	out := make([]Outcome, len(calls))
-	if len(calls) == 1 || e.opts.MaxParallel == 1 {
+	if len(calls) <= 1 || e.opts.MaxParallel == 1 {
 		for i := range calls {
 			out[i] = e.Run(ctx, calls[i])
 		}
 		return out
 	}
-	sem := make(chan struct{}, e.opts.MaxParallel)
-	var wg sync.WaitGroup
-	for i := range calls {
-		sem <- struct{}{}
-		wg.Add(1)
-		go func() {
-			defer func() { <-sem; wg.Done() }()
+	// Calls are claimed by index, so each runs exactly once whichever
+	// worker gets to it first; the caller is one of the workers.
+	var next atomic.Int32
+	work := func() {
+		for {
+			i := int(next.Add(1)) - 1
+			if i >= len(calls) {
+				return
+			}
 			out[i] = e.Run(ctx, calls[i])
-		}()
+		}
 	}
+	var wg sync.WaitGroup
+	for range min(e.opts.MaxParallel, len(calls)) - 1 {
+		wg.Go(work)
+	}
+	work()
 	wg.Wait()
 	return out
 }
 
 // Run executes one call: attempts with backoff while the failure is
-// retryable, then a classified outcome. The handler runs on its own
-// goroutine, so Run returns at the timeout even if the handler ignores its
-// context.
+// retryable, then a classified outcome. A write with an idempotency key
+// goes through the ledger. Run returns by the call's timeout, or soon
+// after ctx ends, even if the handler ignores its context (see attempt).
 func (e *Executor) Run(ctx context.Context, c Call) Outcome {
 	if c.guarded() {
-		o, _ := e.guardedWrite(ctx, c, func(store.Record) (Outcome, bool) { return e.run(ctx, c), true })
-		return o
+		return e.guardedWrite(ctx, c)
 	}
 	return e.run(ctx, c)
 }
 
 func (e *Executor) run(ctx context.Context, c Call) Outcome {
 	timeout := e.timeout(&c)
-	start := time.Now()
+	start := e.opts.Now()
 	wait := e.opts.RetryBackoff
 	for attempt := 1; ; attempt++ {
 		if err := ctx.Err(); err != nil {
 			// The run ended before this attempt: do not start the handler,
 			// since the call is reported as skipped.
-			return ended(&c, attempt-1, start, err)
+			return e.ended(&c, attempt-1, start, err)
 		}
-		content, err, late := e.once(ctx, c, timeout)
+		content, err, late := e.attempt(ctx, &c, timeout)
 		switch {
 		case err == nil:
-			var o Outcome
-			succeeded(&o, &c, attempt, start, time.Now(), content)
-			return o
+			return e.succeeded(&c, attempt, start, content)
 		case ctx.Err() != nil:
-			return ended(&c, attempt, start, ctx.Err())
+			return e.ended(&c, attempt, start, ctx.Err())
 		case late:
-			return timedOut(&c, attempt, start, timeout, err)
+			return e.timedOut(&c, attempt, start, timeout, err)
 		}
 		if d, retry := e.retryWait(err, attempt, &wait); retry {
 			sleep(ctx, d) // if the run ends meanwhile, the next attempt reports it
 			continue
 		}
-		return failed(&c, attempt, start, err)
+		return e.failed(&c, attempt, start, err)
 	}
 }
 
@@ -269,10 +271,18 @@ func (e *Executor) retryWait(err error, attempt int, wait *time.Duration) (time.
 	return min(d, e.opts.MaxRetryWait), true
 }
 
-// succeeded sets *o to the outcome of a call that began at start and
-// whose handler returned content at end: in place, since an Outcome is
-// large and the driver's goes straight into the stage's results.
-func succeeded(o *Outcome, c *Call, attempt int, start, end time.Time, content json.RawMessage) {
+// outcome is an Outcome for c with the given result status, error kind and
+// message, timed from start on the executor's clock.
+func (e *Executor) outcome(c *Call, attempts int, start time.Time, status llm.ResultStatus, kind llm.ErrorKind, msg string) Outcome {
+	return Outcome{
+		Result: llm.ToolResult{CallID: c.Call.ID, Name: c.Call.Name, Status: status, ErrorKind: kind,
+			Content: llm.ErrorContent(kind, msg)},
+		Attempts: attempts, Started: start, Duration: e.opts.Now().Sub(start),
+	}
+}
+
+// succeeded is the outcome of a call whose handler returned content.
+func (e *Executor) succeeded(c *Call, attempts int, start time.Time, content json.RawMessage) Outcome {
 	if len(content) == 0 {
 		content = json.RawMessage("null")
 	} else if !c.Tool.JSONResults() && !json.Valid(content) {
@@ -281,40 +291,30 @@ func succeeded(o *Outcome, c *Call, attempt int, start, end time.Time, content j
 		b, _ := json.Marshal(string(content)) // a string always encodes
 		content = b
 	}
-	*o = Outcome{
+	return Outcome{
 		Result:   llm.ToolResult{CallID: c.Call.ID, Name: c.Call.Name, Status: llm.StatusOK, Content: content},
-		Attempts: attempt, Started: start, Duration: end.Sub(start),
+		Attempts: attempts, Started: start, Duration: e.opts.Now().Sub(start),
 	}
 }
 
 // ended reports a call cut short because the run itself was canceled or
 // ran out of time: not the tool's fault, and nothing the model can fix.
-func ended(c *Call, attempt int, start time.Time, err error) Outcome {
-	kind := llm.ErrCanceled
-	return Outcome{
-		Result: llm.ToolResult{CallID: c.Call.ID, Name: c.Call.Name, Status: llm.StatusSkipped, ErrorKind: kind,
-			Content: llm.ErrorContent(kind, "the run ended before this call finished")},
-		Attempts: attempt, Started: start, Duration: time.Since(start), StopRun: true, Err: err.Error(),
-	}
+func (e *Executor) ended(c *Call, attempts int, start time.Time, err error) Outcome {
+	o := e.outcome(c, attempts, start, llm.StatusSkipped, llm.ErrCanceled, "the run ended before this call finished")
+	o.StopRun, o.Err = true, err.Error()
+	return o
 }
 
-func timedOut(c *Call, attempt int, start time.Time, timeout time.Duration, err error) Outcome {
-	kind := tool.KindTimeout
-	return Outcome{
-		Result: llm.ToolResult{CallID: c.Call.ID, Name: c.Call.Name, Status: llm.StatusError, ErrorKind: kind,
-			Content: llm.ErrorContent(kind, fmt.Sprintf("the tool did not finish within %v", timeout))},
-		Attempts: attempt, Started: start, Duration: time.Since(start), TimedOut: true,
-		StopRun: c.Tool.OnTimeout() == tool.TimeoutStop, Err: err.Error(),
-	}
+func (e *Executor) timedOut(c *Call, attempts int, start time.Time, timeout time.Duration, err error) Outcome {
+	o := e.outcome(c, attempts, start, llm.StatusError, tool.KindTimeout, fmt.Sprintf("the tool did not finish within %v", timeout))
+	o.TimedOut, o.StopRun, o.Err = true, c.Tool.OnTimeout() == tool.TimeoutStop, err.Error()
+	return o
 }
 
-func failed(c *Call, attempt int, start time.Time, err error) Outcome {
-	kind := tool.KindOf(err)
-	return Outcome{
-		Result: llm.ToolResult{CallID: c.Call.ID, Name: c.Call.Name, Status: llm.StatusError, ErrorKind: kind,
-			Content: llm.ErrorContent(kind, modelMessage(err, attempt))},
-		Attempts: attempt, Started: start, Duration: time.Since(start), Err: err.Error(),
-	}
+func (e *Executor) failed(c *Call, attempts int, start time.Time, err error) Outcome {
+	o := e.outcome(c, attempts, start, llm.StatusError, tool.KindOf(err), modelMessage(err, attempts))
+	o.Err = err.Error()
+	return o
 }
 
 // modelMessage is what the model is told about a failure: the tool's own
@@ -331,44 +331,64 @@ func modelMessage(err error, attempts int) string {
 	return msg
 }
 
-type attempt struct {
-	content json.RawMessage
-	err     error
-}
-
-// once runs the handler in its own goroutine so that a tool which ignores
-// its context cannot hold the run past the timeout: the executor stops
-// waiting and the goroutine finishes on its own later.
-func (e *Executor) once(ctx context.Context, c Call, timeout time.Duration) (json.RawMessage, error, bool) {
+// attempt runs the handler once under the call's timeout. late reports
+// that the attempt ran past its timeout (rather than the run's context
+// ending, or the handler failing on its own).
+//
+// A tool that declares it honors its context (tool.Spec.HonorsContext)
+// runs on the calling goroutine: its handler returns soon after its
+// context ends, so it cannot hold the caller. Any other handler runs on a
+// goroutine of its own, and the caller stops waiting at the timeout or when
+// ctx ends, leaving a handler that ignores its context to finish alone.
+func (e *Executor) attempt(ctx context.Context, c *Call, timeout time.Duration) (content json.RawMessage, err error, late bool) {
 	cctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	done := make(chan attempt, 1) // buffered: an abandoned handler never blocks
 	if c.guarded() {
 		e.begin(c.IdempotencyKey)
 	}
-	go func() {
-		if c.guarded() {
-			defer e.end(c.IdempotencyKey)
+	if c.Tool.HonorsContext() {
+		content, err = e.invoke(cctx, c)
+	} else {
+		type answer struct {
+			content json.RawMessage
+			err     error
 		}
-		defer func() {
-			if p := recover(); p != nil {
-				done <- attempt{err: fmt.Errorf("tool %q panicked: %v", c.Call.Name, p)}
-			}
+		done := make(chan answer, 1) // buffered: an abandoned handler never blocks
+		go func() {
+			content, err := e.invoke(cctx, c)
+			done <- answer{content, err}
 		}()
-		out, err := c.Tool.Invoke(cctx, c.Call.Arguments)
-		done <- attempt{out, err}
-	}()
-	select {
-	case a := <-done:
-		timedOut := a.err != nil && ctx.Err() == nil && errors.Is(cctx.Err(), context.DeadlineExceeded) &&
-			errors.Is(a.err, context.DeadlineExceeded)
-		return a.content, a.err, timedOut
-	case <-cctx.Done():
-		if ctx.Err() != nil {
-			return nil, ctx.Err(), false
+		select {
+		case a := <-done:
+			content, err = a.content, a.err
+		case <-cctx.Done():
+			// Given up on: the handler's goroutine ends when it returns,
+			// and for a write it keeps the key marked running till then.
+			if ctx.Err() != nil {
+				return nil, ctx.Err(), false
+			}
+			return nil, cctx.Err(), true
 		}
-		return nil, cctx.Err(), true
 	}
+	// One classification for both: an error after the call's own
+	// deadline, which the handler reports as such, is a timeout.
+	late = err != nil && ctx.Err() == nil && errors.Is(cctx.Err(), context.DeadlineExceeded) &&
+		errors.Is(err, context.DeadlineExceeded)
+	return content, err, late
+}
+
+// invoke calls the handler, turning a panic into an error. For a write it
+// marks the key running until the handler returns (begin was called).
+func (e *Executor) invoke(ctx context.Context, c *Call) (content json.RawMessage, err error) {
+	defer func() {
+		if c.guarded() {
+			e.end(c.IdempotencyKey)
+		}
+		if p := recover(); p != nil {
+			err = fmt.Errorf("tool %q panicked: %v", c.Call.Name, p)
+		}
+	}()
+	return c.Tool.Invoke(ctx, c.Call.Arguments)
 }
 
 // sleep waits d or until ctx ends; it reports whether the full wait passed.

@@ -905,8 +905,6 @@ func TestResultContentIsJSON(t *testing.T) {
 	})
 	e := executor.New(nil)
 	ctx := context.Background()
-	w := executor.NewWatchdog(ctx)
-	defer w.Close()
 	for _, tc := range []struct {
 		c    executor.Call
 		want string
@@ -914,9 +912,73 @@ func TestResultContentIsJSON(t *testing.T) {
 		if got := string(e.Run(ctx, tc.c).Result.Content); got != tc.want {
 			t.Errorf("%s: Run content %s, want %s", tc.c.Tool.Name(), got, tc.want)
 		}
-		o, ok := e.RunInline(ctx, tc.c, w, func(executor.Outcome) {})
-		if got := string(o.Result.Content); !ok || got != tc.want {
-			t.Errorf("%s: RunInline content %s (ok %v), want %s", tc.c.Tool.Name(), got, ok, tc.want)
-		}
+	}
+}
+
+// A tool that declares it honors its context runs on the caller's
+// goroutine, any other on one of its own; either way a handler's behaviour
+// is classified alike: the same outcome for the same behaviour. (Only
+// Outcome.Err, the log's detail, may differ: the goroutine path gives up
+// at the deadline without waiting for the handler's own error.)
+func TestOneClassificationForBothPaths(t *testing.T) {
+	errTransient := errors.New("connection reset")
+	cases := []struct {
+		name string
+		h    func(calls int) handler
+	}{
+		{"ok", func(int) handler { return func(context.Context, args) (any, error) { return "fine", nil } }},
+		{"not found", func(int) handler {
+			return func(context.Context, args) (any, error) { return nil, tool.NotFound("no such order") }
+		}},
+		{"plain error", func(int) handler {
+			return func(context.Context, args) (any, error) { return nil, errors.New("disk on fire") }
+		}},
+		{"panic", func(int) handler { return func(context.Context, args) (any, error) { panic("boom") } }},
+		{"transient then ok", func(calls int) handler {
+			return func(context.Context, args) (any, error) {
+				if calls == 1 {
+					return nil, tool.Unavailable(errTransient)
+				}
+				return "second time lucky", nil
+			}
+		}},
+		{"always transient", func(int) handler {
+			return func(context.Context, args) (any, error) { return nil, tool.Unavailable(errTransient) }
+		}},
+		{"waits for its deadline", func(int) handler {
+			return func(ctx context.Context, _ args) (any, error) { <-ctx.Done(); return nil, ctx.Err() }
+		}},
+		{"wraps its deadline", func(int) handler {
+			return func(ctx context.Context, _ args) (any, error) {
+				<-ctx.Done()
+				return nil, fmt.Errorf("query: %w", ctx.Err())
+			}
+		}},
+	}
+	type summary struct {
+		Status   llm.ResultStatus
+		Kind     llm.ErrorKind
+		Content  string
+		Attempts int
+		TimedOut bool
+		StopRun  bool
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var got [2]summary
+			for i, honors := range []bool{false, true} {
+				var calls atomic.Int32
+				tl := mkTool(t, tool.Spec[args]{Timeout: 20 * time.Millisecond, HonorsContext: honors},
+					func(ctx context.Context, in args) (any, error) {
+						return tc.h(int(calls.Add(1)))(ctx, in)
+					})
+				ex := executor.New(&executor.Options{RetryBackoff: time.Millisecond, MaxRetries: 1})
+				o := within(t, margin, func() executor.Outcome { return ex.Run(context.Background(), call("c1", tl, 1)) })
+				got[i] = summary{o.Result.Status, o.Result.ErrorKind, string(o.Result.Content), o.Attempts, o.TimedOut, o.StopRun}
+			}
+			if got[0] != got[1] {
+				t.Errorf("own goroutine: %+v\ncaller's goroutine: %+v", got[0], got[1])
+			}
+		})
 	}
 }

@@ -28,36 +28,31 @@ const ErrWriteInProgress llm.ErrorKind = "write_in_progress"
 // guardedWrite wraps the execution of one write call with the ledger: it
 // replays a finished write, refuses a key reused with other arguments,
 // reconciles a write left in flight, and records the outcome of the one
-// it executes. run executes the call and reports whether the caller still
-// owns the run (see RunInline).
-func (e *Executor) guardedWrite(ctx context.Context, c Call, run func(claim store.Record) (Outcome, bool)) (Outcome, bool) {
-	start := time.Now()
+// it executes.
+func (e *Executor) guardedWrite(ctx context.Context, c Call) Outcome {
+	start := e.opts.Now()
 	if err := ctx.Err(); err != nil {
 		// The run has ended: the write is skipped, and the ledger left
 		// alone (a claim here would leave a key in flight for a write that
 		// never started, or fail on a store that honours the context).
-		o := ended(&c, 0, start, err)
+		o := e.ended(&c, 0, start, err)
 		o.IdempotencyKey = c.IdempotencyKey
-		return o, true
+		return o
 	}
+	// The ledger is shared between processes, so its times are the real
+	// clock's, whatever clock stamps the outcomes.
 	rec := store.Record{Key: c.IdempotencyKey, ArgsHash: c.ArgsHash, RunID: c.RunID, CallID: c.Call.ID,
-		Tool: c.Call.Name, CreatedAt: start}
+		Tool: c.Call.Name, CreatedAt: time.Now()}
 	old, claimed, err := e.ledger.Claim(ctx, rec)
 	if err != nil {
 		// Without the ledger the write cannot be made safe; it does not run.
-		return e.refused(c, start, tool.KindUnavailable, "the idempotency ledger is unavailable: "+err.Error()), true
+		return e.refused(c, start, tool.KindUnavailable, "the idempotency ledger is unavailable: "+err.Error())
 	}
-	e.maybePrune(ctx, start)
+	e.maybePrune(ctx, rec.CreatedAt)
 	if !claimed {
-		return e.existing(ctx, c, old, start, run)
+		return e.existing(ctx, c, old, start)
 	}
-	o, ok := run(rec)
-	if !ok {
-		// Another goroutine owns the run now and has (or will have)
-		// recorded the outcome through finishClaimed.
-		return o, false
-	}
-	return e.finishClaimed(c, rec, o), true
+	return e.finishClaimed(c, rec, e.run(ctx, c))
 }
 
 // release deletes claim's record if it is still that claim. A ledger that
@@ -101,52 +96,52 @@ func (e *Executor) finishClaimed(c Call, claim store.Record, o Outcome) Outcome 
 }
 
 // existing handles a key that already has a record.
-func (e *Executor) existing(ctx context.Context, c Call, old store.Record, start time.Time, run func(claim store.Record) (Outcome, bool)) (Outcome, bool) {
+func (e *Executor) existing(ctx context.Context, c Call, old store.Record, start time.Time) Outcome {
 	if old.ArgsHash != c.ArgsHash {
 		return e.refused(c, start, ErrIdempotencyConflict, fmt.Sprintf(
-			"idempotency key %q was first used by call %s with other arguments; this call was not executed", old.Key, old.CallID)), true
+			"idempotency key %q was first used by call %s with other arguments; this call was not executed", old.Key, old.CallID))
 	}
 	if old.State == store.Done {
-		return e.replayed(c, old, start), true
+		return e.replayed(c, old, start)
 	}
 	// In flight: another attempt started this write and never recorded
 	// how it ended (a crash, a timeout). Ask the tool before deciding.
 	if !c.Tool.CanReconcile() {
 		return e.unknown(c, start, fmt.Sprintf(
-			"an earlier write with idempotency key %q never finished and %s has no status look-up", old.Key, c.Call.Name)), true
+			"an earlier write with idempotency key %q never finished and %s has no status look-up", old.Key, c.Call.Name))
 	}
 	content, applied, err := e.lookup(c)
 	switch {
 	case err != nil:
-		return e.unknown(c, start, "the status look-up failed: "+err.Error()), true
+		return e.unknown(c, start, "the status look-up failed: "+err.Error())
 	case applied:
 		res := llm.ToolResult{CallID: c.Call.ID, Name: c.Call.Name, Status: llm.StatusOK, Content: content}
 		// ErrNotInFlight: the attempt that claimed the key recorded its
 		// outcome meanwhile; the look-up's answer stands.
 		if err := e.finish(ctx, c.IdempotencyKey, res); err != nil && !errors.Is(err, store.ErrNotInFlight) {
-			return e.refused(c, start, tool.KindUnavailable, "recording the reconciled write: "+err.Error()), true
+			return e.refused(c, start, tool.KindUnavailable, "recording the reconciled write: "+err.Error())
 		}
-		return Outcome{Result: res, Started: start, Duration: time.Since(start), IdempotencyKey: c.IdempotencyKey, Reconciled: true}, true
+		return Outcome{Result: res, Started: start, Duration: e.opts.Now().Sub(start), IdempotencyKey: c.IdempotencyKey, Reconciled: true}
 	}
 	// Not written (yet). If the earlier attempt may still be running, its
 	// write could land after our look-up: wait it out rather than race it.
 	if e.stillRunning(c.IdempotencyKey) {
 		return e.refused(c, start, ErrWriteInProgress, fmt.Sprintf(
-			"the write with idempotency key %q timed out but its handler is still running; it may yet land", old.Key)), true
+			"the write with idempotency key %q timed out but its handler is still running; it may yet land", old.Key))
 	}
 	// Another process's attempt: if it may still be running, its write
 	// could land after our look-up.
-	if age := start.Sub(old.UpdatedAt); age < e.timeout(&c) {
+	if age := time.Since(old.UpdatedAt); age < e.timeout(&c) {
 		return e.refused(c, start, ErrWriteInProgress, fmt.Sprintf(
-			"a write with idempotency key %q started %v ago and may still be running", old.Key, age.Round(time.Millisecond))), true
+			"a write with idempotency key %q started %v ago and may still be running", old.Key, age.Round(time.Millisecond)))
 	}
 	// The earlier attempt is over and wrote nothing: take the key over.
 	// Release exactly the stale claim: if another attempt took the key
 	// over meanwhile, its claim stays, and claiming again below finds it.
 	if err := e.release(ctx, old); err != nil {
-		return e.refused(c, start, tool.KindUnavailable, "releasing the stale idempotency key: "+err.Error()), true
+		return e.refused(c, start, tool.KindUnavailable, "releasing the stale idempotency key: "+err.Error())
 	}
-	return e.guardedWrite(ctx, c, run)
+	return e.guardedWrite(ctx, c)
 }
 
 func (e *Executor) unknown(c Call, start time.Time, msg string) Outcome {
@@ -234,14 +229,14 @@ func (e *Executor) replayed(c Call, old store.Record, start time.Time) Outcome {
 	// The stored result answered another call; this one gets it under
 	// its own ID.
 	res.CallID, res.Name = c.Call.ID, c.Call.Name
-	return Outcome{Result: res, Started: start, Duration: time.Since(start), IdempotencyKey: c.IdempotencyKey, Replayed: true}
+	return Outcome{Result: res, Started: start, Duration: e.opts.Now().Sub(start), IdempotencyKey: c.IdempotencyKey, Replayed: true}
 }
 
 func (e *Executor) refused(c Call, start time.Time, kind llm.ErrorKind, msg string) Outcome {
 	return Outcome{
 		Result: llm.ToolResult{CallID: c.Call.ID, Name: c.Call.Name, Status: llm.StatusError, ErrorKind: kind,
 			Content: llm.ErrorContent(kind, msg)},
-		Started: start, Duration: time.Since(start), IdempotencyKey: c.IdempotencyKey, Err: msg,
+		Started: start, Duration: e.opts.Now().Sub(start), IdempotencyKey: c.IdempotencyKey, Err: msg,
 	}
 }
 

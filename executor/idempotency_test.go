@@ -158,24 +158,14 @@ var ledgers = []struct {
 	}},
 }
 
-// paths are the two ways a driver executes a write: Run (a goroutine per
-// call) and RunInline (on the driver's goroutine, under a watchdog). For
-// RunInline the first of "returned" and "taken over" counts; the handler
-// must end on its own (it honours its context).
+// paths are the ways a driver executes a write: Run, which the in-process
+// runner (through RunStage) and the Temporal activities both use.
 var paths = []struct {
 	name string
 	run  func(t *testing.T, ex *executor.Executor, ctx context.Context, c executor.Call) executor.Outcome
 }{
 	{"Run", func(_ *testing.T, ex *executor.Executor, ctx context.Context, c executor.Call) executor.Outcome {
 		return ex.Run(ctx, c)
-	}},
-	{"RunInline", func(t *testing.T, ex *executor.Executor, ctx context.Context, c executor.Call) executor.Outcome {
-		w := executor.NewWatchdog(ctx)
-		defer w.Close()
-		first, wait := runInline(ex, ctx, c, w)
-		r := await(t, first, time.Minute)
-		wait()
-		return r.outcome
 	}},
 }
 
@@ -427,8 +417,8 @@ func TestIdempotentWriteTimeoutNotApplied(t *testing.T) {
 }
 
 // A write that ignores its context and times out after its side effect:
-// Run returns at the timeout, RunInline hands over, and either way the
-// look-up settles the outcome and the ledger records it.
+// Run returns at the timeout, the look-up settles the outcome and the
+// ledger records it.
 func TestIdempotentWriteIgnoresContext(t *testing.T) {
 	for _, lg := range ledgers {
 		t.Run(lg.name+"/Run", func(t *testing.T) {
@@ -445,33 +435,6 @@ func TestIdempotentWriteIgnoresContext(t *testing.T) {
 				t.Errorf("record = %+v", rec)
 			}
 			s.release()
-		})
-		t.Run(lg.name+"/RunInline", func(t *testing.T) {
-			l := lg.open(t)
-			s := newShop(t, refundApplyIgnore)
-			tl := s.tool(t, 50*time.Millisecond, true)
-			w := executor.NewWatchdog(context.Background())
-			defer w.Close()
-			first, wait := runInline(executor.New(&executor.Options{Ledger: l}), context.Background(), refundCall("c1", tl, "A1"), w)
-			r := await(t, first, time.Minute)
-			if !r.takeover {
-				t.Fatalf("result = %+v, want a takeover", r)
-			}
-			if o := r.outcome; !o.Reconciled || o.Result.Status != llm.StatusOK || o.StopRun || o.IdempotencyKey != "refund:A1" {
-				t.Errorf("outcome = %+v", o)
-			}
-			if rec, _ := record(t, l, "refund:A1"); rec.State != store.Done {
-				t.Errorf("record = %+v", rec)
-			}
-			s.release()
-			if wait() {
-				t.Error("RunInline reported ok=true after a takeover")
-			}
-			// The abandoned attempt, returning late, did not disturb the
-			// record.
-			if rec, _ := record(t, l, "refund:A1"); rec.State != store.Done || storedResult(t, rec).Status != llm.StatusOK {
-				t.Errorf("record after the handler returned = %+v", rec)
-			}
 		})
 	}
 }
@@ -720,8 +683,6 @@ func TestIdempotentWriteCanceledBefore(t *testing.T) {
 					ledger = cancelOnClaim{l, cancel}
 				}
 				ex := executor.New(&executor.Options{Ledger: ledger})
-				w := executor.NewWatchdog(ctx)
-				defer w.Close()
 				check := func(o executor.Outcome, path string) {
 					t.Helper()
 					if o.Result.Status != llm.StatusSkipped || o.Result.ErrorKind != llm.ErrCanceled || !o.StopRun ||
@@ -730,15 +691,8 @@ func TestIdempotentWriteCanceledBefore(t *testing.T) {
 					}
 				}
 				check(ex.Run(ctx, refundCall("c1", tl, "A1")), "Run")
-				o, ok := ex.RunInline(ctx, refundCall("c2", tl, "B2"), w, func(executor.Outcome) { t.Error("takeover") })
-				if !ok {
-					t.Fatal("RunInline handed over")
-				}
-				check(o, "RunInline")
-				for _, key := range []string{"refund:A1", "refund:B2"} {
-					if rec, ok := record(t, l, key); ok {
-						t.Errorf("record left behind: %+v", rec)
-					}
+				if rec, ok := record(t, l, "refund:A1"); ok {
+					t.Errorf("record left behind: %+v", rec)
 				}
 				// A later attempt in a live run executes.
 				ex = executor.New(&executor.Options{Ledger: l})
@@ -858,7 +812,7 @@ func TestIdempotentWriteUnreadableStoredResult(t *testing.T) {
 // on: while it still runs, no other attempt may take its key over, even
 // though the look-up finds nothing yet and the record is old.
 func TestAbandonedWriteBlocksItsKeyUntilItReturns(t *testing.T) {
-	for _, path := range []string{"Run", "RunInline"} {
+	for _, path := range []string{"Run"} {
 		t.Run(path, func(t *testing.T) {
 			var mu sync.Mutex
 			applied := 0
@@ -898,24 +852,7 @@ func TestAbandonedWriteBlocksItsKeyUntilItReturns(t *testing.T) {
 			call := func(id string) executor.Outcome {
 				c := executor.Call{Call: llm.ToolCall{ID: id, Name: "refund", Arguments: []byte(`{"order_id":"A1"}`)}, Tool: tl,
 					IdempotencyKey: "refund:A1", ArgsHash: "h"}
-				if path == "Run" {
-					return ex.Run(context.Background(), c)
-				}
-				// The caller of RunInline stays inside a stuck handler, so it
-				// gets a goroutine of its own; the outcome comes from it or
-				// from the watchdog's takeover.
-				got := make(chan executor.Outcome, 1)
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					w := executor.NewWatchdog(context.Background())
-					defer w.Close()
-					o, ok := ex.RunInline(context.Background(), c, w, func(o executor.Outcome) { got <- o })
-					if ok {
-						got <- o
-					}
-				}()
-				return <-got
+				return ex.Run(context.Background(), c)
 			}
 			first := call("c1")
 			if !first.TimedOut || first.OutcomeUnknown {
@@ -927,7 +864,7 @@ func TestAbandonedWriteBlocksItsKeyUntilItReturns(t *testing.T) {
 			}
 			free()
 			<-returned
-			// The abandoned handler has written now; its RunInline may
+			// The abandoned handler has written now; its goroutine may
 			// still be unwinding, so wait until it gives the key back.
 			var third executor.Outcome
 			for i := 0; i < 100; i++ {

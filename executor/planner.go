@@ -5,7 +5,6 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/toolloop/toolloop/internal/sized"
 	"github.com/toolloop/toolloop/tool"
 )
 
@@ -36,26 +35,10 @@ type placed struct {
 	reason string
 }
 
+// planByRules places the calls one after another by the rules.
 func planByRules(calls []PlanCall, maxParallel int) Plan {
-	if p, ok := planReads(calls, maxParallel); ok {
-		return p
-	}
-	return planEachCall(calls, maxParallel)
-}
-
-// planEachCall places the calls one after another by the rules, any batch.
-func planEachCall(calls []PlanCall, maxParallel int) Plan {
 	n := len(calls)
-	// A batch is usually a few calls: their scratch space on the stack.
-	var resourcesBuf [8][]string
-	var placeBuf [8]placed
-	var resources [][]string
-	var place []placed
-	if n <= len(placeBuf) {
-		resources, place = resourcesBuf[:n], placeBuf[:n]
-	} else {
-		resources, place = make([][]string, n), make([]placed, n)
-	}
+	resources, place := make([][]string, n), make([]placed, n)
 	for i, c := range calls {
 		resources[i] = c.Tool.Resources(c.Call.Arguments)
 	}
@@ -155,58 +138,6 @@ func planEachCall(calls []PlanCall, maxParallel int) Plan {
 
 // readReason is the reason of a call that rule 5 alone places.
 const readReason = "read-only and independent"
-
-// planReads plans the usual batch, read-only calls with no confirmation
-// and no exclusive group, without planByRules' bookkeeping: only rule 5
-// applies, so call i goes to stage i/maxParallel, exactly where
-// planByRules would put it. ok=false means the batch is not such a batch.
-func planReads(calls []PlanCall, maxParallel int) (p Plan, ok bool) {
-	n := len(calls)
-	if n == 0 {
-		return Plan{}, false
-	}
-	for i := range calls {
-		c := &calls[i]
-		if c.NeedsConfirmation || c.Tool.Effect() == tool.Write || c.Tool.ExclusiveGroup() != "" {
-			return Plan{}, false
-		}
-	}
-	p.Stages, p.Table = readPlan(n, maxParallel)
-	for i := range calls {
-		c := &calls[i]
-		k := i / maxParallel
-		mode := Serial
-		if len(p.Stages[k]) > 1 {
-			mode = Parallel
-		}
-		p.Table[i] = Row{CallID: c.Call.ID, Tool: c.Call.Name, Effect: c.Tool.Effect(),
-			Resources: c.Tool.Resources(c.Call.Arguments), Stage: k, Mode: mode, Reason: readReason}
-	}
-	return p, true
-}
-
-// readPlan returns stages of at most maxParallel calls each for calls
-// 0..n-1, in order, and room for their table. A batch of a few calls is one
-// stage: its list, its indexes and its table then come in one allocation.
-func readPlan(n, maxParallel int) (stages [][]int, table []Row) {
-	var flat []int
-	if n > maxParallel {
-		stages, flat, table = make([][]int, (n+maxParallel-1)/maxParallel), make([]int, n), make([]Row, n)
-	} else {
-		var one *[1][]int
-		one, flat, table = sized.New2[[1][]int, int, Row](n)
-		stages = one[:]
-	}
-	for i := range flat {
-		flat[i] = i
-	}
-	for k := range stages {
-		lo := k * maxParallel
-		hi := min(lo+maxParallel, n)
-		stages[k] = flat[lo:hi:hi]
-	}
-	return stages, table
-}
 
 // assemble numbers the used stages densely and builds the table. Stage
 // numbers are small, so plain slices stand in for maps and sorting.
