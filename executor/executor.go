@@ -370,11 +370,17 @@ func (e *Executor) attempt(ctx context.Context, c *Call, timeout time.Duration) 
 			return nil, cctx.Err(), true
 		}
 	}
-	// One classification for both: an error after the call's own
-	// deadline, which the handler reports as such, is a timeout.
-	late = err != nil && ctx.Err() == nil && errors.Is(cctx.Err(), context.DeadlineExceeded) &&
-		errors.Is(err, context.DeadlineExceeded)
-	return content, err, late
+	// One classification for both: an attempt that returns after its
+	// deadline is late, whatever it returned, as the goroutine path gives
+	// up at the deadline. (A write's late outcome goes to the ledger's
+	// reconciliation, which asks the tool's status look-up.)
+	if ctx.Err() == nil && errors.Is(cctx.Err(), context.DeadlineExceeded) {
+		if err == nil {
+			err = cctx.Err()
+		}
+		return nil, err, true
+	}
+	return content, err, false
 }
 
 // invoke calls the handler, turning a panic into an error. For a write it

@@ -11,10 +11,9 @@ import (
 // definitions and returns a final answer or tool-call proposals. It never
 // executes a tool.
 //
-// Generate must not retain or modify req, or anything it points to, after it
-// returns: the loop appends to the history in place and fills the same
-// Request for each of a run's turns. A client that needs a request later
-// copies it (llmtest.Model does).
+// Generate must not modify req or anything it points to, and may keep them:
+// the loop gives each turn a Request of its own and never changes a
+// request, its messages or its tool definitions once sent.
 type Model interface {
 	Generate(ctx context.Context, req *Request) (*Response, error)
 }

@@ -4,12 +4,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/toolloop/toolloop/executor"
-	"github.com/toolloop/toolloop/internal/sized"
 	"github.com/toolloop/toolloop/llm"
 	"github.com/toolloop/toolloop/policy"
 	"github.com/toolloop/toolloop/tool"
@@ -110,7 +108,8 @@ type State struct {
 	// next is the effect the last event called for.
 	next Effect
 
-	callIDs idSet
+	// callIDs holds every call ID of the run, to refuse one used twice.
+	callIDs map[string]struct{}
 	// writeKeys counts the times each write key was requested; failed
 	// holds the keys of calls that failed for good. Both are made on first
 	// use.
@@ -122,79 +121,14 @@ type State struct {
 	lastCalls  []llm.ToolCall
 }
 
-// idSet is a set of call IDs: a list while it is short (one allocation and
-// no hashing for a typical run), a map once it is not.
-type idSet struct {
-	list []string
-	m    map[string]struct{}
-}
-
-// idListMax is the most IDs an idSet keeps in its list.
-const idListMax = 32
-
-func (s *idSet) has(id string) bool {
-	if s.m != nil {
-		_, ok := s.m[id]
-		return ok
-	}
-	n := len(id)
-	if n < 8 {
-		return slices.Contains(s.list, id)
-	}
-	// IDs differ at their ends (random suffixes, counters), so their last
-	// eight bytes, one load, settle most comparisons without a call to
-	// compare the rest.
-	t := tail(id)
-	for _, x := range s.list {
-		if len(x) == n && tail(x) == t && (n == 8 || x == id) {
-			return true
-		}
-	}
-	return false
-}
-
-// tail returns the last eight bytes of s, which has at least eight.
-func tail(s string) uint64 {
-	s = s[len(s)-8:]
-	return uint64(s[0]) | uint64(s[1])<<8 | uint64(s[2])<<16 | uint64(s[3])<<24 |
-		uint64(s[4])<<32 | uint64(s[5])<<40 | uint64(s[6])<<48 | uint64(s[7])<<56
-}
-
-func (s *idSet) add(id string) {
-	switch {
-	case s.m != nil:
-		s.m[id] = struct{}{}
-	case len(s.list) < idListMax:
-		s.list = append(s.list, id)
-	default:
-		s.m = make(map[string]struct{}, 2*idListMax)
-		for _, x := range s.list {
-			s.m[x] = struct{}{}
-		}
-		s.list = nil
-		s.m[id] = struct{}{}
-	}
-}
-
-// indexes returns the indexes 0 to n-1. For small n it is a window on one
-// shared array, capped so that an append copies: it must not be written.
+// indexes returns the indexes 0 to n-1.
 func indexes(n int) []int {
-	if n <= len(firstIndexes) {
-		return firstIndexes[:n:n]
-	}
 	idx := make([]int, n)
 	for i := range idx {
 		idx[i] = i
 	}
 	return idx
 }
-
-var firstIndexes = func() (a [16]int) {
-	for i := range a {
-		a[i] = i
-	}
-	return a
-}()
 
 // Next is the decider: given the state and the next event it updates the
 // state in place and returns the effect the driver must perform. It does no
@@ -267,28 +201,16 @@ func next(s *State, ev *Event) Effect {
 
 func start(s *State, ev *Event) Effect {
 	info := ev.Start
-	// An empty list s had is room a driver lent for the call IDs (one
-	// that holds IDs may be shared with a copy of s, and is not reused).
-	ids := s.callIDs.list
-	if len(ids) != 0 {
-		ids = nil
-	}
 	*s = State{
 		RunID: info.RunID, SessionID: info.SessionID, Model: info.Model, StartedAt: ev.At, Budgets: info.Budgets, Price: info.Price,
-		Messages: append(make([]llm.Message, 0, len(info.Messages)+max(8, info.sizes.messages)), info.Messages...),
-	}
-	if n := min(info.sizes.callIDs, idListMax); n > 0 {
-		if cap(ids) < n {
-			ids = make([]string, 0, n)
-		}
-		s.callIDs.list = ids
+		Messages: slices.Clone(info.Messages), callIDs: map[string]struct{}{},
 	}
 	if info.Budgets.Deadline > 0 {
 		s.Deadline = ev.At.Add(info.Budgets.Deadline)
 	}
 	for _, m := range info.Messages {
 		for _, c := range m.ToolCalls {
-			s.callIDs.add(c.ID)
+			s.callIDs[c.ID] = struct{}{}
 		}
 	}
 	return Effect{Kind: RequestModel}
@@ -323,11 +245,10 @@ func modelResponded(s *State, ev *Event) Effect {
 	s.Messages = append(s.Messages, msg)
 	n := len(msg.ToolCalls)
 	if n == 0 {
-		// Every run that succeeds ends here: no fmt.Sprintf for it.
-		return stop(s, FinalAnswer, "the model answered after "+strconv.Itoa(s.Steps)+" turn(s)")
+		return stop(s, FinalAnswer, fmt.Sprintf("the model answered after %d turn(s)", s.Steps))
 	}
 	for _, c := range msg.ToolCalls {
-		s.callIDs.add(c.ID)
+		s.callIDs[c.ID] = struct{}{}
 	}
 	s.Batch = newBatch(s.Steps, msg.ToolCalls)
 	b := &s.Budgets
@@ -370,7 +291,7 @@ func protocolProblem(s *State, msg *llm.Message) string {
 		if c.Name == "" {
 			return fmt.Sprintf("tool call %s has no tool name", c.ID)
 		}
-		if s.callIDs.has(c.ID) {
+		if _, used := s.callIDs[c.ID]; used {
 			return fmt.Sprintf("tool call ID %s was already used earlier in the run", c.ID)
 		}
 		for j := range calls[:i] {
@@ -636,12 +557,9 @@ func (s *State) fail(key uint64, kind llm.ErrorKind) {
 	s.failed[key] = kind
 }
 
-// newBatch opens the batch of a turn's calls. A batch of a few calls comes
-// with its room for results in one allocation, sized to fit.
+// newBatch opens the batch of a turn's calls.
 func newBatch(step int, calls []llm.ToolCall) *Batch {
-	b, results := sized.New[Batch, *llm.ToolResult](len(calls))
-	b.Step, b.Calls, b.Results = step, calls, results
-	return b
+	return &Batch{Step: step, Calls: calls, Results: make([]*llm.ToolResult, len(calls))}
 }
 
 func stop(s *State, st Status, detail string) Effect {

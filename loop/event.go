@@ -94,14 +94,7 @@ type StartInfo struct {
 	Budgets       Budgets         `json:"budgets"`
 	Price         *Price          `json:"price,omitempty"`
 	Messages      []llm.Message   `json:"messages"`
-
-	// sizes guesses, from the runner's previous run, how much the run will
-	// grow. It only sizes allocations, so it is not logged.
-	sizes sizeHint
 }
-
-// sizeHint is how many messages a run added and how many call IDs it saw.
-type sizeHint struct{ messages, callIDs int }
 
 // FailureKind classifies a failure the run cannot hand to the model.
 type FailureKind string

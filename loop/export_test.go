@@ -9,6 +9,3 @@ func (r *Runner) ConfigForTest(st store.EventLog) Config {
 	c.Store = st
 	return c
 }
-
-// AppendHex16 exposes appendHex16 to the tests.
-var AppendHex16 = appendHex16

@@ -2,7 +2,6 @@ package loop_test
 
 import (
 	"context"
-	"fmt"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -191,12 +190,40 @@ func TestIdempotencyConflictIsNotExecuted(t *testing.T) {
 	}
 }
 
-// TestHex16MatchesFmt checks that write keys and argument hashes read as
-// fmt's %016x wrote them, which ledgers written before keep.
-func TestHex16MatchesFmt(t *testing.T) {
-	for _, k := range []uint64{0, 1, 0xf, 0x10, 0xdeadbeef, 1 << 63, ^uint64(0), 0x0123456789abcdef} {
-		if got, want := string(loop.AppendHex16([]byte("x/"), k)), "x/"+fmt.Sprintf("%016x", k); got != want {
-			t.Errorf("appendHex16(%#x) = %q, want %q", k, got, want)
+// TestPersistedFormats pins the formats that outlive a process: the
+// ledger keeps write keys and argument fingerprints across runs, processes
+// and versions, so a change here would make a retried write run twice.
+func TestPersistedFormats(t *testing.T) {
+	for _, k := range []struct {
+		key  uint64
+		want string
+	}{{0, "0000000000000000"}, {1, "0000000000000001"}, {0xdeadbeef, "00000000deadbeef"},
+		{1 << 63, "8000000000000000"}, {^uint64(0), "ffffffffffffffff"}, {0x0123456789abcdef, "0123456789abcdef"}} {
+		if got := loop.ArgsHash(k.key); got != k.want {
+			t.Errorf("ArgsHash(%#x) = %q, want %q", k.key, got, k.want)
+		}
+	}
+	type in struct {
+		OrderID string `json:"order_id"`
+	}
+	plain := tool.MustNew(tool.Spec[in]{Name: "refund", Effect: tool.Write},
+		func(context.Context, in) (string, error) { return "", nil })
+	keyed := tool.MustNew(tool.Spec[in]{Name: "refund", Effect: tool.Write,
+		IdempotencyKey: func(x in) string { return "refund:" + x.OrderID }},
+		func(context.Context, in) (string, error) { return "", nil })
+	c := llm.ToolCall{ID: "call_7", Name: "refund", Arguments: []byte(`{"order_id":"A1"}`)}
+	for _, tc := range []struct {
+		t                *tool.Tool
+		runID, requestID string
+		want             string
+	}{
+		{plain, "run1", "", "run1/call_7"},
+		{plain, "run1", "req-42", "req-42/refund/00000000075bcd15"},
+		{keyed, "run1", "req-42", "refund:A1"},
+		{keyed, "run1", "", "refund:A1"},
+	} {
+		if got := loop.WriteKey(tc.t, c, 123456789, tc.runID, tc.requestID); got != tc.want {
+			t.Errorf("WriteKey(run %q, request %q) = %q, want %q", tc.runID, tc.requestID, got, tc.want)
 		}
 	}
 }

@@ -1,6 +1,7 @@
 package loop_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -19,6 +20,7 @@ import (
 	"github.com/toolloop/toolloop/llm/llmtest"
 	"github.com/toolloop/toolloop/loop"
 	"github.com/toolloop/toolloop/policy"
+	"github.com/toolloop/toolloop/store"
 	"github.com/toolloop/toolloop/tool"
 )
 
@@ -741,52 +743,55 @@ func TestAbandonedHandlerKeepsItsCall(t *testing.T) {
 	}
 }
 
-// TestEventTimes checks the events' clock readings: with the runner's own
-// clock and nothing in between, a policy decision without a policy and the
-// stop share the moment of the event before; a caller's clock is read for
-// every event.
-func TestEventTimes(t *testing.T) {
+// TestEventTimesIgnoreObserversAndStores plays one script on a fake
+// clock with and without an observer and a store: the logs must be the
+// same, byte for byte. Every event is stamped by Config.Now when it is
+// appended, and neither an observer nor a store reads the clock.
+func TestEventTimesIgnoreObserversAndStores(t *testing.T) {
 	f := newFixture(t)
-	turns := func() llm.Model {
-		return llmtest.New(llmtest.Calls(call("c1", "query_order", `{"id":"A1"}`)), llmtest.Text("ok"))
-	}
-	res, err := loop.Run(context.Background(), loop.Config{Model: turns(), Tools: f.reg}, user("q"))
-	mustStatus(t, res, err, loop.FinalAnswer)
-	for i := 1; i < len(res.Events); i++ {
-		ev, prev := res.Events[i], res.Events[i-1]
-		if ev.At.Before(prev.At) {
-			t.Fatalf("event %d (%s) at %v, before event %d", ev.Seq, ev.Kind, ev.At, prev.Seq)
+	logOf := func(obs loop.Observer, st store.EventLog) []byte {
+		var reads int
+		base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+		clock := func() time.Time {
+			reads++
+			return base.Add(time.Duration(reads) * time.Second)
 		}
-		if (ev.Kind == loop.PolicyDecided || ev.Kind == loop.Stopped) && !ev.At.Equal(prev.At) {
-			t.Errorf("event %d (%s) at %v, event before at %v", ev.Seq, ev.Kind, ev.At, prev.At)
+		model := llmtest.New(
+			llmtest.Calls(call("c1", "query_order", `{"id":"A1"}`), call("c2", "query_order", `{"id":"A2"}`)),
+			llmtest.Calls(call("c3", "query_order", `{"id":"A3"}`)),
+			llmtest.Text("ok"))
+		// Calls run one at a time, so the clock is read in one order.
+		res, err := loop.Run(context.Background(), loop.Config{Model: model, Tools: f.reg, Now: clock, Observer: obs, Store: st,
+			Planner: executor.SerialPlanner(), NewRunID: func() string { return "run-1" }}, user("q"))
+		mustStatus(t, res, err, loop.FinalAnswer)
+		b, err := json.Marshal(res.Events)
+		if err != nil {
+			t.Fatal(err)
 		}
-		// A turn's latency runs from the event before to its response;
-		// a stage ends when its last call does.
-		if ev.Kind == loop.ModelResponded && ev.Latency != ev.At.Sub(prev.At) {
-			t.Errorf("event %d (%s): latency %v, but %v after the event before", ev.Seq, ev.Kind, ev.Latency, ev.At.Sub(prev.At))
-		}
-		if ev.Kind == loop.StageFinished {
-			o := ev.Outcomes[len(ev.Outcomes)-1]
-			if end := o.Started.Add(o.Duration); !ev.At.Equal(end) || o.Started.Before(prev.At) {
-				t.Errorf("event %d (%s) at %v; its call ran from %v to %v, planned at %v", ev.Seq, ev.Kind, ev.At, o.Started, end, prev.At)
-			}
+		return b
+	}
+	var seen int
+	observer := loop.ObserverFunc(func(context.Context, *loop.Event) { seen++ })
+	plain := logOf(nil, nil)
+	for _, tc := range []struct {
+		name string
+		obs  loop.Observer
+		st   store.EventLog
+	}{{"observer", observer, nil}, {"store", nil, store.NewMemory()}, {"both", observer, store.NewMemory()}} {
+		if got := logOf(tc.obs, tc.st); !bytes.Equal(got, plain) {
+			t.Errorf("with %s the log differs:\n%s\nwithout:\n%s", tc.name, got, plain)
 		}
 	}
-
-	var reads int
-	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	clock := func() time.Time {
-		reads++
-		return base.Add(time.Duration(reads) * time.Second)
+	if seen == 0 {
+		t.Fatal("the observer saw no event")
 	}
-	res, err = loop.Run(context.Background(), loop.Config{Model: turns(), Tools: f.reg, Now: clock}, user("q"))
-	mustStatus(t, res, err, loop.FinalAnswer)
-	if reads != len(res.Events) {
-		t.Fatalf("the clock was read %d times for %d events", reads, len(res.Events))
+	var events []loop.Event
+	if err := json.Unmarshal(plain, &events); err != nil {
+		t.Fatal(err)
 	}
-	for i, ev := range res.Events {
-		if want := base.Add(time.Duration(i+1) * time.Second); !ev.At.Equal(want) {
-			t.Fatalf("event %d (%s) at %v, want %v", ev.Seq, ev.Kind, ev.At, want)
+	for i := 1; i < len(events); i++ {
+		if ev, prev := events[i], events[i-1]; !ev.At.After(prev.At) {
+			t.Errorf("event %d (%s) at %v, not after event %d at %v", ev.Seq, ev.Kind, ev.At, prev.Seq, prev.At)
 		}
 	}
 }

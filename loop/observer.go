@@ -56,27 +56,9 @@ func (m multiObserver) ObserveResume(ctx context.Context, history []Event) {
 
 type runIDKey struct{}
 
-// runContext is a run's context as far as its ID: it answers RunID's key
-// with itself (a pointer, which costs no allocation to box) and passes
-// every other key on.
-type runContext struct {
-	context.Context
-	id string
-}
-
-// Value implements context.Context.
-func (c *runContext) Value(key any) any {
-	if _, ok := key.(runIDKey); ok {
-		return c
-	}
-	return c.Context.Value(key)
-}
-
 // RunID returns the ID of the run whose context ctx is, as observers
 // receive it; "" for any other context.
 func RunID(ctx context.Context) string {
-	if c, ok := ctx.Value(runIDKey{}).(*runContext); ok {
-		return c.id
-	}
-	return ""
+	id, _ := ctx.Value(runIDKey{}).(string)
+	return id
 }

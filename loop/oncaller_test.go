@@ -38,44 +38,20 @@ func whereTool(t *testing.T, name string, honors bool, ran chan<- int) *tool.Too
 		})
 }
 
-func TestRunDrivesOnTheCallerOnlyWhenEveryToolHonorsItsContext(t *testing.T) {
-	for _, tc := range []struct {
-		name       string
-		honors     []bool // of tools a, b
-		wantCaller bool
-	}{
-		{"every tool honors", []bool{true, true}, true},
-		{"one does not", []bool{true, false}, false},
-		{"none does", []bool{false, false}, false},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			ran := make(chan int, 2)
-			reg, err := tool.NewRegistry(whereTool(t, "a", tc.honors[0], ran), whereTool(t, "b", tc.honors[1], ran))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if reg.AllHonorContext() != tc.wantCaller {
-				t.Fatalf("AllHonorContext = %v", reg.AllHonorContext())
-			}
-			// Only a is called: what counts is every tool the model may call.
-			model := llmtest.New(llmtest.Calls(call("c1", "a", `{}`)), llmtest.Text("done"))
-			res, err := loop.Run(context.Background(), loop.Config{Model: model, Tools: reg}, user("q"))
-			mustStatus(t, res, err, loop.FinalAnswer)
-			caller, handler := goroutineID(t), <-ran
-			if (handler == caller) != tc.wantCaller {
-				t.Fatalf("handler ran on goroutine %d, Run was called on %d; want the same: %v", handler, caller, tc.wantCaller)
-			}
-		})
-	}
-}
-
-func TestEmptyRegistryHonorsContext(t *testing.T) {
-	reg, err := tool.NewRegistry()
+// A tool that honors its context runs on the goroutine that called Run;
+// any other runs on one of its own, which Run can leave behind.
+func TestHandlerGoroutine(t *testing.T) {
+	ran := make(chan int, 2)
+	reg, err := tool.NewRegistry(whereTool(t, "honors", true, ran), whereTool(t, "does_not", false, ran))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !reg.AllHonorContext() {
-		t.Fatal("an empty registry has no handler to wait for")
+	model := llmtest.New(llmtest.Calls(call("c1", "honors", `{}`)), llmtest.Calls(call("c2", "does_not", `{}`)), llmtest.Text("done"))
+	res, err := loop.Run(context.Background(), loop.Config{Model: model, Tools: reg}, user("q"))
+	mustStatus(t, res, err, loop.FinalAnswer)
+	caller, honoring, other := goroutineID(t), <-ran, <-ran
+	if honoring != caller || other == caller {
+		t.Fatalf("Run on goroutine %d; the honoring tool ran on %d (want the same), the other on %d (want another)", caller, honoring, other)
 	}
 }
 

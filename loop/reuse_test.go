@@ -12,9 +12,9 @@ import (
 	"github.com/toolloop/toolloop/tool"
 )
 
-// A runner reuses the working space of runs that are over: nothing a run
-// handed out (its result, the context a handler kept) may change when a
-// later run reuses that space.
+// Runs of one runner share nothing mutable: nothing a run handed out (its
+// result, the context a handler kept) changes when later runs go on, in
+// turn or at once.
 func TestLaterRunsLeaveEarlierResultsAndContextsAlone(t *testing.T) {
 	var mu sync.Mutex
 	var kept []context.Context
