@@ -263,45 +263,16 @@ type ValidateOutput struct {
 	Bounds []time.Duration `json:"bounds"`
 }
 
-// ValidateCalls validates each call of a batch as the in-process runner
-// does: known tool, arguments against the schema, the call's key for spin
-// detection and a write's idempotency key.
+// ValidateCalls validates each call of a batch with loop.CheckCalls, as
+// the in-process runner does, and adds each call's activity bound.
 func (a *Activities) ValidateCalls(_ context.Context, in ValidateInput) (ValidateOutput, error) {
-	out := ValidateOutput{Checks: make([]loop.CallCheck, len(in.Calls)), Bounds: make([]time.Duration, len(in.Calls))}
+	out := ValidateOutput{Checks: loop.CheckCalls(a.cfg.Tools, in.Calls, in.RunID, in.RequestID), Bounds: make([]time.Duration, len(in.Calls))}
 	for i, c := range in.Calls {
-		t, ok := a.cfg.Tools.Lookup(c.Name)
-		if !ok {
-			continue
+		if t, ok := a.cfg.Tools.Lookup(c.Name); ok {
+			out.Bounds[i] = a.bound(t, in.ToolTimeout)
 		}
-		out.Bounds[i] = a.bound(t, in.ToolTimeout)
-		fp, err := t.Validate(c.Arguments)
-		ch := loop.CallCheck{Known: true, Key: tool.CallKey(c.Name, fp)}
-		if t.Effect() == tool.Write && err == nil {
-			ch.WriteKey = writeKey(t, c, ch.Key, in.RunID, in.RequestID)
-		}
-		if err != nil {
-			ch.Problem = err.Error()
-			var te *tool.Error
-			if errors.As(err, &te) && te.Msg != "" {
-				ch.Problem = te.Msg
-			}
-		}
-		out.Checks[i] = ch
 	}
 	return out, nil
-}
-
-// writeKey derives a write's idempotency key as the in-process runner
-// does: the tool's business key, else one from the request ID and the
-// call's content, else run ID + call ID.
-func writeKey(t *tool.Tool, c llm.ToolCall, callKey uint64, runID, requestID string) string {
-	if k := t.IdempotencyKey(c.Arguments); k != "" {
-		return k
-	}
-	if requestID != "" {
-		return fmt.Sprintf("%s/%s/%016x", requestID, c.Name, callKey)
-	}
-	return runID + "/" + c.ID
 }
 
 // callTimeout is the timeout the executor gives one attempt of a call.
@@ -334,36 +305,18 @@ type AuthorizeInput struct {
 	Indexes []int          `json:"indexes"`
 }
 
-// AuthorizeCalls asks the policy about each indexed call and returns one
-// decision per call of the batch (empty for those not asked). A policy
-// that fails denies (fail closed), as in-process.
+// AuthorizeCalls asks the policy about each indexed call with
+// loop.Authorize, as the in-process runner does: one decision per call of
+// the batch (empty for those not asked), failing closed.
 func (a *Activities) AuthorizeCalls(ctx context.Context, in AuthorizeInput) ([]policy.Decision, error) {
-	decisions := make([]policy.Decision, len(in.Calls))
-	for _, i := range in.Indexes {
-		if i < 0 || i >= len(in.Calls) {
-			return nil, sdktemporal.NewNonRetryableApplicationError(fmt.Sprintf("call index %d out of range", i), "ToolloopBadInput", nil)
+	decisions, err := loop.Authorize(ctx, a.cfg.Policy, in.Identity, a.cfg.Tools, in.Calls, in.Indexes)
+	if err != nil {
+		if ctx.Err() != nil {
+			// The activity was canceled or timed out: let Temporal
+			// report that rather than record a denial.
+			return nil, ctx.Err()
 		}
-		if a.cfg.Policy == nil {
-			decisions[i] = policy.Decision{Verdict: policy.Allow, Rule: "none", Reason: "no policy configured"}
-			continue
-		}
-		c := in.Calls[i]
-		t, ok := a.cfg.Tools.Lookup(c.Name)
-		if !ok {
-			decisions[i] = policy.Decision{Verdict: policy.NotAllowed, Rule: "registry",
-				Reason: fmt.Sprintf("tool %q is not registered on this worker", c.Name)}
-			continue
-		}
-		dec, err := a.cfg.Policy.Decide(ctx, policy.Request{Identity: in.Identity, Call: c, Tool: t, Risk: t.Risk()})
-		if err != nil {
-			if ctx.Err() != nil {
-				// The activity was canceled or timed out: let Temporal
-				// report that rather than record a denial.
-				return nil, ctx.Err()
-			}
-			dec = policy.Decision{Verdict: policy.Deny, Rule: "policy_error", Reason: "the policy engine failed: " + err.Error()}
-		}
-		decisions[i] = dec
+		return nil, sdktemporal.NewNonRetryableApplicationError(err.Error(), "ToolloopBadInput", nil)
 	}
 	return decisions, nil
 }
@@ -377,37 +330,21 @@ type PlanInput struct {
 	Approved []bool `json:"approved,omitempty"`
 }
 
-// PlanBatch plans the indexed calls as the in-process runner does: the
-// configured planner, checked, with a serial plan as the fallback, and the
-// stages numbered within the batch.
+// PlanBatch plans the indexed calls with loop.PlanCalls, as the
+// in-process runner does: the configured planner, checked, with a serial
+// plan as the fallback, and the stages numbered within the batch.
 func (a *Activities) PlanBatch(_ context.Context, in PlanInput) (executor.Plan, error) {
-	pcs := make([]executor.PlanCall, len(in.Indexes))
-	for j, i := range in.Indexes {
-		if i < 0 || i >= len(in.Calls) {
-			return executor.Plan{}, sdktemporal.NewNonRetryableApplicationError(fmt.Sprintf("call index %d out of range", i), "ToolloopBadInput", nil)
-		}
-		t, ok := a.cfg.Tools.Lookup(in.Calls[i].Name)
-		if !ok {
-			return executor.Plan{}, sdktemporal.NewNonRetryableApplicationError(
-				fmt.Sprintf("tool %q is not registered on this worker", in.Calls[i].Name), ErrTypeUnknownTool, nil)
-		}
-		pcs[j] = executor.PlanCall{Call: in.Calls[i], Tool: t, NeedsConfirmation: i < len(in.Approved) && in.Approved[i]}
+	p, err := loop.PlanCalls(a.cfg.Planner, a.cfg.Tools, in.Calls, in.Indexes, in.Approved)
+	if err != nil {
+		return executor.Plan{}, sdktemporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("on this worker: %v", err), ErrTypeUnknownTool, nil)
 	}
-	return executor.PlanPart(a.cfg.Planner, pcs, in.Indexes), nil
+	return p, nil
 }
 
-// CallInput is ToolActivity's input: one call, as executor.Call carries
-// it.
-type CallInput struct {
-	Call llm.ToolCall `json:"call"`
-	// Timeout overrides the tool's timeout when positive.
-	Timeout time.Duration `json:"timeout,omitempty"`
-	// IdempotencyKey, ArgsHash and RunID guard a write through the
-	// executor's ledger (see executor.Call).
-	IdempotencyKey string `json:"idempotency_key,omitempty"`
-	ArgsHash       string `json:"args_hash,omitempty"`
-	RunID          string `json:"run_id,omitempty"`
-}
+// CallInput is ToolActivity's input: one call as loop.StageCalls builds
+// it, in executor.Call's JSON form (the worker looks the tool up by name).
+type CallInput = executor.Call
 
 // ExecuteCall runs one call with the executor (its timeout, retries,
 // classification, idempotency ledger) and returns the classified outcome;
@@ -422,8 +359,8 @@ func (a *Activities) ExecuteCall(ctx context.Context, in CallInput) (executor.Ou
 		return executor.Outcome{}, sdktemporal.NewNonRetryableApplicationError(
 			fmt.Sprintf("tool %q is not registered on this worker", in.Call.Name), ErrTypeUnknownTool, nil)
 	}
-	o := a.cfg.Executor.Run(ctx, executor.Call{Call: in.Call, Tool: t, Timeout: in.Timeout,
-		IdempotencyKey: in.IdempotencyKey, ArgsHash: in.ArgsHash, RunID: in.RunID})
+	in.Tool = t
+	o := a.cfg.Executor.Run(ctx, in)
 	if o.Result.ErrorKind == executor.ErrWriteInProgress && ctx.Err() == nil {
 		return executor.Outcome{}, sdktemporal.NewApplicationErrorWithOptions(o.Err, ErrTypeWriteInProgress,
 			sdktemporal.ApplicationErrorOptions{NextRetryDelay: a.callTimeout(t, in.Timeout)})

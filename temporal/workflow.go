@@ -520,17 +520,11 @@ func (d *driver) plan(ctx workflow.Context, idx []int) (loop.Event, error) {
 // execute runs one stage: an activity per call, all started at once, the
 // outcomes collected in the stage's order.
 func (d *driver) execute(ctx workflow.Context, stage int, idx []int) loop.Event {
-	b := d.state.Batch
-	calls := make([]CallInput, len(idx))
+	calls := loop.StageCalls(&d.state, idx, nil)
 	byDeadline := make([]bool, len(idx))
 	futures := make([]workflow.Future, len(idx))
 	for j, i := range idx {
-		c := CallInput{Call: b.Calls[i], Timeout: d.budgets.ToolTimeout}
-		if i < len(b.Checks) && b.Checks[i].WriteKey != "" {
-			c.IdempotencyKey, c.RunID = b.Checks[i].WriteKey, d.state.RunID
-			c.ArgsHash = fmt.Sprintf("%016x", b.Checks[i].Key)
-		}
-		calls[j] = c
+		c := calls[j]
 		o := workflow.ActivityOptions{
 			StartToCloseTimeout: localTimeout,
 			RetryPolicy: &sdktemporal.RetryPolicy{
