@@ -1,7 +1,3 @@
-// Package sized allocates a value together with the few elements that go
-// with it: a batch with its results, a stage with its call contexts. Most
-// batches hold one to four calls, and one allocation sized to fit costs
-// less than two, and less than room for a fixed maximum.
 package sized
 
 // New returns a new H and room for n values of E. For one to four values
