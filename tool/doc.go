@@ -13,9 +13,9 @@
 // whether every call needs confirmation, and for writes an idempotency key
 // and a status look-up. The application declares these; the model cannot.
 //
-// Validate gives a call's verdict and a fingerprint of its arguments that
-// ignores key order and white space (CallKey turns it into the key the
-// loop spots repeated calls by). Invalid arguments are a recoverable
+// Validate checks a call's arguments and returns a fingerprint of them that
+// ignores key order and white space (CallKey turns it into the key by
+// which the loop spots repeated calls). Invalid arguments are a recoverable
 // failure: an *Error of kind invalid_arguments that the loop sends back to
 // the model as a result it can correct. Handlers classify their own
 // failures with NotFound, NeedsInput, RateLimited and Unavailable; any
