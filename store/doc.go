@@ -1,7 +1,8 @@
 // Package store holds what a run keeps beyond its own memory: the run's
 // append-only event log and the idempotency ledger that stops a retried
-// write from happening twice. Both live in the same store, so that a run's
-// progress and its writes are kept, and lost, together.
+// write from happening twice. Memory and store/sqlite implement both, so
+// one store can keep a run's progress and its writes together (DESIGN.md
+// §7).
 //
 // It takes encoded records and gives them back; it never interprets them.
 // An EventLog stores a run's events as opaque JSON (EventRecord) beside a
