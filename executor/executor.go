@@ -1,7 +1,3 @@
-// Package executor runs authorized tool calls: each with its own timeout,
-// bounded retries for transient failures, panics recovered, and every
-// failure classified so the loop can decide between "tell the model" and
-// "stop the run". It never decides what happens next.
 package executor
 
 import (

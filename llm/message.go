@@ -1,10 +1,3 @@
-// Package llm holds the provider-neutral conversation types and the Model
-// interface that every provider adapter implements.
-//
-// A conversation is a slice of Message values. An assistant message may carry
-// tool calls; each call is answered by exactly one tool message whose CallID
-// names it. The link is always the ID, never a position in the slice or the
-// order in which calls finished (see CheckHistory).
 package llm
 
 import (

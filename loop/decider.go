@@ -629,7 +629,9 @@ func confirmationDecided(s *State, ev *Event) Effect {
 	return Effect{Kind: PlanBatch, Calls: calls}
 }
 
-// idle is the effect of an event that changes nothing to do.
+// idle is the effect of an event that changes nothing to do: nothing for
+// a run that is over, else the effect that was due before it (an answer
+// arriving while the run is busy must not make a driver think it ended).
 func idle(s *State) Effect {
 	if s.Done {
 		return Effect{Kind: None}
@@ -637,7 +639,7 @@ func idle(s *State) Effect {
 	if s.Stopping {
 		return Effect{Kind: Stop, Status: s.Status, Detail: s.Detail}
 	}
-	return Effect{Kind: None}
+	return s.next
 }
 
 func denial(c *Confirmation) string {

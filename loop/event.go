@@ -44,6 +44,13 @@ const (
 // Event is one entry of a run's log. Which fields are set depends on Kind.
 // At is the time the driver read from its clock; the decider uses no other
 // time, so replaying the same events reproduces the same run.
+//
+// An event is immutable once appended to a log. Next never writes into the
+// event it is given or into anything the event points to, and the State it
+// builds shares parts of the event rather than copying them (an executed
+// call's result in the history is its outcome's in the StageFinished
+// event). A driver, store or observer therefore must not change an event
+// after handing it over; to derive another, copy it first.
 type Event struct {
 	Seq  int       `json:"seq"`
 	At   time.Time `json:"at"`

@@ -1,6 +1,3 @@
-// Package loop is the loop controller: a pure decider that says what to do
-// next, and an in-process runner that does it. Every run ends with exactly
-// one Status, and its event log shows how it got there.
 package loop
 
 // Status is how a run ended. It implements error so that

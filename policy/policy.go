@@ -1,7 +1,3 @@
-// Package policy decides whether an identity may make a tool call: allow,
-// deny, or ask a human first. Decisions rest on what the application knows
-// (who is asking, which tool, its declared effect and risk, the arguments),
-// never on anything the prompt claims.
 package policy
 
 import (

@@ -1,7 +1,3 @@
-// Package store holds what a run keeps beyond its own memory: the
-// idempotency ledger that stops a retried write from happening twice.
-// Implementations live here (memory) and in subpackages (sqlite); every one
-// passes the conformance suite in store/storetest.
 package store
 
 import (

@@ -1,10 +1,3 @@
-// Package tool defines tools, typed tools built from Go functions, and the
-// registry that maps a tool name to its definition and handler.
-//
-// A tool's input schema is inferred from its Go input type, and arguments
-// are validated against it before the handler runs. Invalid arguments are a
-// recoverable failure: the loop sends them back to the model as an error
-// result it can correct.
 package tool
 
 import (

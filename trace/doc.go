@@ -12,4 +12,19 @@
 // Tool arguments and results are summarized, not recorded, unless full
 // content is asked for, and the fields a tool marks sensitive, or whose
 // names or values match the Redactor's patterns, are masked either way.
+//
+// The contract: the package takes events (loop.Event values, live through
+// an Observer or read back with ReadLog and Open) and gives records; it
+// never changes an event (RedactEvent returns a redacted copy), never
+// feeds anything back into a run, and an Observer has no error to return,
+// so tracing cannot stop or steer a run. Timeline replays the events
+// through loop.Next to learn what the decider did, so spans name the same
+// budget checks and stop reasons the run met. Start with NewLogWriter or
+// FileObserver for recording, Spans and Show for reading, and Diagnose for
+// a log that ended badly.
+//
+// In DESIGN.md's terms this is an exporter beside the five boundaries: it
+// depends on loop (and the types of llm, tool, policy and executor), and
+// none of them depends on it. Heavy dependencies stay out: the
+// OpenTelemetry export lives in trace/otel.
 package trace

@@ -1,14 +1,3 @@
-// Package orders is the order-desk sandbox: an order book (in memory, Book,
-// or in a SQLite file shared with a run store, SQLiteBook), the tools a
-// support assistant uses on it, and a fixed set of scenarios that drive the
-// tool loop with a scripted model (no API key, no network).
-//
-// Each scenario ends with a known status, so together they show every exit
-// of the loop: a final answer, the errors the run must not hand to the model,
-// and each budget running out. The demo command (toolloop demo) runs them and
-// prints one stop line per scenario. One more scenario, confirm_refund, is
-// interactive: it pauses for a person's approval in a durable store, and
-// goes on in another process (toolloop approve, deny, resume).
 package orders
 
 import (

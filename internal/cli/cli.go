@@ -1,30 +1,3 @@
-// Package cli is the command line of toolloop: every subcommand of the
-// toolloop program (demo, run, runs, approve, deny, resume, trace), behind
-// Main. cmd/toolloop is Main on the process's arguments; the Temporal
-// build (temporal/cmd/toolloop) is Main with an Extension that adds the
-// worker command and the --temporal variants.
-//
-// Usage:
-//
-//	toolloop demo [--mode NAME] [--trace] [--plan] [--db PATH] [--log DIR] [--exporter none|stdout|otlp]
-//	toolloop run --provider P --model M [flags] "prompt"
-//	toolloop runs [--status S] [--db PATH]
-//	toolloop approve RUN_ID CALL_ID --by NAME [--note TEXT] [--db PATH]
-//	toolloop deny RUN_ID CALL_ID --by NAME [--note TEXT] [--db PATH]
-//	toolloop resume RUN_ID [--db PATH] [provider flags]
-//	toolloop trace show|diagnose FILE|RUN_ID [--log DIR]
-//	toolloop help [COMMAND]
-//
-// The demo subcommand runs the order-desk sandbox (package
-// examples/orders): a scripted model, no API key, one stop line per
-// scenario. run drives a real provider. Runs are recorded in a SQLite store
-// (by default toolloop.db in the data directory), where runs lists them,
-// approve and deny answer their confirmations and resume carries them on.
-//
-// This package is the only one that reads the command line or the
-// environment; everything else takes its configuration as arguments. Even
-// here the environment comes in through Main's getenv, so that tests never
-// touch the process's.
 package cli
 
 import (

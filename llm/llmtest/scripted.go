@@ -1,6 +1,3 @@
-// Package llmtest provides a scripted model for tests, examples and the
-// sandbox: it plays back a fixed list of turns and records every request it
-// received, so a test can assert what the loop sent.
 package llmtest
 
 import (

@@ -10,6 +10,11 @@
 //     nothing is kept on OpenAI's side and a run can be replayed or resumed
 //     from its own log.
 //
+// Both are the model boundary of DESIGN.md: Generate turns one llm.Request
+// into one API call and the reply into an llm.Response, and never executes
+// a tool or keeps the request. They pass llmtest.RunConformance. Start with
+// NewChat (or NewCompatible) and NewResponses and their options.
+//
 // # Clients
 //
 // Both adapters take an SDK client the caller has already built. The SDK's

@@ -1,6 +1,3 @@
-// Package sqlite is the on-disk store: an idempotency ledger in a SQLite
-// file (pure Go, through modernc.org/sqlite), in WAL mode so that readers
-// never block the writer and several processes can share the file.
 package sqlite
 
 import (

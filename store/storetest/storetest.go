@@ -1,5 +1,3 @@
-// Package storetest is the conformance suite every store.Ledger
-// implementation must pass.
 package storetest
 
 import (

@@ -1,33 +1,3 @@
-// Package mcp turns the tools of a Model Context Protocol server into
-// toolloop tools, through the official MCP Go SDK.
-//
-// A Source is one client session with one server. Connect starts it over
-// any SDK transport; ConnectCommand runs a local server as a child process
-// and talks to it over stdio; ConnectURL reaches a remote server over
-// streamable HTTP. Source.Tools lists the server's tools and builds each
-// with tool.NewRaw, so that toolloop validates the model's arguments
-// against the server's input schema before anything is sent, and the
-// loop's policy, planner and executor treat MCP tools like any other:
-//
-//	src, err := mcp.ConnectCommand(ctx, exec.Command("my-mcp-server"), &mcp.Options{Prefix: "fs_"})
-//	if err != nil { ... }
-//	defer src.Close()
-//	tools, err := src.Tools(ctx)
-//	if err != nil { ... }
-//	reg, err := tool.NewRegistry(tools...)
-//
-// The server's annotations decide each tool's effect and risk
-// (tool.Annotations.ApplyTo): a tool is read-only only when it says so.
-// Annotations are hints from the server; for a server you do not trust,
-// override them with Options.Adjust.
-//
-// Failures are classified for the loop. A result with IsError set (the
-// tool ran and failed) goes back to the model as a recoverable error of
-// kind KindToolError; a server that rejects the arguments gives
-// invalid_arguments; a lost connection or a dead server gives unavailable,
-// which the executor retries a bounded number of times; a canceled or
-// expired context is reported as such, and the SDK tells the server to
-// stop the request.
 package mcp
 
 import (

@@ -1,0 +1,70 @@
+// Package anthropic adapts the official Anthropic Go SDK
+// (github.com/anthropics/anthropic-sdk-go/v2) to llm.Model, over the
+// Messages API.
+//
+// It is the model boundary of DESIGN.md for Claude: New takes an
+// anthropic.Client the caller built and Options (nil is fine), and the
+// Model's Generate turns one llm.Request into one Messages API call and the
+// reply into an llm.Response. It never executes a tool, adds no retries of
+// its own (the loop's are bounded and logged; see below for the SDK's),
+// and keeps nothing of a request after Generate returns. It passes
+// llmtest.RunConformance. Start with New and Options; the sections below
+// say how messages, usage and errors map.
+//
+// The adapter takes an SDK client that the caller has already built; it never
+// reads the environment (anthropic.NewClient does, even when given a key: it
+// reads ANTHROPIC_BASE_URL and ANTHROPIC_CUSTOM_HEADERS unless passed
+// option.WithoutEnvironmentDefaults). Build the client with
+// option.WithMaxRetries(0): the loop owns retries (it honours Retry-After and
+// the run's deadline, and logs every attempt), and an SDK that retries on
+// its own hides those attempts and multiplies the loop's.
+//
+// # Mapping
+//
+// Going out, system messages become the top-level system field (in order,
+// wherever they stood in the history); user and assistant text become text
+// blocks; assistant tool calls become tool_use blocks whose input is the
+// call's raw arguments; tool results become tool_result blocks linked by
+// tool_use_id, with is_error set for error and skipped results and the
+// result's JSON content sent as text. Consecutive messages of one role are
+// merged into one message, so all results of a turn go back in a single user
+// message, and tool_result blocks are placed before any text in it, as the
+// API requires.
+//
+// Arguments that are not a JSON object (the model sent something broken and
+// the loop reported it back as an invalid-arguments result) cannot be sent
+// as tool_use input, which must be an object: the adapter sends {} for them
+// instead, and the call's result still tells the model what went wrong.
+//
+// Coming back, text blocks are joined; tool_use blocks become llm.ToolCall
+// values whose Arguments are the input's JSON exactly as it arrived; thinking
+// and server-tool blocks are dropped. Usage.InputTokens counts the whole
+// prompt (input_tokens plus cache reads plus cache writes) and
+// CachedInputTokens the cache reads; ReasoningTokens comes from
+// output_tokens_details.thinking_tokens. A stop_reason of "refusal" is an
+// *llm.Error of kind llm.ErrorRefusal.
+//
+// # Errors
+//
+// API errors are classified by llm.HTTPError: 429 is rate_limited, 529
+// (overloaded_error) and other 5xx are unavailable, both retryable with the
+// server's Retry-After; 401 and 403 are authentication; 404 is an unknown
+// model; "prompt is too long" is context_length_exceeded. A 429 for a spent
+// budget (error code *_spend_limit_reached), or any error the server marks
+// with x-should-retry: false, is not retryable. Connection failures are
+// retryable unavailable errors; the caller's own cancellation is returned
+// as is.
+//
+// # Limits
+//
+// The SDK v2 speaks API version 2026-10-21, which rejects temperature, top_p
+// and top_k, so Options has no sampling settings. Extended thinking is not
+// supported: the API needs the thinking blocks (with their signatures) sent
+// back alongside tool calls, and llm.Message does not carry them. Requests
+// are not streamed; the SDK refuses a non-streaming request whose MaxTokens
+// implies more than ten minutes of generation (about 21,000 tokens) unless
+// RequestOptions sets option.WithRequestTimeout.
+//
+// The package shares its name with the SDK's; import one of them under
+// another name when a file needs both.
+package anthropic

@@ -1,0 +1,25 @@
+// Package llmtest is the model boundary's test kit: a scripted llm.Model
+// for tests, examples and the sandbox, and the conformance suite every
+// provider adapter runs.
+//
+// Model plays a fixed script of Turns (Text, Calls built with Call, an
+// error, a delay, or a Func that answers from the request), in order; New
+// fails a request after the last turn with ErrScriptExhausted, Repeating
+// plays the last turn again forever (a model stuck in a loop, for budget
+// tests). It records a copy of every request, so a test can check what the
+// loop sent (Requests), and hands out a fresh copy of each scripted reply,
+// so a caller that edits a response cannot change the script. It needs no
+// API key and no network, and it is safe for concurrent use.
+//
+// RunConformance drives an adapter through its real SDK against a test
+// server that serves the provider's own wire replies, one per Case: a final
+// answer with usage, one call, parallel calls, arguments that are not
+// valid JSON, rate limiting with Retry-After, a server error, a bad key, an
+// over-long prompt. It checks what the adapter returns (calls with their
+// IDs and raw arguments, usage, *llm.Error classes) and what it sends
+// (each tool result linked to its call by ID). A Harness connects it to
+// one adapter.
+//
+// The package depends only on llm and the standard library; the loop and
+// the sandbox (examples/orders) use its Model, the adapters its suite.
+package llmtest

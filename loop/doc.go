@@ -1,0 +1,42 @@
+// Package loop is the loop controller: a pure decider that says what to do
+// next, and the drivers that do it. It takes the first messages, a
+// configuration (model, tools, policy, executor, budgets) and gives a
+// Result with exactly one Status, the final history and the run's event
+// log, which shows how the run got there.
+//
+// The decider is Next(state, event) -> effect. It does no I/O, reads no
+// clock (each Event carries the time its driver read) and never writes
+// into an event it is given, so the same events always rebuild the same
+// State: Replay does exactly that, and a run's log serves as its
+// checkpoint, trace, audit record and test fixture. The effects are
+// RequestModel, ValidateCalls, AuthorizeCalls, PlanBatch, ExecuteStage and
+// Stop; the events are Started, ModelResponded or ModelFailed,
+// CallsValidated, PolicyDecided, StagePlanned, StageFinished, Interrupted,
+// Stopped, and for paused runs ConfirmationDecided and Resumed. The
+// transcripts in testdata/decider show each status reached event by
+// event.
+//
+// What a run guarantees: it ends with one Status of DESIGN.md §5, and
+// Result.Err is nil only for final_answer (a budget stop never looks like
+// success); Budgets (steps, deadline, tool calls, tokens, money) are
+// checked by the decider and recorded in the Started event; every tool
+// call in the history has exactly one result, linked by ID, with skipped
+// results for calls that never ran; recoverable failures (invalid
+// arguments, not found, a transient error) go back to the model, the
+// others stop the run; a model that repeats itself is stopped with
+// spin_detected before the hard limits are reached.
+//
+// Runner is the in-process driver: Run, and with Config.Store a durable
+// run whose events reach the store before the run acts on them; Resume
+// continues such a run from its log, Decide records a person's answer to a
+// paused call, Continue does both without a store. A Temporal workflow
+// (package temporal) drives the same decider. Both drivers do the work
+// behind the effects with the same handlers: CheckCalls, Authorize,
+// PlanCalls and StageCalls, then executor.Executor.Run. Observers see each
+// event as it is appended; they change nothing in the run or its log.
+//
+// Start with Run and Config, then Next, State and Event. The loop is the
+// one boundary that uses the other four (llm, tool, policy, executor)
+// and store; it goes around none of them, and nothing it imports depends
+// on it.
+package loop

@@ -1,0 +1,34 @@
+// Package store holds what a run keeps beyond its own memory: the run's
+// append-only event log and the idempotency ledger that stops a retried
+// write from happening twice. Memory and store/sqlite implement both, so
+// one store can keep a run's progress and its writes together (DESIGN.md
+// §7).
+//
+// It takes encoded records and gives them back; it never interprets them.
+// An EventLog stores a run's events as opaque JSON (EventRecord) beside a
+// RunSummary for listing, and a Ledger stores one Record per idempotency
+// key. Neither knows about models, tools or the decider: the loop encodes
+// its events (loop.LoadEvents decodes them), and the executor owns the
+// ledger's protocol (claim, run, finish or release).
+//
+// What every implementation guarantees:
+//   - EventLog.Append is atomic (events and summary, all or none) and
+//     accepts only the events whose Seq continues the log exactly, else
+//     ErrSeqConflict: of two processes driving one run, one fails.
+//   - Ledger.Claim is atomic: of two claims of one key exactly one wins,
+//     and an in-flight record is never pruned, since it is a write whose
+//     outcome is not known yet.
+//   - Methods are safe for concurrent use; stores on disk also across
+//     processes.
+//
+// Start with EventLog and Ledger, then Memory, the in-memory store for
+// tests and single-process runs. store/sqlite is the store on disk, and
+// store/storetest is the conformance suite (TestEventLog, TestLedger)
+// every implementation runs. Optional abilities are optional interfaces:
+// ClaimReleaser, which the executor uses when a ledger has it.
+//
+// In DESIGN.md's terms a store is an adapter beside the five boundaries:
+// the loop controller's durable runner appends to the log, the tool
+// executor reads and writes the ledger, and the package imports nothing
+// from either.
+package store
