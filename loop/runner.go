@@ -339,13 +339,20 @@ func (d *drive) emit(ev Event) Effect {
 }
 
 // result returns the run's result.
-func (d *drive) result() *Result {
-	s := &d.state
-	return &Result{
+func (d *drive) result() *Result { return d.state.Result(d.log) }
+
+// Result returns the result of the run whose state s is and whose log is
+// events (which s was replayed from): every driver reports a run the same
+// way. The result shares events.
+func (s *State) Result(events []Event) *Result {
+	res := &Result{
 		RunID: s.RunID, Status: s.Status, Detail: s.Detail, Steps: s.Steps, ToolCalls: s.ToolCalls,
-		Usage: s.Usage, Cost: s.Cost, Messages: s.History(), Pending: s.Pending,
-		Duration: d.log[len(d.log)-1].At.Sub(d.log[0].At), Events: d.log,
+		Usage: s.Usage, Cost: s.Cost, Messages: s.History(), Pending: s.Pending, Events: events,
 	}
+	if len(events) > 0 {
+		res.Duration = events[len(events)-1].At.Sub(events[0].At)
+	}
+	return res
 }
 
 func contextFailure(ctx context.Context) *Failure {

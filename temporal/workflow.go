@@ -311,12 +311,7 @@ func (d *driver) await(ctx workflow.Context) (bool, error) {
 }
 
 func (d *driver) output() RunOutput {
-	s := &d.state
-	return RunOutput{
-		RunID: s.RunID, Status: s.Status, Detail: s.Detail, Steps: s.Steps, ToolCalls: s.ToolCalls,
-		Usage: s.Usage, Cost: s.Cost, Messages: s.History(), Pending: s.Pending, Events: d.log,
-		Duration: d.log[len(d.log)-1].At.Sub(d.log[0].At),
-	}
+	return *d.state.Result(d.log)
 }
 
 func (d *driver) finish(ctx workflow.Context) (RunOutput, error) {
