@@ -309,8 +309,6 @@ func callsValidated(s *State, ev *Event) Effect {
 		return stop(s, ProtocolError, "driver error: validation does not match the batch")
 	}
 	b.Checks = ev.Checks
-	// The checks are walked by index: each is 48 bytes, not worth a copy
-	// per loop.
 	checks := ev.Checks
 	for i := range checks {
 		if !checks[i].Known {
@@ -499,7 +497,6 @@ func stageFinished(s *State, ev *Event) Effect {
 		return stop(s, ProtocolError, "driver error: stage outcomes do not match the plan")
 	}
 	record(s, ev)
-	// Outcomes (176 bytes) are walked by pointer, not copied.
 	for i := range ev.Outcomes {
 		if o := &ev.Outcomes[i]; o.OutcomeUnknown {
 			r := o.Result
