@@ -2,6 +2,7 @@ package loop_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"path/filepath"
 	"sync"
@@ -25,13 +26,78 @@ type noopOut struct {
 	OK bool `json:"ok"`
 }
 
-// benchWorkload is the issue's workload: 5 model turns of 3 read-only no-op
-// calls each, then a final answer. honors says whether the no-op tools
-// declare that they honor their context (which they do: they never block).
-func benchWorkload(b *testing.B, planner executor.Planner, honors bool) (*loop.Runner, []llm.Message) {
+// readTools are the workload's three no-op reads.
+var readTools = [...]string{"read_a", "read_b", "read_c"}
+
+// benchTurns is the workload's number of model turns: 5 of 3 reads, then
+// the final answer.
+const benchTurns = 6
+
+// benchResponse builds the response to turn step of the workload as a
+// provider adapter does: every call allocates a fresh response, message and
+// ToolCalls slice, formats the call IDs and marshals each call's arguments,
+// since that is what a run gets from a real client. A model that handed
+// out one prebuilt response would hide what the loop does with what it is
+// given (copies, validation, the history it keeps).
+func benchResponse(step int) (*llm.Response, error) {
+	resp := &llm.Response{
+		ID:           fmt.Sprintf("resp_%d", step),
+		Model:        "bench",
+		Message:      llm.Message{Role: llm.RoleAssistant},
+		Usage:        llm.Usage{InputTokens: 100, OutputTokens: 20},
+		FinishReason: "tool_calls",
+	}
+	if step >= benchTurns {
+		resp.Message.Text, resp.Usage.OutputTokens, resp.FinishReason = "done", 5, "stop"
+		return resp, nil
+	}
+	calls := make([]llm.ToolCall, 0, len(readTools))
+	for i, name := range readTools {
+		args, err := json.Marshal(noopIn{Key: fmt.Sprintf("k%d", step)})
+		if err != nil {
+			return nil, err
+		}
+		calls = append(calls, llm.ToolCall{ID: fmt.Sprintf("call_%d_%d", step, i), Name: name, Arguments: args})
+	}
+	resp.Message.ToolCalls = calls
+	return resp, nil
+}
+
+// benchModel answers the workload's turns with benchResponse. The turn is
+// the request's step number, which keeps the model stateless and shareable
+// across runs. When wait is positive each turn first waits that long (or
+// until ctx is done), as a remote model would; first, when set, is called
+// as each run's first turn begins, and an error from it ends the turn.
+func benchModel(wait time.Duration, first func(context.Context) error) llm.Model {
+	return llm.ModelFunc(func(ctx context.Context, req *llm.Request) (*llm.Response, error) {
+		if req.Step == 1 && first != nil {
+			if err := first(ctx); err != nil {
+				return nil, err
+			}
+		}
+		if wait > 0 {
+			t := time.NewTimer(wait)
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				t.Stop()
+				return nil, ctx.Err()
+			}
+		}
+		return benchResponse(req.Step)
+	})
+}
+
+// benchConfig is the issue's workload: 5 model turns of 3 read-only no-op
+// calls each, then a final answer, from model. honors says whether the
+// no-op tools declare that they honor their context (which they do: they
+// never block). It returns the configuration rather than a runner so that
+// callers may add a store; only the public API is used, so that the same
+// benchmarks run against any version of the runner.
+func benchConfig(b *testing.B, planner executor.Planner, honors bool, model llm.Model) (loop.Config, []llm.Message) {
 	b.Helper()
 	var tools []*tool.Tool
-	for _, name := range []string{"read_a", "read_b", "read_c"} {
+	for _, name := range readTools {
 		tools = append(tools, tool.MustNew(tool.Spec[noopIn]{Name: name, HonorsContext: honors},
 			func(context.Context, noopIn) (noopOut, error) { return noopOut{OK: true}, nil }))
 	}
@@ -39,34 +105,24 @@ func benchWorkload(b *testing.B, planner executor.Planner, honors bool) (*loop.R
 	if err != nil {
 		b.Fatal(err)
 	}
-	var turns []llmtest.Turn
-	for t := 1; t <= 5; t++ {
-		var calls []llm.ToolCall
-		for i, name := range []string{"read_a", "read_b", "read_c"} {
-			calls = append(calls, llmtest.Call(fmt.Sprintf("call_%d_%d", t, i), name, fmt.Sprintf(`{"key":"k%d"}`, t)))
-		}
-		turns = append(turns, llmtest.Calls(calls...).WithUsage(100, 20))
-	}
-	turns = append(turns, llmtest.Text("done").WithUsage(100, 5))
-	// One model per run: the scripted model keeps its position. Building it
-	// is outside the loop's cost, so the model is rebuilt cheaply below.
-	r, err := loop.NewRunner(loop.Config{
-		Model: llm.ModelFunc(func(ctx context.Context, req *llm.Request) (*llm.Response, error) {
-			// The turn is chosen by the request's step number, which keeps
-			// the model stateless and shareable across iterations.
-			t := turns[req.Step-1]
-			resp := *t.Response
-			return &resp, nil
-		}),
+	return loop.Config{
+		Model:     model,
 		ModelName: "bench",
 		Tools:     reg,
 		Budgets:   loop.Budgets{MaxSteps: 10},
 		Planner:   planner,
-	})
+	}, []llm.Message{llm.UserMessage("check the keys")}
+}
+
+// benchRunner is benchConfig's workload with a model that answers at once.
+func benchRunner(b *testing.B, planner executor.Planner, honors bool) (*loop.Runner, []llm.Message) {
+	b.Helper()
+	cfg, msgs := benchConfig(b, planner, honors, benchModel(0, nil))
+	r, err := loop.NewRunner(cfg)
 	if err != nil {
 		b.Fatal(err)
 	}
-	return r, []llm.Message{llm.UserMessage("check the keys")}
+	return r, msgs
 }
 
 // BenchmarkRun measures one whole run of the issue's workload with the
@@ -75,7 +131,8 @@ func benchWorkload(b *testing.B, planner executor.Planner, honors bool) (*loop.R
 // planner (one call per stage), both with tools that declare nothing, so
 // that each run is driven on a goroutine of its own; and with the default
 // planner and tools that declare they honor their context, so that runs
-// are driven on the caller's goroutine (on-caller).
+// are driven on the caller's goroutine (on-caller). The model builds each
+// response afresh (benchResponse), which is part of every figure.
 func BenchmarkRun(b *testing.B) {
 	for _, bc := range []struct {
 		name    string
@@ -83,7 +140,7 @@ func BenchmarkRun(b *testing.B) {
 		honors  bool
 	}{{"planned", nil, false}, {"serial", executor.SerialPlanner(), false}, {"on-caller", nil, true}} {
 		b.Run(bc.name, func(b *testing.B) {
-			r, msgs := benchWorkload(b, bc.planner, bc.honors)
+			r, msgs := benchRunner(b, bc.planner, bc.honors)
 			ctx := context.Background()
 			b.ReportAllocs()
 			for b.Loop() {
@@ -193,11 +250,12 @@ func BenchmarkDurableBytesPerStep(b *testing.B) {
 			for i := 0; len(msgs) < n; i++ {
 				msgs = append(msgs, llm.UserMessage(fmt.Sprintf("earlier message %d with some text in it", i)))
 			}
-			r, _ := benchWorkload(b, nil, false)
+			cfg, _ := benchConfig(b, nil, false, benchModel(0, nil))
 			var bytes, steps int
 			for b.Loop() {
 				cl := &countingLog{EventLog: store.NewMemory()}
-				rr, err := loop.NewRunner(r.ConfigForTest(cl))
+				cfg.Store = cl
+				rr, err := loop.NewRunner(cfg)
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -217,7 +275,7 @@ func BenchmarkDurableBytesPerStep(b *testing.B) {
 // to a SQLite event log (synchronous FULL and NORMAL), against the same
 // run in memory.
 func BenchmarkRunDurable(b *testing.B) {
-	r, msgs := benchWorkload(b, nil, false)
+	cfg, msgs := benchConfig(b, nil, false, benchModel(0, nil))
 	for _, sync := range []string{"memory", "FULL", "NORMAL"} {
 		b.Run("store="+sync, func(b *testing.B) {
 			var st store.EventLog = store.NewMemory()
@@ -229,7 +287,8 @@ func BenchmarkRunDurable(b *testing.B) {
 				defer s.Close()
 				st = s
 			}
-			rr, err := loop.NewRunner(r.ConfigForTest(st))
+			cfg.Store = st
+			rr, err := loop.NewRunner(cfg)
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -7,8 +7,10 @@ package eino
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/cloudwego/eino/components/model"
 	"github.com/cloudwego/eino/components/tool"
@@ -25,30 +27,70 @@ type out struct {
 	OK bool `json:"ok"`
 }
 
-// scripted answers by counting assistant turns in the input: 5 turns of 3
-// calls, then a final answer (the same workload as toolloop's BenchmarkRun).
-type scripted struct{}
+// readTools are the workload's three no-op reads.
+var readTools = [...]string{"read_a", "read_b", "read_c"}
 
-func (scripted) Generate(ctx context.Context, input []*schema.Message, opts ...model.Option) (*schema.Message, error) {
-	turn := 1
-	for _, m := range input {
-		if m.Role == schema.Assistant {
-			turn++
-		}
-	}
-	if turn > 5 {
-		return &schema.Message{Role: schema.Assistant, Content: "done"}, nil
-	}
-	var calls []schema.ToolCall
-	for i, name := range []string{"read_a", "read_b", "read_c"} {
-		calls = append(calls, schema.ToolCall{ID: fmt.Sprintf("call_%d_%d", turn, i), Type: "function",
-			Function: schema.FunctionCall{Name: name, Arguments: fmt.Sprintf(`{"key":"k%d"}`, turn)}})
-	}
-	return &schema.Message{Role: schema.Assistant, ToolCalls: calls}, nil
+// benchTurns is the workload's number of model turns: 5 of 3 reads, then
+// the final answer.
+const benchTurns = 6
+
+// scripted answers the workload's turns, telling them by the assistant
+// messages in its input, so that it is stateless and shareable across
+// runs. It builds each response as a provider adapter does (as toolloop's
+// benchmark model does too, so that both sides pay alike): a fresh
+// message, ToolCalls slice, response metadata and usage every call, the
+// call IDs formatted and the arguments marshalled. When wait is positive
+// each turn first waits that long (or until ctx is done), as a remote model
+// would; first, when set, is called as each run's first turn begins, and
+// an error from it ends the turn.
+type scripted struct {
+	wait  time.Duration
+	first func(context.Context) error
 }
 
-func (scripted) Stream(ctx context.Context, input []*schema.Message, opts ...model.Option) (*schema.StreamReader[*schema.Message], error) {
-	m, err := scripted{}.Generate(ctx, input, opts...)
+func (s scripted) Generate(ctx context.Context, input []*schema.Message, opts ...model.Option) (*schema.Message, error) {
+	step := 1
+	for _, m := range input {
+		if m.Role == schema.Assistant {
+			step++
+		}
+	}
+	if step == 1 && s.first != nil {
+		if err := s.first(ctx); err != nil {
+			return nil, err
+		}
+	}
+	if s.wait > 0 {
+		t := time.NewTimer(s.wait)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return nil, ctx.Err()
+		}
+	}
+	msg := &schema.Message{Role: schema.Assistant, ResponseMeta: &schema.ResponseMeta{FinishReason: "tool_calls",
+		Usage: &schema.TokenUsage{PromptTokens: 100, CompletionTokens: 20, TotalTokens: 120}}}
+	if step >= benchTurns {
+		msg.Content, msg.ResponseMeta.FinishReason = "done", "stop"
+		msg.ResponseMeta.Usage.CompletionTokens, msg.ResponseMeta.Usage.TotalTokens = 5, 105
+		return msg, nil
+	}
+	calls := make([]schema.ToolCall, 0, len(readTools))
+	for i, name := range readTools {
+		args, err := json.Marshal(in{Key: fmt.Sprintf("k%d", step)})
+		if err != nil {
+			return nil, err
+		}
+		calls = append(calls, schema.ToolCall{ID: fmt.Sprintf("call_%d_%d", step, i), Type: "function",
+			Function: schema.FunctionCall{Name: name, Arguments: string(args)}})
+	}
+	msg.ToolCalls = calls
+	return msg, nil
+}
+
+func (s scripted) Stream(ctx context.Context, input []*schema.Message, opts ...model.Option) (*schema.StreamReader[*schema.Message], error) {
+	m, err := s.Generate(ctx, input, opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -57,22 +99,30 @@ func (scripted) Stream(ctx context.Context, input []*schema.Message, opts ...mod
 
 func (s scripted) WithTools([]*schema.ToolInfo) (model.ToolCallingChatModel, error) { return s, nil }
 
-// BenchmarkEinoReAct runs the agent once per iteration.
-func BenchmarkEinoReAct(b *testing.B) {
+// newAgent builds the ReAct agent with the workload's tools and m.
+func newAgent(b *testing.B, m scripted) *react.Agent {
+	b.Helper()
 	ctx := context.Background()
 	var tools []tool.BaseTool
-	for _, name := range []string{"read_a", "read_b", "read_c"} {
+	for _, name := range readTools {
 		t, err := utils.InferTool(name, "no-op read", func(ctx context.Context, x in) (out, error) { return out{OK: true}, nil })
 		if err != nil {
 			b.Fatal(err)
 		}
 		tools = append(tools, t)
 	}
-	agent, err := react.NewAgent(ctx, &react.AgentConfig{ToolCallingModel: scripted{},
+	agent, err := react.NewAgent(ctx, &react.AgentConfig{ToolCallingModel: m,
 		ToolsConfig: compose.ToolsNodeConfig{Tools: tools}, MaxStep: 40})
 	if err != nil {
 		b.Fatal(err)
 	}
+	return agent
+}
+
+// BenchmarkEinoReAct runs the agent once per iteration.
+func BenchmarkEinoReAct(b *testing.B) {
+	ctx := context.Background()
+	agent := newAgent(b, scripted{})
 	msgs := []*schema.Message{schema.UserMessage("check the keys")}
 	b.ReportAllocs()
 	for b.Loop() {
