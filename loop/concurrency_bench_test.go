@@ -27,21 +27,27 @@ const turnWait = 200 * time.Millisecond
 // -test.benchtime 1x.
 func BenchmarkConcurrent(b *testing.B) {
 	for _, n := range []int{10_000, 50_000} {
-		b.Run(fmt.Sprintf("N=%d", n), func(b *testing.B) {
-			var all allIn
-			cfg, msgs := benchConfig(b, nil, false, benchModel(turnWait, all.wait))
-			r, err := loop.NewRunner(cfg)
-			if err != nil {
-				b.Fatal(err)
+		for _, honors := range []bool{false, true} {
+			name := fmt.Sprintf("N=%d", n)
+			if honors {
+				name += "/honors"
 			}
-			measureConcurrent(b, n, &all, func(ctx context.Context) error {
-				res, err := r.Run(ctx, msgs)
-				if err == nil && res.ToolCalls != 15 {
-					err = fmt.Errorf("%d tool calls", res.ToolCalls)
+			b.Run(name, func(b *testing.B) {
+				var all allIn
+				cfg, msgs := benchConfig(b, nil, honors, benchModel(turnWait, all.wait))
+				r, err := loop.NewRunner(cfg)
+				if err != nil {
+					b.Fatal(err)
 				}
-				return err
+				measureConcurrent(b, n, &all, func(ctx context.Context) error {
+					res, err := r.Run(ctx, msgs)
+					if err == nil && res.ToolCalls != 15 {
+						err = fmt.Errorf("%d tool calls", res.ToolCalls)
+					}
+					return err
+				})
 			})
-		})
+		}
 	}
 }
 
