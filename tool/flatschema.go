@@ -154,7 +154,7 @@ func (n *fsNode) flatMember(key []byte, seen *uint64) (*fsNode, bool) {
 	k := -1
 	if n.propIdx == nil {
 		for x := range n.props {
-			if name := n.props[x].name; len(name) == len(key) && sameName(name, key) {
+			if n.props[x].name == string(key) {
 				k = x
 				break
 			}
