@@ -45,7 +45,6 @@ import (
 	"sync"
 	"unicode/utf16"
 	"unicode/utf8"
-	"unsafe"
 
 	"github.com/google/jsonschema-go/jsonschema"
 )
@@ -657,7 +656,7 @@ func (v *validator) number(i int) (float64, bool) {
 		}
 		return x, true
 	}
-	x, err := strconv.ParseFloat(unsafe.String(&b[i], j-i), 64)
+	x, err := strconv.ParseFloat(string(b[i:j]), 64)
 	if err != nil {
 		v.fatal = fmt.Sprintf("number %s at offset %d is out of range", b[i:j], i)
 		return 0, false
@@ -1154,7 +1153,7 @@ func (v *validator) checkString(n *fsNode, at int, raw []byte, simple bool) {
 			if simple {
 				return string(raw) == c.s
 			}
-			return cmpKeys(raw, false, unsafe.Slice(unsafe.StringData(c.s), len(c.s)), true) == 0
+			return decodesTo(raw, c.s)
 		}
 		if n.hasCons && !match(n.cons) {
 			v.failValue(at, n.cons.String())
@@ -1425,6 +1424,22 @@ func cmpKeys(a []byte, aSimple bool, b []byte, bSimple bool) int {
 			return c
 		}
 		pa, pb = pa[m:], pb[m:]
+	}
+}
+
+// decodesTo reports whether the raw string decodes to s.
+func decodesTo(raw []byte, s string) bool {
+	d := decoder{s: raw}
+	var buf pieceBuf
+	for {
+		p, _, ok := d.next(&buf)
+		if !ok {
+			return s == ""
+		}
+		if len(p) > len(s) || string(p) != s[:len(p)] {
+			return false
+		}
+		s = s[len(p):]
 	}
 }
 

@@ -683,27 +683,6 @@ func TestFastSchemaFingerprints(t *testing.T) {
 	}
 }
 
-func TestFastSchemaNoAllocs(t *testing.T) {
-	for _, c := range []struct {
-		tl   *Tool
-		args string
-	}{
-		{fsTyped[fsSmall](t), `{"key":"k1"}`},
-		{fsTyped[fsMedium](t), fsMediumArgs},
-		{fsTyped[fsOrder](t), `{"order_id":"\u00e9","items":[{"qty":1,"sku":"x"}],"tags":{"b":1,"a":2}}`},
-		{fsRaw(t, fsManySchema(40)), fsManyArgs(40, true)},
-		{fsTyped[map[string]any](t), ``}, // missing arguments mean {}
-	} {
-		args := json.RawMessage(c.args)
-		if _, err := c.tl.Validate(args); err != nil {
-			t.Fatal(err)
-		}
-		if n := testing.AllocsPerRun(100, func() { c.tl.Validate(args) }); n != 0 {
-			t.Errorf("Validate(%s): %v allocations, want 0", c.args, n)
-		}
-	}
-}
-
 func FuzzValidate(f *testing.F) {
 	for i, s := range fsSchemas {
 		for _, c := range s.cases {
