@@ -104,15 +104,6 @@ type fsNode struct {
 	// Precomputed message parts.
 	typeText string
 	enumText string
-
-	// For the shortcut through flat objects (flatschema.go): flatObject
-	// says that an object value is checked only against properties,
-	// required and additionalProperties, and has at most 64 properties;
-	// typeOnly that a scalar is checked only against the type keyword.
-	flatObject, typeOnly bool
-	// scalarMembers says that the members of a valid object are never
-	// arrays or objects.
-	scalarMembers bool
 }
 
 // fsProp is a property named in properties or required.
@@ -341,16 +332,6 @@ func compileNode(s *jsonschema.Schema, depth int) (*fsNode, bool) {
 	if trivial {
 		return nil, true
 	}
-	n.flatObject = n.types&kindObject != 0 && !n.hasEnum && !n.hasCons && len(n.props) <= 64
-	scalar := func(m *fsNode) bool { return m != nil && m.types&(kindArray|kindObject) == 0 }
-	n.scalarMembers = n.addlNo || scalar(n.addl)
-	for _, p := range n.props {
-		if p.declared && !scalar(p.node) {
-			n.scalarMembers = false
-		}
-	}
-	n.typeOnly = !n.hasEnum && !n.hasCons && !n.hasMin && !n.hasMax && !n.hasXMin && !n.hasXMax &&
-		!n.hasMinLen && !n.hasMaxLen
 	return n, true
 }
 
@@ -431,12 +412,6 @@ func (fs *fastSchema) validate(args []byte) (uint64, error) {
 	if len(args) > math.MaxInt32 { // offsets are int32
 		return fingerprintBytes(args), &Error{Kind: KindInvalidArguments, Msg: "arguments are too large"}
 	}
-	return validateGeneral(root, args)
-}
-
-// validateGeneral is validate for args that are not empty and not too
-// large.
-func validateGeneral(root *fsNode, args []byte) (uint64, error) {
 	v := validator{b: args, h: offset64, budget: 8*len(args) + 4096, dupAt: -1}
 	if !v.document(root) {
 		return fingerprintBytes(args), &Error{Kind: KindInvalidArguments, Msg: "arguments are not valid JSON: " + v.fatal}

@@ -285,20 +285,11 @@ func (t *Tool) OnTimeout() TimeoutAction { return t.def.OnTimeout }
 // key order or white space (the loop uses it to spot a model that repeats
 // itself), and an *Error of kind invalid_arguments when they do not conform.
 func (t *Tool) Validate(args json.RawMessage) (uint64, error) {
-	// The compiled validator checks the bytes in one pass; the commonest
-	// arguments, one flat object that conforms, take a shortcut through
-	// it (flatschema.go). For a schema it cannot compile, it checks only
-	// syntax and duplicate keys, and jsonschema-go checks the decoded
-	// value.
-	var root *fsNode
-	if t.fast != nil {
-		root = t.fast.root
-	}
-	fp, ok := flatValidate(root, args)
-	var err error
-	if !ok {
-		fp, err = t.fast.validate(args)
-	}
+	// The compiled validator checks the bytes in one pass (fastschema.go).
+	// For a schema it cannot compile (t.fast is nil), it checks only
+	// syntax and duplicate keys, and jsonschema-go, with the schema
+	// resolved once in build, checks the decoded value.
+	fp, err := t.fast.validate(args)
 	if err != nil || t.fast != nil {
 		return fp, err
 	}
