@@ -42,7 +42,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"unicode/utf16"
 	"unicode/utf8"
 
@@ -839,12 +838,9 @@ func (v *validator) object(n *fsNode, depth int) bool {
 	}
 	saved := v.h
 	v.h = (v.h ^ '{') * prime64
-	// Members, for sorting: in buf, or for a large object in a pooled
-	// slice. Nothing derived from buf may be stored where it outlives
-	// this call, or buf would move to the heap.
+	// Members, for sorting: in buf, or for a large object on the heap.
 	var buf [16]span
 	spans := buf[:0]
-	var ext *[]span
 	var seen [fsMaxProps / 64]uint64 // the properties of n present
 	other := n == nil                // a key that is not a property of n
 	sorted := true
@@ -899,18 +895,7 @@ func (v *validator) object(n *fsNode, depth int) bool {
 				}
 			}
 			sp.v1 = int32(v.i)
-			switch {
-			case ext != nil:
-				*ext = append(*ext, sp)
-				spans = *ext
-			case len(spans) < cap(spans):
-				spans = spans[:len(spans)+1]
-				spans[len(spans)-1] = sp
-			default:
-				ext = spanPool.Get().(*[]span)
-				*ext = append(append((*ext)[:0], spans...), sp)
-				spans = *ext
-			}
+			spans = append(spans, sp)
 			i = v.ws(v.i)
 			if i >= len(b) {
 				return v.syntax(i, "")
@@ -962,9 +947,6 @@ func (v *validator) object(n *fsNode, depth int) bool {
 		}
 	}
 	v.i = i
-	if ext != nil {
-		spanPool.Put(ext)
-	}
 	if n != nil && len(n.required) > 0 && v.errKind == errNone {
 		for w, want := range n.reqMask {
 			if seen[w]&want != want {
@@ -997,8 +979,6 @@ func sortSpans(b []byte, spans []span) {
 		spans[j] = x
 	}
 }
-
-var spanPool = sync.Pool{New: func() any { s := make([]span, 0, 64); return &s }}
 
 // member looks up key, whose value is at at, in n, marks it seen, and
 // returns the schema for the value.
