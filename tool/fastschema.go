@@ -552,7 +552,7 @@ func (v *validator) value(n *fsNode, depth int) bool {
 			return v.syntax(i, "in literal "+lit)
 		}
 		v.i = i + len(lit)
-		v.h = (v.h ^ fnv64(c)) * prime64
+		v.h.byte(c)
 		if n != nil {
 			kind, con := kindNull, fsConst{kind: kindNull}
 			if c != 'n' {
@@ -566,7 +566,8 @@ func (v *validator) value(n *fsNode, depth int) bool {
 	if !ok {
 		return false
 	}
-	v.h = fnvUint((v.h^'#')*prime64, math.Float64bits(x))
+	v.h.byte('#')
+	v.h.uint(math.Float64bits(x))
 	if n != nil {
 		v.checkNumber(n, i, x)
 	}
@@ -701,46 +702,19 @@ func isHex(c byte) bool {
 	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
 }
 
-// prime64x8 is prime64 to the 8th power, modulo 2^64: hashing a byte
-// and then 7 zero bytes is one XOR and one multiplication by it.
-const prime64x8 = prime64 * prime64 * prime64 * prime64 * prime64 * prime64 * prime64 * prime64 % (1 << 64)
-
-// fnvUint is (*fnv64).uint: it hashes the 8 bytes of u, low byte first.
-// A zero byte still costs its multiplication, but for u below 256 (a
-// length, mostly) the seven zero bytes fold into one multiplication.
-func fnvUint(h fnv64, u uint64) fnv64 {
-	if u < 1<<8 {
-		return (h ^ fnv64(u)) * prime64x8
-	}
-	return fnvUint8(h, u)
-}
-
-// fnvUint8 is fnvUint the long way, for any u. FNV-1a takes one byte at a
-// time, each step depending on the last, so the steps are written out
-// rather than looped.
-func fnvUint8(h fnv64, u uint64) fnv64 {
-	h = (h ^ fnv64(u&0xff)) * prime64
-	h = (h ^ fnv64(u>>8&0xff)) * prime64
-	h = (h ^ fnv64(u>>16&0xff)) * prime64
-	h = (h ^ fnv64(u>>24&0xff)) * prime64
-	h = (h ^ fnv64(u>>32&0xff)) * prime64
-	h = (h ^ fnv64(u>>40&0xff)) * prime64
-	h = (h ^ fnv64(u>>48&0xff)) * prime64
-	return (h ^ fnv64(u>>56)) * prime64
-}
-
 // hashString hashes a string as Fingerprint does: '"', its decoded length
 // as 8 bytes, its decoded bytes.
 func (v *validator) hashString(raw []byte, simple bool) {
-	h := (v.h ^ '"') * prime64
+	h := v.h
+	h.byte('"')
 	n := len(raw)
 	if !simple {
 		n = decodedLen(raw)
 	}
-	h = fnvUint(h, uint64(n))
+	h.uint(uint64(n))
 	if simple {
 		for _, c := range raw {
-			h = (h ^ fnv64(c)) * prime64
+			h.byte(c)
 		}
 	} else {
 		d := decoder{s: raw}
@@ -751,7 +725,7 @@ func (v *validator) hashString(raw []byte, simple bool) {
 				break
 			}
 			for _, c := range p {
-				h = (h ^ fnv64(c)) * prime64
+				h.byte(c)
 			}
 		}
 	}
@@ -770,7 +744,7 @@ func (v *validator) array(n *fsNode, depth int) bool {
 		v.mismatch(n, start, kindArray)
 		n = nil
 	}
-	v.h = (v.h ^ '[') * prime64
+	v.h.byte('[')
 	var items *fsNode
 	if n != nil {
 		items = n.items
@@ -802,7 +776,7 @@ func (v *validator) array(n *fsNode, depth int) bool {
 		}
 	}
 	v.i = i
-	v.h = (v.h ^ ']') * prime64
+	v.h.byte(']')
 	if n != nil && v.errKind == errNone {
 		if n.hasMinItems && count < n.minItems {
 			v.fail(start, fmt.Sprintf("want at least %d %s, got %d", n.minItems, plural(n.minItems, "item"), count))
@@ -840,7 +814,7 @@ func (v *validator) object(n *fsNode, depth int) bool {
 		n = nil
 	}
 	saved := v.h
-	v.h = (v.h ^ '{') * prime64
+	v.h.byte('{')
 	// Members, for sorting: in buf, or for a large object on the heap.
 	var buf [16]span
 	spans := buf[:0]
@@ -915,12 +889,13 @@ func (v *validator) object(n *fsNode, depth int) bool {
 		}
 	}
 	if sorted {
-		v.h = (v.h ^ '}') * prime64
+		v.h.byte('}')
 	} else if reorder || other {
 		sortSpans(b, spans)
 	}
 	if reorder {
-		v.h = (saved ^ '{') * prime64
+		v.h = saved
+		v.h.byte('{')
 		for _, s := range spans {
 			key := b[s.k0:s.k1]
 			v.hashString(key, s.simple)
@@ -938,7 +913,7 @@ func (v *validator) object(n *fsNode, depth int) bool {
 				return v.syntax(v.i, "after object key:value pair")
 			}
 		}
-		v.h = (v.h ^ '}') * prime64
+		v.h.byte('}')
 	}
 	if !sorted && other {
 		// The bit set catches repeated properties of n, but not other keys.
