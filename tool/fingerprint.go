@@ -32,6 +32,8 @@ func fingerprintBytes(b []byte) uint64 {
 const (
 	offset64 = 14695981039346656037
 	prime64  = 1099511628211
+	// prime64x8 is prime64 to the 8th power, modulo 2^64.
+	prime64x8 = prime64 * prime64 * prime64 * prime64 * prime64 * prime64 * prime64 * prime64 % (1 << 64)
 )
 
 type fnv64 uint64
@@ -44,10 +46,19 @@ func (h *fnv64) string(s string) {
 	}
 }
 
+// uint hashes the 8 bytes of u, low byte first. For u below 256 (a
+// length, mostly) the seven zero bytes fold into one multiplication by
+// prime64x8: XOR with a zero byte changes nothing.
 func (h *fnv64) uint(u uint64) {
-	for i := 0; i < 8; i++ {
-		h.byte(byte(u >> (8 * i)))
+	x := *h
+	if u < 1<<8 {
+		*h = (x ^ fnv64(u)) * prime64x8
+		return
 	}
+	for i := range 8 {
+		x = (x ^ fnv64(byte(u>>(8*i)))) * prime64
+	}
+	*h = x
 }
 
 func (h *fnv64) value(v any) {
