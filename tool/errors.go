@@ -32,6 +32,8 @@ type Error struct {
 	Err error
 }
 
+// Error returns the kind and the message, or the cause if there is no
+// message.
 func (e *Error) Error() string {
 	if e.Msg != "" {
 		return string(e.Kind) + ": " + e.Msg

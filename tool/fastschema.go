@@ -2,9 +2,12 @@ package tool
 
 // A compiled validator for the subset of JSON Schema that inferred schemas
 // (jsonschema.For of Go types) and typical MCP tool schemas use. It checks
-// the raw argument bytes in one pass, without decoding them into an any,
-// allocates nothing when the arguments conform, and computes the same
-// fingerprint as Fingerprint of the decoded value along the way.
+// the raw argument bytes in one pass, without decoding them into an any
+// (it allocates only for objects of more than 16 members, and to describe
+// a violation), and computes the same fingerprint as Fingerprint of the
+// decoded value along the way. Its verdicts are jsonschema-go's: tests and
+// fuzz targets compare the two on fixed and on generated schemas, and
+// arguments (fastschema_test.go, genschema_test.go).
 //
 // The fingerprint hashes object members in sorted key order, and FNV
 // cannot combine hashes computed apart, so members must be visited in that
@@ -42,10 +45,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"unicode/utf16"
 	"unicode/utf8"
-	"unsafe"
 
 	"github.com/google/jsonschema-go/jsonschema"
 )
@@ -105,15 +106,6 @@ type fsNode struct {
 	// Precomputed message parts.
 	typeText string
 	enumText string
-
-	// For the shortcut through flat objects (flatschema.go): flatObject
-	// says that an object value is checked only against properties,
-	// required and additionalProperties, and has at most 64 properties;
-	// typeOnly that a scalar is checked only against the type keyword.
-	flatObject, typeOnly bool
-	// scalarMembers says that the members of a valid object are never
-	// arrays or objects.
-	scalarMembers bool
 }
 
 // fsProp is a property named in properties or required.
@@ -342,16 +334,6 @@ func compileNode(s *jsonschema.Schema, depth int) (*fsNode, bool) {
 	if trivial {
 		return nil, true
 	}
-	n.flatObject = n.types&kindObject != 0 && !n.hasEnum && !n.hasCons && len(n.props) <= 64
-	scalar := func(m *fsNode) bool { return m != nil && m.types&(kindArray|kindObject) == 0 }
-	n.scalarMembers = n.addlNo || scalar(n.addl)
-	for _, p := range n.props {
-		if p.declared && !scalar(p.node) {
-			n.scalarMembers = false
-		}
-	}
-	n.typeOnly = !n.hasEnum && !n.hasCons && !n.hasMin && !n.hasMax && !n.hasXMin && !n.hasXMax &&
-		!n.hasMinLen && !n.hasMaxLen
 	return n, true
 }
 
@@ -432,12 +414,6 @@ func (fs *fastSchema) validate(args []byte) (uint64, error) {
 	if len(args) > math.MaxInt32 { // offsets are int32
 		return fingerprintBytes(args), &Error{Kind: KindInvalidArguments, Msg: "arguments are too large"}
 	}
-	return validateGeneral(root, args)
-}
-
-// validateGeneral is validate for args that are not empty and not too
-// large.
-func validateGeneral(root *fsNode, args []byte) (uint64, error) {
 	v := validator{b: args, h: offset64, budget: 8*len(args) + 4096, dupAt: -1}
 	if !v.document(root) {
 		return fingerprintBytes(args), &Error{Kind: KindInvalidArguments, Msg: "arguments are not valid JSON: " + v.fatal}
@@ -576,7 +552,7 @@ func (v *validator) value(n *fsNode, depth int) bool {
 			return v.syntax(i, "in literal "+lit)
 		}
 		v.i = i + len(lit)
-		v.h = (v.h ^ fnv64(c)) * prime64
+		v.h.byte(c)
 		if n != nil {
 			kind, con := kindNull, fsConst{kind: kindNull}
 			if c != 'n' {
@@ -590,7 +566,8 @@ func (v *validator) value(n *fsNode, depth int) bool {
 	if !ok {
 		return false
 	}
-	v.h = fnvUint((v.h^'#')*prime64, math.Float64bits(x))
+	v.h.byte('#')
+	v.h.uint(math.Float64bits(x))
 	if n != nil {
 		v.checkNumber(n, i, x)
 	}
@@ -657,7 +634,7 @@ func (v *validator) number(i int) (float64, bool) {
 		}
 		return x, true
 	}
-	x, err := strconv.ParseFloat(unsafe.String(&b[i], j-i), 64)
+	x, err := strconv.ParseFloat(string(b[i:j]), 64)
 	if err != nil {
 		v.fatal = fmt.Sprintf("number %s at offset %d is out of range", b[i:j], i)
 		return 0, false
@@ -725,46 +702,19 @@ func isHex(c byte) bool {
 	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
 }
 
-// prime64x8 is prime64 to the 8th power, modulo 2^64: hashing a byte
-// and then 7 zero bytes is one XOR and one multiplication by it.
-const prime64x8 = prime64 * prime64 * prime64 * prime64 * prime64 * prime64 * prime64 * prime64 % (1 << 64)
-
-// fnvUint is (*fnv64).uint: it hashes the 8 bytes of u, low byte first.
-// A zero byte still costs its multiplication, but for u below 256 (a
-// length, mostly) the seven zero bytes fold into one multiplication.
-func fnvUint(h fnv64, u uint64) fnv64 {
-	if u < 1<<8 {
-		return (h ^ fnv64(u)) * prime64x8
-	}
-	return fnvUint8(h, u)
-}
-
-// fnvUint8 is fnvUint the long way, for any u. FNV-1a takes one byte at a
-// time, each step depending on the last, so the steps are written out
-// rather than looped.
-func fnvUint8(h fnv64, u uint64) fnv64 {
-	h = (h ^ fnv64(u&0xff)) * prime64
-	h = (h ^ fnv64(u>>8&0xff)) * prime64
-	h = (h ^ fnv64(u>>16&0xff)) * prime64
-	h = (h ^ fnv64(u>>24&0xff)) * prime64
-	h = (h ^ fnv64(u>>32&0xff)) * prime64
-	h = (h ^ fnv64(u>>40&0xff)) * prime64
-	h = (h ^ fnv64(u>>48&0xff)) * prime64
-	return (h ^ fnv64(u>>56)) * prime64
-}
-
 // hashString hashes a string as Fingerprint does: '"', its decoded length
 // as 8 bytes, its decoded bytes.
 func (v *validator) hashString(raw []byte, simple bool) {
-	h := (v.h ^ '"') * prime64
+	h := v.h
+	h.byte('"')
 	n := len(raw)
 	if !simple {
 		n = decodedLen(raw)
 	}
-	h = fnvUint(h, uint64(n))
+	h.uint(uint64(n))
 	if simple {
 		for _, c := range raw {
-			h = (h ^ fnv64(c)) * prime64
+			h.byte(c)
 		}
 	} else {
 		d := decoder{s: raw}
@@ -775,7 +725,7 @@ func (v *validator) hashString(raw []byte, simple bool) {
 				break
 			}
 			for _, c := range p {
-				h = (h ^ fnv64(c)) * prime64
+				h.byte(c)
 			}
 		}
 	}
@@ -794,7 +744,7 @@ func (v *validator) array(n *fsNode, depth int) bool {
 		v.mismatch(n, start, kindArray)
 		n = nil
 	}
-	v.h = (v.h ^ '[') * prime64
+	v.h.byte('[')
 	var items *fsNode
 	if n != nil {
 		items = n.items
@@ -826,7 +776,7 @@ func (v *validator) array(n *fsNode, depth int) bool {
 		}
 	}
 	v.i = i
-	v.h = (v.h ^ ']') * prime64
+	v.h.byte(']')
 	if n != nil && v.errKind == errNone {
 		if n.hasMinItems && count < n.minItems {
 			v.fail(start, fmt.Sprintf("want at least %d %s, got %d", n.minItems, plural(n.minItems, "item"), count))
@@ -864,13 +814,10 @@ func (v *validator) object(n *fsNode, depth int) bool {
 		n = nil
 	}
 	saved := v.h
-	v.h = (v.h ^ '{') * prime64
-	// Members, for sorting: in buf, or for a large object in a pooled
-	// slice. Nothing derived from buf may be stored where it outlives
-	// this call, or buf would move to the heap.
+	v.h.byte('{')
+	// Members, for sorting: in buf, or for a large object on the heap.
 	var buf [16]span
 	spans := buf[:0]
-	var ext *[]span
 	var seen [fsMaxProps / 64]uint64 // the properties of n present
 	other := n == nil                // a key that is not a property of n
 	sorted := true
@@ -925,18 +872,7 @@ func (v *validator) object(n *fsNode, depth int) bool {
 				}
 			}
 			sp.v1 = int32(v.i)
-			switch {
-			case ext != nil:
-				*ext = append(*ext, sp)
-				spans = *ext
-			case len(spans) < cap(spans):
-				spans = spans[:len(spans)+1]
-				spans[len(spans)-1] = sp
-			default:
-				ext = spanPool.Get().(*[]span)
-				*ext = append(append((*ext)[:0], spans...), sp)
-				spans = *ext
-			}
+			spans = append(spans, sp)
 			i = v.ws(v.i)
 			if i >= len(b) {
 				return v.syntax(i, "")
@@ -953,12 +889,13 @@ func (v *validator) object(n *fsNode, depth int) bool {
 		}
 	}
 	if sorted {
-		v.h = (v.h ^ '}') * prime64
+		v.h.byte('}')
 	} else if reorder || other {
 		sortSpans(b, spans)
 	}
 	if reorder {
-		v.h = (saved ^ '{') * prime64
+		v.h = saved
+		v.h.byte('{')
 		for _, s := range spans {
 			key := b[s.k0:s.k1]
 			v.hashString(key, s.simple)
@@ -976,7 +913,7 @@ func (v *validator) object(n *fsNode, depth int) bool {
 				return v.syntax(v.i, "after object key:value pair")
 			}
 		}
-		v.h = (v.h ^ '}') * prime64
+		v.h.byte('}')
 	}
 	if !sorted && other {
 		// The bit set catches repeated properties of n, but not other keys.
@@ -988,9 +925,6 @@ func (v *validator) object(n *fsNode, depth int) bool {
 		}
 	}
 	v.i = i
-	if ext != nil {
-		spanPool.Put(ext)
-	}
 	if n != nil && len(n.required) > 0 && v.errKind == errNone {
 		for w, want := range n.reqMask {
 			if seen[w]&want != want {
@@ -1023,8 +957,6 @@ func sortSpans(b []byte, spans []span) {
 		spans[j] = x
 	}
 }
-
-var spanPool = sync.Pool{New: func() any { s := make([]span, 0, 64); return &s }}
 
 // member looks up key, whose value is at at, in n, marks it seen, and
 // returns the schema for the value.
@@ -1154,7 +1086,7 @@ func (v *validator) checkString(n *fsNode, at int, raw []byte, simple bool) {
 			if simple {
 				return string(raw) == c.s
 			}
-			return cmpKeys(raw, false, unsafe.Slice(unsafe.StringData(c.s), len(c.s)), true) == 0
+			return decodesTo(raw, c.s)
 		}
 		if n.hasCons && !match(n.cons) {
 			v.failValue(at, n.cons.String())
@@ -1425,6 +1357,22 @@ func cmpKeys(a []byte, aSimple bool, b []byte, bSimple bool) int {
 			return c
 		}
 		pa, pb = pa[m:], pb[m:]
+	}
+}
+
+// decodesTo reports whether the raw string decodes to s.
+func decodesTo(raw []byte, s string) bool {
+	d := decoder{s: raw}
+	var buf pieceBuf
+	for {
+		p, _, ok := d.next(&buf)
+		if !ok {
+			return s == ""
+		}
+		if len(p) > len(s) || string(p) != s[:len(p)] {
+			return false
+		}
+		s = s[len(p):]
 	}
 }
 

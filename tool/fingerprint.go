@@ -8,7 +8,10 @@ import (
 
 // Fingerprint hashes a decoded JSON value canonically: object keys are
 // visited in sorted order and white space never enters, so two encodings of
-// the same value hash alike. v must be what encoding/json decodes into an
+// the same value hash alike. This is the definition of the argument
+// fingerprint that (*Tool).Validate returns and CallKey keys; Validate
+// computes the same value from the raw bytes (fastschema.go), and tests
+// hold the two equal and pin the results. v must be what encoding/json decodes into an
 // any (nil, bool, float64, string, []any, map[string]any); json.Number is
 // accepted too.
 func Fingerprint(v any) uint64 {
@@ -29,6 +32,8 @@ func fingerprintBytes(b []byte) uint64 {
 const (
 	offset64 = 14695981039346656037
 	prime64  = 1099511628211
+	// prime64x8 is prime64 to the 8th power, modulo 2^64.
+	prime64x8 = prime64 * prime64 * prime64 * prime64 * prime64 * prime64 * prime64 * prime64 % (1 << 64)
 )
 
 type fnv64 uint64
@@ -41,10 +46,19 @@ func (h *fnv64) string(s string) {
 	}
 }
 
+// uint hashes the 8 bytes of u, low byte first. For u below 256 (a
+// length, mostly) the seven zero bytes fold into one multiplication by
+// prime64x8: XOR with a zero byte changes nothing.
 func (h *fnv64) uint(u uint64) {
-	for i := 0; i < 8; i++ {
-		h.byte(byte(u >> (8 * i)))
+	x := *h
+	if u < 1<<8 {
+		*h = (x ^ fnv64(u)) * prime64x8
+		return
 	}
+	for i := range 8 {
+		x = (x ^ fnv64(byte(u>>(8*i)))) * prime64
+	}
+	*h = x
 }
 
 func (h *fnv64) value(v any) {
@@ -104,19 +118,14 @@ func (h *fnv64) value(v any) {
 }
 
 // CallKey combines a tool name and an argument fingerprint into the key by
-// which the loop recognises a repeated call.
+// which the loop recognises a repeated call. The key is persisted (run
+// logs keep it, and the idempotency ledger keeps it in hexadecimal as a
+// write's arguments hash), so it never changes: FNV-1a, as Fingerprint
+// hashes, of the name as a string value ('"', its length as 8 bytes, its
+// bytes) and then of the fingerprint as 8 bytes, low byte first.
 func CallKey(name string, argsFingerprint uint64) uint64 {
-	// FNV-1a of '"', the name's length as 8 bytes, the name, the
-	// fingerprint as 8 bytes, kept in a register.
 	h := fnv64(offset64)
-	h = (h ^ '"') * prime64
-	if len(name) < 1<<8 {
-		h = (h ^ fnv64(len(name))) * prime64x8 // as fnvUint has it
-	} else {
-		h = fnvUint(h, uint64(len(name)))
-	}
-	for i := 0; i < len(name); i++ {
-		h = (h ^ fnv64(name[i])) * prime64
-	}
-	return uint64(fnvUint8(h, argsFingerprint))
+	h.value(name)
+	h.uint(argsFingerprint)
+	return uint64(h)
 }

@@ -1,16 +1,12 @@
 package tool
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"reflect"
 	"regexp"
-	"sync"
 	"time"
-	"unsafe"
 
 	"github.com/google/jsonschema-go/jsonschema"
 )
@@ -150,36 +146,14 @@ func New[In, Out any](spec Spec[In], fn func(ctx context.Context, in In) (Out, e
 		Sensitive: append([]string(nil), spec.Sensitive...), ExclusiveGroup: spec.ExclusiveGroup,
 		NeedsConfirmation: spec.NeedsConfirmation, HonorsContext: spec.HonorsContext,
 	}
-	inCodec, outCodec := newFlatCodec(reflect.TypeFor[In]()), newFlatCodec(reflect.TypeFor[Out]())
-	reserve := 0 // room for the result after the decoded strings
-	if outCodec != nil {
-		reserve = outCodec.encodedLen()
-	}
 	invoke := func(ctx context.Context, args json.RawMessage) (json.RawMessage, error) {
-		// decodeArgsSpare, written out for the commonest case.
-		var in In
-		var spare []byte
-		ok := false
-		if inCodec != nil {
-			spare, ok = inCodec.decode(args, unsafe.Pointer(&in), reserve)
-		}
-		if !ok {
-			var err error
-			if in, err = decodeArgsJSON[In](args); err != nil {
-				return nil, err
-			}
+		in, err := decodeArgs[In](args)
+		if err != nil {
+			return nil, err
 		}
 		out, err := fn(ctx, in)
 		if err != nil {
 			return nil, err
-		}
-		if outCodec != nil {
-			if spare == nil {
-				spare = make([]byte, 0, reserve)
-			}
-			if b, ok := outCodec.encode(spare, unsafe.Pointer(&out)); ok {
-				return b, nil
-			}
 		}
 		b, err := json.Marshal(out)
 		if err != nil {
@@ -190,7 +164,7 @@ func New[In, Out any](spec Spec[In], fn func(ctx context.Context, in In) (Out, e
 	var resources func(json.RawMessage) []string
 	if spec.Resources != nil {
 		resources = func(args json.RawMessage) []string {
-			in, err := decodeArgs[In](inCodec, args)
+			in, err := decodeArgs[In](args)
 			if err != nil {
 				return nil
 			}
@@ -304,20 +278,11 @@ func (t *Tool) OnTimeout() TimeoutAction { return t.def.OnTimeout }
 // key order or white space (the loop uses it to spot a model that repeats
 // itself), and an *Error of kind invalid_arguments when they do not conform.
 func (t *Tool) Validate(args json.RawMessage) (uint64, error) {
-	// The compiled validator checks the bytes in one pass; the commonest
-	// arguments, one flat object that conforms, take a shortcut through
-	// it (flatschema.go). For a schema it cannot compile, it checks only
-	// syntax and duplicate keys, and jsonschema-go checks the decoded
-	// value.
-	var root *fsNode
-	if t.fast != nil {
-		root = t.fast.root
-	}
-	fp, ok := flatValidate(root, args)
-	var err error
-	if !ok {
-		fp, err = t.fast.validate(args)
-	}
+	// The compiled validator checks the bytes in one pass (fastschema.go).
+	// For a schema it cannot compile (t.fast is nil), it checks only
+	// syntax and duplicate keys, and jsonschema-go, with the schema
+	// resolved once in build, checks the decoded value.
+	fp, err := t.fast.validate(args)
 	if err != nil || t.fast != nil {
 		return fp, err
 	}
@@ -371,94 +336,18 @@ func (t *Tool) Resources(args json.RawMessage) []string {
 // handler that edits its arguments cannot change what the next call sees.
 func emptyObject() json.RawMessage { return json.RawMessage("{}") }
 
-// decodeArgs decodes args into a zero In; codec, if not nil, is In's flat
-// codec. The value stays on the caller's stack unless encoding/json has to
-// decode it.
-func decodeArgs[In any](codec *flatCodec, args json.RawMessage) (In, error) {
-	in, _, err := decodeArgsSpare[In](codec, args, 0)
-	return in, err
-}
-
-// decodeArgsSpare is decodeArgs that may make room for reserve bytes in
-// the allocation that holds In's strings: spare is that room, empty, or
-// nil if there is none (see (*flatCodec).decode).
-func decodeArgsSpare[In any](codec *flatCodec, args json.RawMessage, reserve int) (in In, spare []byte, err error) {
-	if codec != nil {
-		if spare, ok := codec.decode(args, unsafe.Pointer(&in), reserve); ok {
-			return in, spare, nil
-		}
-	}
-	in, err = decodeArgsJSON[In](args)
-	return in, nil, err
-}
-
-// decodeArgsJSON decodes args with encoding/json.
-func decodeArgsJSON[In any](args json.RawMessage) (In, error) {
-	in := new(In)
-	if decodeReused(args, in) {
-		return *in, nil
-	}
-	// json.Unmarshal says what is wrong exactly as it always has, into a
-	// fresh value.
-	*in = *new(In)
-	if err := json.Unmarshal(args, in); err != nil {
+// decodeArgs decodes args into a zero In with encoding/json, and says
+// what is wrong as an invalid-arguments *Error.
+func decodeArgs[In any](args json.RawMessage) (In, error) {
+	var in In
+	if err := json.Unmarshal(args, &in); err != nil {
 		var ute *json.UnmarshalTypeError
 		if errors.As(err, &ute) {
 			return *new(In), &Error{Kind: KindInvalidArguments, Msg: fmt.Sprintf("argument %q: cannot use a JSON %s as %s", ute.Field, ute.Value, ute.Type)}
 		}
 		return *new(In), &Error{Kind: KindInvalidArguments, Msg: "arguments: " + err.Error()}
 	}
-	return *in, nil
-}
-
-// argDecoder decodes arguments with a json.Decoder kept for reuse: unlike
-// json.Unmarshal, which builds its decoding state afresh every time, it
-// allocates nothing of its own per call once warm. fed counts the bytes it
-// was given; it is back in the pool only when it has consumed exactly
-// those, so that it holds no input and no error from an earlier call.
-type argDecoder struct {
-	r   bytes.Reader
-	dec *json.Decoder
-	fed int64
-}
-
-var argDecoders = sync.Pool{New: func() any {
-	d := new(argDecoder)
-	d.dec = json.NewDecoder(&d.r)
-	return d
-}}
-
-// maxReusedArgs bounds the arguments decoded by a reused decoder, which
-// keeps a buffer as big as the largest it has read.
-const maxReusedArgs = 16 << 10
-
-// decodeReused decodes args into in with a pooled decoder and reports
-// whether that worked and args held one JSON value and nothing else but
-// white space.
-func decodeReused(args json.RawMessage, in any) bool {
-	if len(args) > maxReusedArgs {
-		return false
-	}
-	d := argDecoders.Get().(*argDecoder)
-	d.r.Reset(args)
-	d.fed += int64(len(args))
-	if d.dec.Decode(in) != nil {
-		return false // the decoder keeps its error: drop it
-	}
-	rest := d.fed - d.dec.InputOffset() // bytes after the value
-	if rest < 0 || rest > int64(len(args)) {
-		return false
-	}
-	for _, c := range args[int64(len(args))-rest:] {
-		if c != ' ' && c != '\t' && c != '\n' && c != '\r' {
-			return false
-		}
-	}
-	if rest == 0 {
-		d.r.Reset(nil)
-		argDecoders.Put(d)
-	}
-	return true
+	return in, nil
 }
 
 // HonorsContext reports whether the tool declares that its handler returns

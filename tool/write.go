@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"reflect"
 )
 
 // writeHooks are a write tool's idempotency key and status look-up, over
@@ -16,10 +15,9 @@ type writeHooks struct {
 
 func typedWriteHooks[In any](spec Spec[In]) writeHooks {
 	var h writeHooks
-	codec := newFlatCodec(reflect.TypeFor[In]())
 	if spec.IdempotencyKey != nil {
 		h.key = func(args json.RawMessage) string {
-			in, err := decodeArgs[In](codec, args)
+			in, err := decodeArgs[In](args)
 			if err != nil {
 				return ""
 			}
@@ -28,7 +26,7 @@ func typedWriteHooks[In any](spec Spec[In]) writeHooks {
 	}
 	if spec.Lookup != nil {
 		h.lookup = func(ctx context.Context, args json.RawMessage) (json.RawMessage, bool, error) {
-			in, err := decodeArgs[In](codec, args)
+			in, err := decodeArgs[In](args)
 			if err != nil {
 				return nil, false, err
 			}
