@@ -16,8 +16,6 @@ type Registry struct {
 	tools   []*Tool
 	defs    []llm.ToolDefinition
 	version string
-	// honorContext is set when every tool declares HonorsContext.
-	honorContext bool
 }
 
 // NewRegistry builds a registry. Two tools with the same name are an error.
@@ -37,17 +35,8 @@ func NewRegistry(tools ...*Tool) (*Registry, error) {
 		})
 	}
 	r.version = version(r.tools)
-	r.honorContext = true
-	for _, t := range r.tools {
-		r.honorContext = r.honorContext && t.def.HonorsContext
-	}
 	return r, nil
 }
-
-// AllHonorContext reports whether every tool declares that its handler
-// returns soon after its context is done (Spec.HonorsContext). An empty
-// registry does: it has no handler to wait for.
-func (r *Registry) AllHonorContext() bool { return r.honorContext }
 
 // Lookup returns the tool with the given name.
 func (r *Registry) Lookup(name string) (*Tool, bool) {

@@ -97,14 +97,14 @@ type Spec[In any] struct {
 	Lookup func(ctx context.Context, in In) (result any, applied bool, err error)
 	// HonorsContext declares that the handler returns soon after its
 	// context is done (its timeout passed, or the run was canceled), or
-	// never blocks at all, as with a look-up in memory. A runner whose
-	// tools all declare it drives a run on the goroutine that called Run
-	// instead of handing the run to a goroutine of its own, which saves
-	// the hand-over's cost (a few microseconds a run). Timeouts still end
-	// calls through their contexts. The price of a false declaration:
-	// a handler that ignores its context then holds Run until it returns
-	// (the run's outcome is still the timeout), where an undeclared tool
-	// is left behind at its timeout and the run goes on without it.
+	// never blocks at all, as with a look-up in memory. The executor then
+	// runs the handler on the calling goroutine instead of a goroutine of
+	// its own, which saves a goroutine and a hand-over per call. Timeouts
+	// still end calls through their contexts. The price of a false
+	// declaration: a handler that ignores its context holds its caller
+	// (and so Run) until it returns, and its late outcome counts as a
+	// timeout, where an undeclared tool is left behind at its timeout and
+	// the run goes on without it.
 	HonorsContext bool
 }
 
