@@ -152,9 +152,6 @@ type Outcome struct {
 	Err string `json:"err,omitempty"`
 	// IdempotencyKey is the write's key in the ledger, if it has one.
 	IdempotencyKey string `json:"idempotency_key,omitempty"`
-	// (The flags come last, together, which keeps an Outcome 8 bytes
-	// smaller than with padding between them.)
-
 	// TimedOut is set when the last attempt ran past its timeout.
 	TimedOut bool `json:"timed_out,omitempty"`
 	// StopRun is set when the run must stop because of this call: the tool
@@ -173,8 +170,8 @@ type Outcome struct {
 
 // RunStage executes the calls of one stage, at most MaxParallel at once,
 // and returns their outcomes in the order of calls, whatever order they
-// finished in. The calling goroutine runs the first call itself, so a
-// stage of one call starts no goroutine for it.
+// finished in. The calling goroutine is one of the stage's workers, so a
+// stage of one call starts no worker.
 func (e *Executor) RunStage(ctx context.Context, calls []Call) []Outcome {
 	out := make([]Outcome, len(calls))
 	if len(calls) <= 1 || e.opts.MaxParallel == 1 {
