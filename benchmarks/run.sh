@@ -7,9 +7,11 @@
 #
 #   benchmarks/run.sh [rounds] [run|concurrent|all]      (default: 3 all)
 #
-# Environment: BIN, where the binaries go (default /tmp/b); GOMAXPROCS
-# and GOGC pass through to the benchmarks; BENCHTIME, BenchmarkRun's
-# -test.benchtime (default 2s).
+# Environment: BIN, where the binaries go (default /tmp/b); BEFORE, the
+# path of another build of loop's test binary (say, of an earlier commit),
+# run in each round after toolloop's as "before"; GOMAXPROCS and GOGC pass
+# through to the benchmarks; BENCHTIME, BenchmarkRun's -test.benchtime
+# (default 2s).
 set -eu
 
 rounds=${1:-3}
@@ -27,8 +29,13 @@ mkdir -p "$bin"
 bench() {
 	side=$1
 	shift
-	"$bin/$side.test" -test.run '^$' "$@" 2>&1 |
-		awk -v r="$round" -v s="$(test "$side" = loop && echo toolloop || echo eino)" '/^Benchmark/ { print "round " r " " s " " $0; next } /^ +[a-z_]+\.go:[0-9]+:|^(--- FAIL|FAIL|panic)/ { print "round " r " " s " log " $0 }'
+	case $side in
+	loop) exe=$bin/loop.test label=toolloop ;;
+	before) exe=$BEFORE label=before ;;
+	*) exe=$bin/$side.test label=$side ;;
+	esac
+	"$exe" -test.run '^$' "$@" 2>&1 |
+		awk -v r="$round" -v s="$label" '/^Benchmark/ { print "round " r " " s " " $0; next } /^ +[a-z_]+\.go:[0-9]+:|^(--- FAIL|FAIL|panic)/ { print "round " r " " s " log " $0 }'
 }
 
 out=$(mktemp)
@@ -36,11 +43,11 @@ trap 'rm -f "$out"' EXIT
 echo "commit $(git -C "$root" rev-parse --short HEAD), GOMAXPROCS=${GOMAXPROCS:-unset}, GOGC=${GOGC:-unset}, $(nproc) CPUs"
 round=1
 while [ "$round" -le "$rounds" ]; do
-	for side in loop eino; do
+	for side in loop ${BEFORE:+before} eino; do
 		echo "round $round load $(cut -d' ' -f1-3 /proc/loadavg) at $(date -u +%H:%M:%S)"
 		if [ "$which" = run ] || [ "$which" = all ]; then
-			if [ "$side" = loop ]; then
-				bench loop -test.bench '^BenchmarkRun$' -test.benchtime "$benchtime" -test.benchmem
+			if [ "$side" != eino ]; then
+				bench "$side" -test.bench '^BenchmarkRun$' -test.benchtime "$benchtime" -test.benchmem
 			else
 				bench eino -test.bench '^BenchmarkEinoReAct$' -test.benchtime "$benchtime" -test.benchmem
 			fi

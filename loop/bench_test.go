@@ -75,17 +75,26 @@ func benchModel(wait time.Duration, first func(context.Context) error) llm.Model
 				return nil, err
 			}
 		}
-		if wait > 0 {
-			t := time.NewTimer(wait)
-			select {
-			case <-t.C:
-			case <-ctx.Done():
-				t.Stop()
-				return nil, ctx.Err()
-			}
+		if err := sleep(ctx, wait); err != nil {
+			return nil, err
 		}
 		return benchResponse(req.Step)
 	})
+}
+
+// sleep waits for d, or until ctx is done, as a remote call would.
+func sleep(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // benchConfig is the workload: 5 model turns of 3 read-only no-op
@@ -157,16 +166,12 @@ func BenchmarkRun(b *testing.B) {
 // sleep 20 ms, with MaxParallel 50, then a final answer. The ideal is one
 // sleep; the reported ratio is the run's time over 20 ms.
 func BenchmarkParallelStage(b *testing.B) {
-	const n, sleep = 50, 20 * time.Millisecond
+	const n, pause = 50, 20 * time.Millisecond
 	slow := tool.MustNew(tool.Spec[noopIn]{Name: "slow_read"}, func(ctx context.Context, in noopIn) (noopOut, error) {
-		t := time.NewTimer(sleep)
-		defer t.Stop()
-		select {
-		case <-t.C:
-			return noopOut{OK: true}, nil
-		case <-ctx.Done():
-			return noopOut{}, ctx.Err()
+		if err := sleep(ctx, pause); err != nil {
+			return noopOut{}, err
 		}
+		return noopOut{OK: true}, nil
 	})
 	reg, err := tool.NewRegistry(slow)
 	if err != nil {
@@ -200,7 +205,7 @@ func BenchmarkParallelStage(b *testing.B) {
 				b.Fatalf("run: %v, %d tool calls", err, res.ToolCalls)
 			}
 		}
-		b.ReportMetric(float64(total)/float64(b.N)/float64(sleep), "x_sleep")
+		b.ReportMetric(float64(total)/float64(b.N)/float64(pause), "x_sleep")
 	})
 	// The same sleeps on bare goroutines: what the machine's scheduler and
 	// timers cost on their own, measured in the same run.
@@ -211,7 +216,7 @@ func BenchmarkParallelStage(b *testing.B) {
 			var wg sync.WaitGroup
 			for range n {
 				wg.Go(func() {
-					t := time.NewTimer(sleep)
+					t := time.NewTimer(pause)
 					defer t.Stop()
 					<-t.C
 				})
@@ -219,7 +224,7 @@ func BenchmarkParallelStage(b *testing.B) {
 			wg.Wait()
 			total += time.Since(start)
 		}
-		b.ReportMetric(float64(total)/float64(b.N)/float64(sleep), "x_sleep")
+		b.ReportMetric(float64(total)/float64(b.N)/float64(pause), "x_sleep")
 	})
 }
 

@@ -41,24 +41,31 @@ func BenchmarkConcurrent(b *testing.B) {
 	}
 }
 
-// allIn holds each run's first model turn until every run has reached it,
-// so that all are in flight at once however long the machine takes to
-// start them (on a busy machine the first runs would otherwise end before
-// the last began, and the figures per run would not be per run).
+// allIn holds each run's first model turn until every run has reached it
+// and the harness has measured them, so that all are in flight at once
+// however long the machine takes to start them (on a busy machine the
+// first runs would otherwise end before the last began, and the figures
+// per run would not be per run), and so that a collection can find the
+// live heap of runs that are all at the same point.
 type allIn struct {
-	n, in atomic.Int64
-	ch    chan struct{}
+	n, in        atomic.Int64
+	all, release chan struct{}
 }
 
-func (a *allIn) reset(n int) { a.n.Store(int64(n)); a.in.Store(0); a.ch = make(chan struct{}) }
+func (a *allIn) reset(n int) {
+	a.n.Store(int64(n))
+	a.in.Store(0)
+	a.all, a.release = make(chan struct{}), make(chan struct{})
+}
 
-// wait counts a run in and returns when all are, or ctx is done.
+// wait counts a run in and returns when the harness lets all go, or ctx
+// is done.
 func (a *allIn) wait(ctx context.Context) error {
 	if a.in.Add(1) == a.n.Load() {
-		close(a.ch)
+		close(a.all)
 	}
 	select {
-	case <-a.ch:
+	case <-a.release:
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
@@ -72,7 +79,8 @@ func (a *allIn) wait(ctx context.Context) error {
 // goroutines, less what they were before the start (after a collection),
 // and reports their peaks per run; the heap figure includes garbage not
 // yet collected, as the process's footprint does, and live-heap-KB/run is
-// the heap after a collection during the first model wait. It reports the wall
+// the heap after a collection while all are held at their first model
+// turn. It reports the wall
 // time from the start until all are done, and the part of it spent before
 // all had begun (ramp-ms), and the process's CPU time per run, which
 // depends less than the wall time on what else the machine is doing.
@@ -97,6 +105,13 @@ func measureConcurrent(b *testing.B, n int, all *allIn, run func(context.Context
 		all.reset(n)
 		runtime.GC()
 		heap0, stacks0, g0 := read()
+		peak := func(heap, stacks float64, g int) {
+			heap, stacks = heap-heap0, stacks-stacks0
+			if heap+stacks > memPeak {
+				memPeak, heapPeak, stackPeak = heap+stacks, heap, stacks
+			}
+			gPeak = max(gPeak, float64(g-g0))
+		}
 		ctx, cancel := context.WithCancel(context.Background())
 		var done atomic.Int64
 		var failed atomic.Pointer[error]
@@ -111,35 +126,33 @@ func measureConcurrent(b *testing.B, n int, all *allIn, run func(context.Context
 			})
 		}
 		select {
-		case <-all.ch:
+		case <-all.all:
 		case <-ctx.Done():
 		}
 		ramp += time.Since(start)
-		// Sample in the middle of the first model wait, then every 20 ms
-		// until a run ends: a run's state grows with its history. The
-		// second sample follows a collection, while every run is still
-		// waiting, and gives the live heap (the other samples include
-		// garbage not yet collected, and move with the collector's pace).
-		time.Sleep(turnWait / 2)
-		for i := 0; ; i++ {
-			if i == 1 {
-				runtime.GC()
-				heap, _, _ := read()
-				live = max(live, heap-heap0)
-			}
+		// All runs are held at their first model turn: sample, collect and
+		// sample the live heap, then let them go. The pause is left out of
+		// the wall and CPU times.
+		held, heldCPU := time.Now(), cpu()
+		peak(read())
+		runtime.GC()
+		heap, _, _ := read()
+		live = max(live, heap-heap0)
+		pause, pauseCPU := time.Since(held), cpu()-heldCPU
+		close(all.release)
+		// Then every 20 ms until a run ends: a run's state grows with its
+		// history. These samples include garbage not yet collected, as
+		// the process's footprint does, and move with the collector's pace.
+		for {
+			time.Sleep(20 * time.Millisecond)
 			heap, stacks, g := read()
-			if i > 0 && done.Load() > 0 {
+			if done.Load() > 0 {
 				break
 			}
-			heap, stacks = heap-heap0, stacks-stacks0
-			if heap+stacks > memPeak {
-				memPeak, heapPeak, stackPeak = heap+stacks, heap, stacks
-			}
-			gPeak = max(gPeak, float64(g-g0))
-			time.Sleep(20 * time.Millisecond)
+			peak(heap, stacks, g)
 		}
 		wg.Wait()
-		wall, cpuTime = wall+time.Since(start), cpuTime+cpu()-cpu0
+		wall, cpuTime = wall+time.Since(start)-pause, cpuTime+cpu()-cpu0-pauseCPU
 		cancel()
 		if err := failed.Load(); err != nil {
 			b.Fatalf("run: %v", *err)

@@ -1,8 +1,9 @@
 // Package eino measures eino's ReAct agent on the workload of toolloop's
 // BenchmarkRun (5 model turns of 3 no-op read calls, then a final answer,
-// from a scripted model), so that the two can be compared on one machine in
-// one session. It is a module of its own so that toolloop never depends on
-// eino; see docs/BENCHMARKS.md for how to run both.
+// from a scripted model), one run at a time (BenchmarkEinoReAct) and many
+// at once (BenchmarkConcurrent), so that the two can be compared on one
+// machine in one session. It is a module of its own so that toolloop never
+// depends on eino; benchmarks/run.sh builds and runs both sides.
 package eino
 
 import (
