@@ -171,7 +171,9 @@ type Outcome struct {
 // RunStage executes the calls of one stage, at most MaxParallel at once,
 // and returns their outcomes in the order of calls, whatever order they
 // finished in. The calling goroutine is one of the stage's workers, so a
-// stage of one call starts no worker.
+// stage of one call starts no worker; it also binds every call's first
+// attempt (tool.Tool.Bind) before the others start, so that workers and
+// handler goroutines, which start with small stacks, never decode.
 func (e *Executor) RunStage(ctx context.Context, calls []Call) []Outcome {
 	out := make([]Outcome, len(calls))
 	if len(calls) <= 1 || e.opts.MaxParallel == 1 {
@@ -179,6 +181,10 @@ func (e *Executor) RunStage(ctx context.Context, calls []Call) []Outcome {
 			out[i] = e.Run(ctx, calls[i])
 		}
 		return out
+	}
+	first := make([]binding, len(calls))
+	for i := range calls {
+		first[i] = e.bind(&calls[i])
 	}
 	// Calls are claimed by index, so each runs exactly once whichever
 	// worker gets to it first; the caller is one of the workers.
@@ -189,7 +195,7 @@ func (e *Executor) RunStage(ctx context.Context, calls []Call) []Outcome {
 			if i >= len(calls) {
 				return
 			}
-			out[i] = e.Run(ctx, calls[i])
+			out[i] = e.runCall(ctx, calls[i], &first[i])
 		}
 	}
 	var wg sync.WaitGroup
@@ -206,13 +212,37 @@ func (e *Executor) RunStage(ctx context.Context, calls []Call) []Outcome {
 // goes through the ledger. Run returns by the call's timeout, or soon
 // after ctx ends, even if the handler ignores its context (see attempt).
 func (e *Executor) Run(ctx context.Context, c Call) Outcome {
-	if c.guarded() {
-		return e.guardedWrite(ctx, c)
-	}
-	return e.run(ctx, c)
+	return e.runCall(ctx, c, nil)
 }
 
-func (e *Executor) run(ctx context.Context, c Call) Outcome {
+// runCall is Run with the first attempt's binding, if the caller made it.
+func (e *Executor) runCall(ctx context.Context, c Call, first *binding) Outcome {
+	if c.guarded() {
+		return e.guardedWrite(ctx, c, first)
+	}
+	return e.run(ctx, c, first)
+}
+
+// binding is an attempt's call of the handler, bound to its arguments, or
+// why it could not be bound.
+type binding struct {
+	call tool.Bound
+	err  error
+}
+
+// bind binds c's handler to its arguments (see tool.Tool.Bind), turning a
+// panic into an error.
+func (e *Executor) bind(c *Call) (b binding) {
+	defer func() {
+		if p := recover(); p != nil {
+			b = binding{err: fmt.Errorf("tool %q panicked binding its arguments: %v", c.Call.Name, p)}
+		}
+	}()
+	call, err := c.Tool.Bind(c.Call.Arguments)
+	return binding{call, err}
+}
+
+func (e *Executor) run(ctx context.Context, c Call, first *binding) Outcome {
 	timeout := e.timeout(&c)
 	start := e.opts.Now()
 	wait := e.opts.RetryBackoff
@@ -222,7 +252,21 @@ func (e *Executor) run(ctx context.Context, c Call) Outcome {
 			// since the call is reported as skipped.
 			return e.ended(&c, attempt-1, start, err)
 		}
-		content, err, late := e.attempt(ctx, &c, timeout)
+		// Each attempt decodes the arguments afresh, so that nothing a
+		// handler did to its input reaches a retry.
+		b := first
+		if b == nil || attempt > 1 {
+			nb := e.bind(&c)
+			b = &nb
+		}
+		var content json.RawMessage
+		var err error
+		var late bool
+		if b.err != nil {
+			err = b.err
+		} else {
+			content, err, late = e.attempt(ctx, &c, b.call, timeout)
+		}
 		switch {
 		case err == nil:
 			return e.succeeded(&c, attempt, start, content)
@@ -333,14 +377,14 @@ func modelMessage(err error, attempts int) string {
 // context ends, so it cannot hold the caller. Any other handler runs on a
 // goroutine of its own, and the caller stops waiting at the timeout or when
 // ctx ends, leaving a handler that ignores its context to finish alone.
-func (e *Executor) attempt(ctx context.Context, c *Call, timeout time.Duration) (content json.RawMessage, err error, late bool) {
+func (e *Executor) attempt(ctx context.Context, c *Call, call tool.Bound, timeout time.Duration) (content json.RawMessage, err error, late bool) {
 	cctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	if c.guarded() {
 		e.begin(c.IdempotencyKey)
 	}
 	if c.Tool.HonorsContext() {
-		content, err = e.invoke(cctx, c)
+		content, err = e.invoke(cctx, c, call)
 	} else {
 		type answer struct {
 			content json.RawMessage
@@ -348,7 +392,7 @@ func (e *Executor) attempt(ctx context.Context, c *Call, timeout time.Duration) 
 		}
 		done := make(chan answer, 1) // buffered: an abandoned handler never blocks
 		go func() {
-			content, err := e.invoke(cctx, c)
+			content, err := e.invoke(cctx, c, call)
 			done <- answer{content, err}
 		}()
 		select {
@@ -378,7 +422,7 @@ func (e *Executor) attempt(ctx context.Context, c *Call, timeout time.Duration) 
 
 // invoke calls the handler, turning a panic into an error. For a write it
 // marks the key running until the handler returns (begin was called).
-func (e *Executor) invoke(ctx context.Context, c *Call) (content json.RawMessage, err error) {
+func (e *Executor) invoke(ctx context.Context, c *Call, call tool.Bound) (content json.RawMessage, err error) {
 	defer func() {
 		if c.guarded() {
 			e.end(c.IdempotencyKey)
@@ -387,7 +431,7 @@ func (e *Executor) invoke(ctx context.Context, c *Call) (content json.RawMessage
 			err = fmt.Errorf("tool %q panicked: %v", c.Call.Name, p)
 		}
 	}()
-	return c.Tool.Invoke(ctx, c.Call.Arguments)
+	return call(ctx)
 }
 
 // sleep waits d or until ctx ends; it reports whether the full wait passed.

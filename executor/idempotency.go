@@ -29,7 +29,7 @@ const ErrWriteInProgress llm.ErrorKind = "write_in_progress"
 // replays a finished write, refuses a key reused with other arguments,
 // reconciles a write left in flight, and records the outcome of the one
 // it executes.
-func (e *Executor) guardedWrite(ctx context.Context, c Call) Outcome {
+func (e *Executor) guardedWrite(ctx context.Context, c Call, first *binding) Outcome {
 	start := e.opts.Now()
 	if err := ctx.Err(); err != nil {
 		// The run has ended: the write is skipped, and the ledger left
@@ -52,7 +52,7 @@ func (e *Executor) guardedWrite(ctx context.Context, c Call) Outcome {
 	if !claimed {
 		return e.existing(ctx, c, old, start)
 	}
-	return e.finishClaimed(c, rec, e.run(ctx, c))
+	return e.finishClaimed(c, rec, e.run(ctx, c, first))
 }
 
 // release deletes claim's record if it is still that claim. A ledger that
@@ -141,7 +141,7 @@ func (e *Executor) existing(ctx context.Context, c Call, old store.Record, start
 	if err := e.release(ctx, old); err != nil {
 		return e.refused(c, start, tool.KindUnavailable, "releasing the stale idempotency key: "+err.Error())
 	}
-	return e.guardedWrite(ctx, c)
+	return e.guardedWrite(ctx, c, nil)
 }
 
 func (e *Executor) unknown(c Call, start time.Time, msg string) Outcome {

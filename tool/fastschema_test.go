@@ -626,7 +626,7 @@ func TestFastSchemaGoValues(t *testing.T) {
 			"v": {Enum: c.enum},
 			"w": {Const: &c.enum[0]},
 		}}
-		tl, err := build(Definition{Name: "go"}, schema, func(context.Context, json.RawMessage) (json.RawMessage, error) { return nil, nil }, nil)
+		tl, err := build(Definition{Name: "go"}, schema, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -114,7 +114,7 @@ type Tool struct {
 	def       Definition
 	schema    *jsonschema.Resolved
 	fast      *fastSchema // nil if the schema needs jsonschema-go
-	invoke    func(ctx context.Context, args json.RawMessage) (json.RawMessage, error)
+	bind      func(args json.RawMessage) (Bound, error)
 	resources func(args json.RawMessage) []string
 	// jsonResults says that the handler's results are valid JSON by
 	// construction (a typed tool's encoder writes them).
@@ -146,20 +146,22 @@ func New[In, Out any](spec Spec[In], fn func(ctx context.Context, in In) (Out, e
 		Sensitive: append([]string(nil), spec.Sensitive...), ExclusiveGroup: spec.ExclusiveGroup,
 		NeedsConfirmation: spec.NeedsConfirmation, HonorsContext: spec.HonorsContext,
 	}
-	invoke := func(ctx context.Context, args json.RawMessage) (json.RawMessage, error) {
+	bind := func(args json.RawMessage) (Bound, error) {
 		in, err := decodeArgs[In](args)
 		if err != nil {
 			return nil, err
 		}
-		out, err := fn(ctx, in)
-		if err != nil {
-			return nil, err
-		}
-		b, err := json.Marshal(out)
-		if err != nil {
-			return nil, fmt.Errorf("encoding result: %w", err)
-		}
-		return b, nil
+		return func(ctx context.Context) (json.RawMessage, error) {
+			out, err := fn(ctx, in)
+			if err != nil {
+				return nil, err
+			}
+			b, err := json.Marshal(out)
+			if err != nil {
+				return nil, fmt.Errorf("encoding result: %w", err)
+			}
+			return b, nil
+		}, nil
 	}
 	var resources func(json.RawMessage) []string
 	if spec.Resources != nil {
@@ -171,10 +173,11 @@ func New[In, Out any](spec Spec[In], fn func(ctx context.Context, in In) (Out, e
 			return spec.Resources(in)
 		}
 	}
-	t, err := build(def, schema, invoke, resources)
+	t, err := build(def, schema, resources)
 	if err != nil {
 		return nil, err
 	}
+	t.bind = bind
 	t.writeHooks = typedWriteHooks(spec)
 	t.jsonResults = true
 	return t, nil
@@ -209,10 +212,17 @@ func NewRaw(def Definition, fn RawHandler, resources func(args json.RawMessage) 
 	}
 	def.InputSchema = append(json.RawMessage(nil), def.InputSchema...)
 	def.Sensitive = append([]string(nil), def.Sensitive...)
-	return build(def, &schema, fn, resources)
+	t, err := build(def, &schema, resources)
+	if err != nil {
+		return nil, err
+	}
+	t.bind = func(args json.RawMessage) (Bound, error) {
+		return func(ctx context.Context) (json.RawMessage, error) { return fn(ctx, args) }, nil
+	}
+	return t, nil
 }
 
-func build(def Definition, schema *jsonschema.Schema, invoke RawHandler, resources func(json.RawMessage) []string) (*Tool, error) {
+func build(def Definition, schema *jsonschema.Schema, resources func(json.RawMessage) []string) (*Tool, error) {
 	if !validName.MatchString(def.Name) {
 		return nil, fmt.Errorf("tool name %q: want 1 to 64 letters, digits, '_' or '-'", def.Name)
 	}
@@ -250,7 +260,7 @@ func build(def Definition, schema *jsonschema.Schema, invoke RawHandler, resourc
 	if err != nil {
 		return nil, fmt.Errorf("tool %q: resolving input schema: %w", def.Name, err)
 	}
-	return &Tool{def: def, schema: resolved, fast: compileFast(schema), invoke: invoke, resources: resources}, nil
+	return &Tool{def: def, schema: resolved, fast: compileFast(schema), resources: resources}, nil
 }
 
 // Name returns the tool's name.
@@ -302,10 +312,28 @@ func (t *Tool) Validate(args json.RawMessage) (uint64, error) {
 // Invoke runs the handler on arguments that Validate accepted. It does not
 // validate again; use Call for arguments of unknown provenance.
 func (t *Tool) Invoke(ctx context.Context, args json.RawMessage) (json.RawMessage, error) {
+	call, err := t.Bind(args)
+	if err != nil {
+		return nil, err
+	}
+	return call(ctx)
+}
+
+// Bound is a call of a tool's handler on arguments Bind has prepared. It
+// may be called more than once, and from any goroutine.
+type Bound func(ctx context.Context) (json.RawMessage, error)
+
+// Bind prepares a call of the handler on args: a typed tool decodes them
+// now, on the calling goroutine, and the returned function runs the
+// handler and encodes its result. Invoke is Bind, then the call. The
+// executor binds on the goroutine that drives the call and runs the
+// handler on another: decoding is the deepest part of a call, and a
+// goroutine that never grows its stack costs least.
+func (t *Tool) Bind(args json.RawMessage) (Bound, error) {
 	if len(args) == 0 {
 		args = emptyObject()
 	}
-	return t.invoke(ctx, args)
+	return t.bind(args)
 }
 
 // JSONResults reports whether the handler's results are always valid JSON,
