@@ -21,6 +21,7 @@ import (
 	"github.com/toolloop/toolloop/llm/gemini"
 	"github.com/toolloop/toolloop/llm/openai"
 	"github.com/toolloop/toolloop/loop"
+	"github.com/toolloop/toolloop/policy"
 )
 
 // Providers toolloop run can drive.
@@ -57,10 +58,14 @@ type sourceFlags struct {
 	slowWrites time.Duration
 }
 
+// addSourceFlags defines the model and tool flags on fs; --model only if
+// fs has none yet.
 func addSourceFlags(fs *flag.FlagSet) *sourceFlags {
 	f := &sourceFlags{}
 	fs.StringVar(&f.provider, "provider", "", "the model's `PROVIDER`: "+providerList)
-	fs.StringVar(&f.model, "model", "", "the `MODEL` name the provider knows")
+	if fs.Lookup("model") == nil { // toolloop run has its own, for every backend
+		fs.StringVar(&f.model, "model", "", "the `MODEL` name the provider knows")
+	}
 	fs.StringVar(&f.baseURL, "base-url", "", "the provider's API at another `URL` (an OpenAI-compatible server, a proxy)")
 	fs.Var(&f.tools, "tools", "built-in tool `SET`s, comma-separated: orders")
 	fs.Var(&f.mcp, "mcp", "add the tools of the MCP server started by `'CMD ARGS'` (stdio); repeatable")
@@ -68,6 +73,14 @@ func addSourceFlags(fs *flag.FlagSet) *sourceFlags {
 	fs.BoolVar(&f.confirmWrites, "confirm-writes", false, "pause the run for a person's confirmation before any write")
 	fs.DurationVar(&f.slowWrites, "slow-writes", 0, "with --tools orders: every refund, voucher and cancellation answers `D` after it is applied (a drill for crashes and timeouts mid-write)")
 	return f
+}
+
+// policy is the policy the flags ask for (nil: allow every tool).
+func (f *sourceFlags) policy() policy.Policy {
+	if f.confirmWrites {
+		return policy.ConfirmWrites()
+	}
+	return nil
 }
 
 // given reports whether any of the flags was set.

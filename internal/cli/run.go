@@ -5,47 +5,33 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"slices"
 	"strings"
 
-	"github.com/toolloop/toolloop/examples/orders"
-	"github.com/toolloop/toolloop/executor"
-	"github.com/toolloop/toolloop/llm"
 	"github.com/toolloop/toolloop/loop"
 	"github.com/toolloop/toolloop/policy"
-	"github.com/toolloop/toolloop/store/sqlite"
-	"github.com/toolloop/toolloop/tool"
 )
 
-// runCmd runs the "run" subcommand: the loop on a real provider.
-func (c *cli) runCmd(ctx context.Context, args []string) int {
+// runCmd runs the "run" subcommand: start a run on the backend, and
+// print its answer and stop line.
+func (c *cli) runCmd(ctx context.Context, drv Driver, args []string) int {
 	fs := flag.NewFlagSet("toolloop run", flag.ContinueOnError)
-	src := addSourceFlags(fs)
+	model := fs.String("model", "", "the `MODEL` name the provider knows")
 	bf := addBudgetFlags(fs)
 	pricesFile := fs.String("prices", "", "model prices from the JSON `FILE` (added to the built-in ones)")
 	identity := fs.String("identity", "cli", "the `NAME` the run acts for, as the policy sees it")
 	system := fs.String("system", "", "a system prompt `TEXT` (with --tools orders, the order desk's by default)")
-	db := fs.String("db", "", "record the run in the SQLite store at `PATH`")
-	tf := addTraceFlags(fs)
+	id := fs.String("id", "", "the run's `ID` (default: a random one)")
+	detach := fs.Bool("detach", false, "print the run's ID and return at once, where the backend runs runs elsewhere")
+	open := drv.Flags("run", fs)
 	pos, err := parseFlags(fs, args)
 	if err != nil {
-		return c.usageError("run", err, runUsage)
+		return c.usageError("run", err, nil)
 	}
 	if len(pos) != 1 || strings.TrimSpace(pos[0]) == "" {
 		fmt.Fprintf(c.stderr, "toolloop run: want one prompt, got %d argument(s); quote it: toolloop run --provider P --model M \"your question\"\n", len(pos))
 		return exitUsage
 	}
-	if src.model == "" && src.provider == providerSandbox {
-		src.model = orders.DeskModelName
-	}
-	if src.model == "" {
-		return c.fail("run", &usageErr{"--model is missing: name the model, e.g. --model gpt-4.1"})
-	}
 	budgets, err := bf.budgets()
-	if err != nil {
-		return c.fail("run", err)
-	}
-	sets, err := src.toolSets()
 	if err != nil {
 		return c.fail("run", err)
 	}
@@ -53,166 +39,61 @@ func (c *cli) runCmd(ctx context.Context, args []string) int {
 	if err != nil {
 		return c.fail("run", &usageErr{err.Error()})
 	}
-	if p, ok := priceFor(prices, src.model); ok {
-		budgets.Prices = loop.Prices{src.model: p}
-	} else if budgets.MaxCost > 0 {
-		return c.fail("run", &usageErr{fmt.Sprintf(`--max-cost needs the price of model %q, which is not built in: pass --prices FILE with {%q: {"input_per_mtok": N, "cached_input_per_mtok": N, "output_per_mtok": N}}`, src.model, src.model)})
-	}
-	model, provName, err := c.modelFor(ctx, src)
+	req := &Request{ID: *id, Model: *model, System: *system, Prompt: pos[0], Identity: policy.Identity{Name: *identity},
+		Budgets: budgets, Detach: *detach, prices: prices}
+	b, err := open(ctx, &Kit{c})
 	if err != nil {
 		return c.fail("run", err)
 	}
-	path, err := c.dbPath(*db)
-	if err != nil {
-		return c.fail("run", &usageErr{err.Error()})
-	}
-	logDir := c.runLogDir("run", tf.logDir)
-	obs, shutdown, err := observersFromFlags(c.stdout, provName, logDir, tf.exporter, tf.otlpEndpoint)
-	if err != nil {
-		return c.fail("run", &usageErr{err.Error()})
-	}
-	defer func() {
-		if err := shutdown(context.WithoutCancel(ctx)); err != nil {
-			fmt.Fprintf(c.stderr, "toolloop run: %v\n", err)
-		}
-	}()
-	st, err := openStore(path, true)
+	defer c.closeBackend("run", b)
+	res, err := b.Start(ctx, req)
 	if err != nil {
 		return c.fail("run", err)
 	}
-	defer st.Close()
-	box, err := c.toolsFor(ctx, src, st)
-	if err != nil {
-		return c.fail("run", err)
+	if *detach {
+		info := b.Info()
+		fmt.Fprintf(c.stdout, "run=%s\n", res.RunID)
+		fmt.Fprintf(c.stdout, "# follow it with: toolloop runs%s; toolloop trace show%s %s\n", info.Flags, info.Flags, shellQuote(res.RunID))
+		return exitOK
 	}
-	defer box.close()
-	var msgs []llm.Message
-	switch {
-	case *system != "":
-		msgs = append(msgs, llm.SystemMessage(*system))
-	case slices.Contains(sets, toolsOrders):
-		msgs = append(msgs, llm.SystemMessage(orders.SystemPrompt))
-	}
-	msgs = append(msgs, llm.UserMessage(pos[0]))
-	cfg := c.runConfig(src, model, box.reg, st, obs)
-	cfg.Identity = policy.Identity{Name: *identity}
-	cfg.Budgets = budgets
-	runner, err := loop.NewRunner(cfg)
-	if err != nil {
-		return c.fail("run", &usageErr{err.Error()})
-	}
-	res, err := runner.Run(ctx, msgs)
-	if res == nil {
-		return c.fail("run", err)
-	}
-	return c.printRun(res, path, src.canonical())
+	return c.printResult(res, b.Info())
 }
 
-// runLogDir is where a toolloop run run's log goes: flagValue, else the
-// default directory. Without either the run goes on unlogged, and says so.
-func (c *cli) runLogDir(cmd, flagValue string) string {
-	if flagValue != "" {
-		return flagValue
-	}
-	dir, err := c.defaultLogDir()
-	if err != nil {
-		fmt.Fprintf(c.stderr, "toolloop %s: writing no run log: %v; pass --log DIR for one\n", cmd, err)
-		return ""
-	}
-	return dir
-}
-
-// runConfig is the configuration of a toolloop run run that its flags
-// decide; the caller adds identity and budgets.
-func (c *cli) runConfig(src *sourceFlags, model llm.Model, reg *tool.Registry, st *sqlite.Store, obs loop.Observer) loop.Config {
-	var pol policy.Policy
-	if src.confirmWrites {
-		pol = policy.ConfirmWrites()
-	}
-	return loop.Config{
-		Model:         model,
-		ModelName:     src.model,
-		Tools:         reg,
-		Policy:        pol,
-		Executor:      executor.New(&executor.Options{Ledger: st}),
-		SessionID:     runSessionPrefix + src.provider + ":" + src.model,
-		PromptVersion: runPromptPrefix + src.canonical(),
-		Store:         st,
-		Observer:      obs,
+// closeBackend closes b, reporting an error for cmd on standard error.
+func (c *cli) closeBackend(cmd string, b Backend) {
+	if err := b.Close(); err != nil {
+		fmt.Fprintf(c.stderr, "toolloop %s: %v\n", cmd, err)
 	}
 }
 
-// printRun prints a toolloop run run's outcome: the final answer, if any,
-// then the stop line, then for a paused run the commands that go on.
-func (c *cli) printRun(res *loop.Result, db, flags string) int {
+// printResult prints a run's outcome: the final answer, if any, then the
+// stop line, then for a paused run the commands that answer it.
+func (c *cli) printResult(res *loop.Result, info Info) int {
 	if res.Status == loop.FinalAnswer {
 		fmt.Fprintln(c.stdout, res.Answer())
 	}
 	fmt.Fprintln(c.stdout, summaryLine("", res, -1, true, true))
-	writeNextSteps(c.stdout, res, db, flags)
+	writeNextSteps(c.stdout, res, info)
 	return okStatus(res.Status)
 }
 
-// resumeRun resumes a toolloop run run: with the same provider and tool
-// flags, the budgets, identity and price its log recorded, and its API key
-// read again.
-func (c *cli) resumeRun(ctx context.Context, st *sqlite.Store, db string, events []loop.Event, src *sourceFlags, pricesFile string, tf *traceFlags) int {
-	start := events[0].Start
-	recorded := resumeFlagsOf(start)
-	if s := loop.Replay(events); s.Done {
-		// Ended, or still waiting for answers: nothing to drive, so no
-		// provider is needed.
-		return c.printRun(resultOf(events), db, recorded)
+// okStatus is the exit code for a run that stopped with st: a final
+// answer, or a pause for a person, is what a run should come to.
+func okStatus(st loop.Status) int {
+	if st == loop.FinalAnswer || st == loop.ConfirmationRequired {
+		return exitOK
 	}
-	runID := start.RunID
-	if !src.given() {
-		return c.fail("resume", &usageErr{fmt.Sprintf("run %s was started by toolloop run; resume it with the flags it ran with: toolloop resume %s --db %s%s",
-			runID, shellQuote(runID), shellQuote(db), recorded)})
+	return exitFail
+}
+
+// resultOf rebuilds a run's result from its log without driving it.
+func resultOf(events []loop.Event) *loop.Result {
+	s := loop.Replay(events)
+	return &loop.Result{
+		RunID: s.RunID, Status: s.Status, Detail: s.Detail, Steps: s.Steps, ToolCalls: s.ToolCalls,
+		Usage: s.Usage, Cost: s.Cost, Messages: s.History(), Pending: s.Pending, Events: events,
+		Duration: events[len(events)-1].At.Sub(events[0].At),
 	}
-	if got := src.canonical(); got != recorded {
-		return c.fail("resume", &usageErr{fmt.Sprintf("run %s ran with%s, not%s; resume it with: toolloop resume %s --db %s%s",
-			runID, recorded, got, shellQuote(runID), shellQuote(db), recorded)})
-	}
-	if pricesFile != "" {
-		return c.fail("resume", &usageErr{"--prices does not apply to resume: a run keeps the price its log recorded"})
-	}
-	model, provName, err := c.modelFor(ctx, src)
-	if err != nil {
-		return c.fail("resume", err)
-	}
-	box, err := c.toolsFor(ctx, src, st)
-	if err != nil {
-		return c.fail("resume", err)
-	}
-	defer box.close()
-	if v := box.reg.Version(); v != start.ToolsVersion {
-		return c.fail("resume", &usageErr{fmt.Sprintf("run %s: its tools have changed since it started (tools version %s, now %s): an MCP server offers other tools, or other flags were given; the run cannot go on safely",
-			runID, start.ToolsVersion, v)})
-	}
-	logDir := c.runLogDir("resume", tf.logDir)
-	obs, shutdown, err := observersFromFlags(c.stdout, provName, logDir, tf.exporter, tf.otlpEndpoint)
-	if err != nil {
-		return c.fail("resume", &usageErr{err.Error()})
-	}
-	cfg := c.runConfig(src, model, box.reg, st, obs)
-	cfg.Identity = start.Identity
-	cfg.Budgets = start.Budgets
-	if start.Price != nil {
-		cfg.Budgets.Prices = loop.Prices{start.Model: *start.Price}
-	}
-	runner, err := loop.NewRunner(cfg)
-	if err != nil {
-		_ = shutdown(context.WithoutCancel(ctx))
-		return c.fail("resume", err)
-	}
-	res, err := runner.Resume(ctx, runID)
-	if serr := shutdown(context.WithoutCancel(ctx)); serr != nil {
-		fmt.Fprintf(c.stderr, "toolloop resume: %v\n", serr)
-	}
-	if res == nil {
-		return c.fail("resume", err)
-	}
-	return c.printRun(res, db, recorded)
 }
 
 func runUsage(w io.Writer) {
