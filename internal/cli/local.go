@@ -35,6 +35,7 @@ func (localDriver) Flags(cmd string, fs *flag.FlagSet) Opener {
 	switch cmd {
 	case "trace":
 		fs.StringVar(&b.logDir, "log", "", "run log `DIR`")
+		fs.StringVar(&b.db, "db", "", "read the run's log from the SQLite store at `PATH`")
 		return b.open
 	case "demo":
 		fs.StringVar(&b.db, "db", "", "record the runs in the SQLite store at `PATH`")
@@ -247,6 +248,11 @@ func (b *local) Runs(ctx context.Context, f Filter) ([]RunInfo, error) {
 	if f.Limit > 0 && len(list) > f.Limit {
 		list = list[:f.Limit]
 	}
+	return runInfos(list)
+}
+
+// runInfos converts a store's run summaries.
+func runInfos(list []store.RunSummary) ([]RunInfo, error) {
 	infos := make([]RunInfo, len(list))
 	for i, r := range list {
 		infos[i] = RunInfo{RunID: r.RunID, Status: r.Status, Counted: true, Steps: r.Steps, ToolCalls: r.ToolCalls,
@@ -389,11 +395,16 @@ func (b *local) resumeScenario(ctx context.Context, s orders.Scenario, runID str
 	return s.Resume(ctx, runID, opts)
 }
 
-// readLog reads a run's log for toolloop trace: ref is a log file, a run
-// ID in the --log directory (by default the runs directory in the data
-// directory), or the beginning of exactly one. The second result names
-// the file.
-func (b *local) readLog(ref string) ([]loop.Event, string, error) {
+// readLog reads a run's log for toolloop trace: with --db (and no --log)
+// from the store, else from a log file. ref is a log file, a run ID in the
+// --log directory (by default the runs directory in the data directory),
+// or the beginning of exactly one. The second result names where the log
+// came from.
+func (b *local) readLog(ctx context.Context, ref string) ([]loop.Event, string, error) {
+	if b.db != "" && b.logDir == "" {
+		evs, err := b.Events(ctx, ref)
+		return evs, "run " + ref + " in " + b.path, err
+	}
 	dir := b.logDir
 	if dir == "" {
 		var err error

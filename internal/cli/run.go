@@ -28,7 +28,7 @@ func (c *cli) runCmd(ctx context.Context, drv Driver, args []string) int {
 		return c.usageError("run", err, nil)
 	}
 	if len(pos) != 1 || strings.TrimSpace(pos[0]) == "" {
-		fmt.Fprintf(c.stderr, "toolloop run: want one prompt, got %d argument(s); quote it: toolloop run --provider P --model M \"your question\"\n", len(pos))
+		fmt.Fprintf(c.stderr, "toolloop run: want one prompt, got %d argument(s); quote it: toolloop run [flags] \"your question\"\n", len(pos))
 		return exitUsage
 	}
 	budgets, err := bf.budgets()
@@ -129,6 +129,9 @@ Model and tools:
                          (a drill: the window where a crash leaves a write's outcome unknown)
   --system TEXT          a system prompt
   --identity NAME        who the run acts for (default cli)
+  --id ID                the run's ID (default: a random one); an ID in use is refused
+  --detach               print the run's ID and return at once (on a backend whose runs
+                         outlive the command, such as the Temporal build's --temporal)
 
 Budgets (0 or absent means the default):
   --max-steps N          model turns (default 10)

@@ -38,8 +38,7 @@ func (c *cli) fail(cmd string, err error) int {
 func events(ctx context.Context, b Backend, runID string) ([]loop.Event, error) {
 	events, err := b.Events(ctx, runID)
 	if errors.Is(err, store.ErrUnknownRun) {
-		info := b.Info()
-		return nil, &usageErr{fmt.Sprintf("no run %s %s; list the runs with: toolloop runs%s", runID, info.Where, info.Flags)}
+		return nil, unknownRun(b, runID)
 	}
 	if err != nil {
 		return nil, err
@@ -48,6 +47,13 @@ func events(ctx context.Context, b Backend, runID string) ([]loop.Event, error) 
 		return nil, fmt.Errorf("run %s has no events yet", runID)
 	}
 	return events, nil
+}
+
+// unknownRun is the error for a run b does not have: it names the command
+// that lists b's runs.
+func unknownRun(b Backend, runID string) error {
+	info := b.Info()
+	return &usageErr{fmt.Sprintf("no run %s %s; list the runs with: toolloop runs%s", runID, info.Where, info.Flags)}
 }
 
 // runs runs the "runs" subcommand: list the backend's runs.
@@ -269,7 +275,7 @@ func (c *cli) resume(ctx context.Context, drv Driver, args []string) int {
 }
 
 func runsUsage(w io.Writer) {
-	fmt.Fprint(w, `Usage: toolloop runs [--status S] [--db PATH]
+	fmt.Fprint(w, `Usage: toolloop runs [--status S] [--limit N] [--db PATH]
 
 Lists the runs recorded in the store, newest first, one line each: run ID,
 status ("running" for a run that has not stopped), model turns, tool calls,
@@ -279,6 +285,7 @@ with their tools.
 
 Flags:
   --status S  list only the runs with status S, e.g. confirmation_required
+  --limit N   list at most N runs (default 50)
   --db PATH   the SQLite store (default: toolloop.db in $XDG_DATA_HOME/toolloop
               or ~/.local/share/toolloop)
 `)

@@ -77,12 +77,13 @@ that cannot be found.
 `)
 }
 
-// logReader is a backend whose runs leave logs of their own, which trace
-// reads rather than Backend.Events: the local backend's JSON Lines files.
+// logReader is a backend whose runs may leave logs of their own, which
+// trace reads rather than Backend.Events: the local backend's JSON Lines
+// files.
 type logReader interface {
 	// readLog reads the log ref names (a file, a run ID, the beginning of
 	// one) and says where it came from.
-	readLog(ref string) (events []loop.Event, source string, err error)
+	readLog(ctx context.Context, ref string) (events []loop.Event, source string, err error)
 }
 
 func (c *cli) traceRun(ctx context.Context, drv Driver, sub string, args []string) int {
@@ -114,14 +115,13 @@ func (c *cli) traceRun(ctx context.Context, drv Driver, sub string, args []strin
 		source string
 	)
 	if lr, ok := b.(logReader); ok {
-		evs, source, err = lr.readLog(refs[0])
+		evs, source, err = lr.readLog(ctx, refs[0])
 	} else {
 		evs, err = b.Events(ctx, refs[0])
-		if errors.Is(err, store.ErrUnknownRun) {
-			info := b.Info()
-			err = &usageErr{fmt.Sprintf("no run %s %s; list the runs with: toolloop runs%s", refs[0], info.Where, info.Flags)}
-		}
 		source = "run " + refs[0] + " " + b.Info().Where
+	}
+	if errors.Is(err, store.ErrUnknownRun) {
+		err = unknownRun(b, refs[0])
 	}
 	if err != nil {
 		return c.fail(cmd, err)
