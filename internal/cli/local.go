@@ -196,6 +196,14 @@ func (b *local) Start(ctx context.Context, req *Request) (*loop.Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	if req.ID != "" {
+		if _, err := st.Events(ctx, req.ID); err == nil {
+			return nil, &usageErr{fmt.Sprintf("run ID %s is already in use in %s; pick another --id, or look at that run with: toolloop trace show --db %s %s",
+				req.ID, b.path, shellQuote(b.path), shellQuote(req.ID))}
+		} else if !errors.Is(err, store.ErrUnknownRun) {
+			return nil, err
+		}
+	}
 	box, err := b.c.toolsFor(ctx, src, st)
 	if err != nil {
 		return nil, err

@@ -46,8 +46,8 @@ func (c *cli) traceCmd(ctx context.Context, drv Driver, args []string) int {
 
 func traceUsage(w io.Writer) {
 	fmt.Fprint(w, `Usage:
-  toolloop trace show FILE|RUN_ID [--log DIR] [--width N]
-  toolloop trace diagnose FILE|RUN_ID [--log DIR] [--json]
+  toolloop trace show FILE|RUN_ID [--log DIR | --db PATH] [--width N]
+  toolloop trace diagnose FILE|RUN_ID [--log DIR | --db PATH] [--json]
 
 A run log is a JSON Lines file, one event per line, written per run as
 DIR/RUN_ID.jsonl (toolloop demo --log DIR, toolloop run). FILE|RUN_ID names a
@@ -67,6 +67,8 @@ diagnose  walks the run and names what looks wrong, the first suspicious
 Flags:
   --log DIR   where run logs are (default: the runs directory in
               $XDG_DATA_HOME/toolloop, or ~/.local/share/toolloop)
+  --db PATH   read the run's log from the SQLite store at PATH instead
+              (RUN_ID only): every run recorded there, logged or not
   --width N   show: width of the timeline's bars (default 40)
   --json      diagnose: print the findings as JSON, one per line
   -h, --help  show this help
