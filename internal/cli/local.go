@@ -288,16 +288,20 @@ func (b *local) Decide(ctx context.Context, runID string, answer loop.Confirmati
 	return loop.Decide(ctx, b.st, runID, answer, time.Now())
 }
 
-// Resume implements Backend for a toolloop run run: with the same provider
-// and tool flags, the budgets, identity and price its log recorded, and
-// its API key read again. (The sandbox's runs are resumed by
-// resumeScenario.)
+// Resume implements Backend. A toolloop run run goes on with the same
+// provider and tool flags, the budgets, identity and price its log
+// recorded, and its API key read again; a sandbox run with its scenario
+// (see resumeScenario).
 func (b *local) Resume(ctx context.Context, runID string) (*loop.Result, error) {
 	events, err := b.Events(ctx, runID)
 	if err != nil {
 		return nil, err
 	}
 	start := events[0].Start
+	if s, ok := orders.LookupSession(start.SessionID); ok {
+		res, _, err := b.resumeScenario(ctx, s, runID)
+		return res, err
+	}
 	if !strings.HasPrefix(start.SessionID, runSessionPrefix) {
 		return nil, &usageErr{fmt.Sprintf("run %s has session %q: toolloop can resume the runs of toolloop demo and toolloop run, whose configuration it knows how to rebuild; resume others from the program that started them", runID, start.SessionID)}
 	}
@@ -409,7 +413,7 @@ func (b *local) resumeScenario(ctx context.Context, s orders.Scenario, runID str
 // or the beginning of exactly one. The second result names where the log
 // came from.
 func (b *local) readLog(ctx context.Context, ref string) ([]loop.Event, string, error) {
-	if b.db != "" && b.logDir == "" {
+	if b.db != "" && b.logDir == "" && !looksLikeFile(ref) {
 		evs, err := b.Events(ctx, ref)
 		return evs, "run " + ref + " in " + b.path, err
 	}
