@@ -6,6 +6,7 @@ require github.com/google/jsonschema-go v0.4.3
 
 require (
 	github.com/anthropics/anthropic-sdk-go/v2 v2.17.0
+	github.com/mattn/go-shellwords v1.0.17
 	github.com/modelcontextprotocol/go-sdk v1.8.0
 	github.com/openai/openai-go/v3 v3.102.0
 	go.opentelemetry.io/otel v1.47.0

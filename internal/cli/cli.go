@@ -8,6 +8,7 @@ import (
 	"io"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 )
 
@@ -19,29 +20,32 @@ const (
 )
 
 // cli is what the program takes from its process besides the arguments:
-// its output streams and its environment.
+// its output streams, its environment, and the extension of its build.
 type cli struct {
 	stdout, stderr io.Writer
 	// getenv reads an environment variable; "" means unset.
 	getenv func(string) string
+	// ext is the build's extension, or nil.
+	ext *Extension
 }
 
 // Main is the whole toolloop program, with its inputs and outputs passed
 // in so that tests can call it, and returns the exit code. args excludes
 // the program name; getenv reads the environment (nil means an empty one).
-// ext, when not nil, sees every command line first (see Extension).
-func Main(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string, ext Extension) int {
+// ext, when not nil, adds a backend and commands (see Extension).
+func Main(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string, ext *Extension) int {
 	if getenv == nil {
 		getenv = func(string) string { return "" }
 	}
-	c := &cli{stdout: stdout, stderr: stderr, getenv: getenv}
+	c := &cli{stdout: stdout, stderr: stderr, getenv: getenv, ext: ext}
 	if len(args) == 0 {
-		usage(stderr)
+		c.help("")(stderr)
 		return exitUsage
 	}
+	cmd, rest := args[0], args[1:]
 	if ext != nil {
-		if code, handled := ext.Run(ctx, &Kit{c: c}, args); handled {
-			return code
+		if run, ok := ext.Commands[cmd]; ok {
+			return run(ctx, &Kit{c}, rest)
 		}
 	} else if what := needsTemporal(args); what != "" {
 		fmt.Fprintf(stderr, "toolloop: %s needs the Temporal build of toolloop, which this one is not: "+
@@ -49,35 +53,39 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer, getenv f
 			what, strings.Join(args, " "))
 		return exitUsage
 	}
-	switch cmd, rest := args[0], args[1:]; cmd {
+	var drv Driver = localDriver{}
+	if ext != nil && ext.Driver != nil && hasFlag(rest, ext.Flag) {
+		drv = ext.Driver
+	}
+	switch cmd {
 	case "demo":
-		return c.demo(ctx, rest)
+		return c.demo(ctx, drv, rest)
 	case "run":
-		return c.runCmd(ctx, rest)
+		return c.runCmd(ctx, drv, rest)
 	case "runs":
-		return c.runs(ctx, rest)
+		return c.runs(ctx, drv, rest)
 	case "approve", "deny":
-		return c.decide(ctx, cmd, rest)
+		return c.decide(ctx, drv, cmd, rest)
 	case "resume":
-		return c.resume(ctx, rest)
+		return c.resume(ctx, drv, rest)
 	case "trace":
-		return c.traceCmd(ctx, rest)
+		return c.traceCmd(ctx, drv, rest)
 	case "help", "-h", "-help", "--help":
+		topic := ""
 		if cmd == "help" && len(rest) > 0 {
-			if help := helpFor(rest[0]); help != nil {
-				help(stdout)
-				return exitOK
-			}
-			fmt.Fprintf(stderr, "toolloop help: unknown command %q; commands: %s\n", rest[0], commandList)
-			return exitUsage
+			topic = rest[0]
 		}
-		usage(stdout)
-		return exitOK
+		if help := c.help(topic); help != nil {
+			help(stdout)
+			return exitOK
+		}
+		fmt.Fprintf(stderr, "toolloop help: unknown command %q; commands: %s\n", topic, c.commandList())
+		return exitUsage
 	default:
 		if strings.HasPrefix(cmd, "-") {
 			fmt.Fprintf(stderr, "toolloop: unknown flag %s; flags belong after a command (run 'toolloop help')\n", cmd)
 		} else {
-			fmt.Fprintf(stderr, "toolloop: unknown command %q; commands: %s (run 'toolloop help')\n", cmd, commandList)
+			fmt.Fprintf(stderr, "toolloop: unknown command %q; commands: %s (run 'toolloop help')\n", cmd, c.commandList())
 		}
 		return exitUsage
 	}
@@ -85,25 +93,57 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer, getenv f
 
 const commandList = "demo, run, runs, approve, deny, resume, trace, help"
 
-// helpFor returns the help of a command, or nil for an unknown one.
-func helpFor(cmd string) func(io.Writer) {
-	switch cmd {
-	case "demo":
-		return demoUsage
-	case "run":
-		return runUsage
-	case "runs":
-		return runsUsage
-	case "approve", "deny":
-		return decideUsage
-	case "resume":
-		return resumeUsage
-	case "trace":
-		return traceUsage
-	case "help":
-		return usage
+// commandList names the program's commands, for messages.
+func (c *cli) commandList() string {
+	list := commandList
+	if c.ext != nil {
+		var more []string
+		for name := range c.ext.Commands {
+			more = append(more, name)
+		}
+		slices.Sort(more)
+		list = strings.Replace(list, ", help", ", "+strings.Join(more, ", ")+", help", 1)
 	}
-	return nil
+	return list
+}
+
+// help returns the help of a command ("" for the program's), the
+// extension's part after the core's, or nil for an unknown command.
+func (c *cli) help(cmd string) func(io.Writer) {
+	var core func(io.Writer)
+	switch cmd {
+	case "", "help":
+		core = usage
+	case "demo":
+		core = demoUsage
+	case "run":
+		core = runUsage
+	case "runs":
+		core = runsUsage
+	case "approve", "deny":
+		core = decideUsage
+	case "resume":
+		core = resumeUsage
+	case "trace":
+		core = traceUsage
+	}
+	if c.ext == nil || c.ext.Usage == nil {
+		return core
+	}
+	if core == nil {
+		if !c.ext.Usage(io.Discard, cmd) {
+			return nil
+		}
+		return func(w io.Writer) { c.ext.Usage(w, cmd) }
+	}
+	return func(w io.Writer) {
+		core(w)
+		var more strings.Builder
+		if c.ext.Usage(&more, cmd) {
+			fmt.Fprintln(w)
+			io.WriteString(w, more.String())
+		}
+	}
 }
 
 func usage(w io.Writer) {
@@ -196,6 +236,9 @@ func parseFlags(fs *flag.FlagSet, args []string) ([]string, error) {
 // returns exitUsage. A parse error from parseFlags that asks for help
 // prints the help instead, on stdout, and returns exitOK.
 func (c *cli) usageError(cmd string, err error, help func(io.Writer)) int {
+	if help == nil {
+		help = c.help(strings.Fields(cmd)[0])
+	}
 	if errors.Is(err, flag.ErrHelp) {
 		help(c.stdout)
 		return exitOK

@@ -2,17 +2,16 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"slices"
 	"strings"
 	"text/tabwriter"
 
 	"github.com/toolloop/toolloop/examples/orders"
 	"github.com/toolloop/toolloop/llm"
 	"github.com/toolloop/toolloop/loop"
-	"github.com/toolloop/toolloop/store/sqlite"
 	"github.com/toolloop/toolloop/trace"
 )
 
@@ -21,22 +20,19 @@ import (
 // The other scenarios' stop lines add the run's counters and detail.
 const contractLines = 3
 
-// demo runs the "demo" subcommand.
-func (c *cli) demo(ctx context.Context, args []string) int { return c.demoWith(ctx, args, nil) }
-
-// demoWith runs the "demo" subcommand, through driver when it is not nil
-// (then without a store of its own: the driver keeps the runs).
-func (c *cli) demoWith(ctx context.Context, args []string, driver DemoDriver) int {
+// demo runs the "demo" subcommand: the sandbox's scenarios on the
+// backend.
+func (c *cli) demo(ctx context.Context, drv Driver, args []string) int {
 	stdout, stderr := c.stdout, c.stderr
 	fs := flag.NewFlagSet("toolloop demo", flag.ContinueOnError)
 	mode := fs.String("mode", "", "run only the scenario `NAME` (default: all but the interactive ones, in order)")
 	trace := fs.Bool("trace", false, "print each run's messages: tool calls with their call IDs and\narguments, and each result beside its call ID")
 	plan := fs.Bool("plan", false, "print the planner's decision table of each batch the run planned")
-	db := fs.String("db", "", "record the runs in the SQLite store at `PATH`")
 	tf := addTraceFlags(fs)
+	open := drv.Flags("demo", fs)
 	pos, err := parseFlags(fs, args)
 	if err != nil {
-		return c.usageError("demo", err, demoUsage)
+		return c.usageError("demo", err, nil)
 	}
 	if len(pos) > 0 {
 		fmt.Fprintf(stderr, "toolloop demo: unexpected argument %q (did you mean --mode %s?)\n", pos[0], pos[0])
@@ -68,58 +64,24 @@ func (c *cli) demoWith(ctx context.Context, args []string, driver DemoDriver) in
 			fmt.Fprintf(stderr, "toolloop demo: %v\n", err)
 		}
 	}()
-
-	// A store when asked for, and always for an interactive scenario: its
-	// run pauses there until a person answers.
-	if driver != nil && *db != "" {
-		fmt.Fprintf(stderr, "toolloop demo: --db does not apply here: the runs are kept where they run\n")
-		return exitUsage
+	b, err := open(ctx, &Kit{c})
+	if err != nil {
+		return c.fail("demo", err)
 	}
-	var (
-		st      *sqlite.Store
-		sqlBook *orders.SQLiteBook
-		dbFile  string
-	)
-	interactive := slices.ContainsFunc(selected, func(s indexed) bool { return s.Interactive })
-	if driver == nil && (*db != "" || interactive) {
-		if dbFile, err = c.dbPath(*db); err != nil {
-			fmt.Fprintf(stderr, "toolloop demo: %v\n", err)
-			return exitUsage
-		}
-		if st, err = openStore(dbFile, true); err != nil {
-			fmt.Fprintf(stderr, "toolloop demo: %v\n", err)
-			return exitFail
-		}
-		defer st.Close()
-		if interactive {
-			if sqlBook, err = orders.OpenSQLiteBook(ctx, st.DB()); err != nil {
-				fmt.Fprintf(stderr, "toolloop demo: %v\n", err)
-				return exitFail
-			}
-		}
+	defer c.closeBackend("demo", b)
+	runner, ok := b.(ScenarioRunner)
+	if !ok {
+		return c.fail("demo", &usageErr{"this backend cannot play the sandbox's scenarios; run toolloop demo without its flags"})
 	}
 
 	code := exitOK
 	for n, s := range selected {
-		opts := orders.RunOptions{Observer: obs}
-		if st != nil {
-			opts.Store = st
-			if s.Interactive {
-				// The book and the ledger outlive this process with the
-				// run; the other scenarios keep their fresh book and
-				// private ledger, so that their outcomes never depend on
-				// what the file holds.
-				opts.Book, opts.Ledger = sqlBook, st
-			}
-		}
-		var (
-			res  *loop.Result
-			book orders.OrderBook
-		)
-		if driver != nil {
-			res, book, err = driver.Run(ctx, s.Scenario, obs)
-		} else {
-			res, book, err = s.RunWith(ctx, opts)
+		res, book, err := runner.RunScenario(ctx, s.Scenario, obs)
+		var ue *usageErr
+		if errors.As(err, &ue) {
+			// Every scenario would fail alike (no store, no server), or
+			// this one cannot run here: the fix is the person's.
+			return c.fail("demo", err)
 		}
 		if err != nil {
 			fmt.Fprintf(stderr, "toolloop demo: mode %s: %v\n", s.Name, err)
@@ -147,11 +109,8 @@ func (c *cli) demoWith(ctx context.Context, args []string, driver DemoDriver) in
 			}
 		}
 		fmt.Fprintln(stdout, stopLine(s.Name, res, s.index < contractLines, refunds, s.Interactive))
-		switch {
-		case s.Interactive && driver != nil:
-			driver.NextSteps(stdout, res)
-		case s.Interactive:
-			writeNextSteps(stdout, res, dbFile, "")
+		if s.Interactive {
+			writeNextSteps(stdout, res, b.Info())
 		}
 		if res.Status != s.Want {
 			fmt.Fprintf(stderr, "toolloop demo: mode %s ended with status %s, want %s (%s)\n",
@@ -204,26 +163,46 @@ func summaryLine(prefix string, res *loop.Result, refunds int, withCost, showRun
 }
 
 // writeNextSteps prints, for a run paused for confirmation, the commands
-// that answer its pending calls and carry it on, ready to paste once NAME
-// (who decides) and TEXT (why, for a denial) are filled in. resumeFlags
-// are the flags resume needs besides --db (a toolloop run's provider and
-// tool flags), already quoted.
-func writeNextSteps(w io.Writer, res *loop.Result, db, resumeFlags string) {
+// that answer its pending calls and, on a backend where a paused run does
+// not go on by itself, carry it on, ready to paste once NAME (who decides)
+// and TEXT (why, for a denial) are filled in.
+func writeNextSteps(w io.Writer, res *loop.Result, info Info) {
 	if res.Status != loop.ConfirmationRequired || len(res.Pending) == 0 {
 		return
 	}
-	dbFlag := " --db " + shellQuote(db)
-	resume := "toolloop resume " + shellQuote(res.RunID) + dbFlag + resumeFlags
-	fmt.Fprintln(w, "# to approve and go on:")
-	for _, p := range res.Pending {
-		fmt.Fprintf(w, "toolloop approve %s %s --by NAME%s\n", shellQuote(res.RunID), shellQuote(p.CallID), dbFlag)
+	resume := ""
+	if !info.GoesOn {
+		resume = resumeCommand(res.RunID, info, res.Events)
+		fmt.Fprintln(w, "# to approve and go on:")
+	} else {
+		fmt.Fprintf(w, "# the run waits %s; to approve (it goes on once every call is answered):\n", info.Where)
 	}
-	fmt.Fprintln(w, resume)
-	fmt.Fprintln(w, "# or to deny (the model is told, with the note) and go on:")
 	for _, p := range res.Pending {
-		fmt.Fprintf(w, "toolloop deny %s %s --by NAME --note TEXT%s\n", shellQuote(res.RunID), shellQuote(p.CallID), dbFlag)
+		fmt.Fprintf(w, "toolloop approve %s %s --by NAME%s\n", shellQuote(res.RunID), shellQuote(p.CallID), info.Flags)
 	}
-	fmt.Fprintln(w, resume)
+	if resume != "" {
+		fmt.Fprintln(w, resume)
+		fmt.Fprintln(w, "# or to deny (the model is told, with the note) and go on:")
+	} else {
+		fmt.Fprintln(w, "# or to deny (the model is told, with the note):")
+	}
+	for _, p := range res.Pending {
+		fmt.Fprintf(w, "toolloop deny %s %s --by NAME --note TEXT%s\n", shellQuote(res.RunID), shellQuote(p.CallID), info.Flags)
+	}
+	if resume != "" {
+		fmt.Fprintln(w, resume)
+	}
+}
+
+// resumeCommand is the command that resumes the run events begin: the
+// backend's flags, then those the run recorded (a toolloop run run's
+// provider and tool flags).
+func resumeCommand(runID string, info Info, events []loop.Event) string {
+	var start *loop.StartInfo
+	if len(events) > 0 {
+		start = events[0].Start
+	}
+	return "toolloop resume " + shellQuote(runID) + info.Flags + resumeFlagsOf(start)
 }
 
 // writePlans prints the planner's decision table of each batch of a run,

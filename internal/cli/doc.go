@@ -1,14 +1,14 @@
 // Package cli is the command line of toolloop: every subcommand of the
 // toolloop program (demo, run, runs, approve, deny, resume, trace), behind
 // Main. cmd/toolloop is Main on the process's arguments; the Temporal
-// build (temporal/cmd/toolloop) is Main with an Extension that adds the
-// worker command and the --temporal variants.
+// build (temporal/cmd/toolloop) is Main with an Extension that adds its
+// backend, chosen by --temporal, and the worker command.
 //
 // Usage:
 //
 //	toolloop demo [--mode NAME] [--trace] [--plan] [--db PATH] [--log DIR] [--exporter none|stdout|otlp]
 //	toolloop run --provider P --model M [flags] "prompt"
-//	toolloop runs [--status S] [--db PATH]
+//	toolloop runs [--status S] [--limit N] [--db PATH]
 //	toolloop approve RUN_ID CALL_ID --by NAME [--note TEXT] [--db PATH]
 //	toolloop deny RUN_ID CALL_ID --by NAME [--note TEXT] [--db PATH]
 //	toolloop resume RUN_ID [--db PATH] [provider flags]
@@ -20,6 +20,13 @@
 // scenario. run drives a real provider. Runs are recorded in a SQLite store
 // (by default toolloop.db in the data directory), where runs lists them,
 // approve and deny answer their confirmations and resume carries them on.
+//
+// Each command is written once over a Backend, the place its runs are
+// kept and driven: the local one (local.go: the SQLite store, the loop in
+// this process) or an Extension's. A backend's own flags (--db, --log and
+// the provider flags here; --temporal and its kin in the Temporal build)
+// come from its Driver, which the command asks before parsing its command
+// line.
 //
 // This package is the only one that reads the command line or the
 // environment; everything else takes its configuration as arguments. Even
@@ -33,6 +40,6 @@
 // with a message naming the fix. It wires the library's packages together
 // (a provider adapter, the tools, a policy, the executor, a store, trace
 // observers) and holds no state between calls to Main. Start with Main,
-// then the file of each command (demo.go, runcmd.go, durable.go, trace.go);
-// Kit is what an Extension shares with the core commands.
+// then Backend and the file of each command (demo.go, run.go, runs.go,
+// trace.go); Kit is what an Extension shares with the core commands.
 package cli

@@ -379,13 +379,14 @@ func TestSplitCommand(t *testing.T) {
 		`srv --root '/my files' "a \"b\"" c\ d`:          {"srv", "--root", "/my files", `a "b"`, "c d"},
 		`  x  `:                                          {"x"},
 		`a ''`:                                           {"a", ""},
+		`srv $HOME`:                                      {"srv", "$HOME"},
 	} {
 		got, err := splitCommand(in)
 		if err != nil || strings.Join(got, "|") != strings.Join(want, "|") || len(got) != len(want) {
 			t.Errorf("splitCommand(%q) = %q, %v; want %q", in, got, err, want)
 		}
 	}
-	for _, bad := range []string{`a 'b`, `a "b`, `a\`} {
+	for _, bad := range []string{`a 'b`, `a "b`, `a\`, `srv | tee log`, `srv > log`, `srv; rm x`} {
 		if _, err := splitCommand(bad); err == nil {
 			t.Errorf("splitCommand(%q) accepted", bad)
 		}

@@ -21,19 +21,20 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
 	"github.com/toolloop/toolloop/loop"
+	"github.com/toolloop/toolloop/store"
 	"github.com/toolloop/toolloop/trace"
 	traceotel "github.com/toolloop/toolloop/trace/otel"
 )
 
 // traceCmd runs the "trace" subcommand: show or diagnose a run log.
-func (c *cli) traceCmd(_ context.Context, args []string) int {
+func (c *cli) traceCmd(ctx context.Context, drv Driver, args []string) int {
 	if len(args) == 0 {
 		traceUsage(c.stderr)
 		return exitUsage
 	}
 	switch sub, rest := args[0], args[1:]; sub {
 	case "show", "diagnose":
-		return c.traceRun(sub, rest)
+		return c.traceRun(ctx, drv, sub, rest)
 	case "help", "-h", "-help", "--help":
 		traceUsage(c.stdout)
 		return exitOK
@@ -45,8 +46,8 @@ func (c *cli) traceCmd(_ context.Context, args []string) int {
 
 func traceUsage(w io.Writer) {
 	fmt.Fprint(w, `Usage:
-  toolloop trace show FILE|RUN_ID [--log DIR] [--width N]
-  toolloop trace diagnose FILE|RUN_ID [--log DIR] [--json]
+  toolloop trace show FILE|RUN_ID [--log DIR | --db PATH] [--width N]
+  toolloop trace diagnose FILE|RUN_ID [--log DIR | --db PATH] [--json]
 
 A run log is a JSON Lines file, one event per line, written per run as
 DIR/RUN_ID.jsonl (toolloop demo --log DIR, toolloop run). FILE|RUN_ID names a
@@ -66,6 +67,8 @@ diagnose  walks the run and names what looks wrong, the first suspicious
 Flags:
   --log DIR   where run logs are (default: the runs directory in
               $XDG_DATA_HOME/toolloop, or ~/.local/share/toolloop)
+  --db PATH   read the run's log from the SQLite store at PATH instead
+              (RUN_ID only): every run recorded there, logged or not
   --width N   show: width of the timeline's bars (default 40)
   --json      diagnose: print the findings as JSON, one per line
   -h, --help  show this help
@@ -76,50 +79,63 @@ that cannot be found.
 `)
 }
 
-func (c *cli) traceRun(sub string, args []string) int {
-	stdout, stderr := c.stdout, c.stderr
-	fs := flag.NewFlagSet("toolloop trace "+sub, flag.ContinueOnError)
-	logDir := fs.String("log", "", "run log `DIR`")
+// logReader is a backend whose runs may leave logs of their own, which
+// trace reads rather than Backend.Events: the local backend's JSON Lines
+// files.
+type logReader interface {
+	// readLog reads the log ref names (a file, a run ID, the beginning of
+	// one) and says where it came from.
+	readLog(ctx context.Context, ref string) (events []loop.Event, source string, err error)
+}
+
+func (c *cli) traceRun(ctx context.Context, drv Driver, sub string, args []string) int {
+	cmd := "trace " + sub
+	fs := flag.NewFlagSet("toolloop "+cmd, flag.ContinueOnError)
 	width := fs.Int("width", 40, "bar width")
 	asJSON := fs.Bool("json", false, "findings as JSON lines")
+	open := drv.Flags("trace", fs)
 	// Flags may come before or after the run.
 	refs, err := parseFlags(fs, args)
 	if err != nil {
-		return c.usageError("trace "+sub, err, traceUsage)
+		return c.usageError(cmd, err, traceUsage)
 	}
 	if len(refs) != 1 {
-		fmt.Fprintf(stderr, "toolloop trace %s: want one run log (FILE or RUN_ID), got %d\n", sub, len(refs))
+		fmt.Fprintf(c.stderr, "toolloop %s: want one RUN_ID (or a run log FILE), got %d\n", cmd, len(refs))
 		return exitUsage
 	}
 	if *width < 10 || *width > 400 {
-		fmt.Fprintf(stderr, "toolloop trace %s: --width %d: want 10 to 400\n", sub, *width)
+		fmt.Fprintf(c.stderr, "toolloop %s: --width %d: want 10 to 400\n", cmd, *width)
 		return exitUsage
 	}
-	dir := *logDir
-	if dir == "" {
-		var err error
-		if dir, err = c.defaultLogDir(); err != nil && !looksLikeFile(refs[0]) {
-			fmt.Fprintf(stderr, "toolloop trace %s: %v; pass --log DIR\n", sub, err)
-			return exitUsage
-		}
+	b, err := open(ctx, &Kit{c})
+	if err != nil {
+		return c.fail(cmd, err)
 	}
-	events, path, err := trace.Open(refs[0], dir)
-	if errors.Is(err, trace.ErrNoLog) {
-		fmt.Fprintf(stderr, "toolloop trace %s: %v\n", sub, err)
-		return exitUsage
+	defer c.closeBackend(cmd, b)
+	var (
+		evs    []loop.Event
+		source string
+	)
+	if lr, ok := b.(logReader); ok {
+		evs, source, err = lr.readLog(ctx, refs[0])
+	} else {
+		evs, err = b.Events(ctx, refs[0])
+		source = "run " + refs[0] + " " + b.Info().Where
+	}
+	if errors.Is(err, store.ErrUnknownRun) {
+		err = unknownRun(b, refs[0])
 	}
 	if err != nil {
-		fmt.Fprintf(stderr, "toolloop trace %s: %v\n", sub, err)
-		return exitFail
+		return c.fail(cmd, err)
 	}
-	if len(events) == 0 {
-		fmt.Fprintf(stderr, "toolloop trace %s: %s holds no events\n", sub, path)
+	if len(evs) == 0 {
+		fmt.Fprintf(c.stderr, "toolloop %s: %s holds no events\n", cmd, source)
 		return exitFail
 	}
 	if sub == "show" {
-		return c.show(events, path, *width)
+		return c.show(evs, source, *width)
 	}
-	return diagnose(events, path, *asJSON, stdout, stderr)
+	return diagnose(evs, source, *asJSON, c.stdout, c.stderr)
 }
 
 // show renders a run's events; source names where they came from.

@@ -118,7 +118,7 @@ func TestTraceErrors(t *testing.T) {
 	}{
 		{[]string{"trace"}, exitUsage, "Usage:"},
 		{[]string{"trace", "inspect", "x"}, exitUsage, `unknown command "inspect"`},
-		{[]string{"trace", "show"}, exitUsage, "want one run log"},
+		{[]string{"trace", "show"}, exitUsage, "want one RUN_ID (or a run log FILE)"},
 		{[]string{"trace", "show", "a", "b", "--log", dir}, exitUsage, "got 2"},
 		{[]string{"trace", "show", "run-x", "--log", dir}, exitUsage, filepath.Join(dir, "run-x.jsonl")},
 		{[]string{"trace", "diagnose", missing}, exitUsage, "file " + missing},

@@ -9,7 +9,6 @@ import (
 	"net"
 	"time"
 
-	"go.temporal.io/api/serviceerror"
 	sdktemporal "go.temporal.io/sdk/temporal"
 
 	"go.temporal.io/sdk/client"
@@ -19,6 +18,9 @@ import (
 	"github.com/toolloop/toolloop/loop"
 	"github.com/toolloop/toolloop/temporal"
 )
+
+// temporalFlag is the flag that sends a command to a Temporal server.
+const temporalFlag = "temporal"
 
 // defaultTaskQueue is the task queue workers serve and runs start on
 // unless --task-queue says otherwise.
@@ -34,7 +36,7 @@ type conn struct {
 // --task-queue.
 func addConnFlags(fs *flag.FlagSet, queue bool) *conn {
 	c := &conn{}
-	fs.StringVar(&c.addr, cli.TemporalFlag, "", "the Temporal server's frontend `HOST:PORT`, e.g. 127.0.0.1:7233")
+	fs.StringVar(&c.addr, temporalFlag, "", "the Temporal server's frontend `HOST:PORT`, e.g. 127.0.0.1:7233")
 	fs.StringVar(&c.namespace, "namespace", "default", "the Temporal `NAMESPACE`")
 	if queue {
 		fs.StringVar(&c.queue, "task-queue", defaultTaskQueue, "the task `QUEUE` the workers serve")
@@ -132,14 +134,4 @@ func query[T any](ctx context.Context, cl client.Client, id, name string, wait t
 		err = v.Get(&out)
 	}
 	return out, err
-}
-
-// notFound words a server's "no such workflow" as a usage error that
-// names the command listing the runs; other errors pass unchanged.
-func (c *conn) notFound(err error, what string) error {
-	var nf *serviceerror.NotFound
-	if errors.As(err, &nf) {
-		return cli.Usagef("no %s on %s; list them with: toolloop runs%s", what, c.addr, c.flags())
-	}
-	return err
 }

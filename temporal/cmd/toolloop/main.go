@@ -1,8 +1,11 @@
-// Command toolloop, the Temporal build, is the toolloop program with the
-// loop also running on a Temporal server: the worker command hosts the
-// RunLoop workflow and its activities, and demo, run, runs, approve, deny
-// and trace take --temporal HOST:PORT to work on the server's runs. Without
-// --temporal every command behaves as in the core build (cmd/toolloop).
+// Command toolloop, the Temporal build, is the toolloop program with one
+// more place to keep and drive runs: a Temporal server. Every command of
+// the core build (cmd/toolloop) is here, written once over the backend
+// interface of package internal/cli; with --temporal HOST:PORT, demo, run,
+// runs, approve, deny and trace work on the server's runs, driven by the
+// workers of a task queue, and the worker command hosts the RunLoop
+// workflow and its activities. Without --temporal every command behaves
+// as in the core build.
 //
 //	toolloop worker --temporal HOST:PORT [--task-queue Q] --provider P [--tools orders] [--db PATH]
 //	toolloop run --temporal HOST:PORT [--task-queue Q] --model M [--detach] "prompt"
@@ -11,8 +14,10 @@
 //	toolloop trace show|diagnose --temporal HOST:PORT RUN_ID
 //	toolloop demo --temporal HOST:PORT [--mode NAME]
 //
-// It lives in the temporal module so that the core module does not carry
-// the Temporal SDK.
+// This package holds only what is Temporal's: the backend (backend.go,
+// demo.go), the connection flags (conn.go) and the worker command. It
+// lives in the temporal module so that the core module does not carry the
+// Temporal SDK.
 package main
 
 import (
@@ -28,74 +33,26 @@ import (
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := cli.Main(ctx, os.Args[1:], os.Stdout, os.Stderr, os.Getenv, extension{})
+	code := cli.Main(ctx, os.Args[1:], os.Stdout, os.Stderr, os.Getenv, extension())
 	stop()
 	os.Exit(code)
 }
 
-// extension adds the worker command and the --temporal variants.
-type extension struct{}
-
-// Run implements cli.Extension.
-func (extension) Run(ctx context.Context, k *cli.Kit, args []string) (int, bool) {
-	cmd, rest := args[0], args[1:]
-	switch cmd {
-	case "worker":
-		return workerCmd(ctx, k, rest), true
-	case "help", "-h", "-help", "--help":
-		switch {
-		case len(rest) == 0:
-			cli.Usage(k.Stdout())
-			fmt.Fprintln(k.Stdout())
-			temporalUsage(k.Stdout())
-			return cli.ExitOK, true
-		case rest[0] == "worker":
-			workerUsage(k.Stdout())
-			return cli.ExitOK, true
-		case rest[0] == "temporal":
-			temporalUsage(k.Stdout())
-			return cli.ExitOK, true
-		}
-		return 0, false
+// extension is what this build adds to the core program.
+func extension() *cli.Extension {
+	return &cli.Extension{
+		Flag:     temporalFlag,
+		Driver:   driver{},
+		Commands: map[string]func(context.Context, *cli.Kit, []string) int{"worker": workerCmd},
+		Usage:    usage,
 	}
-	if !hasTemporalFlag(rest) {
-		return 0, false
-	}
-	switch cmd {
-	case "demo":
-		return demo(ctx, k, rest), true
-	case "run":
-		return run(ctx, k, rest), true
-	case "runs":
-		return runs(ctx, k, rest), true
-	case "approve", "deny":
-		return decide(ctx, k, cmd, rest), true
-	case "trace":
-		return traceCmd(ctx, k, rest), true
-	case "resume":
-		fmt.Fprintf(k.Stderr(), "toolloop resume: a run on Temporal needs no resume: its workflow goes on by itself once a worker "+
-			"serves its task queue (and, when it waits for confirmation, once every call is answered with toolloop approve or deny --temporal)\n")
-		return cli.ExitUsage, true
-	}
-	fmt.Fprintf(k.Stderr(), "toolloop %s: --temporal does not apply; it applies to worker, demo, run, runs, approve, deny and trace\n", cmd)
-	return cli.ExitUsage, true
 }
 
-// hasTemporalFlag reports whether args carry --temporal before any "--".
-func hasTemporalFlag(args []string) bool {
-	for _, a := range args {
-		if a == "--" {
-			return false
-		}
-		if name, ok := cli.FlagName(a); ok && name == cli.TemporalFlag {
-			return true
-		}
-	}
-	return false
-}
-
-func temporalUsage(w io.Writer) {
-	fmt.Fprint(w, `Running on Temporal (this build):
+// usage prints this build's part of the help of cmd.
+func usage(w io.Writer, cmd string) bool {
+	switch cmd {
+	case "", "temporal":
+		fmt.Fprint(w, `Running on Temporal (this build):
   toolloop worker --temporal HOST:PORT --provider P [--tools orders]   host the workflow and its activities
   toolloop run --temporal HOST:PORT --model M "prompt"                  start a run on the server and wait (--detach: don't)
   toolloop runs --temporal HOST:PORT                                    list the server's runs
@@ -107,4 +64,51 @@ Every --temporal command also takes --namespace NS (default "default");
 worker, run and demo take --task-queue Q (default "toolloop"). A dev server:
   temporal server start-dev --ip 127.0.0.1 --headless
 `)
+	case "worker":
+		workerUsage(w)
+	case "run":
+		fmt.Fprint(w, `On Temporal: toolloop run --temporal HOST:PORT --model M [flags] "prompt"
+
+Starts the run as a workflow on the server, to be driven by the workers of
+the task queue (toolloop worker), which have the provider and the tools; the
+provider, tool and recording flags (--provider, --tools, --db, --log, ...)
+are theirs. The run ID is the workflow ID (--id). --detach prints it and
+returns at once; a run paused for confirmation goes on by itself once every
+call is answered.
+  --temporal HOST:PORT   the server; --namespace NS, --task-queue Q as for the worker
+  --confirm-timeout D    how long a paused run waits for answers (default: for ever)
+`)
+	case "runs":
+		fmt.Fprint(w, `On Temporal: toolloop runs --temporal HOST:PORT [--namespace NS] [--status S] [--limit N]
+
+Lists the toolloop runs on the server, in the order the server's visibility
+store gives them (on the dev server, not strictly by time). A running run's
+status is asked of a worker; without one it shows as running, uncounted.
+`)
+	case "approve", "deny":
+		fmt.Fprint(w, `On Temporal: toolloop approve|deny --temporal HOST:PORT [--namespace NS] RUN_ID CALL_ID --by NAME [--note TEXT]
+
+Answers with the workflow's confirm update, which checks the answer again:
+a call that is not pending is refused and nothing is recorded. Once every
+pending call is answered, the run goes on by itself: no resume.
+`)
+	case "trace":
+		fmt.Fprint(w, `On Temporal: toolloop trace show|diagnose --temporal HOST:PORT [--namespace NS] RUN_ID [--width N] [--json]
+
+Reads the run's event log from the server (a running run's from a worker):
+the same log, the same output as from a log file.
+`)
+	case "demo":
+		fmt.Fprint(w, `On Temporal: toolloop demo --temporal HOST:PORT [--namespace NS] [--task-queue Q] [--mode NAME]
+
+Runs every scenario as a workflow on the server, each with a worker of its
+own in this process, and prints the same stop lines (--db does not apply;
+confirm_refund needs workers that outlive the command: see 'toolloop help temporal').
+`)
+	case "resume":
+		fmt.Fprintln(w, "On Temporal: no resume; a paused run goes on by itself once every call is answered.")
+	default:
+		return false
+	}
+	return true
 }

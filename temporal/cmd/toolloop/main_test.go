@@ -72,7 +72,7 @@ func (s *syncBuffer) String() string {
 // environment.
 func call(ctx context.Context, args ...string) (int, string, string) {
 	var out, errb syncBuffer
-	code := cli.Main(ctx, args, &out, &errb, func(string) string { return "" }, extension{})
+	code := cli.Main(ctx, args, &out, &errb, func(string) string { return "" }, extension())
 	return code, out.String(), errb.String()
 }
 
@@ -158,7 +158,8 @@ func TestDemoTemporal(t *testing.T) {
 		}
 	}
 	code, _, errOut = call(ctx, "demo", "--temporal", addr, "--mode", "confirm_refund")
-	if code != cli.ExitFail || !strings.Contains(errOut, "--confirm-writes") {
+	// A mode this backend cannot play is the person's to fix: exit 2.
+	if code != cli.ExitUsage || !strings.Contains(errOut, "--confirm-writes") {
 		t.Fatalf("interactive mode: %d %s", code, errOut)
 	}
 }
@@ -178,7 +179,7 @@ func TestRunConfirmOnTemporal(t *testing.T) {
 	var wout syncBuffer
 	go func() {
 		workerDone <- cli.Main(wctx, []string{"worker", "--temporal", addr, "--task-queue", queue, "--provider", "sandbox",
-			"--tools", "orders", "--confirm-writes", "--db", db}, &wout, &wout, func(string) string { return "" }, extension{})
+			"--tools", "orders", "--confirm-writes", "--db", db}, &wout, &wout, func(string) string { return "" }, extension())
 	}()
 	defer func() {
 		stop()
@@ -191,15 +192,17 @@ func TestRunConfirmOnTemporal(t *testing.T) {
 	code, out, errOut := call(ctx, "run", "--temporal", addr, "--task-queue", queue, "--model", orders.DeskModelName,
 		"--id", id, "Please refund A103, the arm arrived broken.")
 	if code != cli.ExitOK || !strings.Contains(out, "status=confirmation_required") ||
-		!strings.Contains(out, "toolloop approve "+id+" desk_1_1 --by NAME --temporal "+addr) {
+		!strings.Contains(out, "# the run waits on "+addr+"; to approve (it goes on once every call is answered):\n") ||
+		!strings.Contains(out, "toolloop approve "+id+" desk_1_1 --by NAME --temporal "+addr) || strings.Contains(out, "toolloop resume") {
 		t.Fatalf("run: exit %d\n%s%s\nworker: %s", code, out, errOut, wout.String())
 	}
+	// The core's checks and words, on this backend too.
 	if code, _, errOut := call(ctx, "approve", "--temporal", addr, id, "desk_9_9", "--by", "ops"); code != cli.ExitUsage ||
-		!strings.Contains(errOut, "not pending") {
+		errOut != "toolloop approve: call desk_9_9 is not pending in run "+id+"; pending: desk_1_1 (refund_order)\n" {
 		t.Fatalf("answering a call that is not pending: %d %s", code, errOut)
 	}
 	if code, out, errOut := call(ctx, "approve", "--temporal", addr, id, "desk_1_1", "--by", "ops", "--note", "photo checked"); code != cli.ExitOK ||
-		!strings.Contains(out, "approved call desk_1_1 of run "+id) {
+		out != "approved call desk_1_1 of run "+id+" (by ops); the run goes on; follow it with: toolloop trace show --temporal "+addr+" "+id+"\n" {
 		t.Fatalf("approve: %d %s%s", code, out, errOut)
 	}
 	deadline := time.Now().Add(30 * time.Second)
@@ -221,8 +224,13 @@ func TestRunConfirmOnTemporal(t *testing.T) {
 	if code != cli.ExitOK || !strings.Contains(out, "nothing suspicious") {
 		t.Fatalf("trace diagnose: %d\n%s%s", code, out, errOut)
 	}
-	if code, _, errOut := call(ctx, "approve", "--temporal", addr, id, "desk_1_1", "--by", "ops"); code != cli.ExitUsage {
+	if code, _, errOut := call(ctx, "approve", "--temporal", addr, id, "desk_1_1", "--by", "ops"); code != cli.ExitUsage ||
+		!strings.Contains(errOut, "was already approved by ops") {
 		t.Fatalf("answering a closed run: %d %s", code, errOut)
+	}
+	if code, _, errOut := call(ctx, "approve", "--temporal", addr, "nope-"+suffix(), "c", "--by", "ops"); code != cli.ExitUsage ||
+		!strings.Contains(errOut, " on "+addr+"; list the runs with: toolloop runs --temporal "+addr+"\n") {
+		t.Fatalf("answering a run that does not exist: %d %s", code, errOut)
 	}
 	// A detached run, denied: the model hears the note, nothing is
 	// refunded.

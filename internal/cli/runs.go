@@ -2,13 +2,10 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -17,26 +14,7 @@ import (
 	"github.com/toolloop/toolloop/examples/orders"
 	"github.com/toolloop/toolloop/loop"
 	"github.com/toolloop/toolloop/store"
-	"github.com/toolloop/toolloop/store/sqlite"
 )
-
-// openStore opens the SQLite store at path. With create, a missing file
-// (and its directory) is made; without, a missing file is an error that
-// says where runs come from.
-func openStore(path string, create bool) (*sqlite.Store, error) {
-	if create {
-		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-			return nil, fmt.Errorf("store %s: %w", path, err)
-		}
-	} else if _, err := os.Stat(path); err != nil {
-		return nil, &usageErr{fmt.Sprintf("no store at %s (toolloop demo --mode confirm_refund and toolloop run record runs); pass --db PATH of the store the run is in", path)}
-	}
-	st, err := sqlite.Open(path, nil)
-	if err != nil {
-		return nil, err
-	}
-	return st, nil
-}
 
 // usageErr is an error the person at the command line can fix; its text
 // says how. Commands exit with exitUsage on it.
@@ -55,54 +33,45 @@ func (c *cli) fail(cmd string, err error) int {
 	return exitFail
 }
 
-// loadRun reads a run's log from the store; an unknown run is a usageErr
-// naming the command that lists runs.
-func loadRun(ctx context.Context, st store.EventLog, runID, db string) ([]loop.Event, error) {
-	if _, err := st.Events(ctx, runID); errors.Is(err, store.ErrUnknownRun) {
-		return nil, &usageErr{fmt.Sprintf("no run %s in %s; list the runs with: toolloop runs --db %s", runID, db, shellQuote(db))}
-	} else if err != nil {
-		return nil, err
+// events reads a run's log from b for cmd; an unknown run is a usageErr
+// naming the command that lists the runs.
+func events(ctx context.Context, b Backend, runID string) ([]loop.Event, error) {
+	events, err := b.Events(ctx, runID)
+	if errors.Is(err, store.ErrUnknownRun) {
+		return nil, unknownRun(b, runID)
 	}
-	events, err := loop.LoadEvents(ctx, st, runID)
 	if err != nil {
 		return nil, err
 	}
-	if len(events) == 0 || events[0].Start == nil {
-		return nil, fmt.Errorf("run %s: its log does not begin with its started event", runID)
+	if len(events) == 0 {
+		return nil, fmt.Errorf("run %s has no events yet", runID)
 	}
 	return events, nil
 }
 
-// resultOf rebuilds a run's result from its log without driving it.
-func resultOf(events []loop.Event) *loop.Result {
-	s := loop.Replay(events)
-	return &loop.Result{
-		RunID: s.RunID, Status: s.Status, Detail: s.Detail, Steps: s.Steps, ToolCalls: s.ToolCalls,
-		Usage: s.Usage, Cost: s.Cost, Messages: s.History(), Pending: s.Pending, Events: events,
-		Duration: events[len(events)-1].At.Sub(events[0].At),
-	}
+// unknownRun is the error for a run b does not have: it names the command
+// that lists b's runs.
+func unknownRun(b Backend, runID string) error {
+	info := b.Info()
+	return &usageErr{fmt.Sprintf("no run %s %s; list the runs with: toolloop runs%s", runID, info.Where, info.Flags)}
 }
 
-// okStatus is the exit code for a run that stopped with st: a final
-// answer, or a pause for a person, is what a run should come to.
-func okStatus(st loop.Status) int {
-	if st == loop.FinalAnswer || st == loop.ConfirmationRequired {
-		return exitOK
-	}
-	return exitFail
-}
-
-// runs runs the "runs" subcommand: list the runs in the store.
-func (c *cli) runs(ctx context.Context, args []string) int {
+// runs runs the "runs" subcommand: list the backend's runs.
+func (c *cli) runs(ctx context.Context, drv Driver, args []string) int {
 	fs := flag.NewFlagSet("toolloop runs", flag.ContinueOnError)
 	status := fs.String("status", "", "list only runs with status `S`")
-	db := fs.String("db", "", "the SQLite store at `PATH`")
+	limit := fs.Int("limit", 50, "list at most `N` runs")
+	open := drv.Flags("runs", fs)
 	pos, err := parseFlags(fs, args)
 	if err != nil {
-		return c.usageError("runs", err, runsUsage)
+		return c.usageError("runs", err, nil)
 	}
 	if len(pos) > 0 {
 		fmt.Fprintf(c.stderr, "toolloop runs: unexpected argument %q; filter with --status S\n", pos[0])
+		return exitUsage
+	}
+	if *limit < 1 {
+		fmt.Fprintf(c.stderr, "toolloop runs: --limit %d: want at least 1\n", *limit)
 		return exitUsage
 	}
 	valid := []string{loop.RunningStatus}
@@ -113,32 +82,32 @@ func (c *cli) runs(ctx context.Context, args []string) int {
 		fmt.Fprintf(c.stderr, "toolloop runs: unknown status %q; want one of %s\n", *status, strings.Join(valid, ", "))
 		return exitUsage
 	}
-	path, err := c.dbPath(*db)
-	if err != nil {
-		return c.fail("runs", &usageErr{err.Error()})
-	}
-	st, err := openStore(path, false)
+	b, err := open(ctx, &Kit{c})
 	if err != nil {
 		return c.fail("runs", err)
 	}
-	defer st.Close()
-	list, err := st.Runs(ctx, *status)
+	defer c.closeBackend("runs", b)
+	list, err := b.Runs(ctx, Filter{Status: *status, Limit: *limit})
 	if err != nil {
 		return c.fail("runs", err)
 	}
 	if len(list) == 0 {
 		if *status != "" {
-			fmt.Fprintf(c.stdout, "no runs with status %s in %s\n", *status, path)
+			fmt.Fprintf(c.stdout, "no runs with status %s %s\n", *status, b.Info().Where)
 		} else {
-			fmt.Fprintf(c.stdout, "no runs in %s\n", path)
+			fmt.Fprintf(c.stdout, "no runs %s\n", b.Info().Where)
 		}
 		return exitOK
 	}
 	tw := tabwriter.NewWriter(c.stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "RUN_ID\tSTATUS\tSTEPS\tTOOL_CALLS\tTOKENS\tSTARTED\tSESSION\tPENDING")
 	for _, r := range list {
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%s\t%s\t%s\n", r.RunID, r.Status, r.Steps, r.ToolCalls,
-			r.InputTokens+r.OutputTokens, r.StartedAt.UTC().Format(time.RFC3339), orDash(r.SessionID), pendingList(r.Pending))
+		steps, calls, tokens := "-", "-", "-"
+		if r.Counted {
+			steps, calls, tokens = fmt.Sprint(r.Steps), fmt.Sprint(r.ToolCalls), fmt.Sprint(r.Tokens)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.RunID, r.Status, steps, calls, tokens,
+			r.StartedAt.UTC().Format(time.RFC3339), orDash(r.SessionID), pendingList(r.Pending))
 	}
 	if err := tw.Flush(); err != nil {
 		return c.fail("runs", err)
@@ -153,33 +122,36 @@ func orDash(s string) string {
 	return s
 }
 
-// pendingList renders a run summary's pending calls as
+// pendingList renders the calls that await an answer as
 // "CALL_ID (TOOL), ...", or "-".
-func pendingList(raw json.RawMessage) string {
-	var pending []loop.Pending
-	if len(raw) == 0 || json.Unmarshal(raw, &pending) != nil || len(pending) == 0 {
-		return "-"
+func pendingList(pending []loop.Pending) string {
+	var parts []string
+	for _, p := range pending {
+		if p.Confirmation == nil {
+			parts = append(parts, fmt.Sprintf("%s (%s)", p.CallID, p.Tool))
+		}
 	}
-	parts := make([]string, len(pending))
-	for i, p := range pending {
-		parts[i] = fmt.Sprintf("%s (%s)", p.CallID, p.Tool)
+	if len(parts) == 0 {
+		return "-"
 	}
 	return strings.Join(parts, ", ")
 }
 
 // decide runs "approve" and "deny": record a person's answer to a call a
-// run paused for.
-func (c *cli) decide(ctx context.Context, verb string, args []string) int {
+// run paused for. The checks loop.Decide (or a workflow) makes are made
+// here first, on the run's log, so that every backend words them alike,
+// with the fix.
+func (c *cli) decide(ctx context.Context, drv Driver, verb string, args []string) int {
 	fs := flag.NewFlagSet("toolloop "+verb, flag.ContinueOnError)
 	by := fs.String("by", "", "who decides (`NAME`); recorded in the run's log")
 	note := fs.String("note", "", "why (`TEXT`); recorded, and for a denial shown to the model")
-	db := fs.String("db", "", "the SQLite store at `PATH`")
+	open := drv.Flags(verb, fs)
 	pos, err := parseFlags(fs, args)
 	if err != nil {
-		return c.usageError(verb, err, decideUsage)
+		return c.usageError(verb, err, nil)
 	}
 	if len(pos) != 2 {
-		fmt.Fprintf(c.stderr, "toolloop %s: want RUN_ID CALL_ID, got %d argument(s): toolloop %s RUN_ID CALL_ID --by NAME [--note TEXT] [--db PATH]\n", verb, len(pos), verb)
+		fmt.Fprintf(c.stderr, "toolloop %s: want RUN_ID CALL_ID, got %d argument(s): toolloop %s RUN_ID CALL_ID --by NAME [--note TEXT]\n", verb, len(pos), verb)
 		return exitUsage
 	}
 	runID, callID := pos[0], pos[1]
@@ -187,30 +159,29 @@ func (c *cli) decide(ctx context.Context, verb string, args []string) int {
 		fmt.Fprintf(c.stderr, "toolloop %s: --by NAME is missing: say who decides, e.g. toolloop %s %s %s --by alice\n", verb, verb, shellQuote(runID), shellQuote(callID))
 		return exitUsage
 	}
-	path, err := c.dbPath(*db)
-	if err != nil {
-		return c.fail(verb, &usageErr{err.Error()})
-	}
-	st, err := openStore(path, false)
+	b, err := open(ctx, &Kit{c})
 	if err != nil {
 		return c.fail(verb, err)
 	}
-	defer st.Close()
-	events, err := loadRun(ctx, st, runID, path)
+	defer c.closeBackend(verb, b)
+	evs, err := events(ctx, b, runID)
 	if err != nil {
 		return c.fail(verb, err)
 	}
-	resume := "toolloop resume " + shellQuote(runID) + " --db " + shellQuote(path) + resumeFlagsOf(events[0].Start)
-	s := loop.Replay(events)
-	// The same checks loop.Decide makes, worded with the fix.
+	info := b.Info()
+	next := "go on with: " + resumeCommand(runID, info, evs)
+	if info.GoesOn {
+		next = "the run goes on; follow it with: toolloop trace show" + info.Flags + " " + shellQuote(runID)
+	}
+	s := loop.Replay(evs)
 	for _, p := range append(slices.Clone(s.Answered), s.Pending...) {
 		if p.CallID == callID && p.Confirmation != nil {
 			was := "denied"
 			if p.Confirmation.Approved {
 				was = "approved"
 			}
-			return c.fail(verb, &usageErr{fmt.Sprintf("call %s of run %s was already %s by %s; an answer cannot change: resume the run with: %s",
-				callID, runID, was, p.Confirmation.By, resume)})
+			return c.fail(verb, &usageErr{fmt.Sprintf("call %s of run %s was already %s by %s; an answer cannot change: %s",
+				callID, runID, was, p.Confirmation.By, strings.Replace(next, "go on with: ", "resume the run with: ", 1))})
 		}
 	}
 	if s.Status != loop.ConfirmationRequired || s.Batch == nil {
@@ -218,20 +189,14 @@ func (c *cli) decide(ctx context.Context, verb string, args []string) int {
 		if !s.Done {
 			status = loop.RunningStatus
 		}
-		return c.fail(verb, &usageErr{fmt.Sprintf("run %s is not waiting for confirmation (status %s); list the runs that are with: toolloop runs --status %s --db %s",
-			runID, status, loop.ConfirmationRequired, shellQuote(path))})
+		return c.fail(verb, &usageErr{fmt.Sprintf("run %s is not waiting for confirmation (status %s); list the runs that are with: toolloop runs --status %s%s",
+			runID, status, loop.ConfirmationRequired, info.Flags)})
 	}
 	if !slices.ContainsFunc(s.Pending, func(p loop.Pending) bool { return p.CallID == callID }) {
-		var waiting []string
-		for _, p := range s.Pending {
-			if p.Confirmation == nil {
-				waiting = append(waiting, fmt.Sprintf("%s (%s)", p.CallID, p.Tool))
-			}
-		}
-		return c.fail(verb, &usageErr{fmt.Sprintf("call %s is not pending in run %s; pending: %s", callID, runID, strings.Join(waiting, ", "))})
+		return c.fail(verb, &usageErr{fmt.Sprintf("call %s is not pending in run %s; pending: %s", callID, runID, pendingList(s.Pending))})
 	}
 	answer := loop.Confirmation{CallID: callID, Approved: verb == "approve", By: *by, Note: *note}
-	if err := loop.Decide(ctx, st, runID, answer, time.Now()); err != nil {
+	if err := b.Decide(ctx, runID, answer); err != nil {
 		return c.fail(verb, err)
 	}
 	var still []string
@@ -245,77 +210,56 @@ func (c *cli) decide(ctx context.Context, verb string, args []string) int {
 		done = "denied"
 	}
 	if len(still) > 0 {
-		fmt.Fprintf(c.stdout, "%s call %s of run %s (by %s); still pending: %s; answer them, then: %s\n",
-			done, callID, runID, *by, strings.Join(still, ", "), resume)
+		then := "answer them, then: " + resumeCommand(runID, info, evs)
+		if info.GoesOn {
+			then = "the run goes on once they are answered"
+		}
+		fmt.Fprintf(c.stdout, "%s call %s of run %s (by %s); still pending: %s; %s\n",
+			done, callID, runID, *by, strings.Join(still, ", "), then)
 		return exitOK
 	}
-	fmt.Fprintf(c.stdout, "%s call %s of run %s (by %s); go on with: %s\n", done, callID, runID, *by, resume)
+	fmt.Fprintf(c.stdout, "%s call %s of run %s (by %s); %s\n", done, callID, runID, *by, next)
 	return exitOK
 }
 
-// resume runs the "resume" subcommand: carry a run on from the store.
-func (c *cli) resume(ctx context.Context, args []string) int {
+// scenarioResumer is a backend that resumes the sandbox's runs, whose
+// configuration comes from their scenario.
+type scenarioResumer interface {
+	resumeScenario(ctx context.Context, s orders.Scenario, runID string) (*loop.Result, orders.OrderBook, error)
+}
+
+// resume runs the "resume" subcommand: carry a run on.
+func (c *cli) resume(ctx context.Context, drv Driver, args []string) int {
 	fs := flag.NewFlagSet("toolloop resume", flag.ContinueOnError)
-	db := fs.String("db", "", "the SQLite store at `PATH`")
-	tf := addTraceFlags(fs)
-	src := addSourceFlags(fs)
-	pricesFile := fs.String("prices", "", "")
+	open := drv.Flags("resume", fs)
 	pos, err := parseFlags(fs, args)
 	if err != nil {
-		return c.usageError("resume", err, resumeUsage)
+		return c.usageError("resume", err, nil)
 	}
 	if len(pos) != 1 {
 		fmt.Fprintf(c.stderr, "toolloop resume: want one RUN_ID, got %d argument(s): toolloop resume RUN_ID [--db PATH]\n", len(pos))
 		return exitUsage
 	}
 	runID := pos[0]
-	path, err := c.dbPath(*db)
-	if err != nil {
-		return c.fail("resume", &usageErr{err.Error()})
-	}
-	st, err := openStore(path, false)
+	b, err := open(ctx, &Kit{c})
 	if err != nil {
 		return c.fail("resume", err)
 	}
-	defer st.Close()
-	events, err := loadRun(ctx, st, runID, path)
+	defer c.closeBackend("resume", b)
+	evs, err := events(ctx, b, runID)
 	if err != nil {
 		return c.fail("resume", err)
 	}
-	start := events[0].Start
-	if s, ok := orders.LookupSession(start.SessionID); ok {
-		if src.given() || *pricesFile != "" {
-			return c.fail("resume", &usageErr{fmt.Sprintf("run %s is a sandbox run (%s): its model and tools come from the scenario; drop the provider and tool flags", runID, start.SessionID)})
-		}
-		return c.resumeDemo(ctx, s, st, path, runID, tf)
-	}
-	if strings.HasPrefix(start.SessionID, runSessionPrefix) {
-		return c.resumeRun(ctx, st, path, events, src, *pricesFile, tf)
-	}
-	return c.fail("resume", &usageErr{fmt.Sprintf("run %s has session %q: toolloop can resume the runs of toolloop demo and toolloop run, whose configuration it knows how to rebuild; resume others from the program that started them", runID, start.SessionID)})
-}
-
-// resumeDemo resumes a sandbox run. An interactive scenario's run goes on
-// over the store's book and ledger; the others get a fresh book, as every
-// run of theirs does.
-func (c *cli) resumeDemo(ctx context.Context, s orders.Scenario, st *sqlite.Store, path, runID string, tf *traceFlags) int {
-	opts := orders.RunOptions{Store: st}
-	if s.Interactive {
-		book, err := orders.OpenSQLiteBook(ctx, st.DB())
+	sr, ok := b.(scenarioResumer)
+	s, sandbox := orders.LookupSession(evs[0].Start.SessionID)
+	if !ok || !sandbox {
+		res, err := b.Resume(ctx, runID)
 		if err != nil {
 			return c.fail("resume", err)
 		}
-		opts.Book, opts.Ledger = book, st
+		return c.printResult(res, b.Info())
 	}
-	obs, shutdown, err := observersFromFlags(c.stdout, scriptedProvider, tf.logDir, tf.exporter, tf.otlpEndpoint)
-	if err != nil {
-		return c.fail("resume", &usageErr{err.Error()})
-	}
-	opts.Observer = obs
-	res, book, err := s.Resume(ctx, runID, opts)
-	if serr := shutdown(context.WithoutCancel(ctx)); serr != nil {
-		fmt.Fprintf(c.stderr, "toolloop resume: %v\n", serr)
-	}
+	res, book, err := sr.resumeScenario(ctx, s, runID)
 	if err != nil {
 		return c.fail("resume", err)
 	}
@@ -326,12 +270,12 @@ func (c *cli) resumeDemo(ctx context.Context, s orders.Scenario, st *sqlite.Stor
 		}
 	}
 	fmt.Fprintln(c.stdout, stopLine(s.Name, res, false, refunds, true))
-	writeNextSteps(c.stdout, res, path, "")
+	writeNextSteps(c.stdout, res, b.Info())
 	return okStatus(res.Status)
 }
 
 func runsUsage(w io.Writer) {
-	fmt.Fprint(w, `Usage: toolloop runs [--status S] [--db PATH]
+	fmt.Fprint(w, `Usage: toolloop runs [--status S] [--limit N] [--db PATH]
 
 Lists the runs recorded in the store, newest first, one line each: run ID,
 status ("running" for a run that has not stopped), model turns, tool calls,
@@ -341,6 +285,7 @@ with their tools.
 
 Flags:
   --status S  list only the runs with status S, e.g. confirmation_required
+  --limit N   list at most N runs (default 50)
   --db PATH   the SQLite store (default: toolloop.db in $XDG_DATA_HOME/toolloop
               or ~/.local/share/toolloop)
 `)

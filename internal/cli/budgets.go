@@ -1,0 +1,41 @@
+package cli
+
+import (
+	"flag"
+	"fmt"
+	"time"
+
+	"github.com/toolloop/toolloop/loop"
+)
+
+// budgetFlags are the run's budgets as flags.
+type budgetFlags struct {
+	maxSteps, maxToolCalls int
+	deadline, toolTimeout  time.Duration
+	maxTokens              int64
+	maxCost                float64
+}
+
+func addBudgetFlags(fs *flag.FlagSet) *budgetFlags {
+	b := &budgetFlags{}
+	fs.IntVar(&b.maxSteps, "max-steps", 0, "at most `N` model turns (default 10)")
+	fs.DurationVar(&b.deadline, "deadline", 0, "the run's total time `D`, e.g. 2m (default 10m)")
+	fs.DurationVar(&b.toolTimeout, "tool-timeout", 0, "every tool call's timeout `D` (default: each tool's own)")
+	fs.IntVar(&b.maxToolCalls, "max-tool-calls", 0, "at most `N` tool calls (default 100)")
+	fs.Int64Var(&b.maxTokens, "max-tokens", 0, "at most `N` input plus output tokens (default: no limit)")
+	fs.Float64Var(&b.maxCost, "max-cost", 0, "at most `USD` dollars, priced by the model's price (default: no limit)")
+	return b
+}
+
+func (b *budgetFlags) budgets() (loop.Budgets, error) {
+	for name, v := range map[string]float64{
+		"max-steps": float64(b.maxSteps), "max-tool-calls": float64(b.maxToolCalls), "max-tokens": float64(b.maxTokens),
+		"max-cost": b.maxCost, "deadline": float64(b.deadline), "tool-timeout": float64(b.toolTimeout),
+	} {
+		if v < 0 {
+			return loop.Budgets{}, &usageErr{fmt.Sprintf("--%s must not be negative (0, or leaving it out, means the default)", name)}
+		}
+	}
+	return loop.Budgets{MaxSteps: b.maxSteps, Deadline: b.deadline, ToolTimeout: b.toolTimeout,
+		MaxToolCalls: b.maxToolCalls, MaxTokens: b.maxTokens, MaxCost: b.maxCost}, nil
+}

@@ -1,0 +1,462 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/toolloop/toolloop/examples/orders"
+	"github.com/toolloop/toolloop/executor"
+	"github.com/toolloop/toolloop/llm"
+	"github.com/toolloop/toolloop/loop"
+	"github.com/toolloop/toolloop/store"
+	"github.com/toolloop/toolloop/store/sqlite"
+	"github.com/toolloop/toolloop/tool"
+	"github.com/toolloop/toolloop/trace"
+)
+
+// localDriver makes the local backend: runs driven in this process and
+// kept in a SQLite store (--db PATH, by default toolloop.db in the data
+// directory), their logs in a directory of JSON Lines files (--log DIR).
+type localDriver struct{}
+
+// Flags implements Driver: --db for every command but trace, which reads
+// run logs (--log); for run and resume also the provider and tool flags
+// and the flags that record a run as it goes (--log, --exporter,
+// --otlp-endpoint).
+func (localDriver) Flags(cmd string, fs *flag.FlagSet) Opener {
+	b := &local{cmd: cmd}
+	switch cmd {
+	case "trace":
+		fs.StringVar(&b.logDir, "log", "", "run log `DIR`")
+		fs.StringVar(&b.db, "db", "", "read the run's log from the SQLite store at `PATH`")
+		return b.open
+	case "demo":
+		fs.StringVar(&b.db, "db", "", "record the runs in the SQLite store at `PATH`")
+		return b.open
+	}
+	fs.StringVar(&b.db, "db", "", "the SQLite store at `PATH`")
+	if cmd == "run" || cmd == "resume" {
+		b.src = addSourceFlags(fs)
+		b.tf = addTraceFlags(fs)
+	}
+	if cmd == "resume" {
+		fs.StringVar(&b.pricesFile, "prices", "", "not for resume: a run keeps the price its log recorded")
+	}
+	return b.open
+}
+
+// local is the local backend.
+type local struct {
+	c   *cli
+	cmd string
+	// The flags.
+	db, logDir, pricesFile string
+	src                    *sourceFlags
+	tf                     *traceFlags
+
+	path    string // the store's file, once known
+	st      *sqlite.Store
+	book    *orders.SQLiteBook // the store's order book, once opened
+	closers []func() error
+}
+
+// open implements Opener: the commands that read runs need the store to
+// exist, and open it now; run and demo make it when they first need it.
+func (b *local) open(ctx context.Context, k *Kit) (Backend, error) {
+	b.c = k.c
+	switch b.cmd {
+	case "run", "demo", "trace":
+		return b, nil
+	}
+	if _, err := b.store(false); err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+// store opens the store, with create making it if it does not exist.
+func (b *local) store(create bool) (*sqlite.Store, error) {
+	if b.st != nil {
+		return b.st, nil
+	}
+	path, err := b.c.dbPath(b.db)
+	if err != nil {
+		return nil, &usageErr{err.Error()}
+	}
+	b.path = path
+	st, err := openStore(path, create)
+	if err != nil {
+		return nil, err
+	}
+	b.st = st
+	b.closers = append(b.closers, st.Close)
+	return st, nil
+}
+
+// orderBook opens the store's order book.
+func (b *local) orderBook(ctx context.Context) (*orders.SQLiteBook, error) {
+	if b.book != nil {
+		return b.book, nil
+	}
+	st, err := b.store(true)
+	if err != nil {
+		return nil, err
+	}
+	if b.book, err = orders.OpenSQLiteBook(ctx, st.DB()); err != nil {
+		return nil, err
+	}
+	return b.book, nil
+}
+
+// Info implements Backend.
+func (b *local) Info() Info {
+	if b.path == "" {
+		b.path, _ = b.c.dbPath(b.db)
+	}
+	return Info{Flags: " --db " + shellQuote(b.path), Where: "in " + b.path}
+}
+
+// Close implements Backend: it flushes the run's log and spans, and
+// closes the tools' servers and the store.
+func (b *local) Close() error {
+	var errs []error
+	for i := len(b.closers) - 1; i >= 0; i-- {
+		errs = append(errs, b.closers[i]())
+	}
+	b.closers = nil
+	return errors.Join(errs...)
+}
+
+// observe returns the observer the --log, --exporter and --otlp-endpoint
+// flags ask for; Close flushes it. A run's log goes to the default
+// directory without --log.
+func (b *local) observe(ctx context.Context, provider string) (loop.Observer, error) {
+	logDir := b.tf.logDir
+	if logDir == "" {
+		dir, err := b.c.defaultLogDir()
+		if err != nil {
+			fmt.Fprintf(b.c.stderr, "toolloop %s: writing no run log: %v; pass --log DIR for one\n", b.cmd, err)
+		}
+		logDir = dir
+	}
+	obs, shutdown, err := observersFromFlags(b.c.stdout, provider, logDir, b.tf.exporter, b.tf.otlpEndpoint)
+	if err != nil {
+		return nil, &usageErr{err.Error()}
+	}
+	b.closers = append(b.closers, func() error { return shutdown(context.WithoutCancel(ctx)) })
+	return obs, nil
+}
+
+// Start implements Backend: the run goes in this process, recorded in
+// the store as it goes, on the model and tools the provider and tool
+// flags name.
+func (b *local) Start(ctx context.Context, req *Request) (*loop.Result, error) {
+	if req.Detach {
+		return nil, &usageErr{"--detach needs a backend whose runs outlive this command, such as a Temporal server's (the Temporal build's --temporal HOST:PORT); here the run goes on in this process"}
+	}
+	src := b.src
+	src.model = req.Model
+	if src.model == "" && src.provider == providerSandbox {
+		src.model = orders.DeskModelName
+	}
+	if src.model == "" {
+		return nil, &usageErr{"--model is missing: name the model, e.g. --model gpt-4.1"}
+	}
+	sets, err := src.toolSets()
+	if err != nil {
+		return nil, err
+	}
+	budgets := req.Budgets
+	price, err := req.Price(src.model)
+	if err != nil {
+		return nil, err
+	}
+	if price != nil {
+		budgets.Prices = loop.Prices{src.model: *price}
+	}
+	model, provName, err := b.c.modelFor(ctx, src)
+	if err != nil {
+		return nil, err
+	}
+	if b.path, err = b.c.dbPath(b.db); err != nil {
+		return nil, &usageErr{err.Error()}
+	}
+	obs, err := b.observe(ctx, provName)
+	if err != nil {
+		return nil, err
+	}
+	st, err := b.store(true)
+	if err != nil {
+		return nil, err
+	}
+	if req.ID != "" {
+		if _, err := st.Events(ctx, req.ID); err == nil {
+			return nil, &usageErr{fmt.Sprintf("run ID %s is already in use in %s; pick another --id, or look at that run with: toolloop trace show --db %s %s",
+				req.ID, b.path, shellQuote(b.path), shellQuote(req.ID))}
+		} else if !errors.Is(err, store.ErrUnknownRun) {
+			return nil, err
+		}
+	}
+	box, err := b.c.toolsFor(ctx, src, st)
+	if err != nil {
+		return nil, err
+	}
+	b.closers = append(b.closers, func() error { box.close(); return nil })
+	def := ""
+	if len(sets) > 0 {
+		def = orders.SystemPrompt
+	}
+	cfg := runConfig(src, model, box.reg, st, obs)
+	cfg.Identity = req.Identity
+	cfg.Budgets = budgets
+	if req.ID != "" {
+		id := req.ID
+		cfg.NewRunID = func() string { return id }
+	}
+	runner, err := loop.NewRunner(cfg)
+	if err != nil {
+		return nil, &usageErr{err.Error()}
+	}
+	res, err := runner.Run(ctx, req.Messages(def))
+	if res == nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// runConfig is the configuration of a toolloop run run that its flags
+// decide; the caller adds identity and budgets.
+func runConfig(src *sourceFlags, model llm.Model, reg *tool.Registry, st *sqlite.Store, obs loop.Observer) loop.Config {
+	return loop.Config{
+		Model:         model,
+		ModelName:     src.model,
+		Tools:         reg,
+		Policy:        src.policy(),
+		Executor:      executor.New(&executor.Options{Ledger: st}),
+		SessionID:     runSessionPrefix + src.provider + ":" + src.model,
+		PromptVersion: runPromptPrefix + src.canonical(),
+		Store:         st,
+		Observer:      obs,
+	}
+}
+
+// Runs implements Backend.
+func (b *local) Runs(ctx context.Context, f Filter) ([]RunInfo, error) {
+	list, err := b.st.Runs(ctx, f.Status)
+	if err != nil {
+		return nil, err
+	}
+	if f.Limit > 0 && len(list) > f.Limit {
+		list = list[:f.Limit]
+	}
+	return runInfos(list)
+}
+
+// runInfos converts a store's run summaries.
+func runInfos(list []store.RunSummary) ([]RunInfo, error) {
+	infos := make([]RunInfo, len(list))
+	for i, r := range list {
+		infos[i] = RunInfo{RunID: r.RunID, Status: r.Status, Counted: true, Steps: r.Steps, ToolCalls: r.ToolCalls,
+			Tokens: r.InputTokens + r.OutputTokens, StartedAt: r.StartedAt, SessionID: r.SessionID}
+		if len(r.Pending) > 0 {
+			if err := json.Unmarshal(r.Pending, &infos[i].Pending); err != nil {
+				return nil, fmt.Errorf("run %s: its pending calls: %w", r.RunID, err)
+			}
+		}
+	}
+	return infos, nil
+}
+
+// Events implements Backend: the run's log in the store.
+func (b *local) Events(ctx context.Context, runID string) ([]loop.Event, error) {
+	st, err := b.store(false)
+	if err != nil {
+		return nil, err
+	}
+	return loadRun(ctx, st, runID)
+}
+
+// Decide implements Backend.
+func (b *local) Decide(ctx context.Context, runID string, answer loop.Confirmation) error {
+	return loop.Decide(ctx, b.st, runID, answer, time.Now())
+}
+
+// Resume implements Backend. A toolloop run run goes on with the same
+// provider and tool flags, the budgets, identity and price its log
+// recorded, and its API key read again; a sandbox run with its scenario
+// (see resumeScenario).
+func (b *local) Resume(ctx context.Context, runID string) (*loop.Result, error) {
+	events, err := b.Events(ctx, runID)
+	if err != nil {
+		return nil, err
+	}
+	start := events[0].Start
+	if s, ok := orders.LookupSession(start.SessionID); ok {
+		res, _, err := b.resumeScenario(ctx, s, runID)
+		return res, err
+	}
+	if !strings.HasPrefix(start.SessionID, runSessionPrefix) {
+		return nil, &usageErr{fmt.Sprintf("run %s has session %q: toolloop can resume the runs of toolloop demo and toolloop run, whose configuration it knows how to rebuild; resume others from the program that started them", runID, start.SessionID)}
+	}
+	recorded := resumeFlagsOf(start)
+	if s := loop.Replay(events); s.Done {
+		// Ended, or still waiting for answers: nothing to drive, so no
+		// provider is needed.
+		return resultOf(events), nil
+	}
+	src := b.src
+	if !src.given() {
+		return nil, &usageErr{fmt.Sprintf("run %s was started by toolloop run; resume it with the flags it ran with: toolloop resume %s --db %s%s",
+			runID, shellQuote(runID), shellQuote(b.path), recorded)}
+	}
+	if got := src.canonical(); got != recorded {
+		return nil, &usageErr{fmt.Sprintf("run %s ran with%s, not%s; resume it with: toolloop resume %s --db %s%s",
+			runID, recorded, got, shellQuote(runID), shellQuote(b.path), recorded)}
+	}
+	if b.pricesFile != "" {
+		return nil, &usageErr{"--prices does not apply to resume: a run keeps the price its log recorded"}
+	}
+	model, provName, err := b.c.modelFor(ctx, src)
+	if err != nil {
+		return nil, err
+	}
+	box, err := b.c.toolsFor(ctx, src, b.st)
+	if err != nil {
+		return nil, err
+	}
+	b.closers = append(b.closers, func() error { box.close(); return nil })
+	if v := box.reg.Version(); v != start.ToolsVersion {
+		return nil, &usageErr{fmt.Sprintf("run %s: its tools have changed since it started (tools version %s, now %s): an MCP server offers other tools, or other flags were given; the run cannot go on safely",
+			runID, start.ToolsVersion, v)}
+	}
+	obs, err := b.observe(ctx, provName)
+	if err != nil {
+		return nil, err
+	}
+	cfg := runConfig(src, model, box.reg, b.st, obs)
+	cfg.Identity = start.Identity
+	cfg.Budgets = start.Budgets
+	if start.Price != nil {
+		cfg.Budgets.Prices = loop.Prices{start.Model: *start.Price}
+	}
+	runner, err := loop.NewRunner(cfg)
+	if err != nil {
+		return nil, err
+	}
+	res, err := runner.Resume(ctx, runID)
+	if res == nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// RunScenario implements ScenarioRunner: in this process, recorded in the
+// store with --db. An interactive scenario's run always is, and goes on
+// the store's book and ledger: it pauses there until a person answers. The
+// other scenarios keep their fresh book and private ledger, so that their
+// outcomes never depend on what the file holds.
+func (b *local) RunScenario(ctx context.Context, s orders.Scenario, obs loop.Observer) (*loop.Result, orders.OrderBook, error) {
+	opts := orders.RunOptions{Observer: obs}
+	if b.db != "" || s.Interactive {
+		st, err := b.store(true)
+		if err != nil {
+			return nil, nil, err
+		}
+		opts.Store = st
+	}
+	if s.Interactive {
+		book, err := b.orderBook(ctx)
+		if err != nil {
+			return nil, nil, err
+		}
+		opts.Book, opts.Ledger = book, b.st
+	}
+	return s.RunWith(ctx, opts)
+}
+
+// resumeScenario resumes a sandbox run. An interactive scenario's run goes
+// on over the store's book and ledger; the others get a fresh book, as
+// every run of theirs does.
+func (b *local) resumeScenario(ctx context.Context, s orders.Scenario, runID string) (*loop.Result, orders.OrderBook, error) {
+	if b.src.given() || b.pricesFile != "" {
+		return nil, nil, &usageErr{fmt.Sprintf("run %s is a sandbox run (%s): its model and tools come from the scenario; drop the provider and tool flags", runID, s.SessionID())}
+	}
+	opts := orders.RunOptions{Store: b.st}
+	if s.Interactive {
+		book, err := b.orderBook(ctx)
+		if err != nil {
+			return nil, nil, err
+		}
+		opts.Book, opts.Ledger = book, b.st
+	}
+	// Only the flags that record the run apply: its log goes where --log
+	// says, and nowhere without it.
+	obs, shutdown, err := observersFromFlags(b.c.stdout, scriptedProvider, b.tf.logDir, b.tf.exporter, b.tf.otlpEndpoint)
+	if err != nil {
+		return nil, nil, &usageErr{err.Error()}
+	}
+	b.closers = append(b.closers, func() error { return shutdown(context.WithoutCancel(ctx)) })
+	opts.Observer = obs
+	return s.Resume(ctx, runID, opts)
+}
+
+// readLog reads a run's log for toolloop trace: with --db (and no --log)
+// from the store, else from a log file. ref is a log file, a run ID in the
+// --log directory (by default the runs directory in the data directory),
+// or the beginning of exactly one. The second result names where the log
+// came from.
+func (b *local) readLog(ctx context.Context, ref string) ([]loop.Event, string, error) {
+	if b.db != "" && b.logDir == "" && !looksLikeFile(ref) {
+		evs, err := b.Events(ctx, ref)
+		return evs, "run " + ref + " in " + b.path, err
+	}
+	dir := b.logDir
+	if dir == "" {
+		var err error
+		if dir, err = b.c.defaultLogDir(); err != nil && !looksLikeFile(ref) {
+			return nil, "", &usageErr{fmt.Sprintf("%v; pass --log DIR", err)}
+		}
+	}
+	events, path, err := trace.Open(ref, dir)
+	if errors.Is(err, trace.ErrNoLog) {
+		return nil, "", &usageErr{err.Error()}
+	}
+	return events, path, err
+}
+
+// openStore opens the SQLite store at path. With create, a missing file
+// (and its directory) is made; without, a missing file is an error that
+// says where runs come from.
+func openStore(path string, create bool) (*sqlite.Store, error) {
+	if create {
+		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+			return nil, fmt.Errorf("store %s: %w", path, err)
+		}
+	} else if _, err := os.Stat(path); err != nil {
+		return nil, &usageErr{fmt.Sprintf("no store at %s (toolloop demo --mode confirm_refund and toolloop run record runs); pass --db PATH of the store the run is in", path)}
+	}
+	return sqlite.Open(path, nil)
+}
+
+// loadRun reads a run's log from the store; an unknown run's error wraps
+// store.ErrUnknownRun.
+func loadRun(ctx context.Context, st store.EventLog, runID string) ([]loop.Event, error) {
+	if _, err := st.Events(ctx, runID); err != nil {
+		return nil, fmt.Errorf("run %s: %w", runID, err)
+	}
+	events, err := loop.LoadEvents(ctx, st, runID)
+	if err != nil {
+		return nil, err
+	}
+	if len(events) == 0 || events[0].Start == nil {
+		return nil, fmt.Errorf("run %s: its log does not begin with its started event", runID)
+	}
+	return events, nil
+}

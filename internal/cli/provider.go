@@ -1,0 +1,233 @@
+package cli
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"net/url"
+	"strings"
+	"time"
+
+	anthropicsdk "github.com/anthropics/anthropic-sdk-go/v2"
+	anthropicopt "github.com/anthropics/anthropic-sdk-go/v2/option"
+	openaisdk "github.com/openai/openai-go/v3"
+	openaiopt "github.com/openai/openai-go/v3/option"
+	"github.com/openai/openai-go/v3/responses"
+	"google.golang.org/genai"
+
+	"github.com/toolloop/toolloop/examples/orders"
+	"github.com/toolloop/toolloop/llm"
+	"github.com/toolloop/toolloop/llm/anthropic"
+	"github.com/toolloop/toolloop/llm/gemini"
+	"github.com/toolloop/toolloop/llm/openai"
+	"github.com/toolloop/toolloop/loop"
+	"github.com/toolloop/toolloop/policy"
+)
+
+// Providers toolloop run can drive.
+const (
+	providerOpenAI          = "openai"           // Chat Completions, also any OpenAI-compatible server
+	providerOpenAIResponses = "openai-responses" // the Responses API, stateless
+	providerAnthropic       = "anthropic"
+	providerGemini          = "gemini"
+	// providerSandbox is the order desk's rule-based model
+	// (orders.DeskModel): no key, no network.
+	providerSandbox = "sandbox"
+)
+
+// providerList names the providers, for messages.
+const providerList = providerOpenAI + ", " + providerOpenAIResponses + ", " + providerAnthropic + ", " + providerGemini +
+	", " + providerSandbox
+
+// runSessionPrefix starts the session ID of a toolloop run run:
+// "run:PROVIDER:MODEL". Its prompt version records the flags that rebuild
+// the run's model and tools, "toolloop run --provider ...", which resume
+// compares with its own.
+const (
+	runSessionPrefix = "run:"
+	runPromptPrefix  = "toolloop run"
+)
+
+// sourceFlags say which model and tools a toolloop run run uses. run takes
+// them; resume needs them again for such a run.
+type sourceFlags struct {
+	provider, model, baseURL string
+	tools, mcp, mcpURL       stringList
+	confirmWrites            bool
+	// slowWrites widens the order desk's writes (orders.SlowWrites).
+	slowWrites time.Duration
+}
+
+// addSourceFlags defines the model and tool flags on fs; --model only if
+// fs has none yet.
+func addSourceFlags(fs *flag.FlagSet) *sourceFlags {
+	f := &sourceFlags{}
+	fs.StringVar(&f.provider, "provider", "", "the model's `PROVIDER`: "+providerList)
+	if fs.Lookup("model") == nil { // toolloop run has its own, for every backend
+		fs.StringVar(&f.model, "model", "", "the `MODEL` name the provider knows")
+	}
+	fs.StringVar(&f.baseURL, "base-url", "", "the provider's API at another `URL` (an OpenAI-compatible server, a proxy)")
+	fs.Var(&f.tools, "tools", "built-in tool `SET`s, comma-separated: orders")
+	fs.Var(&f.mcp, "mcp", "add the tools of the MCP server started by `'CMD ARGS'` (stdio); repeatable")
+	fs.Var(&f.mcpURL, "mcp-url", "add the tools of the MCP server at `URL` (streamable HTTP); repeatable")
+	fs.BoolVar(&f.confirmWrites, "confirm-writes", false, "pause the run for a person's confirmation before any write")
+	fs.DurationVar(&f.slowWrites, "slow-writes", 0, "with --tools orders: every refund, voucher and cancellation answers `D` after it is applied (a drill for crashes and timeouts mid-write)")
+	return f
+}
+
+// policy is the policy the flags ask for (nil: allow every tool).
+func (f *sourceFlags) policy() policy.Policy {
+	if f.confirmWrites {
+		return policy.ConfirmWrites()
+	}
+	return nil
+}
+
+// given reports whether any of the flags was set.
+func (f *sourceFlags) given() bool {
+	return f.provider != "" || f.model != "" || f.baseURL != "" || len(f.tools) > 0 || len(f.mcp) > 0 ||
+		len(f.mcpURL) > 0 || f.confirmWrites || f.slowWrites != 0
+}
+
+// canonical returns the flags as one would type them again, quoted, each
+// introduced by a space: the record a run keeps of them. A base URL is
+// kept without credentials, query or fragment.
+func (f *sourceFlags) canonical() string {
+	var b strings.Builder
+	add := func(name, value string) { fmt.Fprintf(&b, " --%s %s", name, shellQuote(value)) }
+	add("provider", f.provider)
+	add("model", f.model)
+	if f.baseURL != "" {
+		add("base-url", redactURL(f.baseURL))
+	}
+	if sets, _ := f.toolSets(); len(sets) > 0 {
+		add("tools", strings.Join(sets, ","))
+	}
+	for _, m := range f.mcp {
+		add("mcp", m)
+	}
+	for _, u := range f.mcpURL {
+		add("mcp-url", redactURL(u))
+	}
+	if f.confirmWrites {
+		b.WriteString(" --confirm-writes")
+	}
+	if f.slowWrites > 0 {
+		add("slow-writes", f.slowWrites.String())
+	}
+	return b.String()
+}
+
+// redactURL drops what a URL may carry that a log must not: user info, the
+// query, the fragment.
+func redactURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "(unparsable URL)"
+	}
+	u.User, u.RawQuery, u.Fragment = nil, "", ""
+	return u.String()
+}
+
+// resumeFlagsOf returns the flags resume needs besides --db for the run
+// that start opens: the recorded provider and tool flags of a toolloop run
+// run, nothing for others.
+func resumeFlagsOf(start *loop.StartInfo) string {
+	if start == nil || !strings.HasPrefix(start.SessionID, runSessionPrefix) {
+		return ""
+	}
+	return strings.TrimPrefix(start.PromptVersion, runPromptPrefix)
+}
+
+// modelFor builds the provider's SDK client and the adapter over it. The
+// clients read nothing from the environment but what getenv gives (the
+// API keys), and never retry: the loop does, and logs each attempt. The
+// second result is gen_ai.provider.name.
+func (c *cli) modelFor(ctx context.Context, f *sourceFlags) (llm.Model, string, error) {
+	key := func(names ...string) (string, error) {
+		for _, n := range names {
+			if v := c.getenv(n); v != "" {
+				return v, nil
+			}
+		}
+		fix := "export " + names[0] + "=..."
+		if len(names) > 1 {
+			fix += " (or " + strings.Join(names[1:], ", ") + ")"
+		}
+		return "", &usageErr{fmt.Sprintf("%s is not set: %s with your %s API key", names[0], fix, f.provider)}
+	}
+	switch f.provider {
+	case providerOpenAI, providerOpenAIResponses:
+		k, err := key("OPENAI_API_KEY")
+		if err != nil && f.baseURL == "" {
+			return nil, "", &usageErr{err.Error() + ", or pass --base-url URL for an OpenAI-compatible server that needs none"}
+		}
+		if f.provider == providerOpenAI {
+			if f.baseURL != "" {
+				// NewCompatible builds a client that reads no OPENAI_*
+				// variables and does not retry; an empty key sends a
+				// placeholder.
+				return openai.NewCompatible(f.baseURL, k, nil), "openai", nil
+			}
+			ro := openAIOptions("https://api.openai.com/v1/", k)
+			return openai.NewChat(openaisdk.Client{Options: ro, Chat: openaisdk.NewChatService(ro...)}, nil), "openai", nil
+		}
+		base := f.baseURL
+		if base == "" {
+			base = "https://api.openai.com/v1/"
+		}
+		if k == "" {
+			k = "unused" // a compatible server that checks no key
+		}
+		ro := openAIOptions(base, k)
+		return openai.NewResponses(openaisdk.Client{Options: ro, Responses: responses.NewResponseService(ro...)}, nil), "openai", nil
+	case providerAnthropic:
+		k, err := key("ANTHROPIC_API_KEY")
+		if err != nil {
+			return nil, "", err
+		}
+		ro := []anthropicopt.RequestOption{
+			anthropicopt.WithoutEnvironmentDefaults(), // no ANTHROPIC_BASE_URL or ANTHROPIC_CUSTOM_HEADERS behind our back
+			anthropicopt.WithAPIKey(k),
+			anthropicopt.WithMaxRetries(0),
+		}
+		if f.baseURL != "" {
+			ro = append(ro, anthropicopt.WithBaseURL(f.baseURL))
+		}
+		return anthropic.New(anthropicsdk.NewClient(ro...), nil), "anthropic", nil
+	case providerGemini:
+		k, err := key("GEMINI_API_KEY", "GOOGLE_API_KEY")
+		if err != nil {
+			return nil, "", err
+		}
+		base := f.baseURL
+		if base == "" {
+			// Set, so that GOOGLE_GEMINI_BASE_URL cannot redirect the key.
+			base = "https://generativelanguage.googleapis.com/"
+		}
+		// genai.NewClient still looks at GOOGLE_* variables (and logs a
+		// warning when both keys are set), but the explicit key, backend
+		// and base URL take precedence. It does not retry unless asked to.
+		client, err := genai.NewClient(ctx, &genai.ClientConfig{
+			APIKey:      k,
+			Backend:     genai.BackendGeminiAPI,
+			HTTPOptions: genai.HTTPOptions{BaseURL: base},
+		})
+		if err != nil {
+			return nil, "", fmt.Errorf("gemini client: %w", err)
+		}
+		return gemini.New(client, nil), "gcp.gemini", nil
+	case providerSandbox:
+		return orders.DeskModel(), scriptedProvider, nil
+	case "":
+		return nil, "", &usageErr{"--provider is missing; want one of " + providerList}
+	default:
+		return nil, "", &usageErr{fmt.Sprintf("--provider %q: unknown provider; want one of %s", f.provider, providerList)}
+	}
+}
+
+// openAIOptions configure an OpenAI SDK client without its environment
+// defaults (OPENAI_BASE_URL, OPENAI_ORG_ID, ...) and without retries.
+func openAIOptions(base, key string) []openaiopt.RequestOption {
+	return []openaiopt.RequestOption{openaiopt.WithBaseURL(base), openaiopt.WithAPIKey(key), openaiopt.WithMaxRetries(0)}
+}

@@ -1,0 +1,152 @@
+package cli
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/toolloop/toolloop/loop"
+	"github.com/toolloop/toolloop/policy"
+)
+
+// runCmd runs the "run" subcommand: start a run on the backend, and
+// print its answer and stop line.
+func (c *cli) runCmd(ctx context.Context, drv Driver, args []string) int {
+	fs := flag.NewFlagSet("toolloop run", flag.ContinueOnError)
+	model := fs.String("model", "", "the `MODEL` name the provider knows")
+	bf := addBudgetFlags(fs)
+	pricesFile := fs.String("prices", "", "model prices from the JSON `FILE` (added to the built-in ones)")
+	identity := fs.String("identity", "cli", "the `NAME` the run acts for, as the policy sees it")
+	system := fs.String("system", "", "a system prompt `TEXT` (with --tools orders, the order desk's by default)")
+	id := fs.String("id", "", "the run's `ID` (default: a random one)")
+	detach := fs.Bool("detach", false, "print the run's ID and return at once, where the backend runs runs elsewhere")
+	open := drv.Flags("run", fs)
+	pos, err := parseFlags(fs, args)
+	if err != nil {
+		return c.usageError("run", err, nil)
+	}
+	if len(pos) != 1 || strings.TrimSpace(pos[0]) == "" {
+		fmt.Fprintf(c.stderr, "toolloop run: want one prompt, got %d argument(s); quote it: toolloop run [flags] \"your question\"\n", len(pos))
+		return exitUsage
+	}
+	budgets, err := bf.budgets()
+	if err != nil {
+		return c.fail("run", err)
+	}
+	prices, err := loadPrices(*pricesFile)
+	if err != nil {
+		return c.fail("run", &usageErr{err.Error()})
+	}
+	req := &Request{ID: *id, Model: *model, System: *system, Prompt: pos[0], Identity: policy.Identity{Name: *identity},
+		Budgets: budgets, Detach: *detach, prices: prices}
+	b, err := open(ctx, &Kit{c})
+	if err != nil {
+		return c.fail("run", err)
+	}
+	defer c.closeBackend("run", b)
+	res, err := b.Start(ctx, req)
+	if err != nil {
+		return c.fail("run", err)
+	}
+	if *detach {
+		info := b.Info()
+		fmt.Fprintf(c.stdout, "run=%s\n", res.RunID)
+		fmt.Fprintf(c.stdout, "# follow it with: toolloop runs%s; toolloop trace show%s %s\n", info.Flags, info.Flags, shellQuote(res.RunID))
+		return exitOK
+	}
+	return c.printResult(res, b.Info())
+}
+
+// closeBackend closes b, reporting an error for cmd on standard error.
+func (c *cli) closeBackend(cmd string, b Backend) {
+	if err := b.Close(); err != nil {
+		fmt.Fprintf(c.stderr, "toolloop %s: %v\n", cmd, err)
+	}
+}
+
+// printResult prints a run's outcome: the final answer, if any, then the
+// stop line, then for a paused run the commands that answer it.
+func (c *cli) printResult(res *loop.Result, info Info) int {
+	if res.Status == loop.FinalAnswer {
+		fmt.Fprintln(c.stdout, res.Answer())
+	}
+	fmt.Fprintln(c.stdout, summaryLine("", res, -1, true, true))
+	writeNextSteps(c.stdout, res, info)
+	return okStatus(res.Status)
+}
+
+// okStatus is the exit code for a run that stopped with st: a final
+// answer, or a pause for a person, is what a run should come to.
+func okStatus(st loop.Status) int {
+	if st == loop.FinalAnswer || st == loop.ConfirmationRequired {
+		return exitOK
+	}
+	return exitFail
+}
+
+// resultOf rebuilds a run's result from its log without driving it.
+func resultOf(events []loop.Event) *loop.Result {
+	return loop.Replay(events).Result(events)
+}
+
+func runUsage(w io.Writer) {
+	fmt.Fprint(w, `Usage: toolloop run --provider P --model M [flags] "prompt"
+
+Runs the tool loop once on a real provider and prints the final answer, then
+the stop line: status, model turns, tool calls, tokens, cost, run ID and stop
+detail. The run is recorded in the store as it goes (resume it, or answer its
+confirmations, with toolloop approve/deny/resume) and its log is written to
+DIR/RUN_ID.jsonl (toolloop trace show RUN_ID).
+
+Providers and their API keys (read from the environment):
+  openai            Chat Completions       OPENAI_API_KEY (not needed with --base-url)
+  openai-responses  the Responses API      OPENAI_API_KEY (not needed with --base-url)
+  anthropic         the Messages API       ANTHROPIC_API_KEY
+  gemini            the Gemini API         GEMINI_API_KEY, else GOOGLE_API_KEY
+  sandbox           the order desk's rule-based model (no key, no network; use
+                    with --tools orders: "refund A101", "where is A100")
+An OpenAI-compatible server (Ollama, vLLM, llama.cpp, LM Studio) is
+--provider openai --base-url http://localhost:11434/v1. The SDKs' own retries
+are off: the loop retries, and logs each attempt.
+
+Model and tools:
+  --provider P           one of openai, openai-responses, anthropic, gemini, sandbox
+  --model M              the model name, e.g. gpt-4.1, claude-sonnet-4-6, gemini-2.5-flash
+  --base-url URL         the provider's API somewhere else
+  --tools orders         the order-desk tools over the order book in the store
+  --mcp 'CMD ARGS'       the tools of an MCP server run as a command (stdio); repeatable
+  --mcp-url URL          the tools of an MCP server over streamable HTTP; repeatable
+                         (MCP tools are named mcp1_..., mcp2_... in flag order, commands first)
+  --confirm-writes       pause before every write until a person approves it
+  --slow-writes D        with --tools orders: each write answers D after it is applied
+                         (a drill: the window where a crash leaves a write's outcome unknown)
+  --system TEXT          a system prompt
+  --identity NAME        who the run acts for (default cli)
+  --id ID                the run's ID (default: a random one); an ID in use is refused
+  --detach               print the run's ID and return at once (on a backend whose runs
+                         outlive the command, such as the Temporal build's --temporal)
+
+Budgets (0 or absent means the default):
+  --max-steps N          model turns (default 10)
+  --deadline D           total time, e.g. 90s, 5m (default 10m)
+  --tool-timeout D       every tool call's timeout (default: each tool's own)
+  --max-tool-calls N     tool calls (default 100)
+  --max-tokens N         input plus output tokens (default: no limit)
+  --max-cost USD         dollars (default: no limit); needs the model's price
+  --prices FILE          prices as JSON, added to the built-in table:
+                         {"MODEL": {"input_per_mtok": 2, "cached_input_per_mtok": 0.5, "output_per_mtok": 8}}
+                         (cached input defaults to the input price)
+
+Recording:
+  --db PATH              the SQLite store (default: toolloop.db in $XDG_DATA_HOME/toolloop
+                         or ~/.local/share/toolloop)
+  --log DIR              run logs (default: the runs directory beside the default store)
+  --exporter E           none (default), stdout or otlp: OpenTelemetry spans
+  --otlp-endpoint URL    where --exporter otlp sends them
+
+Exit status: 0 for a final answer or a pause for confirmation, 1 for any
+other stop, 2 for a usage error (a bad flag, a missing API key).
+`)
+}

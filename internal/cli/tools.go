@@ -1,0 +1,158 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"os/exec"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/mattn/go-shellwords"
+
+	"github.com/toolloop/toolloop/examples/orders"
+	"github.com/toolloop/toolloop/store/sqlite"
+	"github.com/toolloop/toolloop/tool"
+	"github.com/toolloop/toolloop/tool/mcp"
+)
+
+// Tool sets --tools knows.
+const toolsOrders = "orders"
+
+// toolSets returns the --tools values, split at commas, checked.
+func (f *sourceFlags) toolSets() ([]string, error) {
+	var sets []string
+	for _, v := range f.tools {
+		for name := range strings.SplitSeq(v, ",") {
+			name = strings.TrimSpace(name)
+			if name == "" {
+				continue
+			}
+			if name != toolsOrders {
+				return nil, &usageErr{fmt.Sprintf("--tools %q: unknown tool set; want %s (add others with --mcp or --mcp-url)", name, toolsOrders)}
+			}
+			if !slices.Contains(sets, name) {
+				sets = append(sets, name)
+			}
+		}
+	}
+	return sets, nil
+}
+
+// toolBox is the tools of a toolloop run run and what they hold open.
+type toolBox struct {
+	reg     *tool.Registry
+	sources []*mcp.Source
+}
+
+func (b *toolBox) close() {
+	for _, s := range b.sources {
+		_ = s.Close()
+	}
+}
+
+// toolsFor builds the run's tools: the built-in sets over the store's
+// order book, then each MCP server's, its names prefixed "mcpN_" in the
+// order the flags give the servers (commands first), so that servers
+// never collide with each other or with the built-in tools.
+func (c *cli) toolsFor(ctx context.Context, f *sourceFlags, st *sqlite.Store) (*toolBox, error) {
+	sets, err := f.toolSets()
+	if err != nil {
+		return nil, err
+	}
+	if f.slowWrites < 0 {
+		return nil, &usageErr{"--slow-writes must not be negative"}
+	}
+	if f.slowWrites > 0 && !slices.Contains(sets, toolsOrders) {
+		return nil, &usageErr{"--slow-writes applies to the order desk's tools: add --tools orders"}
+	}
+	box := &toolBox{}
+	var all []*tool.Tool
+	if slices.Contains(sets, toolsOrders) {
+		book, err := orders.OpenSQLiteBook(ctx, st.DB())
+		if err != nil {
+			return nil, err
+		}
+		reg, err := orders.Tools(orders.SlowWrites(book, f.slowWrites))
+		if err != nil {
+			return nil, err
+		}
+		for _, name := range reg.Names() {
+			t, _ := reg.Lookup(name)
+			all = append(all, t)
+		}
+	}
+	n := 0
+	connect := func(what string, dial func(ctx context.Context, opts *mcp.Options) (*mcp.Source, error)) error {
+		n++
+		cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		src, err := dial(cctx, &mcp.Options{Prefix: fmt.Sprintf("mcp%d_", n)})
+		if err != nil {
+			return fmt.Errorf("MCP server %s: %w", what, err)
+		}
+		box.sources = append(box.sources, src)
+		tools, err := src.Tools(cctx)
+		if err != nil {
+			return fmt.Errorf("MCP server %s: %w", what, err)
+		}
+		all = append(all, tools...)
+		return nil
+	}
+	for _, line := range f.mcp {
+		argv, err := splitCommand(line)
+		if err == nil && len(argv) == 0 {
+			err = errors.New("no command")
+		}
+		if err != nil {
+			box.close()
+			return nil, &usageErr{fmt.Sprintf("--mcp %q: %v; want a command and its arguments, e.g. --mcp 'npx -y @modelcontextprotocol/server-everything'", line, err)}
+		}
+		err = connect(shellQuote(line), func(ctx context.Context, opts *mcp.Options) (*mcp.Source, error) {
+			// The server outlives the handshake's context: no CommandContext.
+			return mcp.ConnectCommand(ctx, exec.Command(argv[0], argv[1:]...), opts)
+		})
+		if err != nil {
+			box.close()
+			return nil, err
+		}
+	}
+	for _, u := range f.mcpURL {
+		if pu, err := url.Parse(u); err != nil || (pu.Scheme != "http" && pu.Scheme != "https") || pu.Host == "" {
+			box.close()
+			return nil, &usageErr{fmt.Sprintf("--mcp-url %q: want an http or https URL", u)}
+		}
+		err := connect(redactURL(u), func(ctx context.Context, opts *mcp.Options) (*mcp.Source, error) {
+			return mcp.ConnectURL(ctx, u, opts)
+		})
+		if err != nil {
+			box.close()
+			return nil, err
+		}
+	}
+	reg, err := tool.NewRegistry(all...)
+	if err != nil {
+		box.close()
+		return nil, err
+	}
+	box.reg = reg
+	return box, nil
+}
+
+// splitCommand splits an --mcp command line into words as a POSIX shell
+// would: blanks separate words, quotes and backslashes keep them together.
+// Variables and backquotes are passed on as written, not expanded; a pipe,
+// a list or a redirection is refused.
+func splitCommand(s string) ([]string, error) {
+	p := shellwords.NewParser()
+	words, err := p.Parse(s)
+	if err != nil {
+		return nil, err
+	}
+	if p.Position >= 0 {
+		return nil, fmt.Errorf("%q at byte %d: --mcp takes one command, not a pipeline or a redirection", s[p.Position:], p.Position)
+	}
+	return words, nil
+}

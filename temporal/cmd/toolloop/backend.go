@@ -1,0 +1,346 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
+	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
+
+	"github.com/toolloop/toolloop/internal/cli"
+	"github.com/toolloop/toolloop/loop"
+	"github.com/toolloop/toolloop/store"
+	"github.com/toolloop/toolloop/temporal"
+)
+
+// pollEvery is how often Start looks at a run that may pause.
+const pollEvery = 200 * time.Millisecond
+
+// driver makes the Temporal backend: runs are workflows on a Temporal
+// server, driven by the workers of their task queue (toolloop worker).
+type driver struct{}
+
+// Flags implements cli.Driver: the connection flags (--temporal,
+// --namespace, and for run and demo --task-queue), and for run
+// --confirm-timeout.
+func (driver) Flags(cmd string, fs *flag.FlagSet) cli.Opener {
+	b := &backend{cmd: cmd, cn: addConnFlags(fs, cmd == "run" || cmd == "demo"), logLevel: slog.LevelError}
+	switch cmd {
+	case "run":
+		fs.DurationVar(&b.confirmWait, "confirm-timeout", 0, "how long a run paused for confirmation waits for its answers (`D`; default: for ever)")
+	case "demo":
+		// The scenarios fail on purpose (a model that answers HTTP 500,
+		// tools that time out): the SDK's reports of it would only hide
+		// the stop lines, so it stays quiet unless TOOLLOOP_TEMPORAL_LOG
+		// says otherwise.
+		b.logLevel = slog.LevelError + 4
+	}
+	return b.open
+}
+
+// backend is the Temporal backend. It connects when first used.
+type backend struct {
+	cmd         string
+	cn          *conn
+	logLevel    slog.Level
+	confirmWait time.Duration
+
+	k  *cli.Kit
+	mu sync.Mutex
+	cl client.Client
+}
+
+// open implements cli.Opener.
+func (b *backend) open(_ context.Context, k *cli.Kit) (cli.Backend, error) {
+	if b.cmd == "resume" {
+		return nil, errNoResume
+	}
+	if err := b.cn.check(); err != nil {
+		return nil, err
+	}
+	b.k = k
+	return b, nil
+}
+
+// client returns the connection to the server, dialing it the first time.
+func (b *backend) client(ctx context.Context) (client.Client, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.cl != nil {
+		return b.cl, nil
+	}
+	cl, err := b.cn.dial(ctx, b.k, b.logLevel)
+	if err != nil {
+		return nil, err
+	}
+	b.cl = cl
+	return cl, nil
+}
+
+// Info implements cli.Backend.
+func (b *backend) Info() cli.Info {
+	return cli.Info{Flags: b.cn.flags(), Where: "on " + b.cn.addr, GoesOn: true}
+}
+
+// Close implements cli.Backend.
+func (b *backend) Close() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.cl != nil {
+		b.cl.Close()
+		b.cl = nil
+	}
+	return nil
+}
+
+// Start implements cli.Backend: the run starts as a workflow on the task
+// queue, whose workers have the model's provider and the tools.
+func (b *backend) Start(ctx context.Context, req *cli.Request) (*loop.Result, error) {
+	if req.Model == "" {
+		return nil, cli.Usagef("--model is missing: name the model the workers' provider knows (any name for --provider sandbox workers)")
+	}
+	if b.confirmWait < 0 {
+		return nil, cli.Usagef("--confirm-timeout must not be negative (0, or leaving it out, waits for ever)")
+	}
+	price, err := req.Price(req.Model)
+	if err != nil {
+		return nil, err
+	}
+	in := temporal.RunInput{Model: req.Model, Identity: req.Identity, Budgets: req.Budgets, Price: price,
+		ConfirmationTimeout: b.confirmWait, Messages: req.Messages("")}
+	id := req.ID
+	if id == "" {
+		id = newWorkflowID()
+	}
+	cl, err := b.client(ctx)
+	if err != nil {
+		return nil, err
+	}
+	wr, err := cl.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: b.cn.queue,
+		WorkflowExecutionErrorWhenAlreadyStarted: true}, temporal.WorkflowName, in)
+	var started *serviceerror.WorkflowExecutionAlreadyStarted
+	if errors.As(err, &started) {
+		return nil, cli.Usagef("run ID %s is already in use by a running run; pick another --id, or follow it with: toolloop trace show%s %s",
+			id, b.cn.flags(), cli.ShellQuote(id))
+	}
+	if err != nil {
+		return nil, fmt.Errorf("starting the run: %w", err)
+	}
+	if req.Detach {
+		return &loop.Result{RunID: wr.GetID()}, nil
+	}
+	res, err := await(ctx, cl, wr)
+	if err != nil {
+		return nil, fmt.Errorf("run %s: %w; follow it with: toolloop runs%s", wr.GetID(), err, b.cn.flags())
+	}
+	return res, nil
+}
+
+// await waits until the run's workflow closes, or the run pauses for
+// confirmation, and returns the run's result.
+func await(ctx context.Context, cl client.Client, wr client.WorkflowRun) (*loop.Result, error) {
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	type closed struct {
+		res *loop.Result
+		err error
+	}
+	done := make(chan closed, 1)
+	go func() {
+		res, err := outputOf(wctx, cl, wr.GetID(), wr.GetRunID())
+		done <- closed{res, err}
+	}()
+	tick := time.NewTicker(pollEvery)
+	defer tick.Stop()
+	for {
+		select {
+		case c := <-done:
+			return c.res, c.err
+		case <-ctx.Done():
+			return nil, fmt.Errorf("stopped waiting (%w); the run goes on", ctx.Err())
+		case <-tick.C:
+			st, err := liveStatus(ctx, cl, wr.GetID())
+			if err != nil || st.Status != string(loop.ConfirmationRequired) {
+				continue // not paused, or closed meanwhile (done says)
+			}
+			evs, err := liveEvents(ctx, cl, wr.GetID())
+			if err != nil {
+				return nil, err
+			}
+			if len(evs) == 0 {
+				continue
+			}
+			return cli.ResultOf(evs), nil
+		}
+	}
+}
+
+// newWorkflowID returns "toolloop-" and 16 random hex digits.
+func newWorkflowID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails on supported platforms
+	return "toolloop-" + hex.EncodeToString(b[:])
+}
+
+// Decide implements cli.Backend with the workflow's confirm update, which
+// checks the answer again (a call that is not pending is rejected, and
+// nothing recorded).
+func (b *backend) Decide(ctx context.Context, runID string, answer loop.Confirmation) error {
+	cl, err := b.client(ctx)
+	if err != nil {
+		return err
+	}
+	uctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	h, err := cl.UpdateWorkflow(uctx, client.UpdateWorkflowOptions{WorkflowID: runID, UpdateName: temporal.ConfirmUpdate,
+		Args: []any{answer}, WaitForStage: client.WorkflowUpdateStageCompleted})
+	if err == nil {
+		var st temporal.RunStatus
+		err = h.Get(uctx, &st)
+	}
+	var nf *serviceerror.NotFound
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &nf):
+		return fmt.Errorf("run %s has closed: %w", runID, store.ErrUnknownRun)
+	case uctx.Err() != nil:
+		return fmt.Errorf("run %s did not answer within 30s (does a worker serve its task queue?): %w", runID, err)
+	}
+	return cli.Usagef("run %s did not take the answer: %v", runID, err)
+}
+
+// errNoResume is what toolloop resume --temporal says.
+var errNoResume = cli.Usagef("a run on Temporal needs no resume: its workflow goes on by itself once a worker " +
+	"serves its task queue (and, when it waits for confirmation, once every call is answered with toolloop approve or deny --temporal)")
+
+// Resume implements cli.Backend: a workflow needs none.
+func (b *backend) Resume(context.Context, string) (*loop.Result, error) { return nil, errNoResume }
+
+// Runs implements cli.Backend: the server's toolloop runs, in the order
+// its visibility store gives them, with their status (asked of a running
+// workflow, read from a closed one's result).
+func (b *backend) Runs(ctx context.Context, f cli.Filter) ([]cli.RunInfo, error) {
+	cl, err := b.client(ctx)
+	if err != nil {
+		return nil, err
+	}
+	limit := f.Limit
+	if limit <= 0 {
+		limit = 1000
+	}
+	var (
+		list  []cli.RunInfo
+		token []byte
+	)
+	for len(list) < limit {
+		resp, err := cl.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{
+			Namespace: b.cn.namespace, PageSize: int32(min(limit, 100)), NextPageToken: token,
+			Query: fmt.Sprintf("WorkflowType = '%s'", temporal.WorkflowName),
+		})
+		if err != nil {
+			return nil, fmt.Errorf("listing the runs: %w", err)
+		}
+		// A running run's status is a query, answered by a worker (or
+		// not, after a timeout): ask for a page's rows at once.
+		rows := make([]cli.RunInfo, len(resp.Executions))
+		var wg sync.WaitGroup
+		sem := make(chan struct{}, 8)
+		for i, ex := range resp.Executions {
+			wg.Go(func() {
+				sem <- struct{}{}
+				defer func() { <-sem }()
+				rows[i] = runInfo(ctx, cl, ex.GetExecution().GetWorkflowId(), ex.GetExecution().GetRunId(), ex.GetStatus())
+				rows[i].StartedAt = ex.GetStartTime().AsTime()
+			})
+		}
+		wg.Wait()
+		for _, r := range rows {
+			if len(list) < limit && (f.Status == "" || r.Status == f.Status) {
+				list = append(list, r)
+			}
+		}
+		token = resp.NextPageToken
+		if len(token) == 0 {
+			break
+		}
+	}
+	return list, nil
+}
+
+// runInfo reads a run's status: from a running workflow's status query
+// (it needs a worker; without one the run shows as running, uncounted),
+// or from a closed one's output; a workflow that ended without one shows
+// Temporal's status.
+func runInfo(ctx context.Context, cl client.Client, id, runID string, wf enumspb.WorkflowExecutionStatus) cli.RunInfo {
+	r := cli.RunInfo{RunID: id, Status: loop.RunningStatus}
+	switch wf {
+	case enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING:
+		st, err := liveStatus(ctx, cl, id)
+		if err != nil {
+			return r
+		}
+		r.Status, r.Pending, r.Counted = st.Status, st.Pending, true
+		r.Steps, r.ToolCalls, r.Tokens = st.Steps, st.ToolCalls, st.Usage.Total()
+	case enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED, enumspb.WORKFLOW_EXECUTION_STATUS_CANCELED:
+		res, err := outputOf(ctx, cl, id, runID)
+		if err != nil {
+			r.Status = workflowStatus(wf)
+			return r
+		}
+		r.Status, r.Pending, r.Counted = string(res.Status), res.Pending, true
+		r.Steps, r.ToolCalls, r.Tokens = res.Steps, res.ToolCalls, res.Usage.Total()
+		if len(res.Events) > 0 && res.Events[0].Start != nil {
+			r.SessionID = res.Events[0].Start.SessionID
+		}
+	default:
+		// Failed, terminated, timed out, continued as new: no output.
+		r.Status = workflowStatus(wf)
+	}
+	return r
+}
+
+// workflowStatus names a workflow that ended without a run's output by
+// Temporal's status: workflow_failed, workflow_terminated, ...
+func workflowStatus(wf enumspb.WorkflowExecutionStatus) string {
+	return "workflow_" + strings.ToLower(strings.TrimPrefix(wf.String(), "WORKFLOW_EXECUTION_STATUS_"))
+}
+
+// Events implements cli.Backend: a closed run's log from its output, a
+// running one's from the events query.
+func (b *backend) Events(ctx context.Context, id string) ([]loop.Event, error) {
+	cl, err := b.client(ctx)
+	if err != nil {
+		return nil, err
+	}
+	desc, err := cl.DescribeWorkflowExecution(ctx, id, "")
+	var nf *serviceerror.NotFound
+	if errors.As(err, &nf) {
+		return nil, fmt.Errorf("run %s: %w", id, store.ErrUnknownRun)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if desc.GetWorkflowExecutionInfo().GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
+		events, err := liveEvents(ctx, cl, id)
+		if err != nil {
+			return nil, fmt.Errorf("run %s is running and no worker answered for its log: %w", id, err)
+		}
+		return events, nil
+	}
+	res, err := outputOf(ctx, cl, id, "")
+	if err != nil {
+		return nil, fmt.Errorf("run %s left no log: %w", id, err)
+	}
+	return res.Events, nil
+}
