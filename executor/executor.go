@@ -29,6 +29,9 @@ type Options struct {
 	MaxRetryWait time.Duration
 	// MaxParallel caps how many calls of one stage run at once. Default 4.
 	MaxParallel int
+	// SpillAfter is how long RunStage works through a stage on the
+	// calling goroutine alone before helpers join in. Default 100µs.
+	SpillAfter time.Duration
 	// Ledger is the idempotency ledger for write calls. Default an
 	// in-memory ledger owned by the executor.
 	Ledger store.Ledger
@@ -103,6 +106,9 @@ func New(opts *Options) *Executor {
 	if o.MaxParallel <= 0 {
 		o.MaxParallel = 4
 	}
+	if o.SpillAfter <= 0 {
+		o.SpillAfter = 100 * time.Microsecond
+	}
 	if o.Ledger == nil {
 		o.Ledger = store.NewMemory()
 	}
@@ -170,10 +176,14 @@ type Outcome struct {
 
 // RunStage executes the calls of one stage, at most MaxParallel at once,
 // and returns their outcomes in the order of calls, whatever order they
-// finished in. The calling goroutine is one of the stage's workers, so a
-// stage of one call starts no worker; it also binds every call's first
-// attempt (tool.Tool.Bind) before the others start, so that workers and
-// handler goroutines, which start with small stacks, never decode.
+// finished in.
+//
+// The calling goroutine binds every call (tool.Tool.Bind) and then works
+// through the calls itself; if the stage is still running after
+// SpillAfter, up to MaxParallel-1 helper goroutines join in on the calls
+// not yet started. A stage of quick calls thus costs no helper (handing
+// work to another goroutine and back costs more than a quick call), and
+// slow calls still run side by side.
 func (e *Executor) RunStage(ctx context.Context, calls []Call) []Outcome {
 	out := make([]Outcome, len(calls))
 	if len(calls) <= 1 || e.opts.MaxParallel == 1 {
@@ -187,7 +197,7 @@ func (e *Executor) RunStage(ctx context.Context, calls []Call) []Outcome {
 		first[i] = e.bind(&calls[i])
 	}
 	// Calls are claimed by index, so each runs exactly once whichever
-	// worker gets to it first; the caller is one of the workers.
+	// goroutine gets to it first.
 	var next atomic.Int32
 	work := func() {
 		for {
@@ -198,11 +208,28 @@ func (e *Executor) RunStage(ctx context.Context, calls []Call) []Outcome {
 			out[i] = e.runCall(ctx, calls[i], &first[i])
 		}
 	}
-	var wg sync.WaitGroup
-	for range min(e.opts.MaxParallel, len(calls)) - 1 {
-		wg.Go(work)
-	}
+	// Helpers are added under mu, and only before over is set, so that
+	// every Add comes before the Wait below.
+	var (
+		mu   sync.Mutex
+		over bool
+		wg   sync.WaitGroup
+	)
+	spill := time.AfterFunc(e.opts.SpillAfter, func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if over {
+			return
+		}
+		for range min(e.opts.MaxParallel, len(calls)) - 1 {
+			wg.Go(work)
+		}
+	})
 	work()
+	spill.Stop()
+	mu.Lock()
+	over = true
+	mu.Unlock()
 	wg.Wait()
 	return out
 }
@@ -383,21 +410,22 @@ func (e *Executor) attempt(ctx context.Context, c *Call, call tool.Bound, timeou
 	if c.guarded() {
 		e.begin(c.IdempotencyKey)
 	}
+	var out any
 	if c.Tool.HonorsContext() {
-		content, err = e.invoke(cctx, c, call)
+		out, err = e.invoke(cctx, c, call)
 	} else {
 		type answer struct {
-			content json.RawMessage
-			err     error
+			out any
+			err error
 		}
 		done := make(chan answer, 1) // buffered: an abandoned handler never blocks
 		go func() {
-			content, err := e.invoke(cctx, c, call)
-			done <- answer{content, err}
+			out, err := e.invoke(cctx, c, call)
+			done <- answer{out, err}
 		}()
 		select {
 		case a := <-done:
-			content, err = a.content, a.err
+			out, err = a.out, a.err
 		case <-cctx.Done():
 			// Given up on: the handler's goroutine ends when it returns,
 			// and for a write it keeps the key marked running till then.
@@ -417,12 +445,16 @@ func (e *Executor) attempt(ctx context.Context, c *Call, call tool.Bound, timeou
 		}
 		return nil, err, true
 	}
+	if err != nil {
+		return nil, err, false
+	}
+	content, err = e.encode(c, out)
 	return content, err, false
 }
 
 // invoke calls the handler, turning a panic into an error. For a write it
 // marks the key running until the handler returns (begin was called).
-func (e *Executor) invoke(ctx context.Context, c *Call, call tool.Bound) (content json.RawMessage, err error) {
+func (e *Executor) invoke(ctx context.Context, c *Call, call tool.Bound) (out any, err error) {
 	defer func() {
 		if c.guarded() {
 			e.end(c.IdempotencyKey)
@@ -432,6 +464,17 @@ func (e *Executor) invoke(ctx context.Context, c *Call, call tool.Bound) (conten
 		}
 	}()
 	return call(ctx)
+}
+
+// encode encodes a handler's result on the goroutine that drives the call,
+// turning a panic (a MarshalJSON method's) into an error.
+func (e *Executor) encode(c *Call, out any) (content json.RawMessage, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("tool %q panicked encoding its result: %v", c.Call.Name, p)
+		}
+	}()
+	return c.Tool.Encode(out)
 }
 
 // sleep waits d or until ctx ends; it reports whether the full wait passed.

@@ -115,6 +115,7 @@ type Tool struct {
 	schema    *jsonschema.Resolved
 	fast      *fastSchema // nil if the schema needs jsonschema-go
 	bind      func(args json.RawMessage) (Bound, error)
+	encode    func(out any) (json.RawMessage, error)
 	resources func(args json.RawMessage) []string
 	// jsonResults says that the handler's results are valid JSON by
 	// construction (a typed tool's encoder writes them).
@@ -151,17 +152,14 @@ func New[In, Out any](spec Spec[In], fn func(ctx context.Context, in In) (Out, e
 		if err != nil {
 			return nil, err
 		}
-		return func(ctx context.Context) (json.RawMessage, error) {
-			out, err := fn(ctx, in)
-			if err != nil {
-				return nil, err
-			}
-			b, err := json.Marshal(out)
-			if err != nil {
-				return nil, fmt.Errorf("encoding result: %w", err)
-			}
-			return b, nil
-		}, nil
+		return func(ctx context.Context) (any, error) { return fn(ctx, in) }, nil
+	}
+	encode := func(out any) (json.RawMessage, error) {
+		b, err := json.Marshal(out)
+		if err != nil {
+			return nil, fmt.Errorf("encoding result: %w", err)
+		}
+		return b, nil
 	}
 	var resources func(json.RawMessage) []string
 	if spec.Resources != nil {
@@ -177,7 +175,7 @@ func New[In, Out any](spec Spec[In], fn func(ctx context.Context, in In) (Out, e
 	if err != nil {
 		return nil, err
 	}
-	t.bind = bind
+	t.bind, t.encode = bind, encode
 	t.writeHooks = typedWriteHooks(spec)
 	t.jsonResults = true
 	return t, nil
@@ -217,7 +215,17 @@ func NewRaw(def Definition, fn RawHandler, resources func(args json.RawMessage) 
 		return nil, err
 	}
 	t.bind = func(args json.RawMessage) (Bound, error) {
-		return func(ctx context.Context) (json.RawMessage, error) { return fn(ctx, args) }, nil
+		return func(ctx context.Context) (any, error) {
+			out, err := fn(ctx, args)
+			if err != nil {
+				return nil, err
+			}
+			return out, nil
+		}, nil
+	}
+	t.encode = func(out any) (json.RawMessage, error) {
+		raw, _ := out.(json.RawMessage)
+		return raw, nil
 	}
 	return t, nil
 }
@@ -316,25 +324,33 @@ func (t *Tool) Invoke(ctx context.Context, args json.RawMessage) (json.RawMessag
 	if err != nil {
 		return nil, err
 	}
-	return call(ctx)
+	out, err := call(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return t.Encode(out)
 }
 
-// Bound is a call of a tool's handler on arguments Bind has prepared. It
-// may be called more than once, and from any goroutine.
-type Bound func(ctx context.Context) (json.RawMessage, error)
+// Bound is a call of a tool's handler on arguments Bind has decoded. Its
+// result, when there is no error, is for Encode. It may be called more
+// than once, and from any goroutine.
+type Bound func(ctx context.Context) (any, error)
 
 // Bind prepares a call of the handler on args: a typed tool decodes them
-// now, on the calling goroutine, and the returned function runs the
-// handler and encodes its result. Invoke is Bind, then the call. The
-// executor binds on the goroutine that drives the call and runs the
-// handler on another: decoding is the deepest part of a call, and a
-// goroutine that never grows its stack costs least.
+// now, on the calling goroutine. Invoke is Bind, the call, then Encode. The
+// executor binds and encodes on the goroutine that drives the call and
+// runs only the handler on another: decoding and encoding are the deepest
+// parts of a call, and a goroutine that never grows its stack costs least.
 func (t *Tool) Bind(args json.RawMessage) (Bound, error) {
 	if len(args) == 0 {
 		args = emptyObject()
 	}
 	return t.bind(args)
 }
+
+// Encode encodes the result of a Bound call as JSON: a typed tool's output
+// with encoding/json, a raw tool's as the handler wrote it.
+func (t *Tool) Encode(out any) (json.RawMessage, error) { return t.encode(out) }
 
 // JSONResults reports whether the handler's results are always valid JSON,
 // written by an encoder rather than by the handler itself (true of typed
