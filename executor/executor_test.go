@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -980,5 +981,40 @@ func TestOneClassificationForBothPaths(t *testing.T) {
 				t.Errorf("own goroutine: %+v\ncaller's goroutine: %+v", got[0], got[1])
 			}
 		})
+	}
+}
+
+// goroutineID reads the calling goroutine's ID from its stack header
+// ("goroutine 42 [running]:"); tests only.
+func goroutineID(t *testing.T) string {
+	var buf [64]byte
+	f := strings.Fields(string(buf[:runtime.Stack(buf[:], false)]))
+	if len(f) < 2 {
+		t.Fatalf("stack header %q", buf)
+	}
+	return f[1]
+}
+
+// A stage of quick calls that honor their context runs on the caller's
+// goroutine alone: helpers join only a stage that is still running after
+// SpillAfter (TestMaxParallel shows that slow calls still run side by side).
+func TestQuickStageStaysOnTheCaller(t *testing.T) {
+	var mu sync.Mutex
+	ran := map[string]bool{}
+	tl := mkTool(t, tool.Spec[args]{HonorsContext: true}, func(context.Context, args) (any, error) {
+		mu.Lock()
+		ran[goroutineID(t)] = true
+		mu.Unlock()
+		return "ok", nil
+	})
+	calls := []executor.Call{call("c1", tl, 1), call("c2", tl, 2), call("c3", tl, 3)}
+	ex := executor.New(&executor.Options{SpillAfter: time.Minute})
+	for _, o := range ex.RunStage(context.Background(), calls) {
+		if o.Result.Status != llm.StatusOK {
+			t.Fatalf("outcome %+v", o)
+		}
+	}
+	if caller := goroutineID(t); len(ran) != 1 || !ran[caller] {
+		t.Fatalf("calls ran on goroutines %v; the caller is %s", ran, caller)
 	}
 }
