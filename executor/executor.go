@@ -237,7 +237,8 @@ func (e *Executor) RunStage(ctx context.Context, calls []Call) []Outcome {
 // Run executes one call: attempts with backoff while the failure is
 // retryable, then a classified outcome. A write with an idempotency key
 // goes through the ledger. Run returns by the call's timeout, or soon
-// after ctx ends, even if the handler ignores its context (see attempt).
+// after ctx ends, even if the handler ignores its context (see start and
+// wait).
 func (e *Executor) Run(ctx context.Context, c Call) Outcome {
 	return e.runCall(ctx, c, nil)
 }
@@ -274,13 +275,13 @@ func (e *Executor) run(ctx context.Context, c Call, first *binding) Outcome {
 	start := e.opts.Now()
 	wait := e.opts.RetryBackoff
 	for attempt := 1; ; attempt++ {
-		// Each attempt decodes the arguments afresh, so that nothing a
-		// handler did to its input reaches a retry.
 		if err := ctx.Err(); err != nil {
 			// The run ended before this attempt: do not start the handler,
 			// since the call is reported as skipped.
 			return e.ended(&c, attempt-1, start, err)
 		}
+		// Each attempt decodes the arguments afresh, so that nothing a
+		// handler did to its input reaches a retry.
 		b := first
 		if b == nil || attempt > 1 {
 			nb := e.bind(&c)
