@@ -138,10 +138,11 @@ func benchRunner(b *testing.B, planner executor.Planner, honors bool) (*loop.Run
 // in-process runner, no tracer and no store: with the default planner
 // (the three reads of a turn form one parallel stage) and with the serial
 // planner (one call per stage), both with tools that declare nothing, so
-// that each run is driven on a goroutine of its own; and with the default
-// planner and tools that declare they honor their context, so that runs
-// are driven on the caller's goroutine (on-caller). The model builds each
-// response afresh (benchResponse), which is part of every figure.
+// that each handler runs on a goroutine of its own; and with the default
+// planner and tools that declare they honor their context, so that their
+// handlers run on the goroutine driving the run (on-caller). The model
+// builds each response afresh (benchResponse), which is part of every
+// figure.
 func BenchmarkRun(b *testing.B) {
 	for _, bc := range []struct {
 		name    string

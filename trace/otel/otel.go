@@ -66,8 +66,9 @@ func NewObserver(tp oteltrace.TracerProvider, opts *Options) *Observer {
 	}
 }
 
-// run is one run's span state. Its events arrive one at a time, but
-// possibly from different goroutines (the watchdog may take a run over).
+// run is one run's span state. Its events arrive one at a time, from the
+// goroutine that drives the run; a run resumed later may be driven from
+// another, hence the lock.
 type run struct {
 	mu        sync.Mutex
 	tl        trace.Timeline
