@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"math"
 	"time"
 )
 
@@ -59,19 +60,45 @@ type Usage struct {
 	ReasoningTokens   int64 `json:"reasoning_tokens,omitempty"`
 }
 
-// Add returns the sum of u and v.
+// Add returns the sum of u and v, each count saturating at the largest
+// int64 rather than wrapping round to a negative number.
 func (u Usage) Add(v Usage) Usage {
 	return Usage{
-		InputTokens:       u.InputTokens + v.InputTokens,
-		OutputTokens:      u.OutputTokens + v.OutputTokens,
-		CachedInputTokens: u.CachedInputTokens + v.CachedInputTokens,
-		ReasoningTokens:   u.ReasoningTokens + v.ReasoningTokens,
+		InputTokens:       addSat(u.InputTokens, v.InputTokens),
+		OutputTokens:      addSat(u.OutputTokens, v.OutputTokens),
+		CachedInputTokens: addSat(u.CachedInputTokens, v.CachedInputTokens),
+		ReasoningTokens:   addSat(u.ReasoningTokens, v.ReasoningTokens),
 	}
 }
 
 // Total is input plus output tokens (cached and reasoning tokens are already
-// part of those two counts).
-func (u Usage) Total() int64 { return u.InputTokens + u.OutputTokens }
+// part of those two counts), saturating like Add.
+func (u Usage) Total() int64 { return addSat(u.InputTokens, u.OutputTokens) }
+
+// Clamped returns u with what no provider can mean made possible: a
+// negative count is zero, and cached input tokens are at most the input
+// tokens. A provider's report is not trusted to keep a budget honest: a
+// negative count would otherwise offset real usage, so that a token or
+// cost budget never trips.
+func (u Usage) Clamped() Usage {
+	u.InputTokens = max(u.InputTokens, 0)
+	u.OutputTokens = max(u.OutputTokens, 0)
+	u.CachedInputTokens = min(max(u.CachedInputTokens, 0), u.InputTokens)
+	u.ReasoningTokens = max(u.ReasoningTokens, 0)
+	return u
+}
+
+// addSat adds two counts, saturating at the int64 range's ends.
+func addSat(a, b int64) int64 {
+	s := a + b
+	switch {
+	case a > 0 && b > 0 && s < 0:
+		return math.MaxInt64
+	case a < 0 && b < 0 && s >= 0:
+		return math.MinInt64
+	}
+	return s
+}
 
 // Error is a failed model request, classified so the loop knows whether a
 // retry can help. Adapters return it; any other error is treated as

@@ -3,6 +3,8 @@ package loop_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"math"
 	"strings"
 	"testing"
 
@@ -84,5 +86,42 @@ func TestPendingArgumentsAreJSON(t *testing.T) {
 	}
 	if !strings.Contains(string(b), `"arguments":{"id":"A1"}`) {
 		t.Fatalf("pending calls encode as %s", b)
+	}
+}
+
+// Usage a provider cannot mean (a negative count, a sum past int64) does
+// not keep a token or cost budget from tripping: each turn's usage is
+// clamped and the run's sums saturate.
+func TestImpossibleUsageStillTripsBudgets(t *testing.T) {
+	f := newFixture(t)
+	model := func(turns []llm.Usage) llm.Model {
+		return llm.ModelFunc(func(_ context.Context, req *llm.Request) (*llm.Response, error) {
+			id := fmt.Sprint("c", req.Step)
+			u := turns[min(req.Step, len(turns))-1]
+			return &llm.Response{Usage: u, Message: llm.Message{Role: llm.RoleAssistant,
+				ToolCalls: []llm.ToolCall{call(id, "query_order", fmt.Sprintf(`{"id":"A%d"}`, req.Step))}}}, nil
+		})
+	}
+	price := loop.Prices{"m": {InputPerMTok: 1e6, OutputPerMTok: 1e6}} // $1 a token
+	negative := []llm.Usage{{InputTokens: 80, OutputTokens: -1_000_000}, {InputTokens: 50}}
+	for _, tc := range []struct {
+		name    string
+		budgets loop.Budgets
+		turns   []llm.Usage
+	}{
+		// Turn 1 counts 80 tokens, not -999,920, so turn 2 passes 100.
+		{"tokens", loop.Budgets{MaxTokens: 100}, negative},
+		// Turn 1 costs $80, not a negative amount, so turn 2 passes $100.
+		{"cost", loop.Budgets{MaxCost: 100, Prices: price}, negative},
+		// Turn 2's sum would wrap round to a negative number.
+		{"overflow", loop.Budgets{MaxTokens: math.MaxInt64 - 1}, []llm.Usage{{InputTokens: 80}, {InputTokens: math.MaxInt64}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			res, err := loop.Run(context.Background(), loop.Config{Model: model(tc.turns), ModelName: "m", Tools: f.reg, Budgets: tc.budgets}, user("q"))
+			mustStatus(t, res, err, loop.CostBudgetExceeded)
+			if res.Steps != 2 || res.Usage.Total() < 0 || res.Cost < 0 {
+				t.Fatalf("steps %d (want 2), usage %+v, cost %v", res.Steps, res.Usage, res.Cost)
+			}
+		})
 	}
 }

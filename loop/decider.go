@@ -268,11 +268,15 @@ func modelResponded(s *State, ev *Event) Effect {
 	return Effect{Kind: ValidateCalls}
 }
 
+// account counts a model turn and what it cost. The provider's usage is
+// clamped first (llm.Usage.Clamped): the log keeps what it reported, and
+// a replay clamps it the same way.
 func account(s *State, resp *llm.Response) {
 	s.Steps++
-	s.Usage = s.Usage.Add(resp.Usage)
+	u := resp.Usage.Clamped()
+	s.Usage = s.Usage.Add(u)
 	if s.Price != nil {
-		s.Cost += s.Price.Cost(resp.Usage)
+		s.Cost += s.Price.Cost(u)
 	}
 }
 

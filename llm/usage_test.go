@@ -1,0 +1,38 @@
+package llm_test
+
+import (
+	"math"
+	"testing"
+
+	"github.com/toolloop/toolloop/llm"
+)
+
+func TestUsageAddSaturates(t *testing.T) {
+	big := llm.Usage{InputTokens: math.MaxInt64 - 1, OutputTokens: math.MaxInt64, CachedInputTokens: 5, ReasoningTokens: 7}
+	got := big.Add(llm.Usage{InputTokens: 10, OutputTokens: 1, CachedInputTokens: 5, ReasoningTokens: 1})
+	want := llm.Usage{InputTokens: math.MaxInt64, OutputTokens: math.MaxInt64, CachedInputTokens: 10, ReasoningTokens: 8}
+	if got != want {
+		t.Fatalf("Add = %+v, want %+v", got, want)
+	}
+	if tot := got.Total(); tot != math.MaxInt64 {
+		t.Fatalf("Total = %d, want the largest int64", tot)
+	}
+	neg := llm.Usage{InputTokens: math.MinInt64 + 1}.Add(llm.Usage{InputTokens: -10})
+	if neg.InputTokens != math.MinInt64 {
+		t.Fatalf("a negative sum wrapped round: %d", neg.InputTokens)
+	}
+}
+
+func TestUsageClamped(t *testing.T) {
+	for _, tc := range []struct{ in, want llm.Usage }{
+		{llm.Usage{InputTokens: 100, OutputTokens: 20, CachedInputTokens: 30, ReasoningTokens: 5},
+			llm.Usage{InputTokens: 100, OutputTokens: 20, CachedInputTokens: 30, ReasoningTokens: 5}},
+		{llm.Usage{InputTokens: -5, OutputTokens: -10, CachedInputTokens: -1, ReasoningTokens: -2}, llm.Usage{}},
+		{llm.Usage{InputTokens: 10, CachedInputTokens: 50}, llm.Usage{InputTokens: 10, CachedInputTokens: 10}},
+		{llm.Usage{InputTokens: -10, CachedInputTokens: 50}, llm.Usage{}},
+	} {
+		if got := tc.in.Clamped(); got != tc.want {
+			t.Errorf("%+v.Clamped() = %+v, want %+v", tc.in, got, tc.want)
+		}
+	}
+}
