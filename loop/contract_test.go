@@ -7,11 +7,13 @@ import (
 	"math"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/toolloop/toolloop/llm"
 	"github.com/toolloop/toolloop/llm/llmtest"
 	"github.com/toolloop/toolloop/loop"
 	"github.com/toolloop/toolloop/policy"
+	"github.com/toolloop/toolloop/store"
 )
 
 // A model may keep the requests it is given: each turn has a Request of
@@ -123,5 +125,46 @@ func TestImpossibleUsageStillTripsBudgets(t *testing.T) {
 				t.Fatalf("steps %d (want 2), usage %+v, cost %v", res.Steps, res.Usage, res.Cost)
 			}
 		})
+	}
+}
+
+// holeLog is a store that lost one event of every run's log.
+type holeLog struct {
+	store.EventLog
+	lost int
+}
+
+func (h holeLog) Events(ctx context.Context, runID string) ([]store.EventRecord, error) {
+	recs, err := h.EventLog.Events(ctx, runID)
+	if err != nil || len(recs) < h.lost {
+		return recs, err
+	}
+	return append(recs[:h.lost-1:h.lost-1], recs[h.lost:]...), nil
+}
+
+// A log with a hole in its numbers is refused, naming the missing event:
+// neither Resume nor Decide may go on from it (Decide used to ask to try
+// again for ever).
+func TestLogWithAHoleIsRefused(t *testing.T) {
+	f := newFixture(t)
+	mem := store.NewMemory()
+	model := llmtest.New(llmtest.Calls(call("c1", "refund_order", `{"id":"A1"}`)))
+	res, err := loop.Run(context.Background(), loop.Config{Model: model, Tools: f.reg, Policy: policy.ConfirmWrites(), Store: mem}, user("refund"))
+	mustStatus(t, res, err, loop.ConfirmationRequired)
+	holed := holeLog{mem, 3}
+	want := fmt.Sprintf("run %s: the store has no event 3 (after event 2 comes 4)", res.RunID)
+	if _, err := loop.LoadEvents(context.Background(), holed, res.RunID); err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("LoadEvents: %v, want an error saying %q", err, want)
+	}
+	answer := loop.Confirmation{CallID: "c1", Approved: true, By: "bob"}
+	if err := loop.Decide(context.Background(), holed, res.RunID, answer, time.Now()); err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("Decide: %v, want an error saying %q", err, want)
+	}
+	r, err := loop.NewRunner(loop.Config{Model: model, Tools: f.reg, Store: holed})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Resume(context.Background(), res.RunID); err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("Resume: %v, want an error saying %q", err, want)
 	}
 }

@@ -80,6 +80,14 @@ func LoadEvents(ctx context.Context, st store.EventLog, runID string) ([]Event, 
 	}
 	events := make([]Event, len(recs))
 	for i, rec := range recs {
+		// A log with a hole cannot be replayed, and appending to it would
+		// fail on the store's sequence check for ever: say what is missing.
+		if want := i + 1; rec.Seq != want {
+			if rec.Seq > want {
+				return nil, fmt.Errorf("loop: run %s: the store has no event %d (after event %d comes %d); the log cannot be replayed", runID, want, i, rec.Seq)
+			}
+			return nil, fmt.Errorf("loop: run %s: the store has event %d again, or out of order, after event %d", runID, rec.Seq, i)
+		}
 		if err := json.Unmarshal(rec.Data, &events[i]); err != nil {
 			return nil, fmt.Errorf("loop: run %s, event %d: %w", runID, rec.Seq, err)
 		}
