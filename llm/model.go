@@ -131,12 +131,15 @@ func (e *Error) Error() string {
 // ErrorClass classifies a failed model request.
 type ErrorClass string
 
-// Model error classes. RateLimited and Unavailable are retryable; the
-// others are not, and each names the fix: a key, a model name, a shorter
-// prompt.
+// Model error classes. RateLimited, Unavailable and Timeout are
+// retryable; the others are not, and each names the fix: a key, a model
+// name, a shorter prompt.
 const (
-	ErrorRateLimited   ErrorClass = "rate_limited"
-	ErrorUnavailable   ErrorClass = "unavailable"
+	ErrorRateLimited ErrorClass = "rate_limited"
+	ErrorUnavailable ErrorClass = "unavailable"
+	// ErrorTimeout is a request that did not answer within the loop's
+	// model request timeout.
+	ErrorTimeout       ErrorClass = "timeout"
 	ErrorAuth          ErrorClass = "authentication"
 	ErrorUnknownModel  ErrorClass = "unknown_model"
 	ErrorContextLength ErrorClass = "context_length_exceeded"

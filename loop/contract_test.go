@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -166,5 +167,38 @@ func TestLogWithAHoleIsRefused(t *testing.T) {
 	}
 	if _, err := r.Resume(context.Background(), res.RunID); err == nil || !strings.Contains(err.Error(), want) {
 		t.Fatalf("Resume: %v, want an error saying %q", err, want)
+	}
+}
+
+// A model request that hangs is abandoned at Config.ModelTimeout and
+// retried as a retryable failure: it does not spend the run's deadline.
+func TestModelRequestTimeout(t *testing.T) {
+	f := newFixture(t)
+	var calls atomic.Int32
+	hangsOnce := llm.ModelFunc(func(ctx context.Context, req *llm.Request) (*llm.Response, error) {
+		if calls.Add(1) == 1 {
+			<-ctx.Done() // a request that never answers, until its context ends
+			return nil, ctx.Err()
+		}
+		return &llm.Response{Message: llm.Message{Role: llm.RoleAssistant, Text: "done"}}, nil
+	})
+	cfg := loop.Config{Model: hangsOnce, Tools: f.reg, ModelTimeout: 20 * time.Millisecond, ModelRetryBackoff: time.Millisecond,
+		Budgets: loop.Budgets{Deadline: time.Minute}}
+	res, err := loop.Run(context.Background(), cfg, user("q"))
+	mustStatus(t, res, err, loop.FinalAnswer)
+	if ev := res.Events[1]; ev.Kind != loop.ModelResponded || ev.Attempts != 2 {
+		t.Fatalf("event 2 = %s after %d attempts, want model_responded after 2", ev.Kind, ev.Attempts)
+	}
+
+	calls.Store(0)
+	cfg.ModelRetries = -1
+	start := time.Now()
+	res, err = loop.Run(context.Background(), cfg, user("q"))
+	mustStatus(t, res, err, loop.ModelError)
+	if !strings.Contains(res.Detail, "timeout: the model did not answer within 20ms") {
+		t.Fatalf("detail %q does not name the model request timeout", res.Detail)
+	}
+	if took := time.Since(start); took > 20*time.Second {
+		t.Fatalf("the run took %v: the hung request was not cut at its timeout", took)
 	}
 }

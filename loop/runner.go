@@ -38,6 +38,11 @@ type Config struct {
 	// wait, doubled each time (default 500ms).
 	ModelRetries      int
 	ModelRetryBackoff time.Duration
+	// ModelTimeout bounds one model request: one that has not answered by
+	// then is abandoned (its context ends) and counts as a retryable
+	// failure (llm.ErrorTimeout), so that a hung request cannot spend the
+	// whole run's deadline. Default DefaultModelTimeout; negative for none.
+	ModelTimeout time.Duration
 	// RequestID, when set, derives write idempotency keys from the
 	// business request rather than the run: a retried request (a new run
 	// with the same RequestID) finds its writes already done. Tools with
@@ -104,6 +109,9 @@ func NewRunner(cfg Config) (*Runner, error) {
 	}
 	if r.cfg.ModelRetryBackoff <= 0 {
 		r.cfg.ModelRetryBackoff = 500 * time.Millisecond
+	}
+	if r.cfg.ModelTimeout == 0 {
+		r.cfg.ModelTimeout = DefaultModelTimeout
 	}
 	if r.cfg.NewRunID == nil {
 		r.cfg.NewRunID = randomID
@@ -366,6 +374,10 @@ func contextFailure(ctx context.Context) *Failure {
 	return &Failure{Kind: FailCanceled, Message: err.Error()}
 }
 
+// DefaultModelTimeout is Config.ModelTimeout's default: long enough for a
+// reasoning model's slow turn, short against a run's default deadline.
+const DefaultModelTimeout = 5 * time.Minute
+
 // maxModelRetryWait caps one wait between model attempts, whatever a
 // provider's Retry-After asks; the run's deadline bounds the total.
 const maxModelRetryWait = 30 * time.Second
@@ -379,7 +391,7 @@ func (d *drive) requestModel(ctx context.Context) Event {
 	start := cfg.Now()
 	wait := cfg.ModelRetryBackoff
 	for attempt := 1; ; attempt++ {
-		resp, err := cfg.Model.Generate(ctx, req)
+		resp, err := d.generate(ctx, req)
 		if err == nil && resp == nil {
 			err = errors.New("the model client returned neither a response nor an error")
 		}
@@ -410,6 +422,24 @@ func (d *drive) requestModel(ctx context.Context) Event {
 		end := cfg.Now()
 		return Event{Kind: ModelFailed, At: end, Latency: end.Sub(start), Attempts: attempt, Failure: f}
 	}
+}
+
+// generate makes one model request under Config.ModelTimeout. A request
+// that fails because that time ran out, rather than the run's, is a
+// retryable llm.ErrorTimeout.
+func (d *drive) generate(ctx context.Context, req *llm.Request) (*llm.Response, error) {
+	timeout := d.r.cfg.ModelTimeout
+	if timeout <= 0 {
+		return d.r.cfg.Model.Generate(ctx, req)
+	}
+	actx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	resp, err := d.r.cfg.Model.Generate(actx, req)
+	if err != nil && ctx.Err() == nil && errors.Is(actx.Err(), context.DeadlineExceeded) {
+		err = &llm.Error{Kind: llm.ErrorTimeout, Retryable: true,
+			Err: fmt.Errorf("the model did not answer within %v (the model request timeout): %w", timeout, err)}
+	}
+	return resp, err
 }
 
 func randomID() string {

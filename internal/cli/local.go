@@ -237,6 +237,7 @@ func runConfig(src *sourceFlags, model llm.Model, reg *tool.Registry, st *sqlite
 	return loop.Config{
 		Model:         model,
 		ModelName:     src.model,
+		ModelTimeout:  src.modelTimeout,
 		Tools:         reg,
 		Policy:        src.policy(),
 		Executor:      executor.New(&executor.Options{Ledger: st}),

@@ -56,6 +56,8 @@ type sourceFlags struct {
 	confirmWrites            bool
 	// slowWrites widens the order desk's writes (orders.SlowWrites).
 	slowWrites time.Duration
+	// modelTimeout bounds one model request (loop.Config.ModelTimeout).
+	modelTimeout time.Duration
 }
 
 // addSourceFlags defines the model and tool flags on fs; --model only if
@@ -70,6 +72,7 @@ func addSourceFlags(fs *flag.FlagSet) *sourceFlags {
 	fs.Var(&f.tools, "tools", "built-in tool `SET`s, comma-separated: orders")
 	fs.Var(&f.mcp, "mcp", "add the tools of the MCP server started by `'CMD ARGS'` (stdio); repeatable")
 	fs.Var(&f.mcpURL, "mcp-url", "add the tools of the MCP server at `URL` (streamable HTTP); repeatable")
+	fs.DurationVar(&f.modelTimeout, "model-timeout", 0, "give up on a model request after `D` and try again, as for a rate limit (default 5m)")
 	fs.BoolVar(&f.confirmWrites, "confirm-writes", false, "pause the run for a person's confirmation before any write")
 	fs.DurationVar(&f.slowWrites, "slow-writes", 0, "with --tools orders: every refund, voucher and cancellation answers `D` after it is applied (a drill for crashes and timeouts mid-write)")
 	return f

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"net/http"
@@ -12,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/toolloop/toolloop/loop"
 	"github.com/toolloop/toolloop/trace"
@@ -467,5 +469,17 @@ func TestTemporalNeedsItsBuild(t *testing.T) {
 	}
 	if code, _, errOut := call("run", "--provider", "sandbox", "--", "--temporal"); code != exitUsage || strings.Contains(errOut, "Temporal") {
 		t.Fatalf("--temporal after --: exit %d, %s", code, errOut)
+	}
+}
+
+// --model-timeout reaches the runner's configuration.
+func TestModelTimeoutFlag(t *testing.T) {
+	fs := flag.NewFlagSet("run", flag.ContinueOnError)
+	src := addSourceFlags(fs)
+	if err := fs.Parse([]string{"--model-timeout", "3s"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := runConfig(src, nil, nil, nil, nil).ModelTimeout; got != 3*time.Second {
+		t.Fatalf("ModelTimeout = %v, want 3s", got)
 	}
 }
