@@ -117,6 +117,10 @@ func TestDecideErrors(t *testing.T) {
 	if code, _, _ := call("resume", ended, "--db", db); code != exitOK {
 		t.Fatal("resume failed")
 	}
+	emptyFile := filepath.Join(dir, "empty.db")
+	if err := os.WriteFile(emptyFile, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		args []string
 		want string
@@ -136,6 +140,11 @@ func TestDecideErrors(t *testing.T) {
 		{[]string{"resume", "--db", db}, "want one RUN_ID"},
 		{[]string{"runs", "--status", "done", "--db", db}, "unknown status \"done\""},
 		{[]string{"runs", "--db", filepath.Join(dir, "other.db")}, "no store at"},
+		// A file that is there but is no store is left alone.
+		{[]string{"runs", "--db", emptyFile}, "the file is empty, not a store"},
+		{[]string{"trace", "show", "--db", emptyFile, run}, "the file is empty, not a store"},
+		{[]string{"approve", run, "call_r1", "--by", "dana", "--db", emptyFile}, "the file is empty, not a store"},
+		{[]string{"resume", run, "--db", emptyFile}, "the file is empty, not a store"},
 	} {
 		code, out, errOut := call(tc.args...)
 		if code != exitUsage || out != "" || len(lines(errOut)) != 1 || !strings.Contains(errOut, tc.want) {
@@ -154,6 +163,9 @@ func TestDecideErrors(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, "other.db")); err == nil {
 		t.Error("a command that needs a store created one")
+	}
+	if fi, err := os.Stat(emptyFile); err != nil || fi.Size() != 0 {
+		t.Errorf("a command changed an empty file that is not a store: %v, %d bytes", err, fi.Size())
 	}
 }
 

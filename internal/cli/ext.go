@@ -112,7 +112,11 @@ func (k *Kit) DBPath(flagValue string) (string, error) { return k.c.dbPath(flagV
 
 // OpenStore opens (with create, making) the SQLite store at path.
 func (k *Kit) OpenStore(path string, create bool) (*sqlite.Store, error) {
-	return openStore(path, create)
+	mode := storeExisting
+	if create {
+		mode = storeCreate
+	}
+	return openStore(path, mode)
 }
 
 // Source is the model and tool flags of toolloop run (--provider, --model,

@@ -91,7 +91,16 @@ func (b *local) store(create bool) (*sqlite.Store, error) {
 		return nil, &usageErr{err.Error()}
 	}
 	b.path = path
-	st, err := openStore(path, create)
+	var st *sqlite.Store
+	if b.cmd == "runs" || b.cmd == "trace" {
+		// Commands that only read open the store read-only: they never
+		// create, migrate or write it.
+		st, err = openStore(path, storeReadOnly)
+	} else if create {
+		st, err = openStore(path, storeCreate)
+	} else {
+		st, err = openStore(path, storeExisting)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -435,16 +444,36 @@ func (b *local) readLog(ctx context.Context, ref string) ([]loop.Event, string, 
 // openStore opens the SQLite store at path. With create, a missing file
 // (and its directory) is made; without, a missing file is an error that
 // says where runs come from.
-func openStore(path string, create bool) (*sqlite.Store, error) {
-	if create {
+func openStore(path string, mode storeMode) (*sqlite.Store, error) {
+	if mode == storeCreate {
 		if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 			return nil, fmt.Errorf("store %s: %w", path, err)
 		}
-	} else if _, err := os.Stat(path); err != nil {
+		return sqlite.Open(path, nil)
+	}
+	if _, err := os.Stat(path); err != nil {
 		return nil, &usageErr{fmt.Sprintf("no store at %s (toolloop demo --mode confirm_refund and toolloop run record runs); pass --db PATH of the store the run is in", path)}
 	}
-	return sqlite.Open(path, nil)
+	st, err := sqlite.Open(path, &sqlite.Options{Existing: true, ReadOnly: mode == storeReadOnly})
+	if err != nil {
+		return nil, &usageErr{fmt.Sprintf("%v; pass --db PATH of a toolloop store", err)}
+	}
+	return st, nil
 }
+
+// storeMode says how a command opens the store.
+type storeMode int
+
+const (
+	// storeCreate makes the store if there is none (run, demo).
+	storeCreate storeMode = iota
+	// storeExisting opens a store that is there, to write to it
+	// (approve, deny, resume).
+	storeExisting
+	// storeReadOnly opens a store that is there and writes nothing (runs,
+	// trace).
+	storeReadOnly
+)
 
 // loadRun reads a run's log from the store; an unknown run's error wraps
 // store.ErrUnknownRun.

@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"os"
+	"strings"
 	"time"
 
 	_ "modernc.org/sqlite" // the database/sql driver "sqlite"
@@ -23,6 +25,13 @@ type Options struct {
 	// BusyTimeout is how long a write waits for another process's lock.
 	// Default 5s.
 	BusyTimeout time.Duration
+	// Existing opens only a file that already holds a store: a missing,
+	// empty or foreign file is an error, and nothing is created.
+	Existing bool
+	// ReadOnly opens an existing store (as Existing) for reading only:
+	// nothing in the file is created, migrated or written, and every write
+	// fails.
+	ReadOnly bool
 }
 
 // Store is a SQLite-backed store.Ledger and store.EventLog. It is safe for
@@ -74,11 +83,22 @@ CREATE TABLE IF NOT EXISTS run_events (
 ) STRICT;
 `
 
-// Open opens (creating if needed) the store in the file at path.
+// Open opens the store in the file at path, creating it if needed unless
+// opts says Existing or ReadOnly.
 func Open(path string, opts *Options) (*Store, error) {
 	var o Options
 	if opts != nil {
 		o = *opts
+	}
+	if o.Existing || o.ReadOnly {
+		ro, err := openReadOnly(path, o.BusyTimeout)
+		if err != nil {
+			return nil, err
+		}
+		if o.ReadOnly {
+			return ro, nil
+		}
+		ro.Close()
 	}
 	switch o.Synchronous {
 	case "":
@@ -107,6 +127,43 @@ func Open(path string, opts *Options) (*Store, error) {
 	if _, err := db.Exec(schema); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("sqlite store %s: creating tables: %w", path, err)
+	}
+	return &Store{db: db}, nil
+}
+
+// tables are the store's tables, which a file must have to be one.
+var tables = []string{"idempotency_ledger", "runs", "run_events"}
+
+// openReadOnly opens an existing store without writing to its file, and
+// checks that the file is a store.
+func openReadOnly(path string, busy time.Duration) (*Store, error) {
+	fi, err := os.Stat(path)
+	switch {
+	case err != nil:
+		return nil, fmt.Errorf("sqlite store %s: %w", path, err)
+	case fi.Size() == 0:
+		return nil, fmt.Errorf("sqlite store %s: the file is empty, not a store", path)
+	}
+	if busy <= 0 {
+		busy = 5 * time.Second
+	}
+	// A file: URI, so that SQLite takes mode=ro; the path's own '%', '?'
+	// and '#' are escaped to stay part of it.
+	uri := "file:" + strings.NewReplacer("%", "%25", "?", "%3f", "#", "%23").Replace(path) +
+		fmt.Sprintf("?mode=ro&_pragma=busy_timeout(%d)", busy.Milliseconds())
+	db, err := sql.Open("sqlite", uri)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite store %s: %w", path, err)
+	}
+	var n int
+	q := "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name IN (?, ?, ?)"
+	if err := db.QueryRow(q, tables[0], tables[1], tables[2]).Scan(&n); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("sqlite store %s: not a SQLite database: %w", path, err)
+	}
+	if n != len(tables) {
+		db.Close()
+		return nil, fmt.Errorf("sqlite store %s: a SQLite database, but not a toolloop store (it lacks its tables %s)", path, strings.Join(tables, ", "))
 	}
 	return &Store{db: db}, nil
 }

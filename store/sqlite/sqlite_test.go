@@ -2,7 +2,10 @@ package sqlite_test
 
 import (
 	"context"
+	"database/sql"
+	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -64,4 +67,76 @@ func TestSQLiteSurvivesReopen(t *testing.T) {
 	if evs, err := s.Events(ctx, "r"); err != nil || len(evs) != 1 {
 		t.Fatalf("events after reopen: %v %v", evs, err)
 	}
+}
+
+// Existing and ReadOnly open only a store that is there: a missing, empty
+// or foreign file is refused and left as it was; ReadOnly reads a store
+// and refuses every write.
+func TestOpenExistingAndReadOnly(t *testing.T) {
+	dir := t.TempDir()
+	missing := filepath.Join(dir, "missing.db")
+	empty := filepath.Join(dir, "empty.db")
+	if err := os.WriteFile(empty, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	foreign := filepath.Join(dir, "foreign.db")
+	db, err := sql.Open("sqlite", foreign)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec("CREATE TABLE notes (text TEXT)"); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	notDB := filepath.Join(dir, "notes.txt")
+	if err := os.WriteFile(notDB, []byte("not a database, just text that is long enough to have a header's length"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, opts := range []sqlite.Options{{Existing: true}, {ReadOnly: true}} {
+		for _, tc := range []struct{ path, want string }{
+			{missing, "no such file"}, {empty, "the file is empty"}, {foreign, "not a toolloop store"}, {notDB, "not a SQLite database"},
+		} {
+			before, _ := os.ReadFile(tc.path)
+			_, err := sqlite.Open(tc.path, &opts)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("%+v %s: %v, want an error saying %q", opts, filepath.Base(tc.path), err, tc.want)
+			}
+			after, _ := os.ReadFile(tc.path)
+			if string(before) != string(after) {
+				t.Errorf("%+v %s: the file changed", opts, filepath.Base(tc.path))
+			}
+		}
+	}
+	if _, err := os.Stat(missing); err == nil {
+		t.Fatal("opening a missing store created it")
+	}
+
+	path := filepath.Join(dir, "toolloop.db")
+	rw, err := sqlite.Open(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	rec := store.EventRecord{Seq: 1, Kind: "started", At: time.Now(), Data: []byte(`{}`)}
+	if err := rw.Append(ctx, "r1", []store.EventRecord{rec}, store.RunSummary{RunID: "r1", StartedAt: time.Now(), UpdatedAt: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	rw.Close()
+	ro, err := sqlite.Open(path, &sqlite.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ro.Close()
+	if recs, err := ro.Events(ctx, "r1"); err != nil || len(recs) != 1 {
+		t.Fatalf("read-only Events: %d records, %v", len(recs), err)
+	}
+	rec.Seq = 2
+	if err := ro.Append(ctx, "r1", []store.EventRecord{rec}, store.RunSummary{RunID: "r1"}); err == nil {
+		t.Fatal("a read-only store took a write")
+	}
+	ex, err := sqlite.Open(path, &sqlite.Options{Existing: true})
+	if err != nil {
+		t.Fatalf("Existing on a store: %v", err)
+	}
+	ex.Close()
 }
