@@ -304,7 +304,10 @@ func (d *drive) perform(ctx context.Context, eff Effect) Event {
 	case AuthorizeCalls:
 		decisions, err := Authorize(ctx, cfg.Policy, cfg.Identity, cfg.Tools, s.Batch.Calls, eff.Calls)
 		if err != nil {
-			return Event{Kind: Interrupted, Failure: contextFailure(ctx)}
+			if f := contextFailure(ctx); f != nil {
+				return Event{Kind: Interrupted, Failure: f}
+			}
+			return driverError(err.Error())
 		}
 		return Event{Kind: PolicyDecided, Decisions: decisions}
 	case PlanBatch:
