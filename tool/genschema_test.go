@@ -49,8 +49,8 @@ var (
 // a map, or true or false.
 func (g *gsGen) schema(depth int) any {
 	c := g.next()
-	if depth >= 3 && c%16 >= 12 {
-		c = 0 // no deeper than this
+	if depth >= 3 && (c%16 >= 12 || depth >= 12) {
+		c = 0 // no deeper than this (the compiled validator takes 64 levels)
 	}
 	switch c % 16 {
 	case 0, 1, 2:
