@@ -237,8 +237,7 @@ func (e *Executor) RunStage(ctx context.Context, calls []Call) []Outcome {
 // Run executes one call: attempts with backoff while the failure is
 // retryable, then a classified outcome. A write with an idempotency key
 // goes through the ledger. Run returns by the call's timeout, or soon
-// after ctx ends, even if the handler ignores its context (see start and
-// wait).
+// after ctx ends, even if the handler ignores its context (see attempt).
 func (e *Executor) Run(ctx context.Context, c Call) Outcome {
 	return e.runCall(ctx, c, nil)
 }
@@ -290,13 +289,10 @@ func (e *Executor) run(ctx context.Context, c Call, first *binding) Outcome {
 		var content json.RawMessage
 		var err error
 		var late bool
-		switch {
-		case b.err != nil:
+		if b.err != nil {
 			err = b.err
-		case c.Tool.HonorsContext():
-			content, err, late = e.inline(ctx, &c, b.call, timeout)
-		default:
-			content, err, late = e.wait(ctx, &c, e.start(ctx, &c, b.call, timeout))
+		} else {
+			content, err, late = e.attempt(ctx, &c, b.call, timeout)
 		}
 		switch {
 		case err == nil:
@@ -399,74 +395,51 @@ func modelMessage(err error, attempts int) string {
 	return msg
 }
 
-// An attempt runs the handler once under the call's timeout, and reports
-// whether it was late: past its timeout (rather than the run's context
-// ending, or the handler failing on its own).
-//
-// A tool that declares it honors its context (tool.Spec.HonorsContext)
-// runs on the calling goroutine (inline): its handler returns soon after
-// its context ends, so it cannot hold the caller. Any other handler runs
-// on a goroutine of its own (start, then wait), and the caller stops
-// waiting at the timeout or when ctx ends, leaving a handler that ignores
-// its context to finish alone.
-
-// started is an attempt whose handler runs on a goroutine of its own.
-type started struct {
-	cctx   context.Context
-	cancel context.CancelFunc
-	done   chan answer // buffered: an abandoned handler never blocks
-}
-
 // answer is what a handler returned.
 type answer struct {
 	out any
 	err error
 }
 
-// start starts an attempt of call on a goroutine of its own.
-func (e *Executor) start(ctx context.Context, c *Call, call tool.Bound, timeout time.Duration) *started {
-	cctx, cancel := context.WithTimeout(ctx, timeout)
-	if c.guarded() {
-		e.begin(c.IdempotencyKey)
-	}
-	st := &started{cctx: cctx, cancel: cancel, done: make(chan answer, 1)}
-	go func() {
-		out, err := e.invoke(cctx, c, call)
-		st.done <- answer{out, err}
-	}()
-	return st
-}
-
-// wait waits for a started attempt, or gives up on it at its timeout or
-// when ctx ends: the handler's goroutine then ends when it returns, and
-// for a write it keeps the key marked running till then.
-func (e *Executor) wait(ctx context.Context, c *Call, st *started) (json.RawMessage, error, bool) {
-	defer st.cancel()
-	select {
-	case a := <-st.done:
-		return e.settle(ctx, st.cctx, c, a)
-	case <-st.cctx.Done():
-		if ctx.Err() != nil {
-			return nil, ctx.Err(), false
-		}
-		return nil, st.cctx.Err(), true
-	}
-}
-
-// inline runs an attempt on the calling goroutine.
-func (e *Executor) inline(ctx context.Context, c *Call, call tool.Bound, timeout time.Duration) (json.RawMessage, error, bool) {
+// attempt runs the handler once under the call's timeout, and reports
+// whether it was late: past its timeout (rather than the run's context
+// ending, or the handler failing on its own).
+//
+// A tool that declares it honors its context (tool.Spec.HonorsContext)
+// runs on the calling goroutine: its handler returns soon after its
+// context ends, so it cannot hold the caller. Any other handler runs on a
+// goroutine of its own, and the caller stops waiting at the timeout or
+// when ctx ends, leaving a handler that ignores its context to finish
+// alone (for a write, keeping the key marked running till then).
+func (e *Executor) attempt(ctx context.Context, c *Call, call tool.Bound, timeout time.Duration) (json.RawMessage, error, bool) {
 	cctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	if c.guarded() {
 		e.begin(c.IdempotencyKey)
 	}
-	out, err := e.invoke(cctx, c, call)
-	return e.settle(ctx, cctx, c, answer{out, err})
+	if c.Tool.HonorsContext() {
+		out, err := e.invoke(cctx, c, call)
+		return e.settle(ctx, cctx, c, answer{out, err})
+	}
+	done := make(chan answer, 1) // buffered: an abandoned handler never blocks
+	go func() {
+		out, err := e.invoke(cctx, c, call)
+		done <- answer{out, err}
+	}()
+	select {
+	case a := <-done:
+		return e.settle(ctx, cctx, c, a)
+	case <-cctx.Done():
+		if ctx.Err() != nil {
+			return nil, ctx.Err(), false
+		}
+		return nil, cctx.Err(), true
+	}
 }
 
 // settle classifies what a handler returned, alike for both ways of
 // running it: an attempt that returns after its deadline is late,
-// whatever it returned, as wait gives up at the deadline. (A write's late
+// whatever it returned, as attempt gives up on a goroutine at the deadline. (A write's late
 // outcome goes to the ledger's reconciliation, which asks the tool's
 // status look-up.) A result is encoded here, on the driving goroutine.
 func (e *Executor) settle(ctx, cctx context.Context, c *Call, a answer) (json.RawMessage, error, bool) {

@@ -233,11 +233,9 @@ func (e *Executor) replayed(c Call, old store.Record, start time.Time) Outcome {
 }
 
 func (e *Executor) refused(c Call, start time.Time, kind llm.ErrorKind, msg string) Outcome {
-	return Outcome{
-		Result: llm.ToolResult{CallID: c.Call.ID, Name: c.Call.Name, Status: llm.StatusError, ErrorKind: kind,
-			Content: llm.ErrorContent(kind, msg)},
-		Started: start, Duration: e.opts.Now().Sub(start), IdempotencyKey: c.IdempotencyKey, Err: msg,
-	}
+	o := e.outcome(&c, 0, start, llm.StatusError, kind, msg)
+	o.IdempotencyKey, o.Err = c.IdempotencyKey, msg
+	return o
 }
 
 // maybePrune deletes expired ledger records at most once per tenth of the

@@ -8,7 +8,6 @@ import (
 	"strings"
 
 	"github.com/toolloop/toolloop/llm"
-	"github.com/toolloop/toolloop/loop"
 	"github.com/toolloop/toolloop/policy"
 	"github.com/toolloop/toolloop/store/sqlite"
 	"github.com/toolloop/toolloop/tool"
@@ -150,10 +149,6 @@ func (k *Kit) Tools(ctx context.Context, s *Source, st *sqlite.Store) (reg *tool
 	}
 	return box.reg, box.close, nil
 }
-
-// ResultOf rebuilds a run's result from its event log, which must not be
-// empty.
-func ResultOf(events []loop.Event) *loop.Result { return resultOf(events) }
 
 // ShellQuote quotes s for a POSIX shell when it needs it, for commands
 // printed to be pasted.

@@ -319,7 +319,7 @@ func (b *local) Resume(ctx context.Context, runID string) (*loop.Result, error) 
 	if s := loop.Replay(events); s.Done {
 		// Ended, or still waiting for answers: nothing to drive, so no
 		// provider is needed.
-		return resultOf(events), nil
+		return loop.Replay(events).Result(events), nil
 	}
 	src := b.src
 	if !src.given() {

@@ -86,11 +86,6 @@ func okStatus(st loop.Status) int {
 	return exitFail
 }
 
-// resultOf rebuilds a run's result from its log without driving it.
-func resultOf(events []loop.Event) *loop.Result {
-	return loop.Replay(events).Result(events)
-}
-
 func runUsage(w io.Writer) {
 	fmt.Fprint(w, `Usage: toolloop run --provider P --model M [flags] "prompt"
 

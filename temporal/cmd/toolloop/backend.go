@@ -180,7 +180,7 @@ func await(ctx context.Context, cl client.Client, wr client.WorkflowRun) (*loop.
 			if len(evs) == 0 {
 				continue
 			}
-			return cli.ResultOf(evs), nil
+			return loop.Replay(evs).Result(evs), nil
 		}
 	}
 }
