@@ -92,10 +92,12 @@ func Repeating(turns ...Turn) *Model { return &Model{turns: turns, repeat: true}
 
 // Generate answers with the next scripted turn.
 func (m *Model) Generate(ctx context.Context, req *llm.Request) (*llm.Response, error) {
-	// The Model contract lets a client keep the request as it is: the
-	// loop never changes one once sent.
+	// Record a copy of the message list: the loop never changes a request
+	// once sent, but other callers of a test model may edit theirs.
+	rec := *req
+	rec.Messages = slices.Clone(req.Messages)
 	m.mu.Lock()
-	m.requests = append(m.requests, *req)
+	m.requests = append(m.requests, rec)
 	i := m.next
 	m.next++
 	m.mu.Unlock()
