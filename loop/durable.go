@@ -47,6 +47,7 @@ func (d *drive) flush() error {
 		return &InterruptedError{RunID: d.state.RunID, Err: err}
 	}
 	d.flushed = len(d.log)
+	d.observe()
 	return nil
 }
 

@@ -294,3 +294,56 @@ func TestObserversSeeTheResumedPart(t *testing.T) {
 		t.Fatalf("observers saw run IDs %v, want %s", rec.runIDs, paused.RunID)
 	}
 }
+
+// refusingStore accepts appends until refuseFrom events are stored, then
+// refuses every append as another driver's would be refused.
+type refusingStore struct {
+	*store.Memory
+	refuseFrom int
+	stored     int
+}
+
+func (s *refusingStore) Append(ctx context.Context, runID string, recs []store.EventRecord, sum store.RunSummary) error {
+	if s.stored+len(recs) > s.refuseFrom {
+		return store.ErrSeqConflict
+	}
+	if err := s.Memory.Append(ctx, runID, recs, sum); err != nil {
+		return err
+	}
+	s.stored += len(recs)
+	return nil
+}
+
+// A durable run's observers see only what the store accepted: a log that
+// an observer writes never holds events the store refused or lost.
+func TestObserversSeeOnlyCommittedEvents(t *testing.T) {
+	r := &refunds{applied: map[string]int{}}
+	f := newFixture(t, r.tool(t, true))
+	turns := []llmtest.Turn{
+		llmtest.Calls(call("c1", "query_order", `{"id":"A1"}`)),
+		llmtest.Calls(call("c2", "refund_order", `{"order_id":"A1"}`)),
+		llmtest.Text("refunded A1"),
+	}
+	for refuseFrom := 1; refuseFrom < 12; refuseFrom++ {
+		st := &refusingStore{Memory: store.NewMemory(), refuseFrom: refuseFrom}
+		var seen []int
+		cfg := loop.Config{Model: stepModel(turns...), Tools: f.reg, Store: st,
+			Executor: executor.New(&executor.Options{Ledger: store.NewMemory()}),
+			NewRunID: func() string { return "run-1" },
+			Observer: loop.ObserverFunc(func(_ context.Context, ev *loop.Event) { seen = append(seen, ev.Seq) }),
+		}
+		res, err := loop.Run(context.Background(), cfg, user("refund A1"))
+		var stored []int
+		if recs, _ := st.Events(context.Background(), "run-1"); recs != nil {
+			for _, rec := range recs {
+				stored = append(stored, rec.Seq)
+			}
+		}
+		if fmt.Sprint(seen) != fmt.Sprint(stored) {
+			t.Errorf("store refusing from event %d: observer saw %v, store holds %v", refuseFrom+1, seen, stored)
+		}
+		if err == nil && res.Status != loop.FinalAnswer {
+			t.Errorf("store refusing from event %d: status %s", refuseFrom+1, res.Status)
+		}
+	}
+}

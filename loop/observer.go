@@ -2,10 +2,13 @@ package loop
 
 import "context"
 
-// Observer is told about each event of a run right after it is appended to
-// the log, on the goroutine that drives the run. It must not modify the
-// event, must copy what it keeps, and should be quick: the run waits for
-// it. ctx is the run's context (it carries the caller's trace span).
+// Observer is told about each event of a run once it is committed, in
+// order, on the goroutine that drives the run: right after it is appended
+// to the log, or, for a durable run (Config.Store), right after the store
+// accepted it. An observer never sees an event the store lost or refused,
+// so a log it writes agrees with the store. It must not modify the event,
+// must copy what it keeps, and should be quick: the run waits for it. ctx
+// is the run's context (it carries the caller's trace span).
 type Observer interface {
 	Observe(ctx context.Context, ev *Event)
 }

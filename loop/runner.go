@@ -51,8 +51,12 @@ type Config struct {
 	// SessionID and PromptVersion are recorded in the log.
 	SessionID     string
 	PromptVersion string
-	// Observer sees every event as the run appends it: the hook for run
-	// logs and tracing. It changes nothing in the run or its log.
+	// Observer sees every event of the run once it is committed: as it is
+	// appended when the run has no Store, and once the Store has accepted
+	// it otherwise, so that a run log written by an observer never holds
+	// an event the store lost or refused (a crash, a lost race). It is the
+	// hook for run logs and tracing, and changes nothing in the run or its
+	// log.
 	Observer Observer
 	// Store, when set, makes runs durable: each run's events are appended
 	// to it before the run acts on the world (a model request, a tool
@@ -224,7 +228,7 @@ func (r *Runner) continueFrom(ctx context.Context, events []Event, flushed int) 
 	if len(events) == 0 || events[0].Kind != Started || events[0].Start == nil {
 		return nil, errors.New("loop: a run's log must begin with its started event")
 	}
-	d := &drive{r: r, log: events, flushed: flushed}
+	d := &drive{r: r, log: events, flushed: flushed, observed: flushed}
 	var eff Effect
 	for i := range d.log {
 		eff = Next(&d.state, &d.log[i])
@@ -246,8 +250,10 @@ type drive struct {
 	ctx context.Context
 	// flushed counts the events already in Config.Store.
 	flushed int
-	state   State
-	log     []Event
+	// observed counts the events Config.Observer has been shown.
+	observed int
+	state    State
+	log      []Event
 }
 
 // run appends first and performs effects until the run is over. A run
@@ -263,7 +269,7 @@ func (d *drive) run(ctx context.Context, runID string, deadline time.Duration, f
 	}
 	d.ctx = ctx
 	if ro, ok := d.r.cfg.Observer.(ResumeObserver); ok && first.Kind == Resumed {
-		ro.ObserveResume(ctx, d.log)
+		ro.ObserveResume(ctx, d.log[:d.observed])
 	}
 	eff := d.emit(first)
 	for eff.Kind != None {
@@ -332,21 +338,35 @@ func driverError(msg string) Event {
 	return Event{Kind: Interrupted, Failure: &Failure{Kind: FailModel, Message: "driver error: " + msg}}
 }
 
-// emit appends ev to the log, numbered and stamped, shows it to the
-// observer and hands it to the decider. Every event is stamped by
-// Config.Now when it is appended (a model response when it arrived), the
-// same with or without an observer or a store: neither reads the clock.
+// emit appends ev to the log, numbered and stamped, and hands it to the
+// decider; without a store it is committed at once and shown to the
+// observer. Every event is stamped by Config.Now when it is appended (a
+// model response when it arrived), the same with or without an observer
+// or a store: neither reads the clock.
 func (d *drive) emit(ev Event) Effect {
 	ev.Seq = len(d.log) + 1
 	if ev.At.IsZero() {
 		ev.At = d.r.cfg.Now()
 	}
 	d.log = append(d.log, ev)
-	p := &d.log[len(d.log)-1]
-	if d.r.cfg.Observer != nil {
-		d.r.cfg.Observer.Observe(d.ctx, p)
+	if d.r.cfg.Store == nil {
+		d.observe()
 	}
-	return Next(&d.state, p)
+	return Next(&d.state, &d.log[len(d.log)-1])
+}
+
+// observe shows the observer the committed events it has not seen.
+func (d *drive) observe() {
+	committed := len(d.log)
+	if d.r.cfg.Store != nil {
+		committed = d.flushed
+	}
+	if obs := d.r.cfg.Observer; obs != nil {
+		for i := d.observed; i < committed; i++ {
+			obs.Observe(d.ctx, &d.log[i])
+		}
+	}
+	d.observed = committed
 }
 
 // result returns the run's result.

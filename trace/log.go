@@ -195,15 +195,21 @@ func redactResult(red *Redactor, r llm.ToolResult) llm.ToolResult {
 }
 
 // ReadLog reads a run log written by NewLogWriter or FileObserver: one
-// JSON event per line; blank lines are skipped.
+// JSON event per line; blank lines are skipped. A last line that was cut
+// off (no line end, not whole JSON: the writer died or the disk filled
+// mid-line) does not hide the rest: ReadLog returns the events before it
+// with a *TruncatedError. Any other bad line is an error naming it.
 func ReadLog(r io.Reader) ([]loop.Event, error) {
 	br := bufio.NewReader(r)
 	var events []loop.Event
 	for n := 1; ; n++ {
 		line, err := br.ReadBytes('\n')
-		if len(strings.TrimSpace(string(line))) > 0 {
+		if len(bytes.TrimSpace(line)) > 0 {
 			var ev loop.Event
 			if uerr := json.Unmarshal(line, &ev); uerr != nil {
+				if errors.Is(err, io.EOF) {
+					return events, &TruncatedError{Line: n, Bytes: len(line), Err: uerr}
+				}
 				return events, fmt.Errorf("trace: line %d: %w", n, uerr)
 			}
 			events = append(events, ev)
@@ -216,6 +222,21 @@ func ReadLog(r io.Reader) ([]loop.Event, error) {
 		}
 	}
 }
+
+// TruncatedError says that a run log's last line was cut off: the events
+// before it were read.
+type TruncatedError struct {
+	Line  int   // the cut line's number
+	Bytes int   // how much of it there is
+	Err   error // why it does not decode
+}
+
+func (e *TruncatedError) Error() string {
+	return fmt.Sprintf("trace: the log's last line (line %d, %d bytes) was cut off: %v", e.Line, e.Bytes, e.Err)
+}
+
+// Unwrap returns the decoding error.
+func (e *TruncatedError) Unwrap() error { return e.Err }
 
 // LogExt is the extension of a run log file: <dir>/<run-id>.jsonl.
 const LogExt = ".jsonl"
@@ -237,10 +258,12 @@ type FileLog struct {
 	err  error
 }
 
+// fileRun is one run's open log file. Lines go straight to the file, one
+// write each, without a buffer in this process: a killed process leaves
+// every line it was told about, whole, in the file.
 type fileRun struct {
 	path string
 	f    *os.File
-	w    *bufio.Writer
 }
 
 // FileObserver returns a FileLog writing to dir, which is created when the
@@ -277,7 +300,7 @@ func (l *FileLog) Observe(ctx context.Context, ev *loop.Event) {
 	if run == nil {
 		return // a run that started before this observer, or failed to open
 	}
-	if _, err := run.w.Write(line); err != nil {
+	if _, err := run.f.Write(line); err != nil {
 		l.fail(fmt.Errorf("trace: writing %s: %w", run.path, err))
 	}
 	if ev.Kind == loop.Stopped {
@@ -305,16 +328,19 @@ func (l *FileLog) ObserveResume(ctx context.Context, history []loop.Event) {
 		delete(l.runs, ctx)
 		return
 	}
+	// The history goes out in one write: the file is either what the
+	// store holds or (after a crash mid-write) a prefix of it.
+	var buf []byte
 	for i := range history {
 		line, err := encodeEvent(l.red, &history[i])
 		if err != nil {
 			l.fail(fmt.Errorf("trace: encoding event %d (%s): %w", history[i].Seq, history[i].Kind, err))
 			continue
 		}
-		if _, err := run.w.Write(line); err != nil {
-			l.fail(fmt.Errorf("trace: writing %s: %w", run.path, err))
-			break
-		}
+		buf = append(buf, line...)
+	}
+	if _, err := run.f.Write(buf); err != nil {
+		l.fail(fmt.Errorf("trace: writing %s: %w", run.path, err))
 	}
 	l.runs[ctx] = run
 }
@@ -331,16 +357,12 @@ func (l *FileLog) open(runID string) (*fileRun, error) {
 	if err != nil {
 		return nil, fmt.Errorf("trace: %w", err)
 	}
-	return &fileRun{path: path, f: f, w: bufio.NewWriter(f)}, nil
+	return &fileRun{path: path, f: f}, nil
 }
 
 func (r *fileRun) close() error {
-	err := r.w.Flush()
-	if cerr := r.f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return fmt.Errorf("trace: writing %s: %w", r.path, err)
+	if err := r.f.Close(); err != nil {
+		return fmt.Errorf("trace: closing %s: %w", r.path, err)
 	}
 	return nil
 }
@@ -436,6 +458,8 @@ func Open(ref, dir string) ([]loop.Event, string, error) {
 	defer f.Close()
 	events, err := ReadLog(f)
 	if err != nil {
+		// The events come back with a *TruncatedError: the caller may
+		// show them with a note.
 		return events, path, fmt.Errorf("%s: %w", path, err)
 	}
 	return events, path, nil

@@ -278,3 +278,52 @@ func TestFileObserverFollowsAResumedRun(t *testing.T) {
 		t.Fatalf("kinds %v", kinds)
 	}
 }
+
+func TestReadLogKeepsWhatCameBeforeACutLine(t *testing.T) {
+	res := ordersRun(context.Background(), t, nil, "run-cut",
+		llmtest.Calls(llmtest.Call("c1", orders.QueryOrder, `{"order_id":"A100"}`)), llmtest.Text("done"))
+	data := writeLog(t, res.Events, nil)
+	lines := bytes.SplitAfter(data, []byte("\n"))
+	last := lines[len(lines)-2] // SplitAfter leaves an empty tail
+	cut := data[:len(data)-len(last)/2]
+	events, err := trace.ReadLog(bytes.NewReader(cut))
+	var tr *trace.TruncatedError
+	if !errors.As(err, &tr) {
+		t.Fatalf("error %v, want a *TruncatedError", err)
+	}
+	if want := len(res.Events); tr.Line != want || len(events) != want-1 {
+		t.Errorf("cut line %d with %d events before it, want line %d and %d events", tr.Line, len(events), want, want-1)
+	}
+	if !strings.Contains(err.Error(), "cut off") {
+		t.Errorf("error %q does not say the line was cut off", err)
+	}
+	// A bad line that is not the last is not a cut: it is an error.
+	bad := append(append([]byte{}, lines[0]...), []byte("{\"seq\":2,\n")...)
+	bad = append(bad, lines[1]...)
+	if _, err := trace.ReadLog(bytes.NewReader(bad)); err == nil || errors.As(err, &tr) || !strings.Contains(err.Error(), "line 2") {
+		t.Errorf("a bad middle line: %v, want an error naming line 2 that is not a cut", err)
+	}
+}
+
+// A killed process must leave every line it was told about in the file:
+// the lines are written as they come, not held in a buffer until the run
+// stops.
+func TestFileObserverWritesEachLineAtOnce(t *testing.T) {
+	res := ordersRun(context.Background(), t, nil, "run-live",
+		llmtest.Calls(llmtest.Call("c1", orders.QueryOrder, `{"order_id":"A100"}`)), llmtest.Text("done"))
+	dir := t.TempDir()
+	obs := trace.FileObserver(dir, nil)
+	defer obs.Close()
+	ctx := context.Background()
+	for i := range res.Events[:len(res.Events)-1] {
+		obs.Observe(ctx, &res.Events[i])
+		data, err := os.ReadFile(obs.Path("run-live"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		events, err := trace.ReadLog(bytes.NewReader(data))
+		if err != nil || len(events) != i+1 {
+			t.Fatalf("after event %d the file holds %d events (%v), want %d", i+1, len(events), err, i+1)
+		}
+	}
+}

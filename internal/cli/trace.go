@@ -125,6 +125,14 @@ func (c *cli) traceRun(ctx context.Context, drv Driver, sub string, args []strin
 	if errors.Is(err, store.ErrUnknownRun) {
 		err = unknownRun(b, refs[0])
 	}
+	// A log whose last line was cut off (its writer died mid-line) is
+	// shown up to there, with a note on stderr.
+	var cut *trace.TruncatedError
+	if errors.As(err, &cut) && len(evs) > 0 {
+		fmt.Fprintf(c.stderr, "toolloop %s: note: %s ends in a line that was cut off (line %d, %d bytes); showing the %d events before it\n",
+			cmd, source, cut.Line, cut.Bytes, len(evs))
+		err = nil
+	}
 	if err != nil {
 		return c.fail(cmd, err)
 	}

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -206,5 +207,30 @@ func TestObserversFromFlags(t *testing.T) {
 	}
 	if err := shutdown(context.Background()); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A log whose last line was cut off (a writer killed mid-line, a full
+// disk) is shown up to there, with a note saying so.
+func TestTraceShowReadsALogCutMidLine(t *testing.T) {
+	dir := t.TempDir()
+	record(t, traceConfig{LogDir: dir}, "normal")
+	path := filepath.Join(dir, "run-normal.jsonl")
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Cut the stop line in half.
+	lastStart := strings.LastIndex(strings.TrimSuffix(string(data), "\n"), "\n") + 1
+	cut := data[:lastStart+(len(data)-lastStart)/2]
+	if err := os.WriteFile(path, cut, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := runTool("trace", "show", "run-normal", "--log", dir)
+	if code != exitOK {
+		t.Fatalf("exit %d, stderr:\n%s", code, errOut)
+	}
+	if !strings.Contains(errOut, "cut off") || !strings.Contains(out, "result call_id=call_q1") {
+		t.Errorf("stderr %q lacks a note about the cut line, or stdout lacks the events before it:\n%s", errOut, out)
 	}
 }
