@@ -50,6 +50,12 @@ type Response struct {
 	Message      Message `json:"message"`
 	Usage        Usage   `json:"usage"`
 	FinishReason string  `json:"finish_reason,omitempty"`
+	// Truncated is set when the reply stopped at the output token limit
+	// (OpenAI's finish_reason "length" or a Responses reply incomplete for
+	// max_output_tokens, Anthropic's stop_reason "max_tokens", Gemini's
+	// finishReason MAX_TOKENS): its text is cut off. FinishReason keeps the
+	// provider's own word; this is the same fact for every provider.
+	Truncated bool `json:"truncated,omitempty"`
 }
 
 // Usage counts tokens for one turn or, summed, for a run.
@@ -132,8 +138,9 @@ func (e *Error) Error() string {
 type ErrorClass string
 
 // Model error classes. RateLimited, Unavailable and Timeout are
-// retryable; the others are not, and each names the fix: a key, a model
-// name, a shorter prompt.
+// retryable (unless the provider's wait outlasts the run, see
+// CheckRetryAfter); the others are not, and each names the fix: a key, a
+// model name, a shorter prompt, a server that answers in JSON.
 const (
 	ErrorRateLimited ErrorClass = "rate_limited"
 	ErrorUnavailable ErrorClass = "unavailable"
@@ -145,6 +152,11 @@ const (
 	ErrorContextLength ErrorClass = "context_length_exceeded"
 	ErrorRefusal       ErrorClass = "refusal"
 	ErrorBadRequest    ErrorClass = "bad_request"
+	// ErrorBadResponse is a reply the adapter could not use: larger than
+	// its cap on a response (ResponseGuard), or not the JSON the API
+	// speaks (a proxy streaming, an HTML page). Sending the same request
+	// again would meet the same server, so it is not retryable.
+	ErrorBadResponse ErrorClass = "bad_response"
 )
 
 // Unwrap returns the underlying failure.

@@ -245,7 +245,11 @@ func modelResponded(s *State, ev *Event) Effect {
 	s.Messages = append(s.Messages, msg)
 	n := len(msg.ToolCalls)
 	if n == 0 {
-		return stop(s, FinalAnswer, fmt.Sprintf("the model answered after %d turn(s)", s.Steps))
+		detail := fmt.Sprintf("the model answered after %d turn(s)", s.Steps)
+		if resp.Truncated {
+			detail += "; " + TruncatedDetail
+		}
+		return stop(s, FinalAnswer, detail)
 	}
 	for _, c := range msg.ToolCalls {
 		s.callIDs[c.ID] = struct{}{}

@@ -58,6 +58,9 @@ type sourceFlags struct {
 	slowWrites time.Duration
 	// modelTimeout bounds one model request (loop.Config.ModelTimeout).
 	modelTimeout time.Duration
+	// maxResponseBytes caps one reply's body (the adapters'
+	// MaxResponseBytes): 0 for llm.DefaultMaxResponseBytes.
+	maxResponseBytes int64
 }
 
 // addSourceFlags defines the model and tool flags on fs; --model only if
@@ -73,6 +76,7 @@ func addSourceFlags(fs *flag.FlagSet) *sourceFlags {
 	fs.Var(&f.mcp, "mcp", "add the tools of the MCP server started by `'CMD ARGS'` (stdio); repeatable")
 	fs.Var(&f.mcpURL, "mcp-url", "add the tools of the MCP server at `URL` (streamable HTTP); repeatable")
 	fs.DurationVar(&f.modelTimeout, "model-timeout", 0, "give up on a model request after `D` and try again, as for a rate limit (default 5m)")
+	fs.Int64Var(&f.maxResponseBytes, "max-response-bytes", 0, "fail a model reply larger than `N` bytes (default 8 MiB; -1 for no cap)")
 	fs.BoolVar(&f.confirmWrites, "confirm-writes", false, "pause the run for a person's confirmation before any write")
 	fs.DurationVar(&f.slowWrites, "slow-writes", 0, "with --tools orders: every refund, voucher and cancellation answers `D` after it is applied (a drill for crashes and timeouts mid-write)")
 	return f
@@ -170,10 +174,11 @@ func (c *cli) modelFor(ctx context.Context, f *sourceFlags) (llm.Model, string, 
 				// NewCompatible builds a client that reads no OPENAI_*
 				// variables and does not retry; an empty key sends a
 				// placeholder.
-				return openai.NewCompatible(f.baseURL, k, nil), "openai", nil
+				return openai.NewCompatible(f.baseURL, k, &openai.ChatOptions{MaxResponseBytes: f.maxResponseBytes}), "openai", nil
 			}
 			ro := openAIOptions("https://api.openai.com/v1/", k)
-			return openai.NewChat(openaisdk.Client{Options: ro, Chat: openaisdk.NewChatService(ro...)}, nil), "openai", nil
+			return openai.NewChat(openaisdk.Client{Options: ro, Chat: openaisdk.NewChatService(ro...)},
+				&openai.ChatOptions{MaxResponseBytes: f.maxResponseBytes}), "openai", nil
 		}
 		base := f.baseURL
 		if base == "" {
@@ -183,7 +188,8 @@ func (c *cli) modelFor(ctx context.Context, f *sourceFlags) (llm.Model, string, 
 			k = "unused" // a compatible server that checks no key
 		}
 		ro := openAIOptions(base, k)
-		return openai.NewResponses(openaisdk.Client{Options: ro, Responses: responses.NewResponseService(ro...)}, nil), "openai", nil
+		return openai.NewResponses(openaisdk.Client{Options: ro, Responses: responses.NewResponseService(ro...)},
+			&openai.ResponsesOptions{MaxResponseBytes: f.maxResponseBytes}), "openai", nil
 	case providerAnthropic:
 		k, err := key("ANTHROPIC_API_KEY")
 		if err != nil {
@@ -197,7 +203,7 @@ func (c *cli) modelFor(ctx context.Context, f *sourceFlags) (llm.Model, string, 
 		if f.baseURL != "" {
 			ro = append(ro, anthropicopt.WithBaseURL(f.baseURL))
 		}
-		return anthropic.New(anthropicsdk.NewClient(ro...), nil), "anthropic", nil
+		return anthropic.New(anthropicsdk.NewClient(ro...), &anthropic.Options{MaxResponseBytes: f.maxResponseBytes}), "anthropic", nil
 	case providerGemini:
 		k, err := key("GEMINI_API_KEY", "GOOGLE_API_KEY")
 		if err != nil {
@@ -219,7 +225,7 @@ func (c *cli) modelFor(ctx context.Context, f *sourceFlags) (llm.Model, string, 
 		if err != nil {
 			return nil, "", fmt.Errorf("gemini client: %w", err)
 		}
-		return gemini.New(client, nil), "gcp.gemini", nil
+		return gemini.New(client, &gemini.Options{MaxResponseBytes: f.maxResponseBytes}), "gcp.gemini", nil
 	case providerSandbox:
 		return orders.DeskModel(), scriptedProvider, nil
 	case "":

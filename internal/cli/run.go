@@ -72,6 +72,9 @@ func (c *cli) printResult(res *loop.Result, info Info) int {
 	if res.Status == loop.FinalAnswer {
 		fmt.Fprintln(c.stdout, res.Answer())
 	}
+	if res.Truncated() {
+		fmt.Fprintln(c.stderr, "toolloop: warning: the answer is truncated: the model hit its output token limit")
+	}
 	fmt.Fprintln(c.stdout, summaryLine("", res, -1, true, true))
 	writeNextSteps(c.stdout, res, info)
 	return okStatus(res.Status)
@@ -110,6 +113,7 @@ Model and tools:
   --provider P           one of openai, openai-responses, anthropic, gemini, sandbox
   --model M              the model name, e.g. gpt-4.1, claude-sonnet-4-6, gemini-2.5-flash
   --base-url URL         the provider's API somewhere else
+  --max-response-bytes N fail a model reply larger than N bytes (default 8 MiB; -1: no cap)
   --tools orders         the order-desk tools over the order book in the store
   --mcp 'CMD ARGS'       the tools of an MCP server run as a command (stdio); repeatable
   --mcp-url URL          the tools of an MCP server over streamable HTTP; repeatable

@@ -483,3 +483,38 @@ func TestModelTimeoutFlag(t *testing.T) {
 		t.Fatalf("ModelTimeout = %v, want 3s", got)
 	}
 }
+
+// An answer cut off at the model's output token limit is printed, but with
+// a warning on standard error, and the stop line's detail says so.
+func TestRunTruncatedAnswerWarns(t *testing.T) {
+	b, _ := json.Marshal(map[string]any{
+		"id": "chatcmpl-3", "object": "chat.completion", "created": 3, "model": "any",
+		"choices": []any{map[string]any{"index": 0, "finish_reason": "length",
+			"message": map[string]any{"role": "assistant", "content": "Your keyboard (A100) is at the Leipzig"}}},
+		"usage": map[string]any{"prompt_tokens": 200, "completion_tokens": 16, "total_tokens": 216},
+	})
+	srv := newChatServer(t, string(b))
+	dir := t.TempDir()
+	code, out, errOut := call("run", "--provider", "openai", "--base-url", srv.srv.URL+"/v1", "--model", "any",
+		"--db", filepath.Join(dir, "toolloop.db"), "--log", filepath.Join(dir, "logs"), "Where is my order A100?")
+	if code != exitOK || !strings.Contains(out, "Your keyboard (A100) is at the Leipzig\n") {
+		t.Fatalf("exit %d, stdout:\n%s\nstderr:\n%s", code, out, errOut)
+	}
+	if errOut != "toolloop: warning: the answer is truncated: the model hit its output token limit\n" {
+		t.Errorf("stderr = %q, want the truncation warning", errOut)
+	}
+	if !strings.Contains(out, loop.TruncatedDetail) {
+		t.Errorf("the stop line does not say the answer is truncated:\n%s", out)
+	}
+}
+
+// --max-response-bytes reaches the adapter: a reply over it fails the run.
+func TestMaxResponseBytesFlag(t *testing.T) {
+	srv := newChatServer(t, chatText("Your keyboard (A100) is at the Leipzig hub with DHL and should arrive on 2025-06-12."))
+	dir := t.TempDir()
+	code, out, _ := call("run", "--provider", "openai", "--base-url", srv.srv.URL+"/v1", "--model", "any", "--max-response-bytes", "100",
+		"--db", filepath.Join(dir, "toolloop.db"), "--log", filepath.Join(dir, "logs"), "Where is my order A100?")
+	if code == exitOK || !strings.Contains(out, "status=model_error") || !strings.Contains(out, "the 100 bytes cap on a model response") {
+		t.Fatalf("exit %d, stdout:\n%s", code, out)
+	}
+}

@@ -2,6 +2,7 @@ package anthropic
 
 import (
 	"context"
+	"net/http"
 	"slices"
 	"time"
 
@@ -46,6 +47,10 @@ type Options struct {
 	// Now is the clock used to read an HTTP-date Retry-After; nil means
 	// time.Now.
 	Now func() time.Time
+	// MaxResponseBytes caps the body of each reply: 0 means
+	// llm.DefaultMaxResponseBytes, negative no cap. A larger reply fails
+	// with a non-retryable llm.ErrorBadResponse that names the cap.
+	MaxResponseBytes int64
 }
 
 // Model is an llm.Model backed by the Anthropic Messages API. It is
@@ -53,6 +58,9 @@ type Options struct {
 type Model struct {
 	client anthropic.Client
 	opts   Options
+	// reqOpts are the options of every request: the caller's, then the
+	// response guard.
+	reqOpts []option.RequestOption
 }
 
 // New returns a Model that sends its requests through client. opts may be
@@ -72,6 +80,14 @@ func New(client anthropic.Client, opts *Options) *Model {
 	if m.opts.Now == nil {
 		m.opts.Now = time.Now
 	}
+	// The guard is the innermost middleware (request options come after
+	// the client's), so it checks a body before any other reads it.
+	guard := llm.ResponseGuard{Provider: "anthropic", MaxBytes: m.opts.MaxResponseBytes}
+	m.reqOpts = slices.Clip(append(slices.Clone(m.opts.RequestOptions),
+		option.WithMiddleware(func(req *http.Request, next option.MiddlewareNext) (*http.Response, error) {
+			res, err := next(req)
+			return guard.Check(res), err
+		})))
 	return m
 }
 
@@ -83,7 +99,7 @@ func (m *Model) Generate(ctx context.Context, req *llm.Request) (*llm.Response, 
 	if err != nil {
 		return nil, err
 	}
-	msg, err := m.client.Messages.New(ctx, params, m.opts.RequestOptions...)
+	msg, err := m.client.Messages.New(ctx, params, m.reqOpts...)
 	if err != nil {
 		return nil, classify(ctx, err, m.opts.Now())
 	}

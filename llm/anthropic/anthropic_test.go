@@ -117,6 +117,7 @@ var caseReplies = map[llmtest.Case]reply{
 	llmtest.CaseServerError:      {status: http.StatusInternalServerError, file: "server_error.json"},
 	llmtest.CaseUnauthorized:     {status: http.StatusUnauthorized, file: "unauthorized.json"},
 	llmtest.CaseContextLength:    {status: http.StatusBadRequest, file: "context_length.json"},
+	llmtest.CaseTruncated:        ok("truncated.json"),
 	llmtest.CaseInvalidArguments: {}, // Anthropic sends tool input as a JSON object
 }
 

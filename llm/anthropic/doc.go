@@ -53,7 +53,16 @@
 // budget (error code *_spend_limit_reached), or any error the server marks
 // with x-should-retry: false, is not retryable. Connection failures are
 // retryable unavailable errors; the caller's own cancellation is returned
-// as is.
+// as is. A retryable failure whose Retry-After ends after the request's
+// deadline is made final, saying how long the server asked to wait
+// (llm.CheckRetryAfter): with the SDK's own retries on, the SDK would sleep
+// that long, whatever the deadline.
+//
+// Every request carries an llm.ResponseGuard as its innermost middleware: a
+// reply larger than Options.MaxResponseBytes (8 MiB by default), or a
+// successful reply that is not JSON (an event stream, an HTML page), fails
+// as a non-retryable llm.ErrorBadResponse that says so. stop_reason
+// max_tokens (and model_context_window_exceeded) sets Response.Truncated.
 //
 // # Limits
 //

@@ -58,6 +58,7 @@ func response(msg *anthropic.Message) (*llm.Response, error) {
 			ReasoningTokens:   u.OutputTokensDetails.ThinkingTokens,
 		},
 		FinishReason: string(msg.StopReason),
+		Truncated:    msg.StopReason == anthropic.StopReasonMaxTokens || msg.StopReason == anthropic.StopReasonModelContextWindowExceeded,
 	}, nil
 }
 
@@ -83,9 +84,14 @@ func classify(ctx context.Context, err error, now time.Time) error {
 		// failure, and not worth a retry.
 		return err
 	}
+	var le *llm.Error
+	if errors.As(err, &le) {
+		// The response guard's verdict on the body: it says all there is.
+		return le
+	}
 	var apiErr *anthropic.Error
 	if errors.As(err, &apiErr) {
-		return apiError(apiErr, err, now)
+		return llm.CheckRetryAfter(ctx, apiError(apiErr, err, now))
 	}
 	var netErr net.Error
 	var urlErr *url.Error

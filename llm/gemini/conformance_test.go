@@ -18,6 +18,7 @@ var conformanceReplies = map[llmtest.Case]reply{
 	llmtest.CaseServerError:   {http.StatusInternalServerError, "server_error.json"},
 	llmtest.CaseUnauthorized:  {http.StatusUnauthorized, "unauthorized.json"},
 	llmtest.CaseContextLength: {http.StatusBadRequest, "context_length.json"},
+	llmtest.CaseTruncated:     ok("truncated.json"),
 }
 
 func TestConformance(t *testing.T) {

@@ -87,8 +87,18 @@
 // exceeds the maximum is context_length_exceeded. The SDK does not expose
 // the headers of a failed response, so RetryAfter comes from the
 // google.rpc.RetryInfo detail ("retryDelay": "2s") Gemini puts in the error
-// body. Transport failures are retryable unavailable errors; the context's
-// own cancellation or deadline is returned as is.
+// body. A retryable failure whose retryDelay ends after the request's
+// deadline (a daily quota's) is made final, saying how long Gemini asked
+// to wait (llm.CheckRetryAfter). Transport failures are retryable
+// unavailable errors; the context's own cancellation or deadline is
+// returned as is.
+//
+// Replies pass an llm.ResponseGuard installed in the HTTP client (see New):
+// one larger than Options.MaxResponseBytes (8 MiB by default), or a
+// successful one that is not JSON (an event stream, an HTML page), fails as
+// a non-retryable llm.ErrorBadResponse that says so, where the SDK would
+// read it all and quote it whole in its error. finishReason MAX_TOKENS sets
+// Response.Truncated.
 //
 // The SDK retries only when the client was built with
 // HTTPOptions.RetryOptions. The loop already retries retryable model errors

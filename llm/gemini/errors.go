@@ -27,8 +27,13 @@ func (m *Model) classify(ctx context.Context, err error) error {
 	if ctxErr := ctx.Err(); ctxErr != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
 		return err
 	}
+	var le *llm.Error
+	if errors.As(err, &le) {
+		// The response guard's verdict on the body: it says all there is.
+		return le
+	}
 	if apiErr, ok := asAPIError(err); ok {
-		return apiError(apiErr, time.Now())
+		return llm.CheckRetryAfter(ctx, apiError(apiErr, time.Now()))
 	}
 	var urlErr *url.Error
 	var netErr net.Error

@@ -43,6 +43,12 @@ type Options struct {
 	// not name (cached content, labels, service tier, ...). It must not
 	// retain the config.
 	Configure func(*genai.GenerateContentConfig)
+	// MaxResponseBytes caps the body of each reply: 0 means
+	// llm.DefaultMaxResponseBytes, negative no cap. A larger reply fails
+	// with a non-retryable llm.ErrorBadResponse that names the cap. The
+	// cap lives in the HTTP client, so New derives a client of its own
+	// from the one it is given (see New).
+	MaxResponseBytes int64
 	// NoSignatureFallback stops the adapter from sending the placeholder
 	// thought signature for replayed calls whose real signature it does
 	// not know (see the package documentation). Such requests then fail
@@ -57,6 +63,9 @@ type Model struct {
 	client *genai.Client
 	opts   Options
 	sigs   *signatures
+	// setupErr is why New could not derive its guarded client; every
+	// request fails with it.
+	setupErr error
 }
 
 var _ llm.Model = (*Model)(nil)
@@ -64,6 +73,13 @@ var _ llm.Model = (*Model)(nil)
 // New returns a Model that sends its requests through client. opts may be
 // nil; it is copied (its slices too, not the values its pointers point
 // to), so later changes to it have no effect. New panics if client is nil.
+//
+// The genai SDK has no per-request middleware, so to cap the size of
+// replies (Options.MaxResponseBytes) New builds a client of its own from
+// client's configuration (ClientConfig, already resolved: nothing more is
+// read from the environment), with a copy of its HTTP client whose
+// transport enforces the cap (llm.ResponseGuard). client itself and its
+// HTTP client are left as they were.
 func New(client *genai.Client, opts *Options) *Model {
 	if client == nil {
 		panic("gemini: New needs a *genai.Client")
@@ -74,7 +90,22 @@ func New(client *genai.Client, opts *Options) *Model {
 		m.opts.StopSequences = append([]string(nil), opts.StopSequences...)
 		m.opts.SafetySettings = append([]*genai.SafetySetting(nil), opts.SafetySettings...)
 	}
+	m.client, m.setupErr = guarded(client, m.opts.MaxResponseBytes)
 	return m
+}
+
+// guarded returns a client like c whose HTTP client checks every reply
+// with an llm.ResponseGuard capped at maxBytes.
+func guarded(c *genai.Client, maxBytes int64) (*genai.Client, error) {
+	cc := c.ClientConfig()
+	cc.HTTPClient = llm.ResponseGuard{Provider: "gemini", MaxBytes: maxBytes}.Client(cc.HTTPClient)
+	// The configuration is resolved, so building needs no context: no
+	// credentials are looked up.
+	gc, err := genai.NewClient(context.Background(), &cc)
+	if err != nil {
+		return c, &llm.Error{Kind: llm.ErrorBadRequest, Err: fmt.Errorf("gemini: cannot install the cap on a response's size in the client: %w", err)}
+	}
+	return gc, nil
 }
 
 // Generate sends the conversation to Gemini's generateContent and maps the
@@ -82,6 +113,9 @@ func New(client *genai.Client, opts *Options) *Model {
 // Failures are *llm.Error values (see the package documentation), except a
 // canceled or expired ctx, whose error is returned as is.
 func (m *Model) Generate(ctx context.Context, req *llm.Request) (*llm.Response, error) {
+	if m.setupErr != nil {
+		return nil, m.setupErr
+	}
 	model := req.Model
 	if model == "" {
 		model = m.opts.Model

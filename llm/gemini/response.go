@@ -54,6 +54,7 @@ func (m *Model) response(req *llm.Request, model string, r *genai.GenerateConten
 		Message:      llm.Message{Role: llm.RoleAssistant},
 		Usage:        usage(r.UsageMetadata),
 		FinishReason: string(cand.FinishReason),
+		Truncated:    cand.FinishReason == genai.FinishReasonMaxTokens,
 	}
 	if out.Model == "" {
 		out.Model = model

@@ -42,6 +42,11 @@ const (
 	// CaseContextLength: the provider's error for a prompt longer than the
 	// model's context window.
 	CaseContextLength Case = "context_length"
+	// CaseTruncated: a text answer with no tool calls, cut off at the
+	// output token limit (finish reason "length", stop reason
+	// "max_tokens", MAX_TOKENS, or the provider's equivalent). The adapter
+	// keeps the text and sets Response.Truncated.
+	CaseTruncated Case = "truncated"
 )
 
 // Harness connects the conformance suite to one adapter.
@@ -95,6 +100,9 @@ func RunConformance(t *testing.T, h Harness) {
 		if resp.ID == "" || resp.FinishReason == "" {
 			t.Fatalf("response ID %q, finish reason %q: both must be mapped", resp.ID, resp.FinishReason)
 		}
+		if resp.Truncated {
+			t.Fatalf("a whole answer (finish reason %q) is marked truncated", resp.FinishReason)
+		}
 		// The request carried the history's tool results, each linked by
 		// its call ID, the error result included.
 		got := h.Results(t, last())
@@ -105,6 +113,17 @@ func RunConformance(t *testing.T, h Harness) {
 		}
 		if !strings.Contains(got["call_a"], "8") || !strings.Contains(got["call_b"], "not_found") {
 			t.Fatalf("results sent = %v", got)
+		}
+	})
+
+	t.Run(string(CaseTruncated), func(t *testing.T) {
+		resp, err, _ := get(t, CaseTruncated)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !resp.Truncated || strings.TrimSpace(resp.Message.Text) == "" || len(resp.Message.ToolCalls) != 0 {
+			t.Fatalf("finish reason %q, Truncated %v, message %+v: want the cut-off text, marked truncated",
+				resp.FinishReason, resp.Truncated, resp.Message)
 		}
 	})
 

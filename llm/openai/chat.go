@@ -55,6 +55,10 @@ type ChatOptions struct {
 	// timeout, extra body fields a compatible server understands
 	// (option.WithJSONSet), ...
 	RequestOptions []option.RequestOption
+	// MaxResponseBytes caps the body of each reply: 0 means
+	// llm.DefaultMaxResponseBytes, negative no cap. A larger reply fails
+	// with a non-retryable llm.ErrorBadResponse that names the cap.
+	MaxResponseBytes int64
 }
 
 // Chat is an llm.Model over OpenAI's Chat Completions API, or any server
@@ -117,8 +121,7 @@ func (c *Chat) Generate(ctx context.Context, req *llm.Request) (*llm.Response, e
 		return nil, err
 	}
 	var httpResp *http.Response
-	ro := append(c.opts.RequestOptions[:len(c.opts.RequestOptions):len(c.opts.RequestOptions)], option.WithResponseInto(&httpResp))
-	completion, err := c.completions.New(ctx, params, ro...)
+	completion, err := c.completions.New(ctx, params, requestOptions(c.opts.RequestOptions, c.opts.MaxResponseBytes, &httpResp)...)
 	if err != nil {
 		return nil, classify(ctx, err, httpResp, c.now())
 	}
@@ -251,6 +254,7 @@ func chatResponse(req *llm.Request, cc *sdk.ChatCompletion, model string) (*llm.
 	if reason == "content_filter" && strings.TrimSpace(out.Text) == "" && len(out.ToolCalls) == 0 {
 		return nil, refusal("the reply was withheld by the content filter")
 	}
+	truncated := reason == "length"
 	if reason == "" {
 		reason = "stop"
 		if len(out.ToolCalls) > 0 {
@@ -272,5 +276,6 @@ func chatResponse(req *llm.Request, cc *sdk.ChatCompletion, model string) (*llm.
 			ReasoningTokens:   u.CompletionTokensDetails.ReasoningTokens,
 		},
 		FinishReason: reason,
+		Truncated:    truncated,
 	}, nil
 }

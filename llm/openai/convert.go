@@ -17,6 +17,7 @@ import (
 	"time"
 
 	sdk "github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/packages/respjson"
 
 	"github.com/toolloop/toolloop/llm"
@@ -139,6 +140,22 @@ func refusal(text string) *llm.Error {
 	return &llm.Error{Kind: llm.ErrorRefusal, Err: fmt.Errorf("openai: %s", text)}
 }
 
+// requestOptions are the options of one request: the caller's, then the
+// response guard (the innermost middleware, so that it checks the body
+// before any other middleware reads it) and the capture of the HTTP
+// response into resp. The caller's slice is never appended to.
+func requestOptions(caller []option.RequestOption, maxBytes int64, resp **http.Response) []option.RequestOption {
+	guard := llm.ResponseGuard{Provider: "openai", MaxBytes: maxBytes}
+	ro := make([]option.RequestOption, 0, len(caller)+2)
+	ro = append(ro, caller...)
+	return append(ro,
+		option.WithMiddleware(func(req *http.Request, next option.MiddlewareNext) (*http.Response, error) {
+			res, err := next(req)
+			return guard.Check(res), err
+		}),
+		option.WithResponseInto(resp))
+}
+
 // classify turns a failed SDK call into an *llm.Error where it can. resp is
 // the last HTTP response, captured with option.WithResponseInto: it lets a
 // failure be classified by its status even when the SDK could not decode
@@ -146,6 +163,11 @@ func refusal(text string) *llm.Error {
 func classify(ctx context.Context, err error, resp *http.Response, now time.Time) error {
 	if ctx.Err() != nil {
 		return err
+	}
+	var le *llm.Error
+	if errors.As(err, &le) {
+		// The response guard's verdict on the body: it says all there is.
+		return le
 	}
 	var ae *sdk.Error
 	isAPI := errors.As(err, &ae)
@@ -207,7 +229,7 @@ func classify(ctx context.Context, err error, resp *http.Response, now time.Time
 	}
 	e := llm.HTTPError(status, header, body, cause, now)
 	contextLength(e, code+" "+typ+" "+body)
-	return e
+	return llm.CheckRetryAfter(ctx, e)
 }
 
 // errorDetail reads the code, type and message from an error body in any

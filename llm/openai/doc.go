@@ -72,7 +72,16 @@
 // error text except for 401 and 403, whose messages can echo part of the key.
 // A Responses reply that arrives with HTTP 200 but status "failed" is
 // classified by its error code the same way (server_error is unavailable,
-// rate_limit_exceeded rate limited).
+// rate_limit_exceeded rate limited). A retryable failure whose Retry-After
+// ends after the request's deadline is made final, saying how long the
+// provider asked to wait (llm.CheckRetryAfter).
+//
+// Every request carries an llm.ResponseGuard as its innermost middleware: a
+// reply larger than MaxResponseBytes (8 MiB by default), or a successful
+// reply that is not JSON (an event stream from a proxy that turned
+// streaming on, an HTML page), fails as a non-retryable llm.ErrorBadResponse
+// that says so. A reply cut off at the output token limit ("length", or
+// incomplete for max_output_tokens) has Response.Truncated set.
 //
 // # OpenAI-compatible servers
 //

@@ -42,6 +42,7 @@ var caseReplies = map[llmtest.Case]reply{
 	llmtest.CaseServerError:   {status: http.StatusInternalServerError, file: "server_error.json"},
 	llmtest.CaseUnauthorized:  {status: http.StatusUnauthorized, file: "unauthorized.json"},
 	llmtest.CaseContextLength: {status: http.StatusBadRequest, file: "context_length.json"},
+	llmtest.CaseTruncated:     ok("truncated.json"),
 }
 
 // server is an httptest server that answers the i-th request with the i-th

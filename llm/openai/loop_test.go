@@ -115,3 +115,48 @@ func TestLoopRetriesRateLimit(t *testing.T) {
 		t.Errorf("the log records %d attempts, want 2", attempts)
 	}
 }
+
+// A 429 whose Retry-After is longer than the run has left ends the run at
+// once with a detail that says so, not by sleeping until the deadline and
+// reporting a bare "context deadline exceeded".
+func TestLoopRetryAfterBeyondDeadline(t *testing.T) {
+	s := newServer(t, "chat", reply{status: http.StatusTooManyRequests, file: "rate_limited.json", header: map[string]string{"Retry-After": "3600"}})
+	start := time.Now()
+	res, err := loop.Run(context.Background(), loop.Config{
+		Model:     openai.NewChat(s.client(), nil),
+		ModelName: "gpt-test",
+		Tools:     weatherRegistry(t),
+		Budgets:   loop.Budgets{Deadline: 2 * time.Second},
+	}, []llm.Message{llm.UserMessage("Weather in Oslo?")})
+	if err == nil || res.Status != loop.ModelError {
+		t.Fatalf("status %s (%s), want model_error", res.Status, res.Detail)
+	}
+	if !strings.Contains(res.Detail, "the provider asked to wait 3600 s (Retry-After), more than the run has left") {
+		t.Errorf("detail = %q", res.Detail)
+	}
+	if d := time.Since(start); d > time.Second || s.count() != 1 {
+		t.Errorf("the run took %v and %d requests; it should stop at the first reply", d, s.count())
+	}
+}
+
+// An answer cut off at the output token limit still ends the run with
+// final_answer, but the result says it is truncated, from the log.
+func TestLoopTruncatedAnswer(t *testing.T) {
+	s := newServer(t, "chat", ok("truncated.json"))
+	res, err := loop.Run(context.Background(), loop.Config{
+		Model: openai.NewChat(s.client(), nil), ModelName: "gpt-test", Tools: weatherRegistry(t),
+	}, []llm.Message{llm.UserMessage("Weather in Oslo this week?")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.Truncated() || !strings.HasSuffix(res.Detail, "; "+loop.TruncatedDetail) {
+		t.Errorf("Truncated() = %v, detail %q", res.Truncated(), res.Detail)
+	}
+	s2 := newServer(t, "chat", ok("final_answer.json"))
+	res, err = loop.Run(context.Background(), loop.Config{
+		Model: openai.NewChat(s2.client(), nil), ModelName: "gpt-test", Tools: weatherRegistry(t),
+	}, []llm.Message{llm.UserMessage("Weather in Oslo?")})
+	if err != nil || res.Truncated() || strings.Contains(res.Detail, "truncated") {
+		t.Errorf("a whole answer: Truncated() = %v, detail %q, err %v", res.Truncated(), res.Detail, err)
+	}
+}

@@ -49,6 +49,10 @@ type ResponsesOptions struct {
 	// RequestOptions are added to every request: headers, a per-request
 	// timeout, extra body fields (option.WithJSONSet), ...
 	RequestOptions []option.RequestOption
+	// MaxResponseBytes caps the body of each reply: 0 means
+	// llm.DefaultMaxResponseBytes, negative no cap. A larger reply fails
+	// with a non-retryable llm.ErrorBadResponse that names the cap.
+	MaxResponseBytes int64
 }
 
 // Responses is an llm.Model over OpenAI's Responses API, used statelessly:
@@ -96,8 +100,7 @@ func (r *Responses) Generate(ctx context.Context, req *llm.Request) (*llm.Respon
 		return nil, err
 	}
 	var httpResp *http.Response
-	ro := append(r.opts.RequestOptions[:len(r.opts.RequestOptions):len(r.opts.RequestOptions)], option.WithResponseInto(&httpResp))
-	resp, err := r.service.New(ctx, params, ro...)
+	resp, err := r.service.New(ctx, params, requestOptions(r.opts.RequestOptions, r.opts.MaxResponseBytes, &httpResp)...)
 	if err != nil {
 		return nil, classify(ctx, err, httpResp, r.now())
 	}
@@ -272,6 +275,7 @@ func responsesResponse(req *llm.Request, resp *responses.Response, model string)
 			ReasoningTokens:   u.OutputTokensDetails.ReasoningTokens,
 		},
 		FinishReason: reason,
+		Truncated:    reason == "length",
 	}, nil
 }
 

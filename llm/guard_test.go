@@ -1,0 +1,120 @@
+package llm
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+)
+
+func guarded(status int, ct, body string, contentLength int64, g ResponseGuard) ([]byte, error) {
+	h := http.Header{}
+	if ct != "" {
+		h.Set("Content-Type", ct)
+	}
+	resp := &http.Response{StatusCode: status, Header: h, Body: io.NopCloser(strings.NewReader(body)), ContentLength: contentLength}
+	return io.ReadAll(g.Check(resp).Body)
+}
+
+func badResponse(t *testing.T, err error, want ...string) {
+	t.Helper()
+	var e *Error
+	if !errors.As(err, &e) || e.Kind != ErrorBadResponse || e.Retryable {
+		t.Fatalf("err = %v, want a non-retryable %s *llm.Error", err, ErrorBadResponse)
+	}
+	for _, w := range want {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("err = %q, want it to say %q", err, w)
+		}
+	}
+}
+
+func TestResponseGuardSize(t *testing.T) {
+	g := ResponseGuard{Provider: "acme", MaxBytes: 1 << 10}
+	body := `{"x":"` + strings.Repeat("a", 2000) + `"}`
+	got, err := guarded(200, "application/json", body, -1, g)
+	badResponse(t, err, "acme", "1 KiB cap", "MaxResponseBytes")
+	if len(got) != 1<<10 {
+		t.Errorf("read %d bytes, want exactly the cap, 1024", len(got))
+	}
+	_, err = guarded(200, "application/json", body, int64(len(body)), g)
+	badResponse(t, err, "Content-Length is 2008 bytes")
+
+	// At the cap exactly, and without a cap, the body comes through.
+	for _, g := range []ResponseGuard{{MaxBytes: int64(len(body))}, {MaxBytes: -1}} {
+		if got, err := guarded(200, "application/json", body, -1, g); err != nil || string(got) != body {
+			t.Errorf("MaxBytes %d: read %d bytes, err %v; want the whole body", g.MaxBytes, len(got), err)
+		}
+	}
+	if (ResponseGuard{}).limit() != DefaultMaxResponseBytes {
+		t.Error("the zero guard does not cap at DefaultMaxResponseBytes")
+	}
+	// An error reply is capped too.
+	_, err = guarded(500, "text/html", strings.Repeat("<p>", 1000), -1, g)
+	badResponse(t, err, "1 KiB cap")
+}
+
+func TestResponseGuardNotJSON(t *testing.T) {
+	g := ResponseGuard{Provider: "openai"}
+	sse := "data: {\"id\":\"chatcmpl-1\",\"choices\":[]}\n\n" + strings.Repeat("data: {}\n\n", 100)
+	_, err := guarded(200, "text/event-stream", sse, -1, g)
+	badResponse(t, err, "openai answered with Content-Type text/event-stream where JSON was expected",
+		"streaming turned on at a proxy", `it began "data: {\"id\"`)
+	if len(err.Error()) > 600 {
+		t.Errorf("the message quotes too much of the body: %d bytes", len(err.Error()))
+	}
+	_, err = guarded(200, "text/html; charset=utf-8", "<!DOCTYPE html><title>Sign in</title>", -1, g)
+	badResponse(t, err, "Content-Type text/html; charset=utf-8", "web page", "<!DOCTYPE html>")
+	_, err = guarded(200, "", "", -1, g)
+	badResponse(t, err, "no Content-Type", "began empty")
+
+	// JSON under a wrong or missing type, and error pages, pass: the SDK
+	// or the status decides.
+	for _, c := range []struct {
+		status   int
+		ct, body string
+	}{
+		{200, "text/plain", ` {"ok":true}`},
+		{200, "", `[1]`},
+		{200, "application/vnd.api+json", `{}`},
+		{502, "text/html", "<html>bad gateway</html>"},
+	} {
+		if got, err := guarded(c.status, c.ct, c.body, -1, g); err != nil || string(got) != c.body {
+			t.Errorf("%d %q: got %q, %v; want the body unchanged", c.status, c.ct, got, err)
+		}
+	}
+}
+
+func TestResponseGuardClient(t *testing.T) {
+	base := &http.Client{Timeout: time.Minute}
+	c := ResponseGuard{}.Client(base)
+	if base.Transport != nil || c.Timeout != time.Minute || c.Transport == nil {
+		t.Fatalf("Client changed its argument or lost its settings: %+v", c)
+	}
+}
+
+func TestCheckRetryAfter(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	long := &Error{Kind: ErrorRateLimited, Retryable: true, RetryAfter: time.Hour, Err: errors.New("429")}
+	CheckRetryAfter(ctx, long)
+	if long.Retryable {
+		t.Error("a wait past the deadline is still retryable")
+	}
+	for _, w := range []string{"rate_limited: the provider asked to wait 3600 s (Retry-After), more than the run has left (", "): 429"} {
+		if !strings.Contains(long.Error(), w) {
+			t.Errorf("err = %q, want %q", long, w)
+		}
+	}
+	short := &Error{Kind: ErrorRateLimited, Retryable: true, RetryAfter: time.Second, Err: errors.New("429")}
+	if CheckRetryAfter(ctx, short); !short.Retryable || short.Error() != "rate_limited: 429" {
+		t.Errorf("a wait within the deadline changed: %v", short)
+	}
+	none := &Error{Kind: ErrorRateLimited, Retryable: true, RetryAfter: time.Hour, Err: errors.New("429")}
+	if CheckRetryAfter(context.Background(), none); !none.Retryable {
+		t.Error("without a deadline the wait is not too long")
+	}
+}
