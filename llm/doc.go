@@ -23,8 +23,8 @@
 // length, refusal, bad request) with Retryable and RetryAfter; HTTPError
 // gives adapters one classification of HTTP replies, and IsRetryable is
 // what the loop's bounded retries ask. A wait the provider asks for that
-// outlasts the request's deadline makes the failure final and says so
-// (CheckRetryAfter). ResponseGuard caps the size of a reply
+// outlasts the run's deadline makes the failure final and says so
+// (CheckRetryAfter, which the loop calls). ResponseGuard caps the size of a reply
 // (DefaultMaxResponseBytes unless an adapter's MaxResponseBytes says
 // otherwise) and names a successful reply that is not JSON; both fail as
 // ErrorBadResponse. Response.Truncated marks an answer cut off at the

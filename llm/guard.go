@@ -248,12 +248,13 @@ func quoteStart(b []byte) string {
 	return strconv.Quote(string(b))
 }
 
-// CheckRetryAfter makes e final when the wait the provider asked for
-// (RetryAfter) ends after ctx's deadline: a retry could only begin once the
-// run's time is spent, so the loop would sleep until its deadline and stop
-// with nothing but "context deadline exceeded". e then says so, names the
-// wait, and is not retryable. ctx's deadline is the nearer of the run's and
-// the model request timeout's. It returns e.
+// CheckRetryAfter says whether the wait the provider asked for
+// (e.RetryAfter) ends after ctx's deadline, the run's: a retry could only
+// begin once the run's time is spent, so a loop that waited would stop with
+// nothing but "context deadline exceeded". It then returns a copy of e
+// that is not retryable and says so, naming the wait; otherwise e itself.
+// Drivers call it with the run's context, not a single request's, whose
+// timeout (loop.Config.ModelTimeout) says nothing about a later attempt.
 func CheckRetryAfter(ctx context.Context, e *Error) *Error {
 	if e == nil || !e.Retryable || e.RetryAfter <= 0 {
 		return e
@@ -266,8 +267,9 @@ func CheckRetryAfter(ctx context.Context, e *Error) *Error {
 	if e.RetryAfter <= left {
 		return e
 	}
-	e.Retryable = false
-	e.Err = fmt.Errorf("the provider asked to wait %s s (Retry-After), more than the run has left (%v): %w",
+	c := *e
+	c.Retryable = false
+	c.Err = fmt.Errorf("the provider asked to wait %s s (Retry-After), more than the run has left (%v): %w",
 		strconv.FormatFloat(e.RetryAfter.Seconds(), 'f', -1, 64), max(left, 0).Round(time.Millisecond), e.Err)
-	return e
+	return &c
 }

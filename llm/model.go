@@ -138,8 +138,8 @@ func (e *Error) Error() string {
 type ErrorClass string
 
 // Model error classes. RateLimited, Unavailable and Timeout are
-// retryable (unless the provider's wait outlasts the run, see
-// CheckRetryAfter); the others are not, and each names the fix: a key, a
+// retryable (unless the provider's wait outlasts the run: the loop checks
+// with CheckRetryAfter); the others are not, and each names the fix: a key, a
 // model name, a shorter prompt, a server that answers in JSON.
 const (
 	ErrorRateLimited ErrorClass = "rate_limited"

@@ -423,9 +423,17 @@ func (d *drive) requestModel(ctx context.Context) Event {
 			return Event{Kind: ModelResponded, At: end, Latency: end.Sub(start), Response: resp, Attempts: attempt}
 		}
 		f := contextFailure(ctx)
+		var me *llm.Error
+		if f == nil && errors.As(err, &me) {
+			// A provider that asks to wait past the run's deadline ends
+			// the run now, saying so, rather than at the deadline with
+			// nothing but "context deadline exceeded".
+			if c := llm.CheckRetryAfter(ctx, me); c != me {
+				err = c
+			}
+		}
 		if f == nil && llm.IsRetryable(err) && attempt <= cfg.ModelRetries {
 			w := wait
-			var me *llm.Error
 			if errors.As(err, &me) && me.RetryAfter > w {
 				w = me.RetryAfter
 			}

@@ -53,9 +53,9 @@
 // budget (error code *_spend_limit_reached), or any error the server marks
 // with x-should-retry: false, is not retryable. Connection failures are
 // retryable unavailable errors; the caller's own cancellation is returned
-// as is. A retryable failure whose Retry-After ends after the request's
-// deadline is made final, saying how long the server asked to wait
-// (llm.CheckRetryAfter): with the SDK's own retries on, the SDK would sleep
+// as is. The server's Retry-After is reported in RetryAfter; the loop
+// decides whether the run can wait that long (llm.CheckRetryAfter). Keep
+// the SDK's own retries off (option.WithMaxRetries(0)): the SDK would sleep
 // that long, whatever the deadline.
 //
 // Every request carries an llm.ResponseGuard as its innermost middleware: a

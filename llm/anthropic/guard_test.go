@@ -8,7 +8,6 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/anthropics/anthropic-sdk-go/v2/option"
@@ -66,25 +65,6 @@ func TestNotJSONReply(t *testing.T) {
 		`it began "event: message_start\ndata:`)
 	if len(err.Error()) > 700 {
 		t.Errorf("the error quotes %d bytes; it should quote the beginning only", len(err.Error()))
-	}
-}
-
-// A 429 asking for a wait longer than the run has left stops at once,
-// saying so.
-func TestRetryAfterBeyondDeadline(t *testing.T) {
-	s := newServer(t, reply{status: http.StatusTooManyRequests, header: map[string]string{"Retry-After": "3600"}, file: "rate_limited.json"})
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	_, err := New(s.client(), nil).Generate(ctx, &llm.Request{Model: "claude-sonnet-4-6", Messages: weatherHistory()})
-	var me *llm.Error
-	if !errors.As(err, &me) || me.Kind != llm.ErrorRateLimited || me.Retryable {
-		t.Fatalf("err = %v, want a rate limit that is not retryable", err)
-	}
-	if !strings.Contains(err.Error(), "the provider asked to wait 3600 s (Retry-After), more than the run has left") {
-		t.Errorf("err = %q", err)
-	}
-	if _, err := New(s.client(), nil).Generate(context.Background(), &llm.Request{Model: "claude-sonnet-4-6", Messages: weatherHistory()}); !llm.IsRetryable(err) {
-		t.Errorf("without a deadline: err = %v, want retryable", err)
 	}
 }
 

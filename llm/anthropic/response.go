@@ -91,7 +91,7 @@ func classify(ctx context.Context, err error, now time.Time) error {
 	}
 	var apiErr *anthropic.Error
 	if errors.As(err, &apiErr) {
-		return llm.CheckRetryAfter(ctx, apiError(apiErr, err, now))
+		return apiError(apiErr, err, now)
 	}
 	var netErr net.Error
 	var urlErr *url.Error

@@ -87,9 +87,8 @@
 // exceeds the maximum is context_length_exceeded. The SDK does not expose
 // the headers of a failed response, so RetryAfter comes from the
 // google.rpc.RetryInfo detail ("retryDelay": "2s") Gemini puts in the error
-// body. A retryable failure whose retryDelay ends after the request's
-// deadline (a daily quota's) is made final, saying how long Gemini asked
-// to wait (llm.CheckRetryAfter). Transport failures are retryable
+// body; the loop decides whether the run can wait that long (a daily
+// quota's cannot; llm.CheckRetryAfter). Transport failures are retryable
 // unavailable errors; the context's own cancellation or deadline is
 // returned as is.
 //

@@ -33,7 +33,7 @@ func (m *Model) classify(ctx context.Context, err error) error {
 		return le
 	}
 	if apiErr, ok := asAPIError(err); ok {
-		return llm.CheckRetryAfter(ctx, apiError(apiErr, time.Now()))
+		return apiError(apiErr, time.Now())
 	}
 	var urlErr *url.Error
 	var netErr net.Error

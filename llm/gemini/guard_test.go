@@ -8,7 +8,6 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
-	"time"
 
 	"google.golang.org/genai"
 
@@ -80,26 +79,6 @@ func TestNotJSONReply(t *testing.T) {
 		`it began "data: {\"candidates\"`)
 	if len(err.Error()) > 700 {
 		t.Errorf("the error quotes %d bytes; it should quote the beginning only", len(err.Error()))
-	}
-}
-
-// A quota whose RetryInfo asks for a wait longer than the run has left
-// stops at once, saying so.
-func TestRetryAfterBeyondDeadline(t *testing.T) {
-	s := newServer(t, reply{http.StatusTooManyRequests, "rate_limited_daily.json"})
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	_, err := s.model(t, nil).Generate(ctx, &llm.Request{Model: "gemini-2.5-flash", Messages: wireHistory().Messages})
-	var me *llm.Error
-	if !errors.As(err, &me) || me.Kind != llm.ErrorRateLimited || me.Retryable || me.RetryAfter != time.Hour {
-		t.Fatalf("err = %v, want a rate limit that is not retryable", err)
-	}
-	if !strings.Contains(err.Error(), "the provider asked to wait 3600 s (Retry-After), more than the run has left") {
-		t.Errorf("err = %q", err)
-	}
-	_, err = s.model(t, nil).Generate(context.Background(), &llm.Request{Model: "gemini-2.5-flash", Messages: wireHistory().Messages})
-	if !llm.IsRetryable(err) {
-		t.Errorf("without a deadline: err = %v, want retryable", err)
 	}
 }
 

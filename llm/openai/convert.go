@@ -229,7 +229,7 @@ func classify(ctx context.Context, err error, resp *http.Response, now time.Time
 	}
 	e := llm.HTTPError(status, header, body, cause, now)
 	contextLength(e, code+" "+typ+" "+body)
-	return llm.CheckRetryAfter(ctx, e)
+	return e
 }
 
 // errorDetail reads the code, type and message from an error body in any

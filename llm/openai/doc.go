@@ -72,9 +72,9 @@
 // error text except for 401 and 403, whose messages can echo part of the key.
 // A Responses reply that arrives with HTTP 200 but status "failed" is
 // classified by its error code the same way (server_error is unavailable,
-// rate_limit_exceeded rate limited). A retryable failure whose Retry-After
-// ends after the request's deadline is made final, saying how long the
-// provider asked to wait (llm.CheckRetryAfter).
+// rate_limit_exceeded rate limited). The provider's Retry-After is reported
+// in RetryAfter; the loop decides whether the run can wait that long
+// (llm.CheckRetryAfter).
 //
 // Every request carries an llm.ResponseGuard as its innermost middleware: a
 // reply larger than MaxResponseBytes (8 MiB by default), or a successful

@@ -8,7 +8,6 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
-	"time"
 
 	sdk "github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
@@ -129,27 +128,6 @@ func TestNotJSONReply(t *testing.T) {
 			_, err = openai.NewResponses(client, nil).Generate(context.Background(), req)
 			wantBadResponse(t, err, c.want[0])
 		})
-	}
-}
-
-// A 429 asking for a wait longer than the run has left stops at once,
-// saying so, rather than sleeping into "context deadline exceeded".
-func TestRetryAfterBeyondDeadline(t *testing.T) {
-	s := newServer(t, "chat", reply{status: http.StatusTooManyRequests, file: "rate_limited.json", header: map[string]string{"Retry-After": "3600"}})
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	_, err := openai.NewChat(s.client(), nil).Generate(ctx, &llm.Request{Model: "gpt-4.1", Messages: history()})
-	var me *llm.Error
-	if !errors.As(err, &me) || me.Kind != llm.ErrorRateLimited || me.Retryable || me.RetryAfter != time.Hour {
-		t.Fatalf("err = %#v, want a rate limit that is not retryable, with its wait", err)
-	}
-	if !strings.Contains(err.Error(), "the provider asked to wait 3600 s (Retry-After), more than the run has left") {
-		t.Errorf("err = %q", err)
-	}
-	// Within the time left, the same reply stays retryable.
-	_, err = openai.NewChat(s.client(), nil).Generate(context.Background(), &llm.Request{Model: "gpt-4.1", Messages: history()})
-	if !llm.IsRetryable(err) {
-		t.Errorf("without a deadline: err = %v, want retryable", err)
 	}
 }
 

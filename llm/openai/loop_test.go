@@ -160,3 +160,21 @@ func TestLoopTruncatedAnswer(t *testing.T) {
 		t.Errorf("a whole answer: Truncated() = %v, detail %q, err %v", res.Truncated(), res.Detail, err)
 	}
 }
+
+// The model request timeout bounds one attempt, not the wait between
+// attempts: a Retry-After longer than it, but within the run's time, is
+// waited out and the request tried again.
+func TestLoopRetryAfterLongerThanTheModelTimeout(t *testing.T) {
+	s := newServer(t, "chat", reply{status: http.StatusTooManyRequests, file: "rate_limited.json", header: map[string]string{"Retry-After": "1"}},
+		ok("final_answer.json"))
+	res, err := loop.Run(context.Background(), loop.Config{
+		Model:        openai.NewChat(s.client(), nil),
+		ModelName:    "gpt-test",
+		Tools:        weatherRegistry(t),
+		ModelTimeout: 500 * time.Millisecond,
+		Budgets:      loop.Budgets{Deadline: time.Minute},
+	}, []llm.Message{llm.UserMessage("Weather in Oslo?")})
+	if err != nil || s.count() != 2 {
+		t.Fatalf("status %s (%s) after %d requests, want final_answer after 2", res.Status, res.Detail, s.count())
+	}
+}
