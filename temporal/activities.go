@@ -251,6 +251,9 @@ type ValidateInput struct {
 	// ToolTimeout is the run's override of every tool's timeout
 	// (loop.Budgets.ToolTimeout).
 	ToolTimeout time.Duration `json:"tool_timeout,omitempty"`
+	// Limits bound each call's arguments (loop.Budgets.ArgumentLimits);
+	// zero fields set no limit.
+	Limits tool.Limits `json:"limits"`
 }
 
 // ValidateOutput is ValidateActivity's result.
@@ -266,7 +269,7 @@ type ValidateOutput struct {
 // ValidateCalls validates each call of a batch with loop.CheckCalls, as
 // the in-process runner does, and adds each call's activity bound.
 func (a *Activities) ValidateCalls(_ context.Context, in ValidateInput) (ValidateOutput, error) {
-	out := ValidateOutput{Checks: loop.CheckCalls(a.cfg.Tools, in.Calls, in.RunID, in.RequestID), Bounds: make([]time.Duration, len(in.Calls))}
+	out := ValidateOutput{Checks: loop.CheckCalls(a.cfg.Tools, in.Calls, in.Limits, in.RunID, in.RequestID), Bounds: make([]time.Duration, len(in.Calls))}
 	for i, c := range in.Calls {
 		if t, ok := a.cfg.Tools.Lookup(c.Name); ok {
 			out.Bounds[i] = a.bound(t, in.ToolTimeout)
