@@ -110,11 +110,13 @@ type State struct {
 
 	// callIDs holds every call ID of the run, to refuse one used twice.
 	callIDs map[string]struct{}
-	// writeKeys counts the times each write key was requested; failed
-	// holds the keys of calls that failed for good. Both are made on first
-	// use.
-	writeKeys map[string]int
-	failed    map[uint64]llm.ErrorKind
+	// writeKeys counts the times each write key was requested, and
+	// writeCalls the times each write was requested by call key (tool and
+	// canonical arguments); failed holds the keys of calls that failed for
+	// good. All are made on first use.
+	writeKeys  map[string]int
+	writeCalls map[uint64]int
+	failed     map[uint64]llm.ErrorKind
 	// lastChecks and lastCalls are the previous turn's checks and calls
 	// (the log and the history keep them anyway), for spin detection.
 	lastChecks []CallCheck
@@ -330,39 +332,51 @@ func callsValidated(s *State, ev *Event) Effect {
 					"call %s retries %s with the same arguments after it failed with %s", call.ID, call.Name, kind))
 			}
 		}
-		if c.WriteKey != "" {
-			// A keyed write asked for again is replayed from the ledger,
-			// not executed; the write-key count below bounds it instead.
-			continue
-		}
 		for j := range s.lastChecks {
-			if s.lastChecks[j].Key == c.Key {
-				call := &b.Calls[i]
-				return stop(s, SpinDetected, fmt.Sprintf(
-					"call %s repeats %s with the same arguments as call %s of the previous turn", call.ID, call.Name, s.lastCalls[j].ID))
+			last := &s.lastChecks[j]
+			if last.Key != c.Key {
+				continue
 			}
+			if c.WriteKey != "" && c.WriteKey == last.WriteKey {
+				// The same write under the same idempotency key is
+				// replayed from the ledger, not executed again; the
+				// counts below bound it instead. A write whose key is
+				// new (the default key is per call) would run again, so
+				// it is a repeat like a read's.
+				continue
+			}
+			call := &b.Calls[i]
+			return stop(s, SpinDetected, fmt.Sprintf(
+				"call %s repeats %s with the same arguments as call %s of the previous turn", call.ID, call.Name, s.lastCalls[j].ID))
 		}
 	}
 	writes := false
 	for i := range checks {
 		// A write asked for again is answered from the ledger once; a
 		// third request of the same write is a model going round in
-		// circles.
+		// circles, whether it names the write by its idempotency key or,
+		// for writes keyed per call, by the same tool and arguments.
 		if c := &checks[i]; c.WriteKey != "" && c.Problem == "" {
 			writes = true
 			if s.writeKeys[c.WriteKey] >= 2 {
 				return stop(s, SpinDetected, fmt.Sprintf(
 					"call %s asks for write %q a third time in this run", b.Calls[i].ID, c.WriteKey))
 			}
+			if s.writeCalls[c.Key] >= 2 {
+				call := &b.Calls[i]
+				return stop(s, SpinDetected, fmt.Sprintf(
+					"call %s asks a third time in this run for write %s with the same arguments", call.ID, call.Name))
+			}
 		}
 	}
 	if writes {
+		if s.writeKeys == nil {
+			s.writeKeys, s.writeCalls = map[string]int{}, map[uint64]int{}
+		}
 		for i := range checks {
 			if c := &checks[i]; c.WriteKey != "" && c.Problem == "" {
-				if s.writeKeys == nil {
-					s.writeKeys = map[string]int{}
-				}
 				s.writeKeys[c.WriteKey]++
+				s.writeCalls[c.Key]++
 			}
 		}
 	}
