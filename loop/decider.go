@@ -1,8 +1,10 @@
 package loop
 
 import (
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"hash/fnv"
 	"slices"
 	"strings"
 	"time"
@@ -121,6 +123,11 @@ type State struct {
 	// (the log and the history keep them anyway), for spin detection.
 	lastChecks []CallCheck
 	lastCalls  []llm.ToolCall
+	// seen holds a hash of every tool result the model has seen
+	// (resultHash); stale counts the turns in a row, up to the last,
+	// whose every result was already in it.
+	seen  map[uint64]struct{}
+	stale int
 }
 
 // indexes returns the indexes 0 to n-1.
@@ -213,6 +220,9 @@ func start(s *State, ev *Event) Effect {
 	for _, m := range info.Messages {
 		for _, c := range m.ToolCalls {
 			s.callIDs[c.ID] = struct{}{}
+		}
+		if m.Result != nil {
+			s.see(m.Result)
 		}
 	}
 	return Effect{Kind: RequestModel}
@@ -380,6 +390,15 @@ func callsValidated(s *State, ev *Event) Effect {
 			}
 		}
 	}
+	if s.stale >= staleTurns {
+		// The model learned nothing from its last turns and asks for
+		// more: it is going round in circles. Text instead of calls would
+		// have ended the run with what it has.
+		call := &b.Calls[0]
+		return stop(s, SpinDetected, fmt.Sprintf(
+			"call %s asks for more after %d turns in a row that added no new information (every result of turns %d to %d repeated one the model had already seen)",
+			call.ID, s.stale, s.Steps-s.stale, s.Steps-1))
+	}
 	s.lastChecks, s.lastCalls = checks, b.Calls
 	invalid := 0
 	for i := range checks {
@@ -536,6 +555,7 @@ func stageFinished(s *State, ev *Event) Effect {
 // finishBatch appends the batch's results, in the model's call order, and
 // asks the model again unless a budget is already spent.
 func finishBatch(s *State) Effect {
+	noteNews(s)
 	appendResults(s)
 	b := s.Budgets
 	switch {
@@ -562,6 +582,67 @@ func appendResults(s *State) {
 		s.Messages = append(s.Messages, llm.Message{Role: llm.RoleTool, Result: r})
 	}
 	s.Batch = nil
+}
+
+// staleTurns is how many turns in a row may add no new information (see
+// noteNews) before a further request for tool calls is a spin.
+const staleTurns = 2
+
+// noteNews counts the finished batch as stale when each of its results is
+// one the model has already seen, word for word, from the same tool with
+// the same status (the call and its arguments may differ: the same answer
+// to another question tells the model nothing new either), and else
+// resets the count. It then adds the batch's results to those seen.
+func noteNews(s *State) {
+	b := s.Batch
+	if b == nil || len(b.Results) == 0 {
+		return
+	}
+	stale := true
+	hashes := make([]uint64, len(b.Results))
+	for i, r := range b.Results {
+		if r == nil {
+			stale = false
+			continue
+		}
+		hashes[i] = resultHash(r)
+		if _, ok := s.seen[hashes[i]]; !ok {
+			stale = false
+		}
+	}
+	if stale {
+		s.stale++
+	} else {
+		s.stale = 0
+	}
+	for i, r := range b.Results {
+		if r != nil {
+			s.seeHash(hashes[i])
+		}
+	}
+}
+
+// see adds r to the results the model has seen.
+func (s *State) see(r *llm.ToolResult) { s.seeHash(resultHash(r)) }
+
+func (s *State) seeHash(h uint64) {
+	if s.seen == nil {
+		s.seen = map[uint64]struct{}{}
+	}
+	s.seen[h] = struct{}{}
+}
+
+// resultHash identifies a result by what the model reads of it besides
+// the call ID: the tool, the status, the error kind and the content.
+func resultHash(r *llm.ToolResult) uint64 {
+	h := fnv.New64a()
+	for _, part := range [][]byte{[]byte(r.Name), []byte(r.Status), []byte(r.ErrorKind), r.Content} {
+		var n [8]byte
+		binary.LittleEndian.PutUint64(n[:], uint64(len(part)))
+		h.Write(n[:])
+		h.Write(part)
+	}
+	return h.Sum64()
 }
 
 // fail records that the call with this key failed for good.

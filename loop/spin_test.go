@@ -86,3 +86,54 @@ func TestUnkeyedWriteAskedThriceIsASpin(t *testing.T) {
 		t.Fatalf("steps %d, %d sends, detail %q", res.Steps, sent.Load(), res.Detail)
 	}
 }
+
+// A model that goes back and forth between two look-ups learns nothing
+// after the first two turns: once two turns in a row have only repeated
+// results it had already seen, asking for more is a spin.
+func TestNoNewInformationIsASpin(t *testing.T) {
+	model := byStep(func(n int) llmtest.Turn {
+		return llmtest.Calls(call(fmt.Sprintf("c%d", n), "query_order", fmt.Sprintf(`{"id":"A%d"}`, 2-n%2)))
+	})
+	res, err := loop.Run(context.Background(), spinConfig(t, model), user("where are A1 and A2?"))
+	mustStatus(t, res, err, loop.SpinDetected)
+	if res.Steps != 5 || !strings.Contains(res.Detail, "no new information") || !strings.Contains(res.Detail, "turns 3 to 4") {
+		t.Fatalf("steps %d, detail %q", res.Steps, res.Detail)
+	}
+}
+
+// The same answer to different questions is no news either: a model that
+// keeps rewording a search that finds nothing is stopped.
+func TestSameResultForOtherArgumentsIsNoNews(t *testing.T) {
+	type searchIn struct {
+		Q string `json:"q"`
+	}
+	search := tool.MustNew(tool.Spec[searchIn]{Name: "search_orders"},
+		func(context.Context, searchIn) ([]string, error) { return []string{}, nil })
+	model := byStep(func(n int) llmtest.Turn {
+		return llmtest.Calls(call(fmt.Sprintf("c%d", n), "search_orders", fmt.Sprintf(`{"q":"grace %d"}`, n)))
+	})
+	res, err := loop.Run(context.Background(), spinConfig(t, model, search), user("find Grace's order"))
+	mustStatus(t, res, err, loop.SpinDetected)
+	if res.Steps != 4 || !strings.Contains(res.Detail, "no new information") {
+		t.Fatalf("steps %d, detail %q", res.Steps, res.Detail)
+	}
+}
+
+// The rule stops a model that asks for more, not one that answers with
+// what it has, nor one whose turns bring something new.
+func TestNoNewInformationLetsTheModelAnswer(t *testing.T) {
+	ids := []string{"A1", "A2", "A1", "A2"}
+	model := byStep(func(n int) llmtest.Turn {
+		if n > len(ids) {
+			return llmtest.Text("A1 and A2 have shipped")
+		}
+		return llmtest.Calls(call(fmt.Sprintf("c%d", n), "query_order", fmt.Sprintf(`{"id":%q}`, ids[n-1])))
+	})
+	res, err := loop.Run(context.Background(), spinConfig(t, model), user("where are A1 and A2?"))
+	mustStatus(t, res, err, loop.FinalAnswer)
+
+	// A new result between repeats starts the count again.
+	ids = []string{"A1", "A2", "A1", "A3", "A2", "A1"}
+	res, err = loop.Run(context.Background(), spinConfig(t, model), user("where are A1, A2 and A3?"))
+	mustStatus(t, res, err, loop.FinalAnswer)
+}
