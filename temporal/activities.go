@@ -2,7 +2,6 @@ package temporal
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -186,7 +185,9 @@ func (a *Activities) RequestModel(ctx context.Context, in ModelInput) (ModelOutp
 		}
 		return ModelOutput{}, sdktemporal.NewApplicationErrorWithOptions(err.Error(), ErrTypeModel, opts)
 	}
-	keepEncodable(resp)
+	// Whatever the arguments of its calls, the response travels as it is:
+	// llm.ToolCall encodes them byte for byte (valid JSON or not), so the
+	// workflow's log records what the model sent.
 	return ModelOutput{Response: resp, Attempt: attempt}, nil
 }
 
@@ -224,21 +225,6 @@ func generateBeating(ctx context.Context, m llm.Model, req *llm.Request) (*llm.R
 			}
 		case <-tick.C:
 			activity.RecordHeartbeat(ctx)
-		}
-	}
-}
-
-// keepEncodable replaces tool-call arguments that are not valid JSON with
-// a JSON string holding them: json.RawMessage refuses to encode invalid
-// JSON, and everything a workflow receives must be encoded. Validation then
-// rejects the call (arguments must be an object) and the model is told, as
-// in-process; only the history carries the raw text quoted.
-func keepEncodable(resp *llm.Response) {
-	for i := range resp.Message.ToolCalls {
-		c := &resp.Message.ToolCalls[i]
-		if len(c.Arguments) > 0 && !json.Valid(c.Arguments) {
-			quoted, _ := json.Marshal(string(c.Arguments)) // a string always encodes
-			c.Arguments = quoted
 		}
 	}
 }

@@ -498,9 +498,9 @@ func outcome(evs []loop.Event, callID string) *executor.Outcome {
 }
 
 // TestInvalidJSONArguments: a model sends arguments that are not JSON.
-// They cannot travel through Temporal as they are, so the activity quotes
-// them; validation rejects the call, the model hears about it (a
-// recoverable error, as in-process) and answers.
+// They travel through Temporal as they are and the log keeps them so;
+// validation rejects the call, the model hears about it (a recoverable
+// error, as in-process) and answers.
 func TestInvalidJSONArguments(t *testing.T) {
 	s := scenario(t, "not_found")
 	s.Script = func(context.CancelFunc) []llmtest.Turn {
@@ -515,6 +515,9 @@ func TestInvalidJSONArguments(t *testing.T) {
 	r := toolResult(out.Messages, "call_bad")
 	if out.Status != loop.FinalAnswer || r == nil || r.ErrorKind != llm.ErrInvalidArguments {
 		t.Fatalf("status %s (%s), result %+v", out.Status, out.Detail, r)
+	}
+	if got := out.Events[1].Response.Message.ToolCalls[0].Arguments; string(got) != `{"order_id":` {
+		t.Fatalf("the log records the arguments as %s", got)
 	}
 }
 
