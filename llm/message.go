@@ -3,6 +3,7 @@ package llm
 import (
 	"bytes"
 	"encoding/json"
+	"unicode/utf8"
 )
 
 // Role says who wrote a message.
@@ -35,25 +36,48 @@ type ToolCall struct {
 	Arguments json.RawMessage `json:"arguments"`
 }
 
-// toolCallJSON is how a ToolCall is encoded: arguments that are valid JSON
-// are embedded as they are; others (a model's cut-off or garbled output)
-// are kept, byte for byte, as a string in raw_arguments, so that a history
-// holding them can still be stored, logged and replayed.
+// toolCallJSON is how a ToolCall is encoded. A log must give back the
+// arguments byte for byte, whatever the model sent, so they take one of
+// three forms:
+//
+//   - arguments: embedded as they are, when encoding/json would give the
+//     same bytes back (see embeddable);
+//   - raw_arguments: as a JSON string, for anything else that is valid
+//     UTF-8: a model's cut-off or garbled output, white space or HTML
+//     characters the encoder would rewrite, or nesting too deep to embed;
+//   - raw_arguments_b64: in base64, for the rest (invalid UTF-8, which a
+//     JSON string cannot carry).
+//
+// Embedding keeps ordinary logs readable; the other two forms trade that
+// for exactness, which is what replay needs.
 type toolCallJSON struct {
 	ID           string          `json:"id"`
 	Name         string          `json:"name"`
 	Arguments    json.RawMessage `json:"arguments,omitempty"`
 	RawArguments *string         `json:"raw_arguments,omitempty"`
+	RawBase64    []byte          `json:"raw_arguments_b64,omitempty"`
 }
+
+// maxEmbedDepth is the deepest nesting of arguments embedded in an
+// encoded ToolCall. encoding/json refuses to decode a document nested more
+// than 10000 levels, counted from its root: arguments close to that depth
+// would encode but not decode once a log event or a workflow payload wraps
+// them, so deeper ones are kept as a string. No sane tool takes arguments
+// even this deep; validation refuses them long before (loop.Budgets).
+const maxEmbedDepth = 1000
 
 // MarshalJSON implements json.Marshaler.
 func (c ToolCall) MarshalJSON() ([]byte, error) {
 	out := toolCallJSON{ID: c.ID, Name: c.Name}
-	if len(c.Arguments) > 0 && json.Valid(c.Arguments) {
+	switch {
+	case len(c.Arguments) == 0:
+	case embeddable(c.Arguments):
 		out.Arguments = c.Arguments
-	} else if len(c.Arguments) > 0 {
+	case utf8.Valid(c.Arguments):
 		raw := string(c.Arguments)
 		out.RawArguments = &raw
+	default:
+		out.RawBase64 = c.Arguments
 	}
 	// Escaping HTML is the outer encoder's choice, not this method's.
 	var buf bytes.Buffer
@@ -72,10 +96,55 @@ func (c *ToolCall) UnmarshalJSON(b []byte) error {
 		return err
 	}
 	c.ID, c.Name, c.Arguments = in.ID, in.Name, in.Arguments
-	if in.RawArguments != nil {
+	switch {
+	case in.RawArguments != nil:
 		c.Arguments = json.RawMessage(*in.RawArguments)
+	case in.RawBase64 != nil:
+		c.Arguments = json.RawMessage(in.RawBase64)
 	}
 	return nil
+}
+
+// embeddable reports whether b can be embedded in an encoding as it is and
+// decode to the same bytes: valid JSON, nested at most maxEmbedDepth
+// deep, and already in the form encoding/json writes a json.RawMessage in
+// (compact, with <, >, &, U+2028 and U+2029 escaped, as json.Marshal does
+// by default and an encoder that escapes HTML would do to it).
+func embeddable(b []byte) bool {
+	if !json.Valid(b) {
+		return false
+	}
+	depth, inString, escaped := 0, false, false
+	for i := 0; i < len(b); i++ {
+		c := b[i]
+		switch {
+		case c == '<' || c == '>' || c == '&':
+			return false
+		case c == 0xE2 && i+2 < len(b) && b[i+1] == 0x80 && (b[i+2] == 0xA8 || b[i+2] == 0xA9):
+			return false
+		case inString:
+			switch {
+			case escaped:
+				escaped = false
+			case c == '\\':
+				escaped = true
+			case c == '"':
+				inString = false
+			}
+		case c == '"':
+			inString = true
+		case c == '{' || c == '[':
+			depth++
+			if depth > maxEmbedDepth {
+				return false
+			}
+		case c == '}' || c == ']':
+			depth--
+		case c == ' ' || c == '\t' || c == '\n' || c == '\r':
+			return false
+		}
+	}
+	return true
 }
 
 // ResultStatus says how a tool call ended.

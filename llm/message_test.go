@@ -3,6 +3,7 @@ package llm_test
 import (
 	"encoding/json"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/toolloop/toolloop/llm"
@@ -82,5 +83,46 @@ func TestToolCallJSONKeepsInvalidArguments(t *testing.T) {
 		if out.ID != in.ID || out.Name != in.Name || string(out.Arguments) != args {
 			t.Fatalf("%q came back as %+v (%s)", args, out, b)
 		}
+	}
+}
+
+// Whatever bytes a model sends as arguments, an encoded call gives them
+// back exactly, also inside the documents that wrap it (a log event, a
+// workflow payload): white space, characters encoding/json escapes, bytes
+// that are not UTF-8, and nesting close to encoding/json's limit of 10000
+// levels, which a wrapped document would pass.
+func TestToolCallJSONIsExact(t *testing.T) {
+	nested := func(depth int) string {
+		return strings.Repeat(`{"a":`, depth-1) + `{}` + strings.Repeat(`}`, depth-1)
+	}
+	for _, args := range []string{
+		`{"a":1}`, `{ "a" : 1 }`, " {\"a\":1}\n", `{"q":"Q&A <b>"}`, "{\"s\":\"\u2028\"}", `null`, `"text"`,
+		"{\"a\":\"\xff\"}", "\xff{", `{"a":"\"}"}`, nested(1000), nested(1001), nested(9998), nested(10000),
+	} {
+		in := llm.ToolCall{ID: "c1", Name: "t", Arguments: json.RawMessage(args)}
+		// Wrapped a few levels deep, as a log event wraps a call.
+		wrapped := map[string]any{"response": map[string]any{"message": map[string]any{"tool_calls": []llm.ToolCall{in}}}}
+		b, err := json.Marshal(wrapped)
+		if err != nil {
+			t.Fatalf("%.40q: %v", args, err)
+		}
+		var out struct {
+			Response struct {
+				Message struct {
+					ToolCalls []llm.ToolCall `json:"tool_calls"`
+				} `json:"message"`
+			} `json:"response"`
+		}
+		if err := json.Unmarshal(b, &out); err != nil {
+			t.Fatalf("%.40q: %v", args, err)
+		}
+		if calls := out.Response.Message.ToolCalls; len(calls) != 1 || string(calls[0].Arguments) != args {
+			t.Fatalf("%.40q came back as %.60q", args, calls)
+		}
+	}
+	// Ordinary arguments stay readable in the log: embedded, not quoted.
+	b, err := json.Marshal(llm.ToolCall{ID: "c1", Name: "t", Arguments: json.RawMessage(`{"id":"A1"}`)})
+	if err != nil || string(b) != `{"id":"c1","name":"t","arguments":{"id":"A1"}}` {
+		t.Fatalf("encoded as %s (%v)", b, err)
 	}
 }

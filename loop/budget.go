@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/toolloop/toolloop/llm"
+	"github.com/toolloop/toolloop/tool"
 )
 
 // Budgets bound a run. Zero fields take the defaults below; a negative
@@ -24,6 +25,14 @@ type Budgets struct {
 	// MaxCost caps the run's cost in US dollars, priced by Prices. Default
 	// off.
 	MaxCost float64 `json:"max_cost,omitempty"`
+	// MaxArgumentBytes and MaxArgumentDepth bound each tool call's
+	// arguments (tool.Limits): a call past either gets an invalid_arguments
+	// result naming the limit, as any other invalid call does, and the
+	// model may try again. Defaults 1 MiB and 64 levels. A negative
+	// MaxArgumentBytes switches the size limit off; the depth limit cannot
+	// be, and is at most MaxArgumentDepthCeiling.
+	MaxArgumentBytes int `json:"max_argument_bytes,omitempty"`
+	MaxArgumentDepth int `json:"max_argument_depth,omitempty"`
 	// Prices turns usage into cost, keyed by model name.
 	Prices Prices `json:"-"`
 }
@@ -33,6 +42,15 @@ const (
 	DefaultMaxSteps     = 10
 	DefaultDeadline     = 10 * time.Minute
 	DefaultMaxToolCalls = 100
+	// DefaultMaxArgumentBytes and DefaultMaxArgumentDepth are far above
+	// what a tool's arguments need, and far below what hurts.
+	DefaultMaxArgumentBytes = 1 << 20
+	DefaultMaxArgumentDepth = 64
+	// MaxArgumentDepthCeiling is the deepest MaxArgumentDepth may allow:
+	// a call that passes validation is copied into documents (a pending
+	// call in a run's summary, a workflow's payloads) that encoding/json
+	// must still decode, and it refuses anything nested past 10000 levels.
+	MaxArgumentDepthCeiling = 1000
 )
 
 // Normalized returns the budgets with the defaults above filled in and
@@ -67,7 +85,27 @@ func (b Budgets) Normalized() (Budgets, error) {
 	if b.ToolTimeout < 0 {
 		b.ToolTimeout = 0
 	}
+	switch {
+	case b.MaxArgumentBytes == 0:
+		b.MaxArgumentBytes = DefaultMaxArgumentBytes
+	case b.MaxArgumentBytes < 0:
+		b.MaxArgumentBytes = 0
+	}
+	switch {
+	case b.MaxArgumentDepth == 0:
+		b.MaxArgumentDepth = DefaultMaxArgumentDepth
+	case b.MaxArgumentDepth < 0 || b.MaxArgumentDepth > MaxArgumentDepthCeiling:
+		return b, fmt.Errorf("budgets: MaxArgumentDepth is %d; it must be from 1 to %d (0 for the default, %d)",
+			b.MaxArgumentDepth, MaxArgumentDepthCeiling, DefaultMaxArgumentDepth)
+	}
 	return b, nil
+}
+
+// ArgumentLimits returns the bounds on each call's arguments that
+// MaxArgumentBytes and MaxArgumentDepth set, for CheckCalls. Call it on
+// Normalized budgets: on others a zero field means no limit.
+func (b Budgets) ArgumentLimits() tool.Limits {
+	return tool.Limits{MaxBytes: b.MaxArgumentBytes, MaxDepth: b.MaxArgumentDepth}
 }
 
 // Price is what a model charges, in US dollars per million tokens.

@@ -1,8 +1,10 @@
 package loop
 
 import (
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"hash/fnv"
 	"slices"
 	"strings"
 	"time"
@@ -110,15 +112,22 @@ type State struct {
 
 	// callIDs holds every call ID of the run, to refuse one used twice.
 	callIDs map[string]struct{}
-	// writeKeys counts the times each write key was requested; failed
-	// holds the keys of calls that failed for good. Both are made on first
-	// use.
-	writeKeys map[string]int
-	failed    map[uint64]llm.ErrorKind
+	// writeKeys counts the times each write key was requested, and
+	// writeCalls the times each write was requested by call key (tool and
+	// canonical arguments); failed holds the keys of calls that failed for
+	// good. All are made on first use.
+	writeKeys  map[string]int
+	writeCalls map[uint64]int
+	failed     map[uint64]llm.ErrorKind
 	// lastChecks and lastCalls are the previous turn's checks and calls
 	// (the log and the history keep them anyway), for spin detection.
 	lastChecks []CallCheck
 	lastCalls  []llm.ToolCall
+	// seen holds a hash of every tool result the model has seen
+	// (resultHash); stale counts the turns in a row, up to the last,
+	// whose every result was already in it.
+	seen  map[uint64]struct{}
+	stale int
 }
 
 // indexes returns the indexes 0 to n-1.
@@ -211,6 +220,9 @@ func start(s *State, ev *Event) Effect {
 	for _, m := range info.Messages {
 		for _, c := range m.ToolCalls {
 			s.callIDs[c.ID] = struct{}{}
+		}
+		if m.Result != nil {
+			s.see(m.Result)
 		}
 	}
 	return Effect{Kind: RequestModel}
@@ -334,41 +346,62 @@ func callsValidated(s *State, ev *Event) Effect {
 					"call %s retries %s with the same arguments after it failed with %s", call.ID, call.Name, kind))
 			}
 		}
-		if c.WriteKey != "" {
-			// A keyed write asked for again is replayed from the ledger,
-			// not executed; the write-key count below bounds it instead.
-			continue
-		}
 		for j := range s.lastChecks {
-			if s.lastChecks[j].Key == c.Key {
-				call := &b.Calls[i]
-				return stop(s, SpinDetected, fmt.Sprintf(
-					"call %s repeats %s with the same arguments as call %s of the previous turn", call.ID, call.Name, s.lastCalls[j].ID))
+			last := &s.lastChecks[j]
+			if last.Key != c.Key {
+				continue
 			}
+			if c.WriteKey != "" && c.WriteKey == last.WriteKey {
+				// The same write under the same idempotency key is
+				// replayed from the ledger, not executed again; the
+				// counts below bound it instead. A write whose key is
+				// new (the default key is per call) would run again, so
+				// it is a repeat like a read's.
+				continue
+			}
+			call := &b.Calls[i]
+			return stop(s, SpinDetected, fmt.Sprintf(
+				"call %s repeats %s with the same arguments as call %s of the previous turn", call.ID, call.Name, s.lastCalls[j].ID))
 		}
 	}
 	writes := false
 	for i := range checks {
 		// A write asked for again is answered from the ledger once; a
 		// third request of the same write is a model going round in
-		// circles.
+		// circles, whether it names the write by its idempotency key or,
+		// for writes keyed per call, by the same tool and arguments.
 		if c := &checks[i]; c.WriteKey != "" && c.Problem == "" {
 			writes = true
 			if s.writeKeys[c.WriteKey] >= 2 {
 				return stop(s, SpinDetected, fmt.Sprintf(
 					"call %s asks for write %q a third time in this run", b.Calls[i].ID, c.WriteKey))
 			}
+			if s.writeCalls[c.Key] >= 2 {
+				call := &b.Calls[i]
+				return stop(s, SpinDetected, fmt.Sprintf(
+					"call %s asks a third time in this run for write %s with the same arguments", call.ID, call.Name))
+			}
 		}
 	}
 	if writes {
+		if s.writeKeys == nil {
+			s.writeKeys, s.writeCalls = map[string]int{}, map[uint64]int{}
+		}
 		for i := range checks {
 			if c := &checks[i]; c.WriteKey != "" && c.Problem == "" {
-				if s.writeKeys == nil {
-					s.writeKeys = map[string]int{}
-				}
 				s.writeKeys[c.WriteKey]++
+				s.writeCalls[c.Key]++
 			}
 		}
+	}
+	if s.stale >= staleTurns {
+		// The model learned nothing from its last turns and asks for
+		// more: it is going round in circles. Text instead of calls would
+		// have ended the run with what it has.
+		call := &b.Calls[0]
+		return stop(s, SpinDetected, fmt.Sprintf(
+			"call %s asks for more after %d turns in a row that added no new information (every result of turns %d to %d repeated one the model had already seen)",
+			call.ID, s.stale, s.Steps-s.stale, s.Steps-1))
 	}
 	s.lastChecks, s.lastCalls = checks, b.Calls
 	invalid := 0
@@ -526,6 +559,7 @@ func stageFinished(s *State, ev *Event) Effect {
 // finishBatch appends the batch's results, in the model's call order, and
 // asks the model again unless a budget is already spent.
 func finishBatch(s *State) Effect {
+	noteNews(s)
 	appendResults(s)
 	b := s.Budgets
 	switch {
@@ -552,6 +586,67 @@ func appendResults(s *State) {
 		s.Messages = append(s.Messages, llm.Message{Role: llm.RoleTool, Result: r})
 	}
 	s.Batch = nil
+}
+
+// staleTurns is how many turns in a row may add no new information (see
+// noteNews) before a further request for tool calls is a spin.
+const staleTurns = 2
+
+// noteNews counts the finished batch as stale when each of its results is
+// one the model has already seen, word for word, from the same tool with
+// the same status (the call and its arguments may differ: the same answer
+// to another question tells the model nothing new either), and else
+// resets the count. It then adds the batch's results to those seen.
+func noteNews(s *State) {
+	b := s.Batch
+	if b == nil || len(b.Results) == 0 {
+		return
+	}
+	stale := true
+	hashes := make([]uint64, len(b.Results))
+	for i, r := range b.Results {
+		if r == nil {
+			stale = false
+			continue
+		}
+		hashes[i] = resultHash(r)
+		if _, ok := s.seen[hashes[i]]; !ok {
+			stale = false
+		}
+	}
+	if stale {
+		s.stale++
+	} else {
+		s.stale = 0
+	}
+	for i, r := range b.Results {
+		if r != nil {
+			s.seeHash(hashes[i])
+		}
+	}
+}
+
+// see adds r to the results the model has seen.
+func (s *State) see(r *llm.ToolResult) { s.seeHash(resultHash(r)) }
+
+func (s *State) seeHash(h uint64) {
+	if s.seen == nil {
+		s.seen = map[uint64]struct{}{}
+	}
+	s.seen[h] = struct{}{}
+}
+
+// resultHash identifies a result by what the model reads of it besides
+// the call ID: the tool, the status, the error kind and the content.
+func resultHash(r *llm.ToolResult) uint64 {
+	h := fnv.New64a()
+	for _, part := range [][]byte{[]byte(r.Name), []byte(r.Status), []byte(r.ErrorKind), r.Content} {
+		var n [8]byte
+		binary.LittleEndian.PutUint64(n[:], uint64(len(part)))
+		h.Write(n[:])
+		h.Write(part)
+	}
+	return h.Sum64()
 }
 
 // fail records that the call with this key failed for good.

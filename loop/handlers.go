@@ -19,18 +19,19 @@ import (
 // so a replayed run finds the same checks, decisions and plans.
 
 // CheckCalls validates each call of a batch (a ValidateCalls effect):
-// whether a registered tool has its name, whether its arguments conform to
-// the tool's schema, the call's key for spin detection, and a valid
-// write's idempotency key (WriteKey). The result is the CallsValidated
-// event's payload, one check per call.
-func CheckCalls(tools *tool.Registry, calls []llm.ToolCall, runID, requestID string) []CallCheck {
+// whether a registered tool has its name, whether its arguments are within
+// limits (Budgets.ArgumentLimits) and conform to the tool's schema, the
+// call's key for spin detection, and a valid write's idempotency key
+// (WriteKey). The result is the CallsValidated event's payload, one check
+// per call.
+func CheckCalls(tools *tool.Registry, calls []llm.ToolCall, limits tool.Limits, runID, requestID string) []CallCheck {
 	checks := make([]CallCheck, len(calls))
 	for i, c := range calls {
 		t, ok := tools.Lookup(c.Name)
 		if !ok {
 			continue
 		}
-		fp, err := t.Validate(c.Arguments)
+		fp, err := t.ValidateWithin(c.Arguments, limits)
 		checks[i] = CallCheck{Known: true, Key: tool.CallKey(c.Name, fp)}
 		if err != nil {
 			checks[i].Problem = err.Error()

@@ -306,7 +306,7 @@ func (d *drive) perform(ctx context.Context, eff Effect) Event {
 	case RequestModel:
 		return d.requestModel(ctx)
 	case ValidateCalls:
-		return Event{Kind: CallsValidated, Checks: CheckCalls(cfg.Tools, s.Batch.Calls, s.RunID, cfg.RequestID)}
+		return Event{Kind: CallsValidated, Checks: CheckCalls(cfg.Tools, s.Batch.Calls, s.Budgets.ArgumentLimits(), s.RunID, cfg.RequestID)}
 	case AuthorizeCalls:
 		decisions, err := Authorize(ctx, cfg.Policy, cfg.Identity, cfg.Tools, s.Batch.Calls, eff.Calls)
 		if err != nil {

@@ -2,7 +2,6 @@ package temporal
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -186,7 +185,9 @@ func (a *Activities) RequestModel(ctx context.Context, in ModelInput) (ModelOutp
 		}
 		return ModelOutput{}, sdktemporal.NewApplicationErrorWithOptions(err.Error(), ErrTypeModel, opts)
 	}
-	keepEncodable(resp)
+	// Whatever the arguments of its calls, the response travels as it is:
+	// llm.ToolCall encodes them byte for byte (valid JSON or not), so the
+	// workflow's log records what the model sent.
 	return ModelOutput{Response: resp, Attempt: attempt}, nil
 }
 
@@ -228,21 +229,6 @@ func generateBeating(ctx context.Context, m llm.Model, req *llm.Request) (*llm.R
 	}
 }
 
-// keepEncodable replaces tool-call arguments that are not valid JSON with
-// a JSON string holding them: json.RawMessage refuses to encode invalid
-// JSON, and everything a workflow receives must be encoded. Validation then
-// rejects the call (arguments must be an object) and the model is told, as
-// in-process; only the history carries the raw text quoted.
-func keepEncodable(resp *llm.Response) {
-	for i := range resp.Message.ToolCalls {
-		c := &resp.Message.ToolCalls[i]
-		if len(c.Arguments) > 0 && !json.Valid(c.Arguments) {
-			quoted, _ := json.Marshal(string(c.Arguments)) // a string always encodes
-			c.Arguments = quoted
-		}
-	}
-}
-
 // ValidateInput is ValidateActivity's input.
 type ValidateInput struct {
 	RunID     string         `json:"run_id"`
@@ -251,6 +237,9 @@ type ValidateInput struct {
 	// ToolTimeout is the run's override of every tool's timeout
 	// (loop.Budgets.ToolTimeout).
 	ToolTimeout time.Duration `json:"tool_timeout,omitempty"`
+	// Limits bound each call's arguments (loop.Budgets.ArgumentLimits);
+	// zero fields set no limit.
+	Limits tool.Limits `json:"limits"`
 }
 
 // ValidateOutput is ValidateActivity's result.
@@ -266,7 +255,7 @@ type ValidateOutput struct {
 // ValidateCalls validates each call of a batch with loop.CheckCalls, as
 // the in-process runner does, and adds each call's activity bound.
 func (a *Activities) ValidateCalls(_ context.Context, in ValidateInput) (ValidateOutput, error) {
-	out := ValidateOutput{Checks: loop.CheckCalls(a.cfg.Tools, in.Calls, in.RunID, in.RequestID), Bounds: make([]time.Duration, len(in.Calls))}
+	out := ValidateOutput{Checks: loop.CheckCalls(a.cfg.Tools, in.Calls, in.Limits, in.RunID, in.RequestID), Bounds: make([]time.Duration, len(in.Calls))}
 	for i, c := range in.Calls {
 		if t, ok := a.cfg.Tools.Lookup(c.Name); ok {
 			out.Bounds[i] = a.bound(t, in.ToolTimeout)

@@ -462,7 +462,8 @@ func cause(err error) string {
 
 func (d *driver) validate(ctx workflow.Context) (loop.Event, error) {
 	b := d.state.Batch
-	in := ValidateInput{RunID: d.state.RunID, RequestID: d.in.RequestID, Calls: b.Calls, ToolTimeout: d.budgets.ToolTimeout}
+	in := ValidateInput{RunID: d.state.RunID, RequestID: d.in.RequestID, Calls: b.Calls, ToolTimeout: d.budgets.ToolTimeout,
+		Limits: d.budgets.ArgumentLimits()}
 	var out ValidateOutput
 	if err := workflow.ExecuteLocalActivity(d.localCtx(ctx), ValidateActivity, in).Get(ctx, &out); err != nil {
 		if f := d.interruption(ctx); f != nil {

@@ -498,9 +498,9 @@ func outcome(evs []loop.Event, callID string) *executor.Outcome {
 }
 
 // TestInvalidJSONArguments: a model sends arguments that are not JSON.
-// They cannot travel through Temporal as they are, so the activity quotes
-// them; validation rejects the call, the model hears about it (a
-// recoverable error, as in-process) and answers.
+// They travel through Temporal as they are and the log keeps them so;
+// validation rejects the call, the model hears about it (a recoverable
+// error, as in-process) and answers.
 func TestInvalidJSONArguments(t *testing.T) {
 	s := scenario(t, "not_found")
 	s.Script = func(context.CancelFunc) []llmtest.Turn {
@@ -515,6 +515,57 @@ func TestInvalidJSONArguments(t *testing.T) {
 	r := toolResult(out.Messages, "call_bad")
 	if out.Status != loop.FinalAnswer || r == nil || r.ErrorKind != llm.ErrInvalidArguments {
 		t.Fatalf("status %s (%s), result %+v", out.Status, out.Detail, r)
+	}
+	if got := out.Events[1].Response.Message.ToolCalls[0].Arguments; string(got) != `{"order_id":` {
+		t.Fatalf("the log records the arguments as %s", got)
+	}
+}
+
+// TestArgumentsPastTheLimits: arguments nested as deep as encoding/json
+// allows, or larger than the run's size limit, travel through Temporal's
+// payloads unchanged and come back to the model as a recoverable
+// invalid_arguments naming the limit, as in-process.
+func TestArgumentsPastTheLimits(t *testing.T) {
+	nested := func(depth int) string {
+		return strings.Repeat(`{"a":`, depth-1) + `{}` + strings.Repeat(`}`, depth-1)
+	}
+	deep, deeper := nested(9998), nested(10000)
+	// Megabytes would hold the workflow goroutine past the test
+	// environment's deadlock detector under -race; a smaller limit
+	// shows the same, and that the run's budgets reach the activity.
+	large := `{"order_id":"A100"` + strings.Repeat(" ", 120000) + `}`
+	s := scenario(t, "not_found")
+	s.Script = func(context.CancelFunc) []llmtest.Turn {
+		return []llmtest.Turn{
+			llmtest.Calls(
+				llm.ToolCall{ID: "call_deep", Name: orders.QueryOrder, Arguments: json.RawMessage(deep)},
+				llm.ToolCall{ID: "call_deeper", Name: orders.QueryOrder, Arguments: json.RawMessage(deeper)},
+				llm.ToolCall{ID: "call_large", Name: orders.QueryOrder, Arguments: json.RawMessage(large)}),
+			llmtest.Text("Could you give me the order number again?"),
+		}
+	}
+	sb := newSandbox(t, s)
+	sb.register()
+	in := sb.input("run-deep", "sandbox")
+	in.Budgets.MaxArgumentBytes = 100000
+	out := sb.run(t, in)
+	if out.Status != loop.FinalAnswer {
+		t.Fatalf("status %s (%s)", out.Status, out.Detail)
+	}
+	for id, want := range map[string]string{"call_deep": "more than 64 levels", "call_deeper": "more than 64 levels", "call_large": "limit of 100000 bytes"} {
+		r := toolResult(out.Messages, id)
+		if r == nil || r.ErrorKind != llm.ErrInvalidArguments || !strings.Contains(string(r.Content), want) {
+			t.Fatalf("%s: result %+v", id, r)
+		}
+	}
+	var sent []llm.ToolCall
+	for _, ev := range out.Events {
+		if ev.Kind == loop.ModelResponded && len(ev.Response.Message.ToolCalls) > 0 {
+			sent = ev.Response.Message.ToolCalls
+		}
+	}
+	if len(sent) != 3 || string(sent[0].Arguments) != deep || string(sent[1].Arguments) != deeper || string(sent[2].Arguments) != large {
+		t.Fatal("the log does not keep the arguments the model sent")
 	}
 }
 

@@ -3,7 +3,10 @@ package tool
 import (
 	"context"
 	"errors"
+	"strconv"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/toolloop/toolloop/llm"
 )
@@ -94,4 +97,45 @@ func Deterministic(kind llm.ErrorKind) bool {
 		return true
 	}
 	return false
+}
+
+// A validation message goes back to the model, into the run's log and
+// into every later request of the run, so it quotes at most a prefix of
+// what the model sent: a megabyte of bad argument is not worth repeating.
+const (
+	// maxQuoted is the most bytes of one value a message quotes.
+	maxQuoted = 200
+	// maxMessage is the most bytes kept of a message from another
+	// library (jsonschema-go, encoding/json), which may quote values
+	// whole and whose pieces this package cannot tell apart.
+	maxMessage = 1000
+)
+
+// clip returns s, or its first maxQuoted bytes (cut at a rune boundary)
+// followed by "…(N bytes)", N being the length of s.
+func clip(s string) string { return clipAt(s, maxQuoted) }
+
+// clipMessage is clip for a whole message from another library.
+func clipMessage(s string) string { return clipAt(s, maxMessage) }
+
+func clipAt(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	cut := n
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…(" + strconv.Itoa(len(s)) + " bytes)"
+}
+
+// quoteClipped quotes s as strconv.Quote does, with only a prefix of a
+// long s inside the quotes and its length after them.
+func quoteClipped(s string) string {
+	if len(s) <= maxQuoted {
+		return strconv.Quote(s)
+	}
+	c := clip(s)
+	i := strings.LastIndex(c, "…(")
+	return strconv.Quote(c[:i]) + c[i:]
 }

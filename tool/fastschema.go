@@ -419,7 +419,7 @@ func (fs *fastSchema) validate(args []byte) (uint64, error) {
 		return fingerprintBytes(args), &Error{Kind: KindInvalidArguments, Msg: "arguments are not valid JSON: " + v.fatal}
 	}
 	if v.dupAt >= 0 {
-		return fingerprintBytes(args), &Error{Kind: KindInvalidArguments, Msg: fmt.Sprintf("duplicate argument %q", locate(args, v.dupAt))}
+		return fingerprintBytes(args), &Error{Kind: KindInvalidArguments, Msg: "duplicate argument " + quoteClipped(locate(args, v.dupAt))}
 	}
 	fp := uint64(v.h)
 	if v.overBudget {
@@ -636,7 +636,7 @@ func (v *validator) number(i int) (float64, bool) {
 	}
 	x, err := strconv.ParseFloat(string(b[i:j]), 64)
 	if err != nil {
-		v.fatal = fmt.Sprintf("number %s at offset %d is out of range", b[i:j], i)
+		v.fatal = fmt.Sprintf("number %s at offset %d is out of range", clip(string(b[i:j])), i)
 		return 0, false
 	}
 	return x, true
@@ -1145,7 +1145,7 @@ func (v *validator) checkNumber(n *fsNode, at int, x float64) {
 		return
 	}
 	match := func(e fsConst) bool { return e.kind == kindNumber && e.f == x }
-	raw := func() []byte { return v.b[at:v.i] }
+	raw := func() string { return clip(string(v.b[at:v.i])) }
 	switch {
 	case n.hasCons && !match(n.cons):
 		v.failValue(at, n.cons.String())
@@ -1174,7 +1174,7 @@ func (v *validator) mismatch(n *fsNode, at int, kind uint8) {
 	switch {
 	case n.types&kind == 0:
 		if kind == kindNumber && n.types&kindInteger != 0 {
-			got = string(v.b[at:v.i]) // a fraction where an integer was wanted
+			got = clip(string(v.b[at:v.i])) // a fraction where an integer was wanted
 		}
 		v.fail(at, "want "+n.typeText+", got "+got)
 	case n.hasCons:
@@ -1243,11 +1243,11 @@ func (v *validator) message() string {
 	path := locate(v.b, v.errAt)
 	switch v.errKind {
 	case errUnexpected:
-		return fmt.Sprintf("unexpected argument %q", path)
+		return "unexpected argument " + quoteClipped(path)
 	case errMissing:
 		q := make([]string, len(v.errNames))
 		for k, name := range v.errNames {
-			q[k] = strconv.Quote(joinPath(path, escapeKey(name)))
+			q[k] = quoteClipped(joinPath(path, escapeKey(name)))
 		}
 		if len(q) == 1 {
 			return "missing required argument " + q[0]
@@ -1257,7 +1257,7 @@ func (v *validator) message() string {
 	if path == "" {
 		return "arguments: " + v.errWhat
 	}
-	return fmt.Sprintf("argument %q: %s", path, v.errWhat)
+	return "argument " + quoteClipped(path) + ": " + v.errWhat
 }
 
 func joinPath(a, b string) string {

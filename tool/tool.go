@@ -309,10 +309,10 @@ func (t *Tool) Validate(args json.RawMessage) (uint64, error) {
 	}
 	var v any
 	if err := json.Unmarshal(args, &v); err != nil {
-		return fingerprintBytes(args), &Error{Kind: KindInvalidArguments, Msg: "arguments are not valid JSON: " + err.Error()}
+		return fingerprintBytes(args), &Error{Kind: KindInvalidArguments, Msg: "arguments are not valid JSON: " + clipMessage(err.Error())}
 	}
 	if err := t.schema.Validate(v); err != nil {
-		return fp, &Error{Kind: KindInvalidArguments, Msg: "arguments do not match the schema: " + err.Error()}
+		return fp, &Error{Kind: KindInvalidArguments, Msg: "arguments do not match the schema: " + clipMessage(err.Error())}
 	}
 	return fp, nil
 }
@@ -387,9 +387,9 @@ func decodeArgs[In any](args json.RawMessage) (In, error) {
 	if err := json.Unmarshal(args, &in); err != nil {
 		var ute *json.UnmarshalTypeError
 		if errors.As(err, &ute) {
-			return *new(In), &Error{Kind: KindInvalidArguments, Msg: fmt.Sprintf("argument %q: cannot use a JSON %s as %s", ute.Field, ute.Value, ute.Type)}
+			return *new(In), &Error{Kind: KindInvalidArguments, Msg: fmt.Sprintf("argument %s: cannot use a JSON %s as %s", quoteClipped(ute.Field), clip(ute.Value), ute.Type)}
 		}
-		return *new(In), &Error{Kind: KindInvalidArguments, Msg: "arguments: " + err.Error()}
+		return *new(In), &Error{Kind: KindInvalidArguments, Msg: "arguments: " + clipMessage(err.Error())}
 	}
 	return in, nil
 }

@@ -134,6 +134,8 @@ Budgets (0 or absent means the default):
   --max-tool-calls N     tool calls (default 100)
   --max-tokens N         input plus output tokens (default: no limit)
   --max-cost USD         dollars (default: no limit); needs the model's price
+  --max-argument-bytes N a tool call's arguments, in bytes (default 1 MiB)
+  --max-argument-depth N how deep a tool call's arguments nest (default 64, at most 1000)
   --prices FILE          prices as JSON, added to the built-in table:
                          {"MODEL": {"input_per_mtok": 2, "cached_input_per_mtok": 0.5, "output_per_mtok": 8}}
                          (cached input defaults to the input price)
