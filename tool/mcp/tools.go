@@ -69,8 +69,8 @@ func (s *Source) build(t *mcpsdk.Tool) (*tool.Tool, error) {
 		return nil, fmt.Errorf("mcp: tool %q: %w", t.Name, err)
 	}
 	def := tool.Definition{
-		Name:        localName(s.opts.Prefix, t.Name),
-		Description: t.Description,
+		Name:           localName(s.opts.Prefix, t.Name),
+		Description:    t.Description,
 		InputSchema:    schema,
 		Timeout:        s.opts.Timeout,
 		MaxResultBytes: s.opts.MaxResultBytes,
