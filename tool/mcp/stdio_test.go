@@ -238,7 +238,7 @@ func TestStdioServerDeadAtStart(t *testing.T) {
 // A server that never answers the handshake fails within the connect
 // timeout, with an error that says so.
 func TestStdioHandshakeTimeout(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Second)
 	defer cancel()
 	start := time.Now()
 	_, err := mcp.ConnectCommand(ctx, childCommand(t, "mute"), &mcp.Options{ConnectTimeout: 300 * time.Millisecond})
