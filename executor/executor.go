@@ -1,6 +1,7 @@
 package executor
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -8,6 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/toolloop/toolloop/llm"
 	"github.com/toolloop/toolloop/store"
@@ -39,6 +41,13 @@ type Options struct {
 	// pruned as the executor goes. Default 7 days; negative keeps them
 	// forever.
 	LedgerRetention time.Duration
+	// MaxResultBytes caps the size of a result the model is shown, for
+	// tools that set no cap of their own (tool.Definition.MaxResultBytes):
+	// a longer result is cut to its head, in a JSON object that says how
+	// long it was, and the outcome records how much was cut. A model gains
+	// little from a result this long and pays for every byte on every
+	// later turn. Default 64 KiB; negative means no cap.
+	MaxResultBytes int
 	// Now is the clock that stamps outcomes (Outcome.Started, Duration).
 	// Default time.Now. Timeouts and the ledger always use the real clock.
 	Now func() time.Time
@@ -121,6 +130,9 @@ func New(opts *Options) *Executor {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
+	if o.MaxResultBytes == 0 {
+		o.MaxResultBytes = 64 << 10
+	}
 	return &Executor{opts: o, ledger: o.Ledger}
 }
 
@@ -172,6 +184,10 @@ type Outcome struct {
 	// OutcomeUnknown is set when a write may or may not have happened and
 	// nothing could settle it; the run must stop.
 	OutcomeUnknown bool `json:"outcome_unknown,omitempty"`
+	// CutBytes is how many bytes of the tool's result were left out of
+	// Result.Content because the result passed its cap (see
+	// Options.MaxResultBytes); zero when nothing was cut.
+	CutBytes int `json:"cut_bytes,omitempty"`
 }
 
 // RunStage executes the calls of one stage, at most MaxParallel at once,
@@ -355,10 +371,71 @@ func (e *Executor) succeeded(c *Call, attempts int, start time.Time, content jso
 		b, _ := json.Marshal(string(content)) // a string always encodes
 		content = b
 	}
+	limit := c.Tool.MaxResultBytes()
+	if limit == 0 {
+		limit = e.opts.MaxResultBytes
+	}
+	var cut int
+	if limit > 0 && len(content) > limit {
+		content, cut = cutResult(content, limit)
+	}
 	return Outcome{
 		Result:   llm.ToolResult{CallID: c.Call.ID, Name: c.Call.Name, Status: llm.StatusOK, Content: content},
-		Attempts: attempts, Started: start, Duration: e.opts.Now().Sub(start),
+		Attempts: attempts, Started: start, Duration: e.opts.Now().Sub(start), CutBytes: cut,
 	}
+}
+
+// cutResult shortens content, a JSON result longer than limit bytes, to
+// an object of at most limit bytes (when limit leaves room for the object
+// at all) that says how long the result was and holds as much of its head
+// as fits, as a string cut between two characters. It returns the object
+// and how many bytes of content it leaves out.
+func cutResult(content json.RawMessage, limit int) (json.RawMessage, int) {
+	type cut struct {
+		Truncated bool   `json:"truncated"`
+		Bytes     int    `json:"bytes"`
+		Note      string `json:"note"`
+		Head      string `json:"head"`
+	}
+	v := cut{Truncated: true, Bytes: len(content),
+		Note: fmt.Sprintf("the result was %d bytes, over the limit of %d; head is its start", len(content), limit)}
+	encode := func(keep int) json.RawMessage {
+		v.Head = string(content[:keep])
+		var buf bytes.Buffer
+		enc := json.NewEncoder(&buf)
+		enc.SetEscapeHTML(false)
+		_ = enc.Encode(v) // strings and ints always encode
+		return bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
+	}
+	align := func(n int) int { // never split a character
+		for n > 0 && !utf8.RuneStart(content[n]) {
+			n--
+		}
+		return n
+	}
+	// Escaping lengthens the head by an amount that depends on its bytes:
+	// search for the longest head that fits. limit < len(content), so
+	// every index below is in range.
+	lo, hi := 0, limit // the answer is in [lo, hi]; lo always fits or is 0
+	for lo < hi {
+		mid := align(lo + (hi-lo+1)/2)
+		if mid <= lo {
+			// No character boundary in (lo, mid]: try the next one up.
+			mid = lo + 1
+			for mid < hi && !utf8.RuneStart(content[mid]) {
+				mid++
+			}
+			if !utf8.RuneStart(content[mid]) {
+				break
+			}
+		}
+		if len(encode(mid)) <= limit {
+			lo = mid
+		} else {
+			hi = mid - 1
+		}
+	}
+	return encode(lo), len(content) - lo
 }
 
 // ended reports a call cut short because the run itself was canceled or
@@ -376,8 +453,15 @@ func (e *Executor) timedOut(c *Call, attempts int, start time.Time, timeout time
 }
 
 func (e *Executor) failed(c *Call, attempts int, start time.Time, err error) Outcome {
-	o := e.outcome(c, attempts, start, llm.StatusError, tool.KindOf(err), modelMessage(err, attempts))
+	kind := tool.KindOf(err)
+	o := e.outcome(c, attempts, start, llm.StatusError, kind, modelMessage(err, attempts))
 	o.Err = err.Error()
+	if kind == tool.KindOutcomeUnknown && c.Tool.Effect() == tool.Write && !c.guarded() {
+		// A write without a ledger key has no look-up to settle it (a
+		// guarded one goes to reconcile): it may have happened, and the
+		// model must not be left to try it again.
+		o.OutcomeUnknown, o.StopRun = true, true
+	}
 	return o
 }
 

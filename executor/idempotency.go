@@ -19,7 +19,8 @@ const ErrIdempotencyConflict llm.ErrorKind = "idempotency_conflict"
 
 // ErrOutcomeUnknown is the error kind of a write that may or may not have
 // happened and that no status look-up could settle.
-const ErrOutcomeUnknown llm.ErrorKind = "outcome_unknown"
+// A handler reports one with tool.OutcomeUnknown.
+const ErrOutcomeUnknown = tool.KindOutcomeUnknown
 
 // ErrWriteInProgress is the error kind of a write whose key another
 // attempt holds in flight right now.
@@ -83,8 +84,9 @@ func (e *Executor) finishClaimed(c Call, claim store.Record, o Outcome) Outcome 
 	case o.Attempts == 0:
 		// The run ended before the handler started: nothing was written,
 		// so the key is released below.
-	case o.TimedOut || o.StopRun:
-		// Timed out or cut short: the write may or may not have happened.
+	case o.TimedOut || o.StopRun || o.Result.ErrorKind == tool.KindOutcomeUnknown:
+		// Timed out, cut short, or its answer lost: the write may or may
+		// not have happened.
 		return e.reconcile(c, o)
 	}
 	// The handler reported a failure: nothing was written, so a later

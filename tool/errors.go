@@ -20,6 +20,9 @@ const (
 	KindUnavailable      = llm.ErrUnavailable
 	KindTimeout          = llm.ErrTimeout
 	KindInternal         = llm.ErrInternal
+	// KindOutcomeUnknown: the call may or may not have taken effect (see
+	// OutcomeUnknown).
+	KindOutcomeUnknown llm.ErrorKind = "outcome_unknown"
 )
 
 // Error is a classified tool failure. Handlers return one (through the
@@ -66,6 +69,18 @@ func RateLimited(retryAfter time.Duration, err error) error {
 // bounded number of times.
 func Unavailable(err error) error {
 	return &Error{Kind: KindUnavailable, Msg: "temporarily unavailable", Err: err}
+}
+
+// OutcomeUnknown reports that the call may or may not have taken effect:
+// the request went out and its answer was lost (the connection broke after
+// it was sent, the server died while running it). Telling this apart from
+// a failure before sending matters for a write: the executor never
+// repeats it and never hands it back to the model as a plain failure the
+// model might simply repeat. The write's status look-up decides, and
+// without one the run stops with tool_outcome_unknown. For a read it is an
+// ordinary error result.
+func OutcomeUnknown(err error) error {
+	return &Error{Kind: KindOutcomeUnknown, Msg: "the request was sent but its answer was lost: it may or may not have taken effect", Err: err}
 }
 
 // KindOf classifies any error a handler returned.

@@ -66,6 +66,11 @@ type Definition struct {
 	// HonorsContext declares that the handler returns soon after its
 	// context is done, or never blocks at all (see Spec.HonorsContext).
 	HonorsContext bool
+	// MaxResultBytes caps the size of a result the model is shown: the
+	// executor cuts a longer one and records the cut in the call's
+	// outcome. Zero means the executor's cap
+	// (executor.Options.MaxResultBytes); negative means no cap.
+	MaxResultBytes int
 }
 
 // Spec describes a typed tool for New. Only Name is required.
@@ -290,6 +295,10 @@ func (t *Tool) Timeout() time.Duration { return t.def.Timeout }
 
 // OnTimeout returns what a timeout of this tool does to the run.
 func (t *Tool) OnTimeout() TimeoutAction { return t.def.OnTimeout }
+
+// MaxResultBytes returns the tool's own cap on the size of its results;
+// zero means "use the executor's", negative means none.
+func (t *Tool) MaxResultBytes() int { return t.def.MaxResultBytes }
 
 // Validate checks args against the input schema. It returns a fingerprint
 // of the arguments that is equal for argument objects differing only in

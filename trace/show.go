@@ -289,6 +289,9 @@ func callNotes(c *Call) string {
 	if c.Executed && c.Outcome.Attempts > 1 {
 		notes = append(notes, fmt.Sprintf("%d retries", c.Outcome.Attempts-1))
 	}
+	if o.CutBytes > 0 {
+		notes = append(notes, fmt.Sprintf("result_cut=%dB", o.CutBytes))
+	}
 	return strings.Join(notes, " ")
 }
 

@@ -131,3 +131,23 @@ func TestShowProtocolError(t *testing.T) {
 		t.Errorf("the rejected calls are not shown:\n%s", out)
 	}
 }
+
+// TestShowResultCut: a result the executor cut to its cap says so in the
+// call's notes, with how many bytes were left out.
+func TestShowResultCut(t *testing.T) {
+	big := tool.MustNew(tool.Spec[struct{}]{Name: "big"}, func(context.Context, struct{}) (string, error) {
+		return strings.Repeat("x", 5000), nil
+	})
+	reg, err := tool.NewRegistry(big)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, _ := loop.Run(context.Background(), loop.Config{
+		Model: llmtest.New(llmtest.Calls(llmtest.Call("c1", "big", `{}`)), llmtest.Text("done")),
+		Tools: reg, Executor: executor.New(&executor.Options{MaxResultBytes: 1000}),
+	}, []llm.Message{llm.UserMessage("go")})
+	out := show(t, res.Events, nil)
+	if !regexp.MustCompile(`c1 .*result_cut=4\d\d\dB`).MatchString(out) {
+		t.Errorf("no note of the cut result:\n%s", out)
+	}
+}

@@ -119,7 +119,8 @@ func (k *Kit) OpenStore(path string, create bool) (*sqlite.Store, error) {
 }
 
 // Source is the model and tool flags of toolloop run (--provider, --model,
-// --base-url, --tools, --mcp, --mcp-url, --confirm-writes, --slow-writes).
+// --base-url, --tools, --mcp, --mcp-env, --mcp-url, --confirm-writes,
+// --slow-writes).
 type Source struct{ f *sourceFlags }
 
 // AddSourceFlags defines the model and tool flags on fs.

@@ -44,7 +44,22 @@ func serveMCPChild() bool {
 	if !slices.Contains(os.Args[1:], mcpChildArg) {
 		return false
 	}
-	if err := addServer(0).Run(context.Background(), &mcpsdk.StdioTransport{}); err != nil {
+	srv := addServer(0)
+	// The environment tool, for TestRunMCPEnv.
+	type envIn struct {
+		Names []string `json:"names"`
+	}
+	mcpsdk.AddTool(srv, &mcpsdk.Tool{Name: "getenv", Annotations: &mcpsdk.ToolAnnotations{ReadOnlyHint: true}},
+		func(_ context.Context, _ *mcpsdk.CallToolRequest, in envIn) (*mcpsdk.CallToolResult, map[string]string, error) {
+			env := map[string]string{}
+			for _, name := range in.Names {
+				if v, ok := os.LookupEnv(name); ok {
+					env[name] = v
+				}
+			}
+			return nil, env, nil
+		})
+	if err := srv.Run(context.Background(), &mcpsdk.StdioTransport{}); err != nil {
 		os.Exit(1)
 	}
 	os.Exit(0)
@@ -76,7 +91,7 @@ func TestRunMCP(t *testing.T) {
 	for _, tl := range reqs[0].Tools {
 		names = append(names, tl.Function.Name)
 	}
-	if strings.Join(names, " ") != "mcp1_add mcp2_add" {
+	if strings.Join(names, " ") != "mcp1_add mcp1_getenv mcp2_add" {
 		t.Errorf("tools offered %v, want mcp1_add and mcp2_add", names)
 	}
 	results := map[string]string{}
@@ -93,6 +108,49 @@ func TestRunMCP(t *testing.T) {
 		code, out, errOut := call(append([]string{"run", "--provider", "openai", "--base-url", srv.srv.URL, "--model", "m",
 			"--db", filepath.Join(dir, "t.db"), "--log", dir}, append(bad, "q")...)...)
 		if code != exitUsage || out != "" || !strings.Contains(errOut, bad[0]) {
+			t.Errorf("%v: exit %d %q %q", bad, code, out, errOut)
+		}
+	}
+}
+
+// TestRunMCPEnv: an --mcp server gets the variables --mcp-env names, and
+// not the rest of the environment (an API key).
+func TestRunMCPEnv(t *testing.T) {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The secret is in the process's environment, where a server would
+	// inherit it; the named variable in the one the program is given.
+	t.Setenv("TOOLLOOP_CLI_TEST_SECRET", "s3cret")
+	srv := newChatServer(t,
+		chatCalls([3]string{"call_1", "mcp1_getenv", `{"names":["TOOLLOOP_CLI_TEST_SECRET","NAMED","SET","UNSET"]}`}),
+		chatText("seen."))
+	dir := t.TempDir()
+	code, out, errOut := callEnv(map[string]string{"NAMED": "from the environment"}, "run", "--provider", "openai",
+		"--base-url", srv.srv.URL+"/v1", "--model", "any",
+		"--mcp", shellQuote(exe)+" -test.run=^$ "+mcpChildArg, "--mcp-env", "NAMED", "--mcp-env", "SET=given", "--mcp-env", "UNSET",
+		"--db", filepath.Join(dir, "t.db"), "--log", dir, "What do you see?")
+	if code != exitOK {
+		t.Fatalf("exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	var result string
+	for _, m := range srv.requests()[1].Messages {
+		if m.Role == "tool" {
+			result, _ = m.Content.(string)
+		}
+	}
+	if result != `{"NAMED":"from the environment","SET":"given"}` {
+		t.Errorf("the server saw %s", result)
+	}
+	for _, bad := range [][]string{{"--mcp-env", "1BAD"}, {"--mcp-env", "X"}} {
+		args := []string{"run", "--provider", "openai", "--base-url", srv.srv.URL, "--model", "m",
+			"--db", filepath.Join(dir, "t.db"), "--log", dir}
+		if bad[1] != "X" {
+			args = append(args, "--mcp", shellQuote(exe)+" -test.run=^$ "+mcpChildArg)
+		}
+		code, out, errOut := call(append(args, append(bad, "q")...)...)
+		if code != exitUsage || out != "" || !strings.Contains(errOut, "--mcp-env") {
 			t.Errorf("%v: exit %d %q %q", bad, code, out, errOut)
 		}
 	}

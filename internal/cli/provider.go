@@ -53,7 +53,9 @@ const (
 type sourceFlags struct {
 	provider, model, baseURL string
 	tools, mcp, mcpURL       stringList
-	confirmWrites            bool
+	// mcpEnv names the variables --mcp servers get (NAME or NAME=VALUE).
+	mcpEnv        stringList
+	confirmWrites bool
 	// slowWrites widens the order desk's writes (orders.SlowWrites).
 	slowWrites time.Duration
 	// modelTimeout bounds one model request (loop.Config.ModelTimeout).
@@ -74,6 +76,7 @@ func addSourceFlags(fs *flag.FlagSet) *sourceFlags {
 	fs.StringVar(&f.baseURL, "base-url", "", "the provider's API at another `URL` (an OpenAI-compatible server, a proxy)")
 	fs.Var(&f.tools, "tools", "built-in tool `SET`s, comma-separated: orders")
 	fs.Var(&f.mcp, "mcp", "add the tools of the MCP server started by `'CMD ARGS'` (stdio); repeatable")
+	fs.Var(&f.mcpEnv, "mcp-env", "pass the variable `NAME` (or set NAME=VALUE) to the --mcp servers, which otherwise get only HOME, LOGNAME, PATH, SHELL, TERM and USER; repeatable")
 	fs.Var(&f.mcpURL, "mcp-url", "add the tools of the MCP server at `URL` (streamable HTTP); repeatable")
 	fs.DurationVar(&f.modelTimeout, "model-timeout", 0, "give up on a model request after `D` and try again, as for a rate limit (default 5m)")
 	fs.Int64Var(&f.maxResponseBytes, "max-response-bytes", 0, "fail a model reply larger than `N` bytes (default 8 MiB; -1 for no cap)")
@@ -93,7 +96,7 @@ func (f *sourceFlags) policy() policy.Policy {
 // given reports whether any of the flags was set.
 func (f *sourceFlags) given() bool {
 	return f.provider != "" || f.model != "" || f.baseURL != "" || len(f.tools) > 0 || len(f.mcp) > 0 ||
-		len(f.mcpURL) > 0 || f.confirmWrites || f.slowWrites != 0
+		len(f.mcpEnv) > 0 || len(f.mcpURL) > 0 || f.confirmWrites || f.slowWrites != 0
 }
 
 // canonical returns the flags as one would type them again, quoted, each
@@ -112,6 +115,10 @@ func (f *sourceFlags) canonical() string {
 	}
 	for _, m := range f.mcp {
 		add("mcp", m)
+	}
+	for _, e := range f.mcpEnv {
+		name, _, _ := strings.Cut(e, "=") // a value may be a secret
+		add("mcp-env", name)
 	}
 	for _, u := range f.mcpURL {
 		add("mcp-url", redactURL(u))

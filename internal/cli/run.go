@@ -116,6 +116,8 @@ Model and tools:
   --max-response-bytes N fail a model reply larger than N bytes (default 8 MiB; -1: no cap)
   --tools orders         the order-desk tools over the order book in the store
   --mcp 'CMD ARGS'       the tools of an MCP server run as a command (stdio); repeatable
+  --mcp-env NAME         pass NAME (or set NAME=VALUE) to the --mcp servers, which get
+                         only HOME, LOGNAME, PATH, SHELL, TERM and USER otherwise; repeatable
   --mcp-url URL          the tools of an MCP server over streamable HTTP; repeatable
                          (MCP tools are named mcp1_..., mcp2_... in flag order, commands first)
   --confirm-writes       pause before every write until a person approves it

@@ -329,7 +329,7 @@ The run's configuration is rebuilt from its session:
                           over the order book and ledger in the store
   run:PROVIDER:MODEL      a 'toolloop run' run: pass the provider and tool
                           flags it ran with again (--provider, --model,
-                          --base-url, --tools, --mcp, --mcp-url,
+                          --base-url, --tools, --mcp, --mcp-env, --mcp-url,
                           --confirm-writes); the error for missing or
                           different flags lists them. Its API key is read
                           again; budgets, identity and price come from the log

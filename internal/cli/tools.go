@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/url"
 	"os/exec"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -84,6 +85,10 @@ func (c *cli) toolsFor(ctx context.Context, f *sourceFlags, st *sqlite.Store) (*
 			all = append(all, t)
 		}
 	}
+	env, err := c.mcpEnv(f)
+	if err != nil {
+		return nil, err
+	}
 	n := 0
 	connect := func(what string, dial func(ctx context.Context, opts *mcp.Options) (*mcp.Source, error)) error {
 		n++
@@ -112,6 +117,7 @@ func (c *cli) toolsFor(ctx context.Context, f *sourceFlags, st *sqlite.Store) (*
 		}
 		err = connect(shellQuote(line), func(ctx context.Context, opts *mcp.Options) (*mcp.Source, error) {
 			// The server outlives the handshake's context: no CommandContext.
+			opts.Env = env
 			return mcp.ConnectCommand(ctx, exec.Command(argv[0], argv[1:]...), opts)
 		})
 		if err != nil {
@@ -140,6 +146,30 @@ func (c *cli) toolsFor(ctx context.Context, f *sourceFlags, st *sqlite.Store) (*
 	box.reg = reg
 	return box, nil
 }
+
+// mcpEnv checks the --mcp-env values and returns them as NAME=VALUE, a
+// bare NAME taking its value from the environment (left out when unset).
+func (c *cli) mcpEnv(f *sourceFlags) ([]string, error) {
+	if len(f.mcpEnv) > 0 && len(f.mcp) == 0 {
+		return nil, &usageErr{"--mcp-env applies to the servers of --mcp: add one"}
+	}
+	var env []string
+	for _, e := range f.mcpEnv {
+		name, val, hasVal := strings.Cut(e, "=")
+		if !envName.MatchString(name) {
+			return nil, &usageErr{fmt.Sprintf("--mcp-env %q: want NAME or NAME=VALUE, NAME of letters, digits and '_'", e)}
+		}
+		if !hasVal {
+			if val = c.getenv(name); val == "" {
+				continue
+			}
+		}
+		env = append(env, name+"="+val)
+	}
+	return env, nil
+}
+
+var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
 // splitCommand splits an --mcp command line into words as a POSIX shell
 // would: blanks separate words, quotes and backslashes keep them together.

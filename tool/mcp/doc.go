@@ -23,11 +23,32 @@
 //
 // Failures are classified for the loop. A result with IsError set (the
 // tool ran and failed) goes back to the model as a recoverable error of
-// kind KindToolError; a server that rejects the arguments gives
-// invalid_arguments; a lost connection or a dead server gives unavailable,
-// which the executor retries a bounded number of times; a canceled or
-// expired context is reported as such, and the SDK tells the server to
-// stop the request.
+// kind KindToolError, unless its text says the server's own validation
+// refused the arguments, which is invalid_arguments, as is a JSON-RPC
+// invalid-params error. A call that got no answer is classified by
+// whether its request may have reached the server: one that never left
+// (a refused connection, a closed session) is unavailable, which the
+// executor retries a bounded number of times; one that left and lost its
+// answer (the connection dropped, the server died mid-call) is
+// unavailable for a read-only tool but outcome_unknown for a write, which
+// the executor never repeats and which stops the run with
+// tool_outcome_unknown unless the tool's status look-up settles it. A
+// canceled or expired context is reported as such, and the SDK tells the
+// server to stop the request.
+//
+// What the model sees is bounded: binary content (images, audio, blobs,
+// in content blocks or in structured content) is summarised by type, MIME
+// type and size, and Options.MaxResultBytes caps each result (the
+// executor cuts it and records the cut).
+//
+// A server run by ConnectCommand gets a minimal environment plus the
+// variables Options.Env names; when it dies, errors carry its exit
+// status and the end of its standard error; Close ends it and the
+// processes it started.
+//
+// The Go SDK (v1.8) has no notion of tasks: a tool that a server offers
+// only as a task (execution.taskSupport "required") cannot be told apart
+// and is built like any other; leave it out with Options.Filter.
 //
 // The package is an adapter on the tool-registry boundary of DESIGN.md:
 // what it gives are ordinary *tool.Tool values, so an MCP tool goes through

@@ -48,6 +48,26 @@ type Options struct {
 	// HTTPClient is the HTTP client ConnectURL uses; nil means
 	// http.DefaultClient.
 	HTTPClient *http.Client
+	// MaxResultBytes caps the size of each of the server's results the
+	// model is shown (tool.Definition.MaxResultBytes of every tool); zero
+	// leaves the executor's cap, negative means no cap.
+	MaxResultBytes int
+	// ConnectTimeout bounds the handshake, so that a server that never
+	// answers fails soon with an error that says so. Default 10s.
+	ConnectTimeout time.Duration
+	// Env names the variables a server started by ConnectCommand gets
+	// besides HOME, LOGNAME, PATH, SHELL, TERM and USER (on Windows, the
+	// system's equivalents): NAME passes this process's value on, when
+	// it has one, and NAME=VALUE sets a value. Nothing else is inherited,
+	// so that secrets in this process's environment (API keys) reach a
+	// server, and through its tools the model, only when named. It
+	// applies only to a command whose Env is nil: a command with its own
+	// Env runs with exactly that environment, and Env must then be empty.
+	Env []string
+	// ShutdownTimeout is how long Close waits for a server started by
+	// ConnectCommand to exit after its input is closed, and again after
+	// SIGTERM, before it kills it. Default 2s.
+	ShutdownTimeout time.Duration
 }
 
 // KindToolError is the kind of a call the server answered with IsError:
@@ -70,14 +90,25 @@ const KindToolError llm.ErrorKind = "tool_error"
 type Source struct {
 	session *mcpsdk.ClientSession
 	opts    Options
+	// proc is the server ConnectCommand started; nil for other transports.
+	proc *process
+	// tracksSends says that the transport records, per call, whether the
+	// request went out (ConnectURL's HTTP client does; see sendTrace).
+	tracksSends bool
+	// ended is closed once the session has ended, for whatever reason.
+	ended chan struct{}
 
 	closeOnce sync.Once
 	closeErr  error
 }
 
 // Connect starts an MCP session over transport: it connects and performs
-// the protocol's handshake. ctx bounds the handshake only; the session
-// lasts until Close.
+// the protocol's handshake, within ctx and Options.ConnectTimeout. ctx
+// bounds the handshake only; the session lasts until Close.
+//
+// The default client announces no capabilities: toolloop offers a server
+// no roots, no sampling and no elicitation, so a server does not ask for
+// them. Options.Client can announce and handle them.
 func Connect(ctx context.Context, transport mcpsdk.Transport, opts *Options) (*Source, error) {
 	if transport == nil {
 		return nil, errors.New("mcp: nil transport")
@@ -86,52 +117,122 @@ func Connect(ctx context.Context, transport mcpsdk.Transport, opts *Options) (*S
 	if opts != nil {
 		o = *opts
 	}
-	client := o.Client
-	if client == nil {
-		client = mcpsdk.NewClient(&mcpsdk.Implementation{Name: "toolloop", Version: "v0"}, nil)
-	}
-	session, err := client.Connect(ctx, transport, nil)
-	if err != nil {
-		return nil, fmt.Errorf("mcp: connecting: %w", err)
-	}
-	return &Source{session: session, opts: o}, nil
+	return connect(ctx, transport, o, nil, false)
 }
 
+func connect(ctx context.Context, transport mcpsdk.Transport, o Options, proc *process, tracksSends bool) (*Source, error) {
+	client := o.Client
+	if client == nil {
+		client = mcpsdk.NewClient(&mcpsdk.Implementation{Name: "toolloop", Version: "v0"},
+			// Not the SDK's default, which announces roots this client
+			// cannot list.
+			&mcpsdk.ClientOptions{Capabilities: &mcpsdk.ClientCapabilities{}})
+	}
+	timeout := o.ConnectTimeout
+	if timeout <= 0 {
+		timeout = 10 * time.Second
+	}
+	hctx, cancel := context.WithTimeoutCause(ctx, timeout, errHandshakeTimeout)
+	defer cancel()
+	session, err := client.Connect(hctx, transport, nil)
+	if err != nil {
+		if ctx.Err() == nil && errors.Is(context.Cause(hctx), errHandshakeTimeout) {
+			err = fmt.Errorf("the server did not complete the handshake within %v (set Options.ConnectTimeout for a slower one): %w", timeout, err)
+		}
+		if proc != nil {
+			// The SDK has closed the session, and with it ended the
+			// process: say how, and what it printed.
+			_ = proc.Close()
+			if d := proc.describe(0); d != "" {
+				err = fmt.Errorf("%w; %s", err, d)
+			}
+		}
+		return nil, fmt.Errorf("mcp: connecting: %w", err)
+	}
+	s := &Source{session: session, opts: o, proc: proc, tracksSends: tracksSends, ended: make(chan struct{})}
+	go func() {
+		_ = session.Wait()
+		close(s.ended)
+	}()
+	return s, nil
+}
+
+var errHandshakeTimeout = errors.New("the MCP handshake timed out")
+
 // ConnectCommand starts cmd, a local MCP server, and connects to it over
-// its standard input and output. The caller builds cmd, so its
-// environment, working directory and standard error are the caller's
-// choice (a nil Stderr discards the server's logs). Close closes the
-// server's input, waits for it to exit, and terminates it if it does not
-// within five seconds.
+// its standard input and output, which must be left nil.
+//
+// A command whose Env is nil runs with a minimal environment plus the
+// variables Options.Env names; one with an Env of its own runs with
+// exactly that. The working directory is the caller's choice. The last
+// lines of the server's standard error are kept for errors (a server that
+// dies says why); it also goes to cmd.Stderr when that is set. Unless the
+// caller set cmd.SysProcAttr, on Unix the server runs in a process group
+// of its own, so that Close ends the helpers it started too; a terminal's
+// Ctrl-C does not reach it directly, the caller's shutdown does.
+//
+// Close closes the server's input, waits up to Options.ShutdownTimeout
+// for it to exit, then sends SIGTERM, waits as long again, and kills it.
 func ConnectCommand(ctx context.Context, cmd *exec.Cmd, opts *Options) (*Source, error) {
 	if cmd == nil {
 		return nil, errors.New("mcp: nil command")
 	}
-	// If the handshake fails, the SDK closes the session, which ends the
-	// process as Close would.
-	return Connect(ctx, &mcpsdk.CommandTransport{Command: cmd}, opts)
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	proc, err := startProcess(cmd, &o)
+	if err != nil {
+		return nil, err
+	}
+	// Our own pipes, not the SDK's CommandTransport: how the server exits
+	// and what it prints are ours to report, and its shutdown ours to run.
+	return connect(ctx, &mcpsdk.IOTransport{Reader: readEnd{proc}, Writer: proc}, o, proc, false)
 }
+
+// readEnd is the server's output as the SDK's transport reads it; closing
+// it does nothing, as the process's Close ends both directions.
+type readEnd struct{ p *process }
+
+func (r readEnd) Read(b []byte) (int, error) { return r.p.Read(b) }
+func (readEnd) Close() error                 { return nil }
 
 // ConnectURL connects to the MCP server at url over the streamable HTTP
 // transport, with Options.HTTPClient. The client does not open the
 // optional stream for messages the server starts on its own: toolloop
 // only asks and waits for answers.
 func ConnectURL(ctx context.Context, url string, opts *Options) (*Source, error) {
-	t := &mcpsdk.StreamableClientTransport{Endpoint: url, DisableStandaloneSSE: true}
+	var o Options
 	if opts != nil {
-		t.HTTPClient = opts.HTTPClient
+		o = *opts
 	}
-	return Connect(ctx, t, opts)
+	hc := http.DefaultClient
+	if o.HTTPClient != nil {
+		hc = o.HTTPClient
+	}
+	t := &mcpsdk.StreamableClientTransport{Endpoint: url, DisableStandaloneSSE: true, HTTPClient: traceSends(hc)}
+	return connect(ctx, t, o, nil, true)
 }
 
 // Session returns the underlying SDK session, for what this package does
 // not cover (resources, prompts). Closing it closes the Source.
 func (s *Source) Session() *mcpsdk.ClientSession { return s.session }
 
-// Close ends the session and, for ConnectCommand, the server process. It
-// returns what ending them reported (for a command, how it exited); it is
-// safe to call more than once.
+// Close ends the session and, for ConnectCommand, the server process (see
+// there). It returns what ending them reported (for a command, how it
+// exited); it is safe to call more than once.
 func (s *Source) Close() error {
-	s.closeOnce.Do(func() { s.closeErr = s.session.Close() })
+	s.closeOnce.Do(func() {
+		s.closeErr = s.session.Close()
+		if s.proc != nil {
+			// Usually the session's close has ended the process already,
+			// and this returns how; if the session had ended on its own
+			// (the server died), it reports the exit.
+			if err := s.proc.Close(); s.closeErr == nil || errors.Is(s.closeErr, mcpsdk.ErrConnectionClosed) {
+				s.closeErr = err
+			}
+		}
+		<-s.ended
+	})
 	return s.closeErr
 }

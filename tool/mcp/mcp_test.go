@@ -464,3 +464,89 @@ func TestUnusableSchemaIsAnErrorUnlessFiltered(t *testing.T) {
 		t.Fatalf("%d tools, want the 5 usable ones", len(tools))
 	}
 }
+
+// The client announces no roots (nor anything else) it cannot give.
+func TestNoCapabilitiesAnnounced(t *testing.T) {
+	f := newFixture(nil)
+	ct, st := mcpsdk.NewInMemoryTransports()
+	ss, err := f.srv.Connect(context.Background(), st, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, err := mcp.Connect(context.Background(), ct, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { src.Close(); _ = ss.Wait() }()
+	// (The SDK decodes the wire's "roots" into RootsV2.)
+	caps := ss.InitializeParams().Capabilities
+	if caps.RootsV2 != nil || caps.Sampling != nil || caps.Elicitation != nil {
+		t.Fatalf("capabilities announced: roots %v sampling %v elicitation %v", caps.RootsV2, caps.Sampling, caps.Elicitation)
+	}
+}
+
+// Arguments the server's own validation refuses, reported as a failed
+// result the way SDKs do, are invalid_arguments, as when toolloop refuses
+// them.
+func TestServerValidationFailureIsInvalidArguments(t *testing.T) {
+	f := newFixture(nil)
+	src := connect(t, f, &mcp.Options{Adjust: func(_ *mcpsdk.Tool, def *tool.Definition) {
+		def.InputSchema = json.RawMessage(`{"type":"object"}`) // toolloop lets anything through
+	}})
+	_, err := toolsByName(t, src)["search"].Call(context.Background(), json.RawMessage(`{"query":42}`))
+	if tool.KindOf(err) != tool.KindInvalidArguments || f.calls.Load() != 1 {
+		t.Fatalf("err = %v (server calls %d), want invalid_arguments from the server", err, f.calls.Load())
+	}
+}
+
+// Binary data in structured content is summarised like a binary block,
+// and a source's cap on results reaches the executor, which cuts a long
+// result and records the cut.
+func TestStructuredBinaryAndResultCap(t *testing.T) {
+	f := newFixture(nil)
+	f.srv.AddTool(&mcpsdk.Tool{Name: "read_media", InputSchema: json.RawMessage(`{"type":"object"}`)},
+		func(context.Context, *mcpsdk.CallToolRequest) (*mcpsdk.CallToolResult, error) {
+			data := make([]byte, 300_000)
+			img := &mcpsdk.ImageContent{MIMEType: "image/png", Data: data}
+			return &mcpsdk.CallToolResult{Content: []mcpsdk.Content{img},
+				StructuredContent: map[string]any{"content": []any{img}, "name": "a.png"}}, nil
+		})
+	f.srv.AddTool(&mcpsdk.Tool{Name: "read_text", InputSchema: json.RawMessage(`{"type":"object"}`)},
+		func(context.Context, *mcpsdk.CallToolRequest) (*mcpsdk.CallToolResult, error) {
+			return &mcpsdk.CallToolResult{Content: []mcpsdk.Content{&mcpsdk.TextContent{Text: strings.Repeat("line\n", 1000)}}}, nil
+		})
+	src := connect(t, f, &mcp.Options{MaxResultBytes: 1000})
+	tools := toolsByName(t, src)
+	out, err := tools["read_media"].Call(context.Background(), json.RawMessage(`{}`))
+	want := `{"content":[{"type":"image","mime_type":"image/png","bytes":300000}],"name":"a.png"}`
+	if err != nil || string(out) != want {
+		t.Fatalf("read_media = %s, %v\nwant %s", out, err, want)
+	}
+	if n := tools["read_text"].Definition().MaxResultBytes; n != 1000 {
+		t.Fatalf("MaxResultBytes = %d", n)
+	}
+	reg, err := tool.NewRegistry(tools["read_text"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := loop.Run(context.Background(), loop.Config{Model: llmtest.New(
+		llmtest.Calls(llmtest.Call("c1", "read_text", `{}`)), llmtest.Text("read")), Tools: reg},
+		[]llm.Message{llm.UserMessage("read it")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cut int
+	for _, ev := range res.Events {
+		for _, o := range ev.Outcomes {
+			cut += o.CutBytes
+		}
+	}
+	if cut < 4000 {
+		t.Fatalf("cut %d bytes, want over 4000 of about 5000", cut)
+	}
+	for _, m := range res.Messages {
+		if m.Role == llm.RoleTool && len(m.Result.Content) > 1000 {
+			t.Fatalf("the model was shown %d bytes", len(m.Result.Content))
+		}
+	}
+}

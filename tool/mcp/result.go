@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"strings"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	mcpsdk "github.com/modelcontextprotocol/go-sdk/mcp"
@@ -14,12 +16,20 @@ import (
 )
 
 // handler calls the server's tool remote with the arguments toolloop has
-// already validated, as the model sent them.
-func (s *Source) handler(remote string) tool.RawHandler {
+// already validated, as the model sent them. effect is the tool's, as
+// built: a write whose answer is lost is an unknown outcome.
+func (s *Source) handler(remote string, effect tool.Effect) tool.RawHandler {
 	return func(ctx context.Context, args json.RawMessage) (json.RawMessage, error) {
-		res, err := s.session.CallTool(ctx, &mcpsdk.CallToolParams{Name: remote, Arguments: args})
+		select {
+		case <-s.ended:
+			// Nothing is sent on a session that has ended.
+			return nil, s.unavailable(remote, mcpsdk.ErrConnectionClosed)
+		default:
+		}
+		var sent sendTrace
+		res, err := s.session.CallTool(withSendTrace(ctx, &sent), &mcpsdk.CallToolParams{Name: remote, Arguments: args})
 		if err != nil {
-			return nil, callError(ctx, remote, err)
+			return nil, s.callError(ctx, remote, effect, &sent, err)
 		}
 		if res == nil {
 			res = &mcpsdk.CallToolResult{}
@@ -45,17 +55,25 @@ func (s *Source) handler(remote string) tool.RawHandler {
 	}
 }
 
+// codeRejected is the SDK's code for a request its transport could not
+// deliver, or whose answer it could not read (jsonrpc2.ErrRejected): not
+// an answer from the server.
+const codeRejected = -32005
+
 // callError classifies a failed call: one the caller canceled or let
-// expire, one the server refused with a JSON-RPC error, or one that never
-// got an answer (the connection or the server is gone).
-func callError(ctx context.Context, remote string, err error) error {
+// expire, one the server answered with a JSON-RPC error, or one that got
+// no answer. For the last, what matters is whether the request may have
+// reached the server: if not, the call failed cleanly (unavailable, which
+// the executor retries); if so, a write may have happened, and its
+// outcome is unknown.
+func (s *Source) callError(ctx context.Context, remote string, effect tool.Effect, sent *sendTrace, err error) error {
 	if cerr := ctx.Err(); cerr != nil {
 		// Reported as the context's error, so that the executor sees a
 		// timeout or a cancellation; the SDK has told the server to stop.
 		return fmt.Errorf("MCP tool %q: %w", remote, cerr)
 	}
 	var we *jsonrpc.Error
-	if errors.As(err, &we) {
+	if errors.As(err, &we) && we.Code != codeRejected {
 		switch we.Code {
 		case jsonrpc.CodeInvalidParams:
 			// The server rejected the request: arguments its own
@@ -66,7 +84,48 @@ func callError(ctx context.Context, remote string, err error) error {
 		}
 		return &tool.Error{Kind: KindToolError, Msg: we.Message, Err: err}
 	}
-	return &tool.Error{Kind: tool.KindUnavailable, Msg: "the MCP server is unavailable", Err: fmt.Errorf("MCP tool %q: %w", remote, err)}
+	// No answer. Over HTTP the request's fate is known; over a stream
+	// (stdio) a request on a live session was written, and the server may
+	// have read it before it died.
+	mayHaveRun := !s.tracksSends || sent.mayHaveRun()
+	if s.tracksSends && sent.status.Load() == http.StatusTooManyRequests {
+		return tool.RateLimited(0, fmt.Errorf("MCP tool %q: %w", remote, err))
+	}
+	if mayHaveRun && effect == tool.Write {
+		cause := fmt.Errorf("MCP tool %q: %w", remote, err)
+		e := tool.OutcomeUnknown(cause).(*tool.Error)
+		if d := s.death(); d != "" {
+			e.Msg += "; " + d
+		}
+		return e
+	}
+	return s.unavailable(remote, err)
+}
+
+// unavailable is a call that failed without reaching the server's tool,
+// or a read that may be tried again.
+func (s *Source) unavailable(remote string, err error) error {
+	msg := "the MCP server is unavailable"
+	if d := s.death(); d != "" {
+		msg += ": " + d
+	}
+	return &tool.Error{Kind: tool.KindUnavailable, Msg: msg, Err: fmt.Errorf("MCP tool %q: %w", remote, err)}
+}
+
+// death says how a server started by ConnectCommand ended, if it has,
+// with the end of its standard error; "" otherwise.
+func (s *Source) death() string {
+	if s.proc == nil {
+		return ""
+	}
+	// A server's stdout closes as it dies: the failure that brought us
+	// here comes a moment before the exit status.
+	select {
+	case <-s.proc.exited:
+	case <-time.After(time.Second):
+		return ""
+	}
+	return s.proc.describe(0)
 }
 
 // toolError turns a result marked IsError into a classified error whose
@@ -78,7 +137,23 @@ func (s *Source) toolError(remote string, res *mcpsdk.CallToolResult) error {
 			kind = k
 		}
 	}
-	return &tool.Error{Kind: kind, Msg: errorText(res)}
+	text := errorText(res)
+	if kind == KindToolError && invalidParams(text) {
+		kind = tool.KindInvalidArguments
+	}
+	return &tool.Error{Kind: kind, Msg: text}
+}
+
+// invalidParams reports whether the text of a failed result says that the
+// server's own validation refused the arguments, in the words of the
+// common SDKs: the Go SDK's "validating "arguments"", the TypeScript SDK's
+// "MCP error -32602" and "Input validation error", Python's (pydantic)
+// "validation error for ...Arguments". The specification asks servers to
+// report such failures as results, for the model to correct.
+func invalidParams(text string) bool {
+	return strings.HasPrefix(text, `validating "arguments"`) ||
+		strings.Contains(text, "MCP error -32602") || strings.Contains(text, "Input validation error") ||
+		strings.Contains(text, "validation error for ") && strings.Contains(text, "Arguments")
 }
 
 // errorText is the text blocks of a failed result, or a rendering of the
@@ -107,9 +182,14 @@ func errorText(res *mcpsdk.CallToolResult) string {
 // type and size), never copied, since a model cannot use base64 and it
 // would spend the context window. One block stands alone; several, or
 // none, make an array.
+//
+// Structured content gets the same treatment: an object in it that
+// carries binary data as base64 (an image or audio block, a resource's
+// blob, as servers that mirror their content blocks there send it) is
+// replaced by its summary.
 func render(res *mcpsdk.CallToolResult) (json.RawMessage, error) {
 	if res.StructuredContent != nil {
-		return marshal(res.StructuredContent)
+		return marshal(withoutBinary(res.StructuredContent))
 	}
 	if len(res.Content) == 1 {
 		return marshal(block(res.Content[0]))
@@ -159,4 +239,42 @@ func block(c mcpsdk.Content) any {
 	// Sampling content (tool_use, tool_result) has no place in a tool
 	// result; say that something was there without guessing what.
 	return summary{Type: "unsupported"}
+}
+
+// withoutBinary returns v, decoded JSON, with every object that carries
+// base64 data replaced by its summary: {"type":"image"|"audio","data":...}
+// and {"blob":...}. v itself is not changed.
+func withoutBinary(v any) any {
+	switch v := v.(type) {
+	case map[string]any:
+		str := func(k string) string { s, _ := v[k].(string); return s }
+		mime := str("mimeType")
+		if t := str("type"); (t == "image" || t == "audio") && v["data"] != nil {
+			if data, ok := v["data"].(string); ok {
+				return summary{Type: t, MIMEType: mime, Bytes: base64Size(data)}
+			}
+		}
+		if blob, ok := v["blob"].(string); ok {
+			return summary{Type: "resource", URI: str("uri"), MIMEType: mime, Bytes: base64Size(blob)}
+		}
+		out := make(map[string]any, len(v))
+		for k, e := range v {
+			out[k] = withoutBinary(e)
+		}
+		return out
+	case []any:
+		out := make([]any, len(v))
+		for i, e := range v {
+			out[i] = withoutBinary(e)
+		}
+		return out
+	}
+	return v
+}
+
+// base64Size is the size of the data that s, standard base64, encodes.
+func base64Size(s string) *int64 {
+	s = strings.TrimRight(s, "=")
+	n := int64(len(s)) * 3 / 4
+	return &n
 }

@@ -69,10 +69,11 @@ func (s *Source) build(t *mcpsdk.Tool) (*tool.Tool, error) {
 		return nil, fmt.Errorf("mcp: tool %q: %w", t.Name, err)
 	}
 	def := tool.Definition{
-		Name:        localName(s.opts.Prefix, t.Name),
-		Description: t.Description,
-		InputSchema: schema,
-		Timeout:     s.opts.Timeout,
+		Name:           localName(s.opts.Prefix, t.Name),
+		Description:    t.Description,
+		InputSchema:    schema,
+		Timeout:        s.opts.Timeout,
+		MaxResultBytes: s.opts.MaxResultBytes,
 	}
 	if def.Description == "" {
 		def.Description = t.Title
@@ -84,7 +85,7 @@ func (s *Source) build(t *mcpsdk.Tool) (*tool.Tool, error) {
 	if s.opts.Adjust != nil {
 		s.opts.Adjust(t, &def)
 	}
-	tt, err := tool.NewRaw(def, s.handler(t.Name), nil)
+	tt, err := tool.NewRaw(def, s.handler(t.Name, def.Effect), nil)
 	if err != nil {
 		return nil, fmt.Errorf("mcp: server tool %q: %w", t.Name, err)
 	}

@@ -1,0 +1,5 @@
+//go:build !unix
+
+package mcp_test
+
+func ignoreTerm() {}
