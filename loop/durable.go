@@ -18,12 +18,35 @@ type InterruptedError struct {
 	Err   error
 }
 
+// Error says what happened and what to do, by cause: only a failing store
+// is something to wait out.
 func (e *InterruptedError) Error() string {
-	return fmt.Sprintf("toolloop: run %s interrupted: %v (resume it once the store is back)", e.RunID, e.Err)
+	hint := "resume it once the store is back"
+	var enc *eventEncodingError
+	switch {
+	case errors.As(e.Err, &enc):
+		hint = "nothing after the event before it was recorded; this is a bug in toolloop, please report it"
+	case errors.Is(e.Err, store.ErrSeqConflict):
+		hint = "another process wrote to this run at the same time; make sure only one drives it, then resume it"
+	}
+	return fmt.Sprintf("toolloop: run %s interrupted: %v (%s)", e.RunID, e.Err, hint)
 }
 
-// Unwrap returns the store's error.
+// Unwrap returns the cause: the store's error, or why an event could not
+// be encoded.
 func (e *InterruptedError) Unwrap() error { return e.Err }
+
+// eventEncodingError is an event that could not be encoded for the store.
+type eventEncodingError struct {
+	seq int
+	err error
+}
+
+func (e *eventEncodingError) Error() string {
+	return fmt.Sprintf("encoding event %d: %v", e.seq, e.err)
+}
+
+func (e *eventEncodingError) Unwrap() error { return e.err }
 
 // flush appends the events not yet in the store, with the run's summary,
 // in one call (one transaction, one fsync on SQLite).
@@ -37,7 +60,7 @@ func (d *drive) flush() error {
 		ev := &d.log[i]
 		data, err := json.Marshal(ev)
 		if err != nil {
-			return &InterruptedError{RunID: d.state.RunID, Err: fmt.Errorf("encoding event %d: %w", ev.Seq, err)}
+			return &InterruptedError{RunID: d.state.RunID, Err: &eventEncodingError{seq: ev.Seq, err: err}}
 		}
 		recs = append(recs, store.EventRecord{Seq: ev.Seq, Kind: string(ev.Kind), At: ev.At, Data: data})
 	}
@@ -112,33 +135,62 @@ func Replay(events []Event) *State {
 // confirmation: who decided, when, and why go into the run's log. The run
 // goes on with Resume once every pending call is answered. Answering a call
 // that is not pending, or answering it twice, is an error and records
-// nothing.
+// nothing; a call someone else answered first is an *AnsweredError, whether
+// their answer came long before or a moment before this one. Answers to
+// other calls of the run recorded at the same time do not make Decide
+// fail: it reads the log again and records its answer after theirs.
 func Decide(ctx context.Context, st store.EventLog, runID string, answer Confirmation, at time.Time) error {
-	events, err := LoadEvents(ctx, st, runID)
-	if err != nil {
-		return err
+	for range decideAttempts {
+		events, err := LoadEvents(ctx, st, runID)
+		if err != nil {
+			return err
+		}
+		s := Replay(events)
+		if err := CheckAnswer(s, answer); err != nil {
+			return err
+		}
+		ev := Event{Seq: len(events) + 1, At: at, Kind: ConfirmationDecided, Confirmation: &answer}
+		events = append(events, ev)
+		Next(s, &events[len(events)-1])
+		data, err := json.Marshal(&ev)
+		if err != nil {
+			return err
+		}
+		err = st.Append(ctx, runID, []store.EventRecord{{Seq: ev.Seq, Kind: string(ev.Kind), At: at, Data: data}}, summarize(s, events))
+		if !errors.Is(err, store.ErrSeqConflict) {
+			return err
+		}
+		// Another process appended first: read what it recorded and
+		// check the answer again.
 	}
-	s := Replay(events)
-	if err := CheckAnswer(s, answer); err != nil {
-		return err
+	return fmt.Errorf("loop: run %s kept changing while the answer was being recorded (%d attempts); try again", runID, decideAttempts)
+}
+
+// decideAttempts bounds how often Decide reads the log again after another
+// writer appended first: a run has as many answers to record as it has
+// pending calls, so a few rounds settle any race among the people
+// answering them.
+const decideAttempts = 8
+
+// AnsweredError says that a call already has an answer: answers are final.
+type AnsweredError struct {
+	RunID, CallID string
+	Approved      bool   // what the answer was
+	By            string // who gave it
+}
+
+func (e *AnsweredError) Error() string {
+	verb := "denied"
+	if e.Approved {
+		verb = "approved"
 	}
-	ev := Event{Seq: len(events) + 1, At: at, Kind: ConfirmationDecided, Confirmation: &answer}
-	events = append(events, ev)
-	Next(s, &events[len(events)-1])
-	data, err := json.Marshal(&ev)
-	if err != nil {
-		return err
-	}
-	err = st.Append(ctx, runID, []store.EventRecord{{Seq: ev.Seq, Kind: string(ev.Kind), At: at, Data: data}}, summarize(s, events))
-	if errors.Is(err, store.ErrSeqConflict) {
-		return fmt.Errorf("loop: run %s changed while the answer was being recorded; try again", runID)
-	}
-	return err
+	return fmt.Sprintf("loop: call %s of run %s was already %s by %s", e.CallID, e.RunID, verb, e.By)
 }
 
 // CheckAnswer verifies that answer can be recorded for the run whose state
 // is s: it says who decided, and names a call the run is waiting on that
-// has no answer yet. Decide and Continue check with it; so should any other
+// has no answer yet (a call answered already is an *AnsweredError).
+// Decide and Continue check with it; so should any other
 // driver that records answers.
 func CheckAnswer(s *State, answer Confirmation) error {
 	if answer.By == "" {
@@ -146,11 +198,7 @@ func CheckAnswer(s *State, answer Confirmation) error {
 	}
 	for _, p := range append(s.Answered, s.Pending...) {
 		if p.CallID == answer.CallID && p.Confirmation != nil {
-			verb := "denied"
-			if p.Confirmation.Approved {
-				verb = "approved"
-			}
-			return fmt.Errorf("loop: call %s of run %s was already %s by %s", answer.CallID, s.RunID, verb, p.Confirmation.By)
+			return &AnsweredError{RunID: s.RunID, CallID: answer.CallID, Approved: p.Confirmation.Approved, By: p.Confirmation.By}
 		}
 	}
 	if s.Status != ConfirmationRequired || s.Batch == nil {

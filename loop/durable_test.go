@@ -3,6 +3,7 @@ package loop_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -344,6 +345,116 @@ func TestObserversSeeOnlyCommittedEvents(t *testing.T) {
 		}
 		if err == nil && res.Status != loop.FinalAnswer {
 			t.Errorf("store refusing from event %d: status %s", refuseFrom+1, res.Status)
+		}
+	}
+}
+
+// racingStore lets another answer land just before the first append it is
+// asked for, as when two people answer at the same moment.
+type racingStore struct {
+	*store.Memory
+	other func() error
+}
+
+func (s *racingStore) Append(ctx context.Context, runID string, recs []store.EventRecord, sum store.RunSummary) error {
+	if other := s.other; other != nil {
+		s.other = nil
+		if err := other(); err != nil {
+			return fmt.Errorf("the other answer: %w", err)
+		}
+	}
+	return s.Memory.Append(ctx, runID, recs, sum)
+}
+
+// Two people answering one run at the same moment: answers to different
+// calls are both recorded; of two answers to one call the first counts
+// and the second is told who gave it, as if it had come later.
+func TestDecideRaces(t *testing.T) {
+	r := &refunds{applied: map[string]int{}}
+	f := newFixture(t, r.tool(t, true))
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name      string
+		otherCall string
+		wantErr   string
+	}{
+		{"other call", "c2", ""},
+		{"same call", "c1", "already denied by bob"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			mem := store.NewMemory()
+			cfg := loop.Config{
+				Model: stepModel(llmtest.Calls(call("c1", "refund_order", `{"order_id":"A1"}`), call("c2", "refund_order", `{"order_id":"A2"}`)),
+					llmtest.Text("done")),
+				Tools: f.reg, Store: mem, Policy: policy.ConfirmWrites(), NewRunID: func() string { return "run-r" },
+			}
+			res, err := loop.Run(ctx, cfg, user("refund A1 and A2"))
+			mustStatus(t, res, err, loop.ConfirmationRequired)
+			racing := &racingStore{Memory: mem, other: func() error {
+				return loop.Decide(ctx, mem, "run-r", loop.Confirmation{CallID: tc.otherCall, By: "bob"}, time.Now())
+			}}
+			err = loop.Decide(ctx, racing, "run-r", loop.Confirmation{CallID: "c1", Approved: true, By: "alice"}, time.Now())
+			var answered *loop.AnsweredError
+			switch {
+			case tc.wantErr == "" && err != nil:
+				t.Fatalf("answering c1 while c2 was answered: %v", err)
+			case tc.wantErr != "" && (!errors.As(err, &answered) || !strings.Contains(err.Error(), tc.wantErr)):
+				t.Fatalf("err = %v, want an *AnsweredError saying %q", err, tc.wantErr)
+			}
+			events, err := loop.LoadEvents(ctx, mem, "run-r")
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, ev := range events {
+				if ev.Kind == loop.ConfirmationDecided {
+					got = append(got, ev.Confirmation.CallID+":"+ev.Confirmation.By)
+				}
+			}
+			want := "[c2:bob c1:alice]"
+			if tc.wantErr != "" {
+				want = "[c1:bob]"
+			}
+			if fmt.Sprint(got) != want {
+				t.Errorf("recorded answers %v, want %s", got, want)
+			}
+		})
+	}
+}
+
+// failingStore fails every append after the first with err.
+type failingStore struct {
+	*store.Memory
+	err     error
+	appends int
+}
+
+func (s *failingStore) Append(ctx context.Context, runID string, recs []store.EventRecord, sum store.RunSummary) error {
+	if s.appends++; s.appends > 1 {
+		return s.err
+	}
+	return s.Memory.Append(ctx, runID, recs, sum)
+}
+
+// An interrupted run says what to do by cause: wait for a failing store,
+// but look for the other driver when another process wrote first.
+func TestInterruptedErrorNamesItsCause(t *testing.T) {
+	r := &refunds{applied: map[string]int{}}
+	f := newFixture(t, r.tool(t, true))
+	for _, tc := range []struct {
+		err       error
+		want, not string
+	}{
+		{errors.New("disk I/O error"), "resume it once the store is back", "another process"},
+		{store.ErrSeqConflict, "another process wrote to this run at the same time", "store is back"},
+	} {
+		st := &failingStore{Memory: store.NewMemory(), err: tc.err}
+		cfg := loop.Config{Model: stepModel(llmtest.Calls(call("c1", "query_order", `{"id":"A1"}`)), llmtest.Text("done")),
+			Tools: f.reg, Store: st}
+		_, err := loop.Run(context.Background(), cfg, user("where is A1?"))
+		var ie *loop.InterruptedError
+		if !errors.As(err, &ie) || !errors.Is(err, tc.err) || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), tc.not) {
+			t.Errorf("store error %v: run error %v, want an *InterruptedError saying %q", tc.err, err, tc.want)
 		}
 	}
 }

@@ -176,3 +176,48 @@ func TestSameOnBothBackends(t *testing.T) {
 		}
 	}
 }
+
+// racingFake is the fake backend where someone else answers each call a
+// moment before the command's own answer reaches the store.
+type racingFake struct{ *fake }
+
+func (f racingFake) Decide(ctx context.Context, runID string, answer loop.Confirmation) error {
+	if err := loop.Decide(ctx, f.log, runID, loop.Confirmation{CallID: answer.CallID, By: "bob"}, time.Now()); err != nil {
+		return err
+	}
+	return f.fake.Decide(ctx, runID, answer)
+}
+
+type racingDriver struct{ b racingFake }
+
+func (d racingDriver) Flags(cmd string, fs *flag.FlagSet) Opener {
+	fs.StringVar(&d.b.name, "fake", "", "the fake backend's `NAME`")
+	return func(context.Context, *Kit) (Backend, error) { return d.b, nil }
+}
+
+// An approval that loses a race gets the same line and exit status as one
+// that comes after the other answer: one message per cause.
+func TestApprovalThatLosesARace(t *testing.T) {
+	ctx := context.Background()
+	fk := newFake(t)
+	do := func(ext *Extension, args ...string) (int, string) {
+		var out, errb bytes.Buffer
+		code := Main(ctx, append(args, "--fake", "F"), &out, &errb, func(string) string { return "" }, ext)
+		return code, errb.String()
+	}
+	var out, errb bytes.Buffer
+	if code := Main(ctx, []string{"run", "--fake", "F", "--model", orders.DeskModelName, "Please refund A103"}, &out, &errb,
+		func(string) string { return "" }, &Extension{Flag: "fake", Driver: fakeDriver{fk}}); code != exitOK {
+		t.Fatalf("run: exit %d\n%s%s", code, &out, &errb)
+	}
+	id := regexp.MustCompile(` run=(\S+)`).FindStringSubmatch(out.String())[1]
+	pending := regexp.MustCompile(`(desk_\d+_\d+)`).FindStringSubmatch(out.String())
+	if pending == nil {
+		t.Fatalf("no pending call in:\n%s", &out)
+	}
+	raced, lost := do(&Extension{Flag: "fake", Driver: racingDriver{racingFake{fk}}}, "approve", id, pending[1], "--by", "alice")
+	late, after := do(&Extension{Flag: "fake", Driver: fakeDriver{fk}}, "approve", id, pending[1], "--by", "alice")
+	if raced != exitUsage || late != exitUsage || lost != after || !strings.Contains(lost, "already denied by bob") {
+		t.Errorf("lost the race: exit %d %q\ncame after:   exit %d %q\nwant exit 2 and the same line naming bob", raced, lost, late, after)
+	}
+}

@@ -173,15 +173,20 @@ func (c *cli) decide(ctx context.Context, drv Driver, verb string, args []string
 	if info.GoesOn {
 		next = "the run goes on; follow it with: toolloop trace show" + info.Flags + " " + shellQuote(runID)
 	}
+	// An answer someone gave first, found here or by Decide (when it
+	// lands between this check and ours), gets one message and exit 2.
+	answered := func(e *loop.AnsweredError) int {
+		was := "denied"
+		if e.Approved {
+			was = "approved"
+		}
+		return c.fail(verb, &usageErr{fmt.Sprintf("call %s of run %s was already %s by %s; an answer cannot change: %s",
+			callID, runID, was, e.By, strings.Replace(next, "go on with: ", "resume the run with: ", 1))})
+	}
 	s := loop.Replay(evs)
 	for _, p := range append(slices.Clone(s.Answered), s.Pending...) {
 		if p.CallID == callID && p.Confirmation != nil {
-			was := "denied"
-			if p.Confirmation.Approved {
-				was = "approved"
-			}
-			return c.fail(verb, &usageErr{fmt.Sprintf("call %s of run %s was already %s by %s; an answer cannot change: %s",
-				callID, runID, was, p.Confirmation.By, strings.Replace(next, "go on with: ", "resume the run with: ", 1))})
+			return answered(&loop.AnsweredError{RunID: runID, CallID: callID, Approved: p.Confirmation.Approved, By: p.Confirmation.By})
 		}
 	}
 	if s.Status != loop.ConfirmationRequired || s.Batch == nil {
@@ -197,6 +202,9 @@ func (c *cli) decide(ctx context.Context, drv Driver, verb string, args []string
 	}
 	answer := loop.Confirmation{CallID: callID, Approved: verb == "approve", By: *by, Note: *note}
 	if err := b.Decide(ctx, runID, answer); err != nil {
+		if ae := (*loop.AnsweredError)(nil); errors.As(err, &ae) {
+			return answered(ae)
+		}
 		return c.fail(verb, err)
 	}
 	var still []string
