@@ -361,13 +361,19 @@ func (e *Executor) outcome(c *Call, attempts int, start time.Time, status llm.Re
 	}
 }
 
+// tooDeep is the nesting past which a result is kept as a string.
+var tooDeep = tool.Limits{MaxDepth: 1000}
+
 // succeeded is the outcome of a call whose handler returned content.
 func (e *Executor) succeeded(c *Call, attempts int, start time.Time, content json.RawMessage) Outcome {
 	if len(content) == 0 {
 		content = json.RawMessage("null")
-	} else if !c.Tool.JSONResults() && !json.Valid(content) {
-		// A raw handler answered with something that is not JSON: keep it,
-		// as a JSON string, so that the result can be sent and stored.
+	} else if !c.Tool.JSONResults() && !json.Valid(content) || tooDeep.Check(content) != nil {
+		// A raw handler answered with something that is not JSON, or with
+		// JSON nested deeper than a log event holding it could be read
+		// back (encoding/json stops at 10,000 levels, counted from the
+		// event's root): keep it, as a JSON string, so that the result can
+		// be sent, stored and replayed.
 		b, _ := json.Marshal(string(content)) // a string always encodes
 		content = b
 	}

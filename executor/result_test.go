@@ -133,3 +133,23 @@ func TestOutcomeUnknownWrite(t *testing.T) {
 		t.Fatalf("unguarded: outcome = %+v, execs %d", o, s.execs.Load())
 	}
 }
+
+// A result nested deeper than a log can read back is kept as a string:
+// the outcome still encodes and decodes to the same content.
+func TestDeepResultIsKeptAsAString(t *testing.T) {
+	deep := strings.Repeat("[", 10_000) + strings.Repeat("]", 10_000)
+	ex := executor.New(nil)
+	o := ex.Run(context.Background(), executor.Call{Call: llm.ToolCall{ID: "c1", Name: "big", Arguments: json.RawMessage(`{}`)}, Tool: rawTool(t, deep, 0)})
+	var s string
+	if o.Result.Status != llm.StatusOK || json.Unmarshal(o.Result.Content, &s) != nil || s != deep {
+		t.Fatalf("outcome %s %.40s, want the result as a string", o.Result.Status, o.Result.Content)
+	}
+	data, err := json.Marshal(struct{ Outcomes []executor.Outcome }{[]executor.Outcome{o}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back struct{ Outcomes []executor.Outcome }
+	if err := json.Unmarshal(data, &back); err != nil || string(back.Outcomes[0].Result.Content) != string(o.Result.Content) {
+		t.Fatalf("the outcome does not round-trip: %v", err)
+	}
+}
