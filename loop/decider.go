@@ -296,6 +296,12 @@ func account(s *State, resp *llm.Response) {
 	}
 }
 
+// maxCallField is the longest tool call ID or tool name a model may send.
+// Providers' IDs are a few dozen bytes and their tool names at most 64 or
+// 128; anything far past that is garbage, which messages, stop details and
+// the results sent back to the model must not repeat.
+const maxCallField = 256
+
 // protocolProblem names the first way msg breaks the tool-calling
 // protocol, or returns "".
 func protocolProblem(s *State, msg *llm.Message) string {
@@ -305,6 +311,11 @@ func protocolProblem(s *State, msg *llm.Message) string {
 	calls := msg.ToolCalls
 	for i := range calls {
 		c := &calls[i]
+		// Checked first: every message below quotes the name or the ID.
+		if len(c.ID) > maxCallField || len(c.Name) > maxCallField {
+			return fmt.Sprintf("tool call %d has an ID of %d bytes and a tool name of %d bytes; more than %d is not a name or an ID",
+				i+1, len(c.ID), len(c.Name), maxCallField)
+		}
 		if c.ID == "" {
 			return fmt.Sprintf("tool call %d (%s) has no ID", i+1, c.Name)
 		}

@@ -375,6 +375,21 @@ func TestProtocolErrors(t *testing.T) {
 			mustStatus(t, res, err, loop.ProtocolError)
 		})
 	}
+	// A megabyte of tool name or call ID is refused without being repeated
+	// in the detail or anything sent back.
+	for name, c := range map[string]llm.ToolCall{
+		"huge tool name": call("c1", strings.Repeat("x", 1<<20), `{}`),
+		"huge call ID":   call(strings.Repeat("c", 1<<20), "query_order", `{"id":"A1"}`),
+	} {
+		t.Run(name, func(t *testing.T) {
+			f := newFixture(t)
+			res, err := loop.Run(context.Background(), loop.Config{Model: llmtest.New(llmtest.Calls(c)), Tools: f.reg}, user("q"))
+			mustStatus(t, res, err, loop.ProtocolError)
+			if len(res.Detail) > 300 || !strings.Contains(res.Detail, "1048576 bytes") {
+				t.Errorf("detail of %d bytes: %.300s", len(res.Detail), res.Detail)
+			}
+		})
+	}
 	// IDs alike but for a byte, at their end or not, are distinct.
 	f := newFixture(t)
 	model := llmtest.New(
