@@ -25,6 +25,50 @@ type Message struct {
 	Text      string      `json:"text,omitempty"`
 	ToolCalls []ToolCall  `json:"tool_calls,omitempty"`
 	Result    *ToolResult `json:"result,omitempty"`
+	// Reasoning is what an assistant message's model thought before its
+	// text and calls, in order, as far as the provider shows it: for
+	// people, the trace and redaction. What the provider needs back is
+	// in State, not here.
+	Reasoning []Reasoning `json:"reasoning,omitempty"`
+	// State is what the provider attached to this message for itself and
+	// needs back, unchanged, with the next request: Anthropic's thinking
+	// blocks with their signatures, the Responses API's reasoning items
+	// with their encrypted content. Nil for most messages.
+	State *ProviderState `json:"state,omitempty"`
+}
+
+// Reasoning is one piece of a model's thinking, as its provider shows it.
+type Reasoning struct {
+	// Provider names the adapter that received it (ProviderState.Provider).
+	Provider string `json:"provider"`
+	// Text is the thinking or its summary, "" when the provider shows none.
+	Text string `json:"text,omitempty"`
+	// Hidden is set when the provider kept the thinking to itself
+	// (Anthropic's redacted_thinking, encrypted reasoning without a
+	// summary): there was thinking here, and only the provider can read it.
+	Hidden bool `json:"hidden,omitempty"`
+}
+
+// ProviderState is data a provider attached to a message or a tool call
+// for itself: opaque to everyone else, and required back exactly as it
+// came, in the next request to that provider. It belongs to one provider:
+// adapters send back only their own (Provider) and leave out any other's,
+// which a history switched from one provider to another holds.
+type ProviderState struct {
+	// Provider names the adapter that made it, e.g. "anthropic",
+	// "openai-responses", "gemini".
+	Provider string `json:"provider"`
+	// Data is the adapter's own encoding of the state, kept byte for byte
+	// (base64 in JSON, so that no encoder can rewrite it).
+	Data []byte `json:"data"`
+}
+
+// StateOf returns the state's data if it belongs to provider, else nil.
+func (s *ProviderState) StateOf(provider string) []byte {
+	if s == nil || s.Provider != provider {
+		return nil
+	}
+	return s.Data
 }
 
 // ToolCall is a model's proposal to call a tool. Arguments are kept exactly as
@@ -34,6 +78,9 @@ type ToolCall struct {
 	ID        string          `json:"id"`
 	Name      string          `json:"name"`
 	Arguments json.RawMessage `json:"arguments"`
+	// State is what the provider attached to this call for itself (a
+	// Gemini thought signature); see Message.State.
+	State *ProviderState `json:"state,omitempty"`
 }
 
 // toolCallJSON is how a ToolCall is encoded. A log must give back the
@@ -56,6 +103,7 @@ type toolCallJSON struct {
 	Arguments    json.RawMessage `json:"arguments,omitempty"`
 	RawArguments *string         `json:"raw_arguments,omitempty"`
 	RawBase64    []byte          `json:"raw_arguments_b64,omitempty"`
+	State        *ProviderState  `json:"state,omitempty"`
 }
 
 // maxEmbedDepth is the deepest nesting of arguments embedded in an
@@ -68,7 +116,7 @@ const maxEmbedDepth = 1000
 
 // MarshalJSON implements json.Marshaler.
 func (c ToolCall) MarshalJSON() ([]byte, error) {
-	out := toolCallJSON{ID: c.ID, Name: c.Name}
+	out := toolCallJSON{ID: c.ID, Name: c.Name, State: c.State}
 	switch {
 	case len(c.Arguments) == 0:
 	case embeddable(c.Arguments):
@@ -95,7 +143,7 @@ func (c *ToolCall) UnmarshalJSON(b []byte) error {
 	if err := json.Unmarshal(b, &in); err != nil {
 		return err
 	}
-	c.ID, c.Name, c.Arguments = in.ID, in.Name, in.Arguments
+	c.ID, c.Name, c.Arguments, c.State = in.ID, in.Name, in.Arguments, in.State
 	switch {
 	case in.RawArguments != nil:
 		c.Arguments = json.RawMessage(*in.RawArguments)

@@ -1,6 +1,7 @@
 package llm_test
 
 import (
+	"bytes"
 	"encoding/json"
 	"reflect"
 	"strings"
@@ -117,12 +118,41 @@ func TestToolCallJSONIsExact(t *testing.T) {
 			t.Fatalf("%.40q: %v", args, err)
 		}
 		if calls := out.Response.Message.ToolCalls; len(calls) != 1 || string(calls[0].Arguments) != args {
-			t.Fatalf("%.40q came back as %.60q", args, calls)
+			var got string
+			if len(calls) == 1 {
+				got = string(calls[0].Arguments)
+			}
+			t.Fatalf("%.40q came back as %d calls, the first %.60q", args, len(calls), got)
 		}
 	}
 	// Ordinary arguments stay readable in the log: embedded, not quoted.
 	b, err := json.Marshal(llm.ToolCall{ID: "c1", Name: "t", Arguments: json.RawMessage(`{"id":"A1"}`)})
 	if err != nil || string(b) != `{"id":"c1","name":"t","arguments":{"id":"A1"}}` {
 		t.Fatalf("encoded as %s (%v)", b, err)
+	}
+}
+
+// Provider state survives a JSON round trip byte for byte, on a message
+// and on a tool call, whatever bytes it holds.
+func TestProviderStateRoundTrip(t *testing.T) {
+	odd := []byte{0, 0xff, '<', '>', '&', '"', '\\', 0xe2, 0x80, 0xa8}
+	m := llm.Message{Role: llm.RoleAssistant, Text: "checking",
+		Reasoning: []llm.Reasoning{{Provider: "anthropic", Text: "I should look it up"}, {Provider: "anthropic", Hidden: true}},
+		State:     &llm.ProviderState{Provider: "anthropic", Data: odd},
+		ToolCalls: []llm.ToolCall{{ID: "c1", Name: "f", Arguments: json.RawMessage(`{"a":1}`), State: &llm.ProviderState{Provider: "gemini", Data: []byte("sig\x00")}}},
+	}
+	b, err := json.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back llm.Message
+	if err := json.Unmarshal(b, &back); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(m, back) {
+		t.Fatalf("round trip changed the message:\n%+v\n%+v", m, back)
+	}
+	if got := back.State.StateOf("anthropic"); !bytes.Equal(got, odd) || back.State.StateOf("gemini") != nil || (*llm.ProviderState)(nil).StateOf("x") != nil {
+		t.Errorf("StateOf: %q", got)
 	}
 }
