@@ -62,6 +62,11 @@ type Leaser interface {
 	// sequence check, such as a recorded approval, need no lease: if a
 	// driver appended first, they fail with ErrSeqConflict and nothing is
 	// lost.
+	//
+	// Fencing is a method of its own, rather than an owner carried in
+	// Append's context, so that it shows in the type: a wrapper that
+	// embeds a store and overrides Append (to count or mark appends) must
+	// override AppendLeased as well, or the embedded one is called.
 	AppendLeased(ctx context.Context, lease Lease, events []EventRecord, summary RunSummary) error
 }
 
