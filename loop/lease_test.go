@@ -336,3 +336,11 @@ func TestLostLeaseStopsTheDriver(t *testing.T) {
 		t.Fatalf("the driver that lost its lease recorded %d more events", n-before)
 	}
 }
+
+func TestNegativeLeaseTTLIsRefused(t *testing.T) {
+	f := newFixture(t)
+	_, err := loop.NewRunner(loop.Config{Model: stepModel(llmtest.Text("hi")), Tools: f.reg, LeaseTTL: -time.Second})
+	if err == nil || !strings.Contains(err.Error(), "LeaseTTL is -1s") {
+		t.Fatalf("err = %v, want one naming LeaseTTL", err)
+	}
+}
