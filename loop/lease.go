@@ -34,9 +34,10 @@ type leaseHold struct {
 // until release. The context returned (ctx itself on an error) ends, with
 // the loss as its cause, if the lease is lost meanwhile (another driver
 // took it over after it expired): the drive then stops acting, and its
-// appends, fenced by the lease, record nothing. A renewal that fails for another reason (the
-// store is briefly unreachable) is tried again at the next tick; if the
-// lease expires meanwhile and nobody takes it, the drive keeps it.
+// appends, fenced by the lease, record nothing. A renewal that fails for
+// another reason (the store is briefly unreachable) is tried again at the
+// next tick; if the lease expires meanwhile and nobody takes it, the drive
+// keeps it.
 //
 // A store without leases gets no hold: the sequence check of Append is its
 // only guard against a second driver.

@@ -195,8 +195,11 @@ func (r *Result) Answer() string {
 }
 
 // Run runs the loop from msgs until it stops. The error is nil exactly when
-// the status is final_answer; the Result is returned in every case but a
-// configuration error or a store that failed (*InterruptedError).
+// the status is final_answer. The Result is returned in every case but
+// three: a configuration error; a run whose lease another driver holds
+// (*store.LeaseHeldError, with a store that has leases); and a run that
+// stopped being driven because its store failed or its lease was taken
+// over (*InterruptedError).
 //
 // The run is driven on the calling goroutine. Tool calls run through the
 // executor, whose timeouts hold whatever a handler does (see
@@ -280,17 +283,12 @@ func (r *Runner) Continue(ctx context.Context, res *Result, answers ...Confirmat
 		events = append(events, Event{Seq: len(events) + 1, At: r.cfg.Now(), Kind: ConfirmationDecided, Confirmation: &a})
 		Next(s, &events[len(events)-1])
 	}
-	var lease *store.Lease
-	if r.cfg.Store != nil {
-		var hold *leaseHold
-		var err error
-		if ctx, hold, err = r.holdLease(ctx, res.RunID); err != nil {
-			return nil, err
-		}
-		defer hold.release(ctx)
-		lease = hold.lease
+	ctx, hold, err := r.holdLease(ctx, res.RunID)
+	if err != nil {
+		return nil, err
 	}
-	return r.continueFrom(ctx, events, len(res.Events), lease)
+	defer hold.release(ctx)
+	return r.continueFrom(ctx, events, len(res.Events), hold.lease)
 }
 
 // continueFrom replays events and drives the run on; events from
