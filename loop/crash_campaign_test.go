@@ -21,7 +21,10 @@ package loop_test
 //     every successful refund result names that row;
 //   - after every kill, everything the child was told had been committed
 //     (event appends, ledger finishes, refund inserts) is still there, and
-//     no stored event ever changed.
+//     no stored event ever changed;
+//   - a killed child's run leases are taken over once they expire (the
+//     next child waits for them), and the children that live release
+//     every lease they take.
 //
 // go test ./loop runs a small campaign (20 kills); .ci/run runs
 // -campaign.kills=200; -campaign.long runs 2000 (give it -timeout 0).
@@ -83,6 +86,11 @@ const (
 
 	campNewPerChild = 2  // runs started by each child
 	campMaxActive   = 10 // no new runs while this many are unfinished
+
+	// campLeaseTTL is how long a killed child's run leases keep the next
+	// child from its runs: short, so that takeovers are frequent and the
+	// campaign quick.
+	campLeaseTTL = 300 * time.Millisecond
 )
 
 const campRefundsTable = `CREATE TABLE IF NOT EXISTS campaign_refunds (
@@ -311,6 +319,20 @@ func (m campMarked) Append(ctx context.Context, runID string, evs []store.EventR
 	return err
 }
 
+// AppendLeased is what the runner calls on a store with leases; without
+// this method the embedded store's would be promoted, and the appends
+// would go unmarked.
+func (m campMarked) AppendLeased(ctx context.Context, lease store.Lease, evs []store.EventRecord, sum store.RunSummary) error {
+	last := 0
+	if len(evs) > 0 {
+		last = evs[len(evs)-1].Seq
+	}
+	m.mark("append+", lease.RunID, last)
+	err := m.Store.AppendLeased(ctx, lease, evs, sum)
+	m.mark("append-", lease.RunID, last, campOK(err))
+	return err
+}
+
 func (m campMarked) Claim(ctx context.Context, rec store.Record) (store.Record, bool, error) {
 	m.mark("ledger+", "claim", rec.Key)
 	old, claimed, err := m.Store.Claim(ctx, rec)
@@ -394,23 +416,34 @@ func TestCrashCampaignChild(t *testing.T) {
 			runner, err := loop.NewRunner(loop.Config{
 				Model: campModel(id, campScenarioFor(seed, id, hot), mark), ModelName: "scripted", Tools: reg,
 				Executor: ex, Store: marked, NewRunID: func() string { return id },
+				LeaseOwner: fmt.Sprintf("child%d", child), LeaseTTL: campLeaseTTL,
 			})
 			if err != nil {
 				errs <- err
 				return
 			}
 			var res *loop.Result
-			recs, err := st.Events(ctx, id)
-			switch {
-			case errors.Is(err, store.ErrUnknownRun):
-				mark("start", id)
-				res, err = runner.Run(ctx, []llm.Message{llm.UserMessage("campaign " + id + ": refund what needs refunding")})
-			case err != nil:
-				errs <- err
-				return
-			default:
-				mark("resume", id, len(recs))
-				res, err = runner.Resume(ctx, id)
+			for {
+				recs, err := st.Events(ctx, id)
+				switch {
+				case errors.Is(err, store.ErrUnknownRun):
+					mark("start", id)
+					res, err = runner.Run(ctx, []llm.Message{llm.UserMessage("campaign " + id + ": refund what needs refunding")})
+				case err != nil:
+					errs <- err
+					return
+				default:
+					mark("resume", id, len(recs))
+					res, err = runner.Resume(ctx, id)
+				}
+				// A killed child's lease: wait for it to expire, then
+				// take the run over.
+				var held *store.LeaseHeldError
+				if !errors.As(err, &held) {
+					break
+				}
+				mark("leased", id, held.Owner)
+				time.Sleep(time.Until(held.Expires) + 5*time.Millisecond)
 			}
 			if res == nil {
 				errs <- fmt.Errorf("run %s: %w", id, err)
@@ -481,7 +514,8 @@ type campaign struct {
 	handedOut map[string]int // children a run was given to
 	children  int
 	kills     int
-	clean     int // children that finished before their kill
+	killed    map[int]bool // the children killed, by number
+	clean     int          // children that finished before their kill
 
 	// Figures.
 	killClass   map[string]int // the most telling thing in progress at each kill
@@ -490,6 +524,7 @@ type campaign struct {
 	starts      int // fresh Run calls
 	restarts    int // fresh Run calls for a run whose first events had been lost with its child
 	resumes     int
+	leaseWaits  int // times a child waited for a killed child's lease to expire
 	writes      int // refund handler invocations
 	effects     int // refunds inserted
 	lookups     map[string]int
@@ -528,7 +563,7 @@ func TestCrashCampaign(t *testing.T) {
 		t: t, path: path, seed: seed, hot: *campaignHot, st: st, rng: rand.New(rand.NewPCG(seed, 0x9A7E47)),
 		handedOut: map[string]int{}, killClass: map[string]int{}, killAny: map[string]int{}, killBy: map[string]int{},
 		lookups: map[string]int{}, eventHashes: map[string][32]byte{}, refundIDs: map[string]int64{},
-		counts: map[string]int{},
+		counts: map[string]int{}, killed: map[int]bool{},
 	}
 	start := time.Now()
 	for c.kills < kills {
@@ -560,7 +595,32 @@ func TestCrashCampaign(t *testing.T) {
 		}
 	}
 	c.checkFinal()
+	c.checkLeases()
 	c.report(time.Since(start))
+}
+
+// checkLeases checks that the only run leases left are those of killed
+// children (one killed after its run's last append, before it released
+// the lease): every child that lived released every lease it took.
+func (c *campaign) checkLeases() {
+	rows, err := c.st.DB().Query(`SELECT run_id, owner FROM run_leases`)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id, owner string
+		if err := rows.Scan(&id, &owner); err != nil {
+			c.t.Fatal(err)
+		}
+		n, err := strconv.Atoi(strings.TrimPrefix(strings.SplitN(owner, ":", 2)[0], "child"))
+		if err != nil || !c.killed[n] {
+			c.t.Errorf("run %s: its lease is still held by %s, a child that was not killed", id, owner)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		c.t.Fatal(err)
+	}
 }
 
 // unfinished lists the runs handed out that have not stopped.
@@ -683,6 +743,7 @@ read:
 		t.Fatalf("child %d, which was to finish every run, was killed (%s) after %v", c.children, out.killedBy, out.took)
 	case out.killed:
 		c.kills++
+		c.killed[c.children] = true
 		c.killBy[plan.String()]++
 	case out.err != nil:
 		t.Fatalf("child %d failed: %v\nstdout:\n%s\nstderr:\n%s", c.children, out.err, strings.Join(out.other, "\n"), out.stderr)
@@ -709,17 +770,32 @@ func (c *campaign) afterChild(runs []string, out *campChild) {
 		acked       = map[string]int{}  // run -> highest seq a successful append reported
 		finished    = map[string]bool{} // keys a successful ledger finish reported
 	)
+	// A start or resume refused for a killed child's lease is tried
+	// again: it counts once.
+	began := map[string]string{} // run -> "start" or "resume", the last one begun
 	for _, f := range out.lines {
 		switch f[0] {
 		case "ready":
 			ready = true
 		case "start":
+			began[f[1]] = "start"
 			c.starts++
 			if c.handedOut[f[1]] > 1 {
 				c.restarts++
 			}
 		case "resume":
+			began[f[1]] = "resume"
 			c.resumes++
+		case "leased":
+			c.leaseWaits++
+			if began[f[1]] == "resume" {
+				c.resumes--
+			} else {
+				c.starts--
+				if c.handedOut[f[1]] > 1 {
+					c.restarts--
+				}
+			}
 		case "append+":
 			appends[f[1]]++
 		case "append-":
@@ -1184,8 +1260,8 @@ func (c *campaign) report(took time.Duration) {
 	f := c.final
 	t.Logf("%d kills in %d children (%d finished before their kill) in %v (children %v, checks %v)",
 		c.kills, c.children, c.clean, took.Round(time.Millisecond), c.childTime.Round(time.Millisecond), c.checkTime.Round(time.Millisecond))
-	t.Logf("%d runs: %d fresh starts (%d of them again, the first start's events lost with its child), %d resumes; %d events (max %d in a run)",
-		len(c.runs), c.starts, c.restarts, c.resumes, f.events, f.maxEvents)
+	t.Logf("%d runs: %d fresh starts (%d of them again, the first start's events lost with its child), %d resumes (%d refused while a killed child's lease lasted); %d events (max %d in a run)",
+		len(c.runs), c.starts, c.restarts, c.resumes, c.leaseWaits, f.events, f.maxEvents)
 	t.Logf("statuses: %v", f.statuses)
 	t.Logf("refund handler invoked %d times, %d refunds made; status look-ups: %v", c.writes, c.effects, c.lookups)
 	t.Logf("refund results in the logs: %d ok; %v", f.okRefunds, f.refundResults)

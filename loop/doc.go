@@ -29,7 +29,9 @@
 // Runner is the in-process driver: Run, and with Config.Store a durable
 // run whose events reach the store before the run acts on them; Resume
 // continues such a run from its log, Decide records a person's answer to a
-// paused call, Continue does both without a store. A Temporal workflow
+// paused call, Continue does both without a store. On a store with run
+// leases (store.Leaser) one driver at a time drives a run: the others are
+// refused with a *store.LeaseHeldError naming it. A Temporal workflow
 // (package temporal) drives the same decider. Both drivers do the work
 // behind the effects with the same handlers: CheckCalls, Authorize,
 // PlanCalls and StageCalls, then executor.Executor.Run. Observers see each

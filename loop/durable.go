@@ -24,6 +24,8 @@ func (e *InterruptedError) Error() string {
 	hint := "resume it once the store is back"
 	var enc *eventEncodingError
 	switch {
+	case errors.Is(e.Err, store.ErrLeaseLost):
+		return fmt.Sprintf("toolloop: run %s stopped being driven here: %v (nothing more was recorded by this driver; the run goes on where its lease is held, or with Resume once it is free)", e.RunID, e.Err)
 	case errors.As(e.Err, &enc):
 		hint = "nothing after the event before it was recorded; this is a bug in toolloop, please report it"
 	case errors.Is(e.Err, store.ErrSeqConflict):
@@ -66,7 +68,14 @@ func (d *drive) flush() error {
 	}
 	// A canceled run still records how it ended.
 	ctx := context.WithoutCancel(d.ctx)
-	if err := st.Append(ctx, d.state.RunID, recs, summarize(&d.state, d.log)); err != nil {
+	var err error
+	if d.lease != nil {
+		// The store has leases (holdLease found a store.Leaser).
+		err = st.(store.Leaser).AppendLeased(ctx, *d.lease, recs, summarize(&d.state, d.log))
+	} else {
+		err = st.Append(ctx, d.state.RunID, recs, summarize(&d.state, d.log))
+	}
+	if err != nil {
 		return &InterruptedError{RunID: d.state.RunID, Err: err}
 	}
 	d.flushed = len(d.log)

@@ -297,9 +297,11 @@ func TestObserversSeeTheResumedPart(t *testing.T) {
 }
 
 // refusingStore accepts appends until refuseFrom events are stored, then
-// refuses every append as another driver's would be refused.
+// refuses every append as another driver's would be refused. It embeds
+// the interface, not the store, so that it has no leases and every append
+// goes through Append.
 type refusingStore struct {
-	*store.Memory
+	store.EventLog
 	refuseFrom int
 	stored     int
 }
@@ -308,7 +310,7 @@ func (s *refusingStore) Append(ctx context.Context, runID string, recs []store.E
 	if s.stored+len(recs) > s.refuseFrom {
 		return store.ErrSeqConflict
 	}
-	if err := s.Memory.Append(ctx, runID, recs, sum); err != nil {
+	if err := s.EventLog.Append(ctx, runID, recs, sum); err != nil {
 		return err
 	}
 	s.stored += len(recs)
@@ -326,7 +328,7 @@ func TestObserversSeeOnlyCommittedEvents(t *testing.T) {
 		llmtest.Text("refunded A1"),
 	}
 	for refuseFrom := 1; refuseFrom < 12; refuseFrom++ {
-		st := &refusingStore{Memory: store.NewMemory(), refuseFrom: refuseFrom}
+		st := &refusingStore{EventLog: store.NewMemory(), refuseFrom: refuseFrom}
 		var seen []int
 		cfg := loop.Config{Model: stepModel(turns...), Tools: f.reg, Store: st,
 			Executor: executor.New(&executor.Options{Ledger: store.NewMemory()}),
@@ -422,9 +424,10 @@ func TestDecideRaces(t *testing.T) {
 	}
 }
 
-// failingStore fails every append after the first with err.
+// failingStore fails every append after the first with err (a store
+// without leases, as refusingStore).
 type failingStore struct {
-	*store.Memory
+	store.EventLog
 	err     error
 	appends int
 }
@@ -433,7 +436,7 @@ func (s *failingStore) Append(ctx context.Context, runID string, recs []store.Ev
 	if s.appends++; s.appends > 1 {
 		return s.err
 	}
-	return s.Memory.Append(ctx, runID, recs, sum)
+	return s.EventLog.Append(ctx, runID, recs, sum)
 }
 
 // An interrupted run says what to do by cause: wait for a failing store,
@@ -448,7 +451,7 @@ func TestInterruptedErrorNamesItsCause(t *testing.T) {
 		{errors.New("disk I/O error"), "resume it once the store is back", "another process"},
 		{store.ErrSeqConflict, "another process wrote to this run at the same time", "store is back"},
 	} {
-		st := &failingStore{Memory: store.NewMemory(), err: tc.err}
+		st := &failingStore{EventLog: store.NewMemory(), err: tc.err}
 		cfg := loop.Config{Model: stepModel(llmtest.Calls(call("c1", "query_order", `{"id":"A1"}`)), llmtest.Text("done")),
 			Tools: f.reg, Store: st}
 		_, err := loop.Run(context.Background(), cfg, user("where is A1?"))

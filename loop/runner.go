@@ -61,7 +61,25 @@ type Config struct {
 	// Store, when set, makes runs durable: each run's events are appended
 	// to it before the run acts on the world (a model request, a tool
 	// stage) and when it stops, and Resume continues a run from it.
+	//
+	// A Store that also implements store.Leaser gets one driver per run:
+	// Run, Resume and Continue take the run's lease before they read or
+	// write its log, renew it while they drive, and release it when they
+	// return. A run whose lease another driver holds is refused with a
+	// *store.LeaseHeldError naming the holder, and nothing is written. A
+	// Store without leases (a wrapper that embeds only store.EventLog, say)
+	// still works: then the sequence check of Append is the only guard,
+	// and two drivers may both act before one of them fails.
 	Store store.EventLog
+	// LeaseOwner names this driver in run leases, so that a refused
+	// driver learns who holds the run; empty means host:pid. Every drive
+	// adds a random suffix, so that two drives never share a lease, not
+	// even in one process.
+	LeaseOwner string
+	// LeaseTTL is how long a run's lease lasts unless renewed (every third
+	// of it, on the real clock): the longest a crashed driver's run waits
+	// before another may take it over. Default DefaultLeaseTTL.
+	LeaseTTL time.Duration
 	// Now is the clock that stamps the run's events; nil means time.Now.
 	// The run's deadline and tool timeouts always run on the real clock.
 	Now func() time.Time
@@ -120,6 +138,15 @@ func NewRunner(cfg Config) (*Runner, error) {
 	if r.cfg.NewRunID == nil {
 		r.cfg.NewRunID = randomID
 	}
+	switch {
+	case r.cfg.LeaseTTL == 0:
+		r.cfg.LeaseTTL = DefaultLeaseTTL
+	case r.cfg.LeaseTTL < 0:
+		return nil, fmt.Errorf("loop: LeaseTTL is %v; want a positive duration (or zero for the default, %v)", r.cfg.LeaseTTL, DefaultLeaseTTL)
+	}
+	if r.cfg.LeaseOwner == "" {
+		r.cfg.LeaseOwner = defaultLeaseOwner()
+	}
 	return r, nil
 }
 
@@ -172,8 +199,11 @@ func (r *Result) Answer() string {
 }
 
 // Run runs the loop from msgs until it stops. The error is nil exactly when
-// the status is final_answer; the Result is returned in every case but a
-// configuration error or a store that failed (*InterruptedError).
+// the status is final_answer. The Result is returned in every case but
+// three: a configuration error; a run whose lease another driver holds
+// (*store.LeaseHeldError, with a store that has leases); and a run that
+// stopped being driven because its store failed or its lease was taken
+// over (*InterruptedError).
 //
 // The run is driven on the calling goroutine. Tool calls run through the
 // executor, whose timeouts hold whatever a handler does (see
@@ -184,7 +214,12 @@ func (r *Runner) Run(ctx context.Context, msgs []llm.Message) (*Result, error) {
 		ToolsVersion: r.cfg.Tools.Version(), Identity: r.cfg.Identity, Budgets: r.budgets, Price: r.price,
 		Messages: msgs,
 	}
-	d := &drive{r: r, log: make([]Event, 0, 16)}
+	ctx, hold, err := r.holdLease(ctx, start.RunID)
+	if err != nil {
+		return nil, err
+	}
+	defer hold.release(ctx)
+	d := &drive{r: r, log: make([]Event, 0, 16), lease: hold.lease}
 	return d.run(ctx, start.RunID, r.budgets.Deadline, Event{Kind: Started, Start: start})
 }
 
@@ -195,15 +230,48 @@ func (r *Runner) Run(ctx context.Context, msgs []llm.Message) (*Result, error) {
 // writes go through the idempotency ledger, so a write that finished is
 // replayed and one left in flight is reconciled, never repeated. Resuming
 // a run that has ended returns its result unchanged.
+//
+// With a store that has leases, the log is read only once the run's lease
+// is held. A run whose lease another driver holds is refused with a
+// *store.LeaseHeldError (matching store.ErrLeaseHeld) naming the holder,
+// unless its log shows it has ended: that result is returned unchanged.
 func (r *Runner) Resume(ctx context.Context, runID string) (*Result, error) {
 	if r.cfg.Store == nil {
 		return nil, errors.New("loop: Resume needs Config.Store")
 	}
+	ctx, hold, err := r.holdLease(ctx, runID)
+	if errors.Is(err, store.ErrLeaseHeld) {
+		if res := r.ended(ctx, runID); res != nil {
+			return res, res.Err()
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer hold.release(ctx)
 	events, err := LoadEvents(ctx, r.cfg.Store, runID)
 	if err != nil {
 		return nil, err
 	}
-	return r.continueFrom(ctx, events, len(events))
+	return r.continueFrom(ctx, events, len(events), hold.lease)
+}
+
+// ended returns the result of runID if its log in the store shows that it
+// has ended (nothing is left to do until someone answers), or nil.
+func (r *Runner) ended(ctx context.Context, runID string) *Result {
+	events, err := LoadEvents(ctx, r.cfg.Store, runID)
+	if err != nil || len(events) == 0 || events[0].Kind != Started {
+		return nil
+	}
+	var s State
+	var eff Effect
+	for i := range events {
+		eff = Next(&s, &events[i])
+	}
+	if eff.Kind != None {
+		return nil
+	}
+	return s.Result(events)
 }
 
 // Continue goes on with a run from its result, after the given answers to
@@ -219,16 +287,22 @@ func (r *Runner) Continue(ctx context.Context, res *Result, answers ...Confirmat
 		events = append(events, Event{Seq: len(events) + 1, At: r.cfg.Now(), Kind: ConfirmationDecided, Confirmation: &a})
 		Next(s, &events[len(events)-1])
 	}
-	return r.continueFrom(ctx, events, len(res.Events))
+	ctx, hold, err := r.holdLease(ctx, res.RunID)
+	if err != nil {
+		return nil, err
+	}
+	defer hold.release(ctx)
+	return r.continueFrom(ctx, events, len(res.Events), hold.lease)
 }
 
 // continueFrom replays events and drives the run on; events from
-// flushed on are not yet in the store.
-func (r *Runner) continueFrom(ctx context.Context, events []Event, flushed int) (*Result, error) {
+// flushed on are not yet in the store. lease, when not nil, is the run's
+// lease, which the drive's appends are fenced by.
+func (r *Runner) continueFrom(ctx context.Context, events []Event, flushed int, lease *store.Lease) (*Result, error) {
 	if len(events) == 0 || events[0].Kind != Started || events[0].Start == nil {
 		return nil, errors.New("loop: a run's log must begin with its started event")
 	}
-	d := &drive{r: r, log: events, flushed: flushed, observed: flushed}
+	d := &drive{r: r, log: events, flushed: flushed, observed: flushed, lease: lease}
 	var eff Effect
 	for i := range d.log {
 		eff = Next(&d.state, &d.log[i])
@@ -252,8 +326,11 @@ type drive struct {
 	flushed int
 	// observed counts the events Config.Observer has been shown.
 	observed int
-	state    State
-	log      []Event
+	// lease is the run's lease in Config.Store, when the store has leases:
+	// appends are fenced by it.
+	lease *store.Lease
+	state State
+	log   []Event
 }
 
 // run appends first and performs effects until the run is over. A run

@@ -21,11 +21,22 @@
 //   - Methods are safe for concurrent use; stores on disk also across
 //     processes.
 //
+// The sequence check keeps a log from forking, but only once both of two
+// drivers append, and by then both may have acted on the world. Stores
+// that can also implement Leaser: a lease per run, held by one owner until
+// it expires on the store's clock, renewed while the owner drives, and
+// checked by AppendLeased in the same atomic step as the append. A driver
+// takes the lease before it reads the log, so two never overlap; a second
+// one is refused with a *LeaseHeldError naming the holder and its expiry,
+// and a crashed holder's run is taken over once its lease has expired.
+//
 // Start with EventLog and Ledger, then Memory, the in-memory store for
 // tests and single-process runs. store/sqlite is the store on disk, and
 // store/storetest is the conformance suite (TestEventLog, TestLedger)
 // every implementation runs. Optional abilities are optional interfaces:
-// ClaimReleaser, which the executor uses when a ledger has it.
+// ClaimReleaser, which the executor uses when a ledger has it, and
+// Leaser, which the durable runner uses when an event log has it (with
+// TestLeaser as its suite).
 //
 // In DESIGN.md's terms a store is an adapter beside the five boundaries:
 // the loop controller's durable runner appends to the log, the tool

@@ -18,24 +18,97 @@ func sortRuns(runs []RunSummary) {
 	})
 }
 
-// Memory is an in-memory Ledger and EventLog, for tests and
+// Memory is an in-memory Ledger, EventLog and Leaser, for tests and
 // single-process runs that need no durability.
 type Memory struct {
+	now     func() time.Time
 	mu      sync.Mutex
 	recs    map[string]Record
 	events  map[string][]EventRecord
 	summary map[string]RunSummary
+	leases  map[string]Lease
 }
 
-// NewMemory returns an empty in-memory store.
-func NewMemory() *Memory {
-	return &Memory{recs: map[string]Record{}, events: map[string][]EventRecord{}, summary: map[string]RunSummary{}}
+var (
+	_ Ledger        = (*Memory)(nil)
+	_ ClaimReleaser = (*Memory)(nil)
+	_ EventLog      = (*Memory)(nil)
+	_ Leaser        = (*Memory)(nil)
+)
+
+// NewMemory returns an empty in-memory store; its leases expire on the
+// real clock.
+func NewMemory() *Memory { return NewMemoryClock(time.Now) }
+
+// NewMemoryClock returns an empty in-memory store whose leases expire on
+// the clock now, so that a test can move time past a lease's expiry
+// instead of sleeping through it.
+func NewMemoryClock(now func() time.Time) *Memory {
+	return &Memory{now: now, recs: map[string]Record{}, events: map[string][]EventRecord{},
+		summary: map[string]RunSummary{}, leases: map[string]Lease{}}
 }
 
 // Append implements EventLog.
 func (m *Memory) Append(_ context.Context, runID string, events []EventRecord, summary RunSummary) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	return m.appendLocked(runID, events, summary)
+}
+
+// AppendLeased implements Leaser.
+func (m *Memory) AppendLeased(_ context.Context, lease Lease, events []EventRecord, summary RunSummary) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if l, ok := m.leases[lease.RunID]; !ok || l.Owner != lease.Owner {
+		return LeaseLost(lease.RunID, lease.Owner, l.Owner, l.Expires)
+	}
+	return m.appendLocked(lease.RunID, events, summary)
+}
+
+// AcquireLease implements Leaser.
+func (m *Memory) AcquireLease(_ context.Context, runID, owner string, ttl time.Duration) (Lease, error) {
+	if err := CheckLeaseArgs(runID, owner, ttl); err != nil {
+		return Lease{}, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	now := m.now()
+	if l, ok := m.leases[runID]; ok && l.Owner != owner && now.Before(l.Expires) {
+		return Lease{}, &LeaseHeldError{RunID: runID, Owner: l.Owner, Expires: l.Expires}
+	}
+	l := Lease{RunID: runID, Owner: owner, Expires: now.Add(ttl)}
+	m.leases[runID] = l
+	return l, nil
+}
+
+// RenewLease implements Leaser.
+func (m *Memory) RenewLease(_ context.Context, runID, owner string, ttl time.Duration) (Lease, error) {
+	if err := CheckLeaseArgs(runID, owner, ttl); err != nil {
+		return Lease{}, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	l, ok := m.leases[runID]
+	if !ok || l.Owner != owner {
+		return Lease{}, LeaseLost(runID, owner, l.Owner, l.Expires)
+	}
+	l.Expires = m.now().Add(ttl)
+	m.leases[runID] = l
+	return l, nil
+}
+
+// ReleaseLease implements Leaser.
+func (m *Memory) ReleaseLease(_ context.Context, runID, owner string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if l, ok := m.leases[runID]; ok && l.Owner == owner {
+		delete(m.leases, runID)
+	}
+	return nil
+}
+
+// appendLocked appends under m.mu.
+func (m *Memory) appendLocked(runID string, events []EventRecord, summary RunSummary) error {
 	log := m.events[runID]
 	for i, ev := range events {
 		if ev.Seq != len(log)+i+1 {

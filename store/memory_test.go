@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"testing"
+	"time"
 
 	"github.com/toolloop/toolloop/store"
 	"github.com/toolloop/toolloop/store/storetest"
@@ -13,4 +14,8 @@ func TestMemoryLedger(t *testing.T) {
 
 func TestMemoryEventLog(t *testing.T) {
 	storetest.TestEventLog(t, func(*testing.T) store.EventLog { return store.NewMemory() })
+}
+
+func TestMemoryLeaser(t *testing.T) {
+	storetest.TestLeaser(t, func(_ *testing.T, now func() time.Time) storetest.LeasedLog { return store.NewMemoryClock(now) })
 }

@@ -17,6 +17,7 @@ const (
 	exitOK    = 0 // done; for demo: every scenario ended as expected
 	exitFail  = 1 // a run ended with an unexpected status, or something failed that no flag can fix
 	exitUsage = 2 // the command line (or the environment it needs) was wrong; the message names the fix
+	exitBusy  = 3 // another process is driving the run (it holds the run's lease): try again later
 )
 
 // cli is what the program takes from its process besides the arguments:

@@ -1,11 +1,15 @@
 package cli
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/toolloop/toolloop/store/sqlite"
 )
 
 // confirmLine matches confirm_refund's stop line.
@@ -366,5 +370,48 @@ func TestHelpCommands(t *testing.T) {
 		if code != exitOK || !strings.Contains(out, "toolloop "+cmd+" ") {
 			t.Errorf("help does not list %s", cmd)
 		}
+	}
+}
+
+// A resume of a run that another process is driving (it holds the run's
+// lease) is refused with one line naming that process and when its lease
+// runs out, exit status 3, and nothing written; once the lease is given
+// back, the same command drives the run.
+func TestResumeOfARunDrivenElsewhere(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "toolloop.db")
+	run := pauseRefund(t, db)
+	if code, out, errOut := call("approve", run, "call_r1", "--by", "dana", "--db", db); code != exitOK {
+		t.Fatalf("approve: exit %d\n%s%s", code, out, errOut)
+	}
+	st, err := sqlite.Open(db, &sqlite.Options{Existing: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	ctx := context.Background()
+	lease, err := st.AcquireLease(ctx, run, "desk-1:48213:9f2c41d0", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before, _ := st.Events(ctx, run)
+
+	code, out, errOut := call("resume", run, "--db", db)
+	until := lease.Expires.UTC().Format(time.RFC3339)
+	want := "toolloop resume: run " + run + " is being driven by desk-1:48213:9f2c41d0 (its lease is held until " + until
+	if code != exitBusy || out != "" || len(lines(errOut)) != 1 || !strings.HasPrefix(errOut, want) ||
+		!strings.Contains(errOut, "try again once it has stopped") {
+		t.Fatalf("resume of a run driven elsewhere: exit %d (want %d)\nstdout:\n%s\nstderr:\n%s\nwant one line beginning %q", code, exitBusy, out, errOut, want)
+	}
+	if after, _ := st.Events(ctx, run); len(after) != len(before) {
+		t.Fatalf("the refused resume wrote %d events", len(after)-len(before))
+	}
+
+	if err := st.ReleaseLease(ctx, run, lease.Owner); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut = call("resume", run, "--db", db)
+	m := confirmLine.FindStringSubmatch(strings.TrimSuffix(out, "\n"))
+	if code != exitOK || errOut != "" || m == nil || m[1] != "final_answer" || m[4] != "1" {
+		t.Fatalf("resume once the lease is free: exit %d\n%s%s", code, out, errOut)
 	}
 }

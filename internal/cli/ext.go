@@ -36,6 +36,7 @@ const (
 	ExitOK    = exitOK
 	ExitFail  = exitFail
 	ExitUsage = exitUsage
+	ExitBusy  = exitBusy
 )
 
 // temporalFlag is the flag of the Temporal build, named in the message of

@@ -150,6 +150,8 @@ Recording:
   --otlp-endpoint URL    where --exporter otlp sends them
 
 Exit status: 0 for a final answer or a pause for confirmation, 1 for any
-other stop, 2 for a usage error (a bad flag, a missing API key).
+other stop, 2 for a usage error (a bad flag, a missing API key), 3 when
+another process holds the lease of a run with the same --id (both started
+it at once): try another --id.
 `)
 }

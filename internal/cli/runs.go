@@ -23,14 +23,36 @@ type usageErr struct{ msg string }
 func (e *usageErr) Error() string { return e.msg }
 
 // fail reports err on one line, prefixed with the command, and returns
-// exitUsage for a usageErr and exitFail otherwise.
+// exitUsage for a usageErr, exitBusy for a run another process drives,
+// and exitFail otherwise.
 func (c *cli) fail(cmd string, err error) int {
+	var held *store.LeaseHeldError
+	if errors.As(err, &held) {
+		fmt.Fprintf(c.stderr, "toolloop %s: %s\n", cmd, leaseLine(held, time.Now()))
+		return exitBusy
+	}
 	fmt.Fprintf(c.stderr, "toolloop %s: %v\n", cmd, err)
 	var ue *usageErr
 	if errors.As(err, &ue) {
 		return exitUsage
 	}
 	return exitFail
+}
+
+// leaseLine says which process drives a run and until when its lease
+// holds, for a driver refused (or cut off) at now: whom to wait for, and
+// how long at most if that process has died.
+func leaseLine(held *store.LeaseHeldError, now time.Time) string {
+	when := "until " + held.Expires.UTC().Format(time.RFC3339)
+	if left := held.Expires.Sub(now).Round(time.Second); left > 0 {
+		when += fmt.Sprintf(", %v from now", left)
+	}
+	if held.Lost != "" {
+		return fmt.Sprintf("run %s was taken over by %s while this process drove it (its lease is held %s); nothing more was recorded here, and %s goes on with the run",
+			held.RunID, held.Owner, when, held.Owner)
+	}
+	return fmt.Sprintf("run %s is being driven by %s (its lease is held %s, and renewed while it drives); try again once it has stopped, or once the lease has run out if that process died",
+		held.RunID, held.Owner, when)
 }
 
 // events reads a run's log from b for cmd; an unknown run is a usageErr
@@ -352,6 +374,8 @@ Flags:
               export the resumed part as OpenTelemetry spans
 
 Exit status: 0 when the run ends with a final answer or pauses for a
-person, 1 for any other status, 2 for a usage error.
+person, 1 for any other status, 2 for a usage error, 3 when another process
+is driving the run (it holds the run's lease; the message names it and when
+the lease runs out): try again later.
 `)
 }

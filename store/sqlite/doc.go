@@ -14,7 +14,12 @@
 // transaction, and the events' sequence numbers are checked inside it, so
 // a second driver of the same run gets store.ErrSeqConflict rather than a
 // forked log. Ledger claims are likewise atomic across processes, and the
-// Store implements store.ClaimReleaser.
+// Store implements store.ClaimReleaser. It implements store.Leaser too, in
+// the table run_leases: taking a lease is one upsert inside a transaction
+// that holds the write lock, and a fenced append checks the lease in its
+// own transaction. Leases expire on the clock of the process that takes
+// them (Options.Now), which is sound for processes on one machine sharing
+// one file; a store opened ReadOnly takes no leases.
 //
 // The package never interprets what it stores and never reads the
 // environment; the caller picks the path. It passes the conformance

@@ -32,18 +32,24 @@ type Options struct {
 	// nothing in the file is created, migrated or written, and every write
 	// fails.
 	ReadOnly bool
+	// Now is the clock run leases expire on; nil means time.Now. Every
+	// process sharing a file must read the same clock (on one machine,
+	// the system's): a test sets it to move time past an expiry.
+	Now func() time.Time
 }
 
-// Store is a SQLite-backed store.Ledger and store.EventLog. It is safe for
-// concurrent use, also by several processes on one file.
+// Store is a SQLite-backed store.Ledger, store.EventLog and store.Leaser.
+// It is safe for concurrent use, also by several processes on one file.
 type Store struct {
-	db *sql.DB
+	db  *sql.DB
+	now func() time.Time
 }
 
 var (
 	_ store.Ledger        = (*Store)(nil)
 	_ store.ClaimReleaser = (*Store)(nil)
 	_ store.EventLog      = (*Store)(nil)
+	_ store.Leaser        = (*Store)(nil)
 )
 
 const schema = `
@@ -81,6 +87,11 @@ CREATE TABLE IF NOT EXISTS run_events (
 	data   BLOB NOT NULL,
 	PRIMARY KEY (run_id, seq)
 ) STRICT;
+CREATE TABLE IF NOT EXISTS run_leases (
+	run_id  TEXT PRIMARY KEY,
+	owner   TEXT NOT NULL,
+	expires INTEGER NOT NULL
+) STRICT;
 `
 
 // Open opens the store in the file at path, creating it if needed unless
@@ -90,12 +101,16 @@ func Open(path string, opts *Options) (*Store, error) {
 	if opts != nil {
 		o = *opts
 	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
 	if o.Existing || o.ReadOnly {
 		ro, err := openReadOnly(path, o.BusyTimeout)
 		if err != nil {
 			return nil, err
 		}
 		if o.ReadOnly {
+			ro.now = o.Now
 			return ro, nil
 		}
 		ro.Close()
@@ -128,10 +143,12 @@ func Open(path string, opts *Options) (*Store, error) {
 		db.Close()
 		return nil, fmt.Errorf("sqlite store %s: creating tables: %w", path, err)
 	}
-	return &Store{db: db}, nil
+	return &Store{db: db, now: o.Now}, nil
 }
 
-// tables are the store's tables, which a file must have to be one.
+// tables are the tables a file must have to be a store. run_leases came
+// later and is not among them: a store made before it is still one (Open
+// adds the table when it may write; a read-only store takes no leases).
 var tables = []string{"idempotency_ledger", "runs", "run_events"}
 
 // openReadOnly opens an existing store without writing to its file, and
@@ -165,7 +182,7 @@ func openReadOnly(path string, busy time.Duration) (*Store, error) {
 		db.Close()
 		return nil, fmt.Errorf("sqlite store %s: a SQLite database, but not a toolloop store (it lacks its tables %s)", path, strings.Join(tables, ", "))
 	}
-	return &Store{db: db}, nil
+	return &Store{db: db, now: time.Now}, nil
 }
 
 // Close closes the database.
@@ -282,11 +299,37 @@ func (s *Store) Prune(ctx context.Context, cutoff time.Time) (int, error) {
 // Append implements store.EventLog: the new events and the summary in one
 // transaction, so one commit (one fsync) per call.
 func (s *Store) Append(ctx context.Context, runID string, events []store.EventRecord, sum store.RunSummary) error {
+	return s.append(ctx, runID, "", events, sum)
+}
+
+// AppendLeased implements store.Leaser: Append, with the lease checked in
+// the same transaction.
+func (s *Store) AppendLeased(ctx context.Context, lease store.Lease, events []store.EventRecord, sum store.RunSummary) error {
+	if lease.Owner == "" {
+		return errors.New("sqlite store: AppendLeased needs the lease's owner")
+	}
+	return s.append(ctx, lease.RunID, lease.Owner, events, sum)
+}
+
+// append appends in one transaction; with an owner, only while that owner
+// holds the run's lease. The transaction takes the write lock when it
+// begins, so the lease cannot change hands between the check and the
+// commit.
+func (s *Store) append(ctx context.Context, runID, owner string, events []store.EventRecord, sum store.RunSummary) error {
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("appending to run %s: %w", runID, err)
 	}
 	defer tx.Rollback() // after Commit, a no-op
+	if owner != "" {
+		holder, expires, err := leaseHolder(ctx, tx, runID)
+		if err != nil {
+			return fmt.Errorf("appending to run %s: %w", runID, err)
+		}
+		if holder != owner {
+			return store.LeaseLost(runID, owner, holder, expires)
+		}
+	}
 	var last int
 	if err := tx.QueryRowContext(ctx, `SELECT COALESCE(MAX(seq), 0) FROM run_events WHERE run_id = ?`, runID).Scan(&last); err != nil {
 		return fmt.Errorf("appending to run %s: %w", runID, err)
@@ -318,6 +361,102 @@ func (s *Store) Append(ctx context.Context, runID string, events []store.EventRe
 		return fmt.Errorf("committing to run %s: %w", runID, err)
 	}
 	return nil
+}
+
+// AcquireLease implements store.Leaser in one transaction: an upsert that
+// changes the row only if it is owner's or has expired, then, if it did
+// not, a look at who holds it.
+func (s *Store) AcquireLease(ctx context.Context, runID, owner string, ttl time.Duration) (store.Lease, error) {
+	if err := store.CheckLeaseArgs(runID, owner, ttl); err != nil {
+		return store.Lease{}, err
+	}
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return store.Lease{}, fmt.Errorf("taking the lease of run %s: %w", runID, err)
+	}
+	defer tx.Rollback() // after Commit, a no-op
+	now := s.now()
+	expires := now.Add(ttl)
+	res, err := tx.ExecContext(ctx, `INSERT INTO run_leases (run_id, owner, expires) VALUES (?, ?, ?)
+		ON CONFLICT (run_id) DO UPDATE SET owner = excluded.owner, expires = excluded.expires
+		WHERE run_leases.owner = excluded.owner OR run_leases.expires <= ?`,
+		runID, owner, expires.UnixNano(), now.UnixNano())
+	if err != nil {
+		return store.Lease{}, fmt.Errorf("taking the lease of run %s: %w", runID, err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return store.Lease{}, fmt.Errorf("taking the lease of run %s: %w", runID, err)
+	}
+	if n == 0 {
+		holder, until, err := leaseHolder(ctx, tx, runID)
+		if err != nil {
+			return store.Lease{}, fmt.Errorf("taking the lease of run %s: %w", runID, err)
+		}
+		return store.Lease{}, &store.LeaseHeldError{RunID: runID, Owner: holder, Expires: until}
+	}
+	if err := tx.Commit(); err != nil {
+		return store.Lease{}, fmt.Errorf("taking the lease of run %s: %w", runID, err)
+	}
+	return store.Lease{RunID: runID, Owner: owner, Expires: time.Unix(0, expires.UnixNano()).UTC()}, nil
+}
+
+// RenewLease implements store.Leaser.
+func (s *Store) RenewLease(ctx context.Context, runID, owner string, ttl time.Duration) (store.Lease, error) {
+	if err := store.CheckLeaseArgs(runID, owner, ttl); err != nil {
+		return store.Lease{}, err
+	}
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return store.Lease{}, fmt.Errorf("renewing the lease of run %s: %w", runID, err)
+	}
+	defer tx.Rollback() // after Commit, a no-op
+	expires := s.now().Add(ttl)
+	res, err := tx.ExecContext(ctx, `UPDATE run_leases SET expires = ? WHERE run_id = ? AND owner = ?`,
+		expires.UnixNano(), runID, owner)
+	if err != nil {
+		return store.Lease{}, fmt.Errorf("renewing the lease of run %s: %w", runID, err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return store.Lease{}, fmt.Errorf("renewing the lease of run %s: %w", runID, err)
+	}
+	if n == 0 {
+		holder, until, err := leaseHolder(ctx, tx, runID)
+		if err != nil {
+			return store.Lease{}, fmt.Errorf("renewing the lease of run %s: %w", runID, err)
+		}
+		return store.Lease{}, store.LeaseLost(runID, owner, holder, until)
+	}
+	if err := tx.Commit(); err != nil {
+		return store.Lease{}, fmt.Errorf("renewing the lease of run %s: %w", runID, err)
+	}
+	return store.Lease{RunID: runID, Owner: owner, Expires: time.Unix(0, expires.UnixNano()).UTC()}, nil
+}
+
+// ReleaseLease implements store.Leaser.
+func (s *Store) ReleaseLease(ctx context.Context, runID, owner string) error {
+	if _, err := s.db.ExecContext(ctx, `DELETE FROM run_leases WHERE run_id = ? AND owner = ?`, runID, owner); err != nil {
+		return fmt.Errorf("releasing the lease of run %s: %w", runID, err)
+	}
+	return nil
+}
+
+// leaseHolder returns who holds runID's lease and until when; "" if no
+// one does.
+func leaseHolder(ctx context.Context, tx *sql.Tx, runID string) (string, time.Time, error) {
+	var (
+		owner   string
+		expires int64
+	)
+	err := tx.QueryRowContext(ctx, `SELECT owner, expires FROM run_leases WHERE run_id = ?`, runID).Scan(&owner, &expires)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", time.Time{}, nil
+	}
+	if err != nil {
+		return "", time.Time{}, err
+	}
+	return owner, time.Unix(0, expires).UTC(), nil
 }
 
 // Events implements store.EventLog.

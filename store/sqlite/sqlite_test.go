@@ -42,6 +42,17 @@ func TestSQLiteEventLog(t *testing.T) {
 	})
 }
 
+func TestSQLiteLeaser(t *testing.T) {
+	storetest.TestLeaser(t, func(t *testing.T, now func() time.Time) storetest.LeasedLog {
+		s, err := sqlite.Open(filepath.Join(t.TempDir(), "toolloop.db"), &sqlite.Options{Now: now})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		return s
+	})
+}
+
 func TestSQLiteSurvivesReopen(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "toolloop.db")
 	s, err := sqlite.Open(path, nil)
@@ -139,4 +150,46 @@ func TestOpenExistingAndReadOnly(t *testing.T) {
 		t.Fatalf("Existing on a store: %v", err)
 	}
 	ex.Close()
+}
+
+// A store made before run leases (no run_leases table) is still a store:
+// read-only it opens and reads without the table (and takes no lease,
+// with an error rather than a crash), and opened to write it gets the
+// table and leases runs.
+func TestStoreWithoutLeaseTable(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "old.db")
+	s, err := sqlite.Open(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	rec := store.EventRecord{Seq: 1, Kind: "started", At: time.Now(), Data: []byte(`{}`)}
+	if err := s.Append(ctx, "r1", []store.EventRecord{rec}, store.RunSummary{StartedAt: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.DB().Exec(`DROP TABLE run_leases`); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+
+	ro, err := sqlite.Open(path, &sqlite.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatalf("read-only open of a store without run_leases: %v", err)
+	}
+	if recs, err := ro.Events(ctx, "r1"); err != nil || len(recs) != 1 {
+		t.Fatalf("read-only Events: %d records, %v", len(recs), err)
+	}
+	if _, err := ro.AcquireLease(ctx, "r1", "alice", time.Minute); err == nil {
+		t.Fatal("a read-only store gave a lease")
+	}
+	ro.Close()
+
+	rw, err := sqlite.Open(path, &sqlite.Options{Existing: true})
+	if err != nil {
+		t.Fatalf("Existing open of a store without run_leases: %v", err)
+	}
+	defer rw.Close()
+	if _, err := rw.AcquireLease(ctx, "r1", "alice", time.Minute); err != nil {
+		t.Fatalf("leasing after the table was added: %v", err)
+	}
 }

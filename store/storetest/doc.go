@@ -1,6 +1,8 @@
 // Package storetest is the conformance suite for stores: TestEventLog for
-// store.EventLog and TestLedger for store.Ledger. An implementation's own
-// test calls them with a function that opens a fresh, empty store:
+// store.EventLog, TestLedger for store.Ledger and TestLeaser for
+// store.Leaser (whose open function is given the clock leases expire on).
+// An implementation's own test calls them with a function that opens a
+// fresh, empty store:
 //
 //	func TestLedger(t *testing.T) {
 //		storetest.TestLedger(t, func(t *testing.T) store.Ledger { return open(t) })
@@ -12,9 +14,11 @@
 // newest first and filter by status; a key is claimed once, even by
 // concurrent claims; finishing or releasing a key that is not in flight
 // fails with store.ErrNotInFlight; pruning never removes an in-flight
-// record.
+// record; a run's lease has one owner at a time, is refused to others
+// with a *store.LeaseHeldError naming the holder until it expires, is
+// never taken back once lost, and fences AppendLeased.
 //
-// The package imports only store and testing. It is how a new adapter
-// (Postgres, a key-value store) proves it can stand in for store.Memory or
-// store/sqlite under the durable runner and the executor.
+// The package imports only store and the standard library. It is how a
+// new adapter (Postgres, a key-value store) proves it can stand in for
+// store.Memory or store/sqlite under the durable runner and the executor.
 package storetest
