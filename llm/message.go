@@ -71,6 +71,25 @@ func (s *ProviderState) StateOf(provider string) []byte {
 	return s.Data
 }
 
+// ForeignState counts the provider state in msgs, on messages and on tool
+// calls, that provider did not make: what an adapter for provider leaves
+// out of its request (and reports in Response.DroppedState).
+func ForeignState(msgs []Message, provider string) int {
+	n := 0
+	foreign := func(s *ProviderState) {
+		if s != nil && s.Provider != provider {
+			n++
+		}
+	}
+	for i := range msgs {
+		foreign(msgs[i].State)
+		for j := range msgs[i].ToolCalls {
+			foreign(msgs[i].ToolCalls[j].State)
+		}
+	}
+	return n
+}
+
 // ToolCall is a model's proposal to call a tool. Arguments are kept exactly as
 // the model sent them: they may not even be valid JSON, which validation
 // reports back to the model as a recoverable error.

@@ -50,6 +50,12 @@ type Response struct {
 	Message      Message `json:"message"`
 	Usage        Usage   `json:"usage"`
 	FinishReason string  `json:"finish_reason,omitempty"`
+	// DroppedState counts the pieces of provider state (llm.ProviderState)
+	// in the request's history that another provider made, which the
+	// adapter left out on purpose: a history moved from one provider to
+	// another keeps its text and calls but not the other's opaque state.
+	// It is recorded with the response, so the run's log says so.
+	DroppedState int `json:"dropped_state,omitempty"`
 	// Truncated is set when the reply stopped at the output token limit
 	// (OpenAI's finish_reason "length" or a Responses reply incomplete for
 	// max_output_tokens, Anthropic's stop_reason "max_tokens", Gemini's
@@ -60,10 +66,18 @@ type Response struct {
 
 // Usage counts tokens for one turn or, summed, for a run.
 type Usage struct {
-	InputTokens       int64 `json:"input_tokens"`
-	OutputTokens      int64 `json:"output_tokens"`
+	InputTokens  int64 `json:"input_tokens"`
+	OutputTokens int64 `json:"output_tokens"`
+	// CachedInputTokens are the input tokens read from the provider's
+	// prompt cache, part of InputTokens.
 	CachedInputTokens int64 `json:"cached_input_tokens,omitempty"`
-	ReasoningTokens   int64 `json:"reasoning_tokens,omitempty"`
+	// CacheWriteTokens are the input tokens written to the provider's
+	// prompt cache (Anthropic's cache_creation_input_tokens), part of
+	// InputTokens; some providers charge more for them.
+	CacheWriteTokens int64 `json:"cache_write_tokens,omitempty"`
+	// ReasoningTokens are the output tokens the model spent thinking,
+	// part of OutputTokens.
+	ReasoningTokens int64 `json:"reasoning_tokens,omitempty"`
 }
 
 // Add returns the sum of u and v, each count saturating at the largest
@@ -73,6 +87,7 @@ func (u Usage) Add(v Usage) Usage {
 		InputTokens:       addSat(u.InputTokens, v.InputTokens),
 		OutputTokens:      addSat(u.OutputTokens, v.OutputTokens),
 		CachedInputTokens: addSat(u.CachedInputTokens, v.CachedInputTokens),
+		CacheWriteTokens:  addSat(u.CacheWriteTokens, v.CacheWriteTokens),
 		ReasoningTokens:   addSat(u.ReasoningTokens, v.ReasoningTokens),
 	}
 }
@@ -82,7 +97,8 @@ func (u Usage) Add(v Usage) Usage {
 func (u Usage) Total() int64 { return addSat(u.InputTokens, u.OutputTokens) }
 
 // Clamped returns u with what no provider can mean made possible: a
-// negative count is zero, and cached input tokens are at most the input
+// negative count is zero, cached and cache-write input tokens are at most
+// the input tokens (together), and reasoning tokens at most the output
 // tokens. A provider's report is not trusted to keep a budget honest: a
 // negative count would otherwise offset real usage, so that a token or
 // cost budget never trips.
@@ -90,7 +106,8 @@ func (u Usage) Clamped() Usage {
 	u.InputTokens = max(u.InputTokens, 0)
 	u.OutputTokens = max(u.OutputTokens, 0)
 	u.CachedInputTokens = min(max(u.CachedInputTokens, 0), u.InputTokens)
-	u.ReasoningTokens = max(u.ReasoningTokens, 0)
+	u.CacheWriteTokens = min(max(u.CacheWriteTokens, 0), u.InputTokens-u.CachedInputTokens)
+	u.ReasoningTokens = min(max(u.ReasoningTokens, 0), u.OutputTokens)
 	return u
 }
 

@@ -36,3 +36,16 @@ func TestUsageClamped(t *testing.T) {
 		}
 	}
 }
+
+func TestForeignState(t *testing.T) {
+	msgs := []llm.Message{
+		{Role: llm.RoleAssistant, State: &llm.ProviderState{Provider: "anthropic"},
+			ToolCalls: []llm.ToolCall{{ID: "c1", State: &llm.ProviderState{Provider: "gemini"}}, {ID: "c2"}}},
+		{Role: llm.RoleAssistant, State: &llm.ProviderState{Provider: "gemini"}},
+	}
+	for provider, want := range map[string]int{"anthropic": 2, "gemini": 1, "openai-responses": 3} {
+		if got := llm.ForeignState(msgs, provider); got != want {
+			t.Errorf("ForeignState(%s) = %d, want %d", provider, got, want)
+		}
+	}
+}
