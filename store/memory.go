@@ -1,8 +1,10 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"sort"
 	"sync"
 	"time"
@@ -27,6 +29,7 @@ type Memory struct {
 	events  map[string][]EventRecord
 	summary map[string]RunSummary
 	leases  map[string]Lease
+	blobs   map[string][]byte
 }
 
 var (
@@ -34,6 +37,7 @@ var (
 	_ ClaimReleaser = (*Memory)(nil)
 	_ EventLog      = (*Memory)(nil)
 	_ Leaser        = (*Memory)(nil)
+	_ Blobs         = (*Memory)(nil)
 )
 
 // NewMemory returns an empty in-memory store; its leases expire on the
@@ -45,7 +49,29 @@ func NewMemory() *Memory { return NewMemoryClock(time.Now) }
 // instead of sleeping through it.
 func NewMemoryClock(now func() time.Time) *Memory {
 	return &Memory{now: now, recs: map[string]Record{}, events: map[string][]EventRecord{},
-		summary: map[string]RunSummary{}, leases: map[string]Lease{}}
+		summary: map[string]RunSummary{}, leases: map[string]Lease{}, blobs: map[string][]byte{}}
+}
+
+// PutBlob implements Blobs.
+func (m *Memory) PutBlob(_ context.Context, data []byte) (string, error) {
+	d := BlobDigest(data)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, ok := m.blobs[d]; !ok {
+		m.blobs[d] = bytes.Clone(data)
+	}
+	return d, nil
+}
+
+// Blob implements Blobs.
+func (m *Memory) Blob(_ context.Context, digest string) ([]byte, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	data, ok := m.blobs[digest]
+	if !ok {
+		return nil, fmt.Errorf("%w %s", ErrUnknownBlob, digest)
+	}
+	return bytes.Clone(data), nil
 }
 
 // Append implements EventLog.

@@ -19,3 +19,7 @@ func TestMemoryEventLog(t *testing.T) {
 func TestMemoryLeaser(t *testing.T) {
 	storetest.TestLeaser(t, func(_ *testing.T, now func() time.Time) storetest.LeasedLog { return store.NewMemoryClock(now) })
 }
+
+func TestMemoryBlobs(t *testing.T) {
+	storetest.TestBlobs(t, func(*testing.T) store.Blobs { return store.NewMemory() })
+}
