@@ -138,7 +138,7 @@ func TestOptionsConfigureRunsLast(t *testing.T) {
 		Model:           "gemini-2.5-flash",
 		MaxOutputTokens: 100,
 		StopSequences:   []string{"END"},
-		Thinking:        &genai.ThinkingConfig{ThinkingBudget: genai.Ptr[int32](0)},
+		ThinkingBudget:  genai.Ptr[int32](0),
 		Configure: func(c *genai.GenerateContentConfig) {
 			c.MaxOutputTokens = 64
 			c.CachedContent = "cachedContents/abc"
