@@ -121,7 +121,7 @@ func (l layout) parts(msg llm.Message, calls []*genai.Part) ([]*genai.Part, bool
 		}
 	}
 	var (
-		out                    []*genai.Part
+		out                   []*genai.Part
 		textAt, thought, call int
 	)
 	for _, p := range l.Parts {
