@@ -383,8 +383,17 @@ func TestThoughtSignatureFallback(t *testing.T) {
 			m := s.model(t, &gemini.Options{NoSignatureFallback: c.noFallback})
 			req := wireHistory()
 			req.Model = c.model
-			if _, err := m.Generate(context.Background(), req); err != nil {
+			resp, err := m.Generate(context.Background(), req)
+			if err != nil {
 				t.Fatal(err)
+			}
+			// A placeholder stands in for reasoning the model no longer has.
+			want := 0
+			if c.want != "" {
+				want = 1
+			}
+			if resp.DroppedState != want {
+				t.Fatalf("DroppedState = %d, want %d", resp.DroppedState, want)
 			}
 			parts := decodeRequest(t, s.last()).Contents[1].Parts
 			// parts[0] is the turn's text; the placeholder goes on its first call only.

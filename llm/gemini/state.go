@@ -15,14 +15,10 @@ import (
 // provider's and is never sent to Gemini.
 const Provider = "gemini"
 
-// Placeholder signatures Google documents for function calls that carry no
-// signature of their own (a history built elsewhere): either tells Gemini 3
-// to skip thought-signature validation for that step. The adapter sends the
-// first; a request arriving with either is not treated as signed by Gemini.
-const (
-	placeholderSignature    = "skip_thought_signature_validator"
-	placeholderSignatureAlt = "context_engineering_is_the_way_to_go"
-)
+// placeholderSignature is the value Google documents for function calls
+// that carry no signature of their own (a history built elsewhere): it
+// tells Gemini 3 to skip thought-signature validation for that step.
+const placeholderSignature = "skip_thought_signature_validator"
 
 // layoutVersion is the version of the layout encoding written into a
 // message's state; a state of another version is refused.
