@@ -4,10 +4,12 @@
 // It is the model boundary of DESIGN.md for Gemini: New takes a
 // *genai.Client the caller built and Options (nil is fine), and the Model's
 // Generate turns one llm.Request into one generateContent call and the
-// first candidate into an llm.Response. It never executes a tool and adds
-// no retries of its own; the one thing it remembers between turns is the
-// thought signatures described below. It passes llmtest.RunConformance.
-// Start with New and Options.
+// first candidate into an llm.Response. It never executes a tool, adds no
+// retries of its own and remembers nothing between turns: the thought
+// signatures Gemini needs back travel in the messages (see below), so a
+// conversation can be resumed by another Model, in another process or on
+// another worker. It passes llmtest.RunConformance. Start with New and
+// Options.
 //
 // The adapter takes an already-built *genai.Client and never reads the
 // environment; the SDK's NewClient does, so build the client where the
@@ -21,10 +23,11 @@
 //   - user messages become "user" contents;
 //   - assistant messages become "model" contents: a text part, then one
 //     functionCall part per tool call, whose args are the call's stored
-//     arguments parsed as a JSON object. Stored arguments that are not a
-//     JSON object (the model's invalid JSON, already answered by an error
-//     result) are replaced by the empty object, which the SDK sends as a
-//     functionCall without args;
+//     arguments parsed as a JSON object, or, when the message has Gemini
+//     state, the parts Gemini sent in their order (see Thought signatures).
+//     Stored arguments that are not a JSON object (the model's invalid JSON,
+//     already answered by an error result) are replaced by the empty object,
+//     which the SDK sends as a functionCall without args;
 //   - consecutive tool messages, the results of one turn, become one "user"
 //     content of functionResponse parts, each carrying the call's ID and
 //     name. An ok result is sent as {"output": <content>}; an error or
@@ -35,8 +38,12 @@
 //     input schema as parametersJsonSchema.
 //
 // Back, from the first candidate:
-//   - text parts are concatenated; thought parts (thought summaries) are
-//     dropped;
+//   - text parts are concatenated into Text; thought parts (thought=true)
+//     never are: each one's text, a thought summary (Options.IncludeThoughts),
+//     becomes an llm.Reasoning of Provider "gemini" in Message.Reasoning.
+//     A reply that spent thinking tokens and showed no thought gets one
+//     Reasoning with Hidden set: the model thought, and only Gemini can
+//     read it (through the signatures);
 //   - each functionCall part becomes an llm.ToolCall whose Arguments are the
 //     args re-encoded as JSON. Gemini sends args as structured JSON, so
 //     arguments are always valid JSON;
@@ -66,16 +73,72 @@
 //
 // # Thought signatures
 //
-// Thinking models (Gemini 2.5, 3 and later) attach an opaque thoughtSignature
-// to function-call parts, and Gemini 3 rejects a later request whose
-// replayed function calls lack it. llm.ToolCall has no field for it, so the
-// Model remembers the signatures of the calls it returned, by call ID, in a
-// bounded in-memory table, and puts each one back on its call when the
-// history is sent again. A call the Model does not know (a history from
-// another process, a store, another provider) is sent, for Gemini 3 and later
-// models, with Google's documented placeholder signature
-// "skip_thought_signature_validator" on the first call of its turn; see
-// Options.NoSignatureFallback.
+// Thinking models (Gemini 2.5, 3 and later) attach an opaque
+// thoughtSignature to parts of their replies, and want each back exactly
+// as received, on the same part, when the history is sent again. Gemini 3
+// signs the first functionCall part of every step (only the first of
+// parallel calls) and, in a reply without calls, its last part. It
+// validates the steps of the current turn (everything after the last user
+// message with text): a step whose first functionCall comes back without
+// its signature fails with 400 INVALID_ARGUMENT "Function call is missing a
+// thought_signature in functionCall parts...", one with altered bytes with
+// "Corrupted thought signature.".
+//
+// The signatures travel in the messages as llm.ProviderState of Provider
+// "gemini", so they are in the run's log and a resumed run sends them
+// whatever Model instance, process or worker resumes it:
+//   - a functionCall part's signature is its llm.ToolCall's State; Data is
+//     the signature's bytes as Gemini sent them (base64 in JSON, as Gemini
+//     sends it), nothing added. A call Gemini did not sign (the second of
+//     parallel calls) has no State;
+//   - signatures on other parts (text, thought) make the Message's State.
+//     Its Data is a small JSON document, {"v":1,"parts":[...]}, that lists
+//     the reply's parts in order, each with its kind ("text", "thought",
+//     "call"), the byte length of its text and its signature, but no text:
+//     text parts take theirs from Message.Text, thought parts from the
+//     message's Gemini Reasoning entries, calls stand for Message.ToolCalls
+//     in order. A message whose only signatures are on calls has no State.
+//
+// Requests put each signature back: every call gets its own State, and a
+// message with State is rebuilt part by part in Gemini's order, its signed
+// thought parts with their summaries (unsigned thought summaries are not
+// sent back: they are for people, and Gemini reads nothing from them).
+// When the message no longer fits its State (its text or reasoning was
+// edited since, by redaction say) it is sent as text then calls, without
+// the text's and thoughts' signatures; Gemini does not validate those, so
+// the request still goes through, and the State counts as dropped. Gemini
+// state that is not this encoding fails the request with a bad_request
+// error naming the message.
+//
+// State that another provider made (llm.ForeignState: Anthropic's thinking
+// blocks, the Responses API's reasoning items) is never sent to Gemini; nor
+// is another provider's Reasoning.
+//
+// A step none of whose calls carries Gemini state (a history from another
+// provider, from a Gemini model that did not think, or logged before
+// signatures travelled in the messages) has no signature Gemini 3 would
+// accept. For Gemini 3 and later models (and aliases without a version,
+// such as "gemini-flash-latest") the adapter then sends Google's
+// documented placeholder, "skip_thought_signature_validator", on the
+// step's first call, which makes Gemini skip validation for that step: the
+// model's reasoning for it is lost, but the conversation goes on. This is
+// the only place a placeholder is sent; a step with any signed call is
+// sent with its signatures. Options.NoSignatureFallback turns the
+// placeholder off; such requests then fail with the error above.
+//
+// Response.DroppedState counts what of the history's state did not reach
+// Gemini as it came: other providers' state (llm.ForeignState), plus one
+// for each step sent with the placeholder, plus one for each message
+// whose Gemini State no longer fit it.
+//
+// # Thinking
+//
+// Options.ThinkingBudget (Gemini 2.5) and Options.ThinkingLevel (Gemini 3:
+// "minimal", "low", "medium", "high") set how much the model thinks; Gemini
+// refuses both in one request, and so does New. Options.IncludeThoughts
+// asks for thought summaries, which come back as Reasoning. Thinking tokens
+// are in Usage.ReasoningTokens (thoughtsTokenCount) and, since Gemini bills
+// them as output, in Usage.OutputTokens.
 //
 // # Errors
 //

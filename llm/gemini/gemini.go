@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"google.golang.org/genai"
 
@@ -28,9 +29,19 @@ type Options struct {
 	Seed *int32
 	// StopSequences end the output when one of them is generated.
 	StopSequences []string
-	// Thinking configures the model's thinking (budget or level, whether
-	// thought summaries come back); nil leaves the model's default.
-	Thinking *genai.ThinkingConfig
+	// ThinkingBudget caps the tokens the model may think with (Gemini 2.5:
+	// 0 turns thinking off where the model allows it, -1 lets the model
+	// decide); nil leaves the model's default.
+	ThinkingBudget *int32
+	// ThinkingLevel sets how much Gemini 3 models think: "minimal", "low",
+	// "medium" or "high" (in any case; which levels a model accepts is
+	// Gemini's to say); "" leaves the model's default. Gemini refuses a
+	// request with both a level and a budget, so New refuses the options.
+	ThinkingLevel string
+	// IncludeThoughts asks for thought summaries. They come back in the
+	// message's Reasoning, never in its Text (see the package
+	// documentation).
+	IncludeThoughts bool
 	// SafetySettings override Gemini's default content filters.
 	SafetySettings []*genai.SafetySetting
 	// ToolMode sets the function-calling mode when the request has tools:
@@ -50,21 +61,24 @@ type Options struct {
 	// from the one it is given (see New).
 	MaxResponseBytes int64
 	// NoSignatureFallback stops the adapter from sending the placeholder
-	// thought signature for replayed calls whose real signature it does
-	// not know (see the package documentation). Such requests then fail
-	// with a bad_request error on models that require signatures.
+	// thought signature for replayed calls that carry no Gemini state (see
+	// the package documentation). Such requests then fail with a
+	// bad_request error on models that require signatures.
 	NoSignatureFallback bool
 }
 
 // Model is an llm.Model backed by the Gemini API. It is safe for concurrent
-// use. Its only state is the table of thought signatures described in the
-// package documentation.
+// use and keeps nothing between requests: what Gemini needs back (thought
+// signatures) travels in the messages, so any Model, in any process, can
+// take a conversation over.
 type Model struct {
 	client *genai.Client
 	opts   Options
-	sigs   *signatures
-	// setupErr is why New could not derive its guarded client; every
-	// request fails with it.
+	// thinking is the request's thinking configuration built from opts,
+	// nil for the model's default.
+	thinking *genai.ThinkingConfig
+	// setupErr is why New could not accept its options or derive its
+	// guarded client; every request fails with it.
 	setupErr error
 }
 
@@ -80,18 +94,54 @@ var _ llm.Model = (*Model)(nil)
 // read from the environment), with a copy of its HTTP client whose
 // transport enforces the cap (llm.ResponseGuard). client itself and its
 // HTTP client are left as they were.
+//
+// Options Gemini would refuse (an unknown ThinkingLevel, a level together
+// with a budget) make every request fail with a bad_request *llm.Error
+// that names the option, before anything is sent.
 func New(client *genai.Client, opts *Options) *Model {
 	if client == nil {
 		panic("gemini: New needs a *genai.Client")
 	}
-	m := &Model{client: client, sigs: newSignatures(maxSignatures)}
+	m := &Model{client: client}
 	if opts != nil {
 		m.opts = *opts
 		m.opts.StopSequences = append([]string(nil), opts.StopSequences...)
 		m.opts.SafetySettings = append([]*genai.SafetySetting(nil), opts.SafetySettings...)
+		if opts.ThinkingBudget != nil {
+			m.opts.ThinkingBudget = genai.Ptr(*opts.ThinkingBudget)
+		}
+	}
+	var err error
+	if m.thinking, err = thinkingConfig(&m.opts); err != nil {
+		m.setupErr = &llm.Error{Kind: llm.ErrorBadRequest, Err: err}
+		return m
 	}
 	m.client, m.setupErr = guarded(client, m.opts.MaxResponseBytes)
 	return m
+}
+
+// thinkingConfig builds the thinking configuration the options ask for,
+// nil when they leave the model's default.
+func thinkingConfig(o *Options) (*genai.ThinkingConfig, error) {
+	if o.ThinkingBudget == nil && o.ThinkingLevel == "" && !o.IncludeThoughts {
+		return nil, nil
+	}
+	tc := &genai.ThinkingConfig{IncludeThoughts: o.IncludeThoughts, ThinkingBudget: o.ThinkingBudget}
+	if o.ThinkingLevel != "" {
+		switch level := genai.ThinkingLevel(strings.ToUpper(o.ThinkingLevel)); level {
+		case genai.ThinkingLevelMinimal, genai.ThinkingLevelLow, genai.ThinkingLevelMedium, genai.ThinkingLevelHigh:
+			tc.ThinkingLevel = level
+		default:
+			return nil, fmt.Errorf("gemini: Options.ThinkingLevel %q is not one of minimal, low, medium, high", o.ThinkingLevel)
+		}
+		if o.ThinkingBudget != nil {
+			return nil, fmt.Errorf("gemini: Options.ThinkingLevel %q and Options.ThinkingBudget %d are both set; Gemini accepts one or the other", o.ThinkingLevel, *o.ThinkingBudget)
+		}
+	}
+	if b := o.ThinkingBudget; b != nil && *b < -1 {
+		return nil, fmt.Errorf("gemini: Options.ThinkingBudget %d is negative; use -1 for a budget the model decides", *b)
+	}
+	return tc, nil
 }
 
 // guarded returns a client like c whose HTTP client checks every reply
@@ -123,7 +173,7 @@ func (m *Model) Generate(ctx context.Context, req *llm.Request) (*llm.Response, 
 	if model == "" {
 		return nil, &llm.Error{Kind: llm.ErrorBadRequest, Err: errors.New("gemini: no model named: set llm.Request.Model or Options.Model")}
 	}
-	contents, system, err := m.contents(model, req.Messages)
+	contents, system, dropped, err := m.contents(model, req.Messages)
 	if err != nil {
 		return nil, &llm.Error{Kind: llm.ErrorBadRequest, Err: err}
 	}
@@ -136,7 +186,12 @@ func (m *Model) Generate(ctx context.Context, req *llm.Request) (*llm.Response, 
 	if err != nil {
 		return nil, m.classify(ctx, err)
 	}
-	return m.response(req, model, resp)
+	out, err := m.response(req, model, resp)
+	if err != nil {
+		return nil, err
+	}
+	out.DroppedState = llm.ForeignState(req.Messages, Provider) + dropped
+	return out, nil
 }
 
 // config builds one request's GenerateContentConfig. It is built afresh for
@@ -151,9 +206,16 @@ func (m *Model) config(system *genai.Content, tools []*genai.Tool) *genai.Genera
 		TopK:              o.TopK,
 		Seed:              o.Seed,
 		StopSequences:     o.StopSequences,
-		ThinkingConfig:    o.Thinking,
 		SafetySettings:    o.SafetySettings,
 		Tools:             tools,
+	}
+	if m.thinking != nil {
+		// A copy, budget included: Configure may change what it is given.
+		tc := *m.thinking
+		if tc.ThinkingBudget != nil {
+			tc.ThinkingBudget = genai.Ptr(*tc.ThinkingBudget)
+		}
+		cfg.ThinkingConfig = &tc
 	}
 	if len(cfg.Tools) > 0 && o.ToolMode != "" {
 		cfg.ToolConfig = &genai.ToolConfig{FunctionCallingConfig: &genai.FunctionCallingConfig{Mode: o.ToolMode}}

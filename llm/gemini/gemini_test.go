@@ -138,7 +138,7 @@ func TestOptionsConfigureRunsLast(t *testing.T) {
 		Model:           "gemini-2.5-flash",
 		MaxOutputTokens: 100,
 		StopSequences:   []string{"END"},
-		Thinking:        &genai.ThinkingConfig{ThinkingBudget: genai.Ptr[int32](0)},
+		ThinkingBudget:  genai.Ptr[int32](0),
 		Configure: func(c *genai.GenerateContentConfig) {
 			c.MaxOutputTokens = 64
 			c.CachedContent = "cachedContents/abc"
@@ -383,8 +383,17 @@ func TestThoughtSignatureFallback(t *testing.T) {
 			m := s.model(t, &gemini.Options{NoSignatureFallback: c.noFallback})
 			req := wireHistory()
 			req.Model = c.model
-			if _, err := m.Generate(context.Background(), req); err != nil {
+			resp, err := m.Generate(context.Background(), req)
+			if err != nil {
 				t.Fatal(err)
+			}
+			// A placeholder stands in for reasoning the model no longer has.
+			want := 0
+			if c.want != "" {
+				want = 1
+			}
+			if resp.DroppedState != want {
+				t.Fatalf("DroppedState = %d, want %d", resp.DroppedState, want)
 			}
 			parts := decodeRequest(t, s.last()).Contents[1].Parts
 			// parts[0] is the turn's text; the placeholder goes on its first call only.

@@ -18,18 +18,14 @@ const (
 	roleModel = "model"
 )
 
-// placeholderSignature is the value Google documents for function calls
-// that carry no signature of their own (a history built elsewhere): it
-// tells Gemini 3 to skip thought-signature validation for that turn.
-const placeholderSignature = "skip_thought_signature_validator"
-
 // contents maps the history onto Gemini contents and the system
 // instruction. Consecutive tool messages, one turn's results, share one
-// user content.
-func (m *Model) contents(model string, msgs []llm.Message) ([]*genai.Content, *genai.Content, error) {
+// user content. dropped counts the Gemini state left out: the adapter's
+// own message states that no longer fit their message, and the model
+// turns sent with the placeholder signature (other providers' state is
+// counted by the caller, with llm.ForeignState).
+func (m *Model) contents(model string, msgs []llm.Message) (contents []*genai.Content, system *genai.Content, dropped int, err error) {
 	var (
-		contents []*genai.Content
-		system   *genai.Content
 		results  *genai.Content // the open content of tool results, if the last message was one
 		fallback = !m.opts.NoSignatureFallback && requiresSignatures(model)
 	)
@@ -52,12 +48,17 @@ func (m *Model) contents(model string, msgs []llm.Message) ([]*genai.Content, *g
 			}
 			contents = append(contents, &genai.Content{Role: roleUser, Parts: []*genai.Part{{Text: msg.Text}}})
 		case llm.RoleAssistant:
-			if c := m.modelContent(msg, fallback); c != nil {
+			c, lost, err := modelContent(msg, fallback)
+			if err != nil {
+				return nil, nil, 0, fmt.Errorf("gemini: message %d: %w", i, err)
+			}
+			dropped += lost
+			if c != nil {
 				contents = append(contents, c)
 			}
 		case llm.RoleTool:
 			if msg.Result == nil {
-				return nil, nil, fmt.Errorf("gemini: message %d is a tool message without a result", i)
+				return nil, nil, 0, fmt.Errorf("gemini: message %d is a tool message without a result", i)
 			}
 			if results == nil {
 				results = &genai.Content{Role: roleUser}
@@ -65,40 +66,58 @@ func (m *Model) contents(model string, msgs []llm.Message) ([]*genai.Content, *g
 			}
 			results.Parts = append(results.Parts, &genai.Part{FunctionResponse: functionResponse(msg.Result)})
 		default:
-			return nil, nil, fmt.Errorf("gemini: message %d has unknown role %q", i, msg.Role)
+			return nil, nil, 0, fmt.Errorf("gemini: message %d has unknown role %q", i, msg.Role)
 		}
 	}
-	return contents, system, nil
+	return contents, system, dropped, nil
 }
 
-// modelContent maps an assistant message: its text, then its calls, each
-// with the thought signature Gemini gave it when this Model returned it.
-// An empty message maps to nil: Gemini rejects a content without parts.
-func (m *Model) modelContent(msg llm.Message, fallback bool) *genai.Content {
-	c := &genai.Content{Role: roleModel}
-	if msg.Text != "" {
-		c.Parts = append(c.Parts, &genai.Part{Text: msg.Text})
-	}
+// modelContent maps an assistant message. Each call carries the thought
+// signature in its Gemini state; the message's Gemini state, when it has
+// one, puts its text and signed thought parts back in the order and with
+// the signatures Gemini sent them; without one, the text comes first, then
+// the calls. lost counts the Gemini state left out (see contents). An
+// empty message maps to nil: Gemini rejects a content without parts.
+func modelContent(msg llm.Message, fallback bool) (c *genai.Content, lost int, err error) {
+	calls := make([]*genai.Part, len(msg.ToolCalls))
 	signed := false
-	first := -1
-	for _, call := range msg.ToolCalls {
-		p := &genai.Part{FunctionCall: &genai.FunctionCall{ID: call.ID, Name: call.Name, Args: argsObject(call.Arguments)}}
-		if sig := m.sigs.get(call.ID, call.Name); sig != nil {
-			p.ThoughtSignature = sig
-			signed = true
+	for i, call := range msg.ToolCalls {
+		sig := call.State.StateOf(Provider)
+		signed = signed || len(sig) > 0
+		calls[i] = &genai.Part{
+			FunctionCall:     &genai.FunctionCall{ID: call.ID, Name: call.Name, Args: argsObject(call.Arguments)},
+			ThoughtSignature: sig,
 		}
-		if first < 0 {
-			first = len(c.Parts)
-		}
-		c.Parts = append(c.Parts, p)
 	}
-	if first >= 0 && !signed && fallback {
-		c.Parts[first].ThoughtSignature = []byte(placeholderSignature)
+	// A step none of whose calls Gemini signed (a history from another
+	// provider, or from before signatures travelled in the messages) gets
+	// the placeholder on its first call, where Gemini looks for one.
+	if len(calls) > 0 && !signed && fallback {
+		calls[0].ThoughtSignature = []byte(placeholderSignature)
+		lost++
+	}
+	c = &genai.Content{Role: roleModel}
+	if data := msg.State.StateOf(Provider); data != nil {
+		l, err := decodeLayout(data)
+		if err != nil {
+			return nil, 0, err
+		}
+		if parts, ok := l.parts(msg, calls); ok {
+			c.Parts = parts
+		} else {
+			lost++
+		}
+	}
+	if c.Parts == nil {
+		if msg.Text != "" {
+			c.Parts = append(c.Parts, &genai.Part{Text: msg.Text})
+		}
+		c.Parts = append(c.Parts, calls...)
 	}
 	if len(c.Parts) == 0 {
-		return nil
+		return nil, lost, nil
 	}
-	return c
+	return c, lost, nil
 }
 
 // argsObject parses stored arguments as a JSON object. Anything else

@@ -59,31 +59,52 @@ func (m *Model) response(req *llm.Request, model string, r *genai.GenerateConten
 	if out.Model == "" {
 		out.Model = model
 	}
-	var text strings.Builder
+	var (
+		text     strings.Builder
+		parts    layout
+		thoughts bool
+	)
 	if cand.Content != nil {
 		for i, p := range cand.Content.Parts {
 			switch {
 			case p == nil:
 			case p.FunctionCall != nil:
-				call, err := m.toolCall(req, r.ResponseID, i, p)
+				call, err := toolCall(req, r.ResponseID, i, p)
 				if err != nil {
 					return nil, err
 				}
 				out.Message.ToolCalls = append(out.Message.ToolCalls, call)
+				parts.Parts = append(parts.Parts, layoutPart{Kind: partCall})
 			case p.Thought:
-				// A thought summary: reasoning, not answer.
+				// A thought summary: reasoning, never answer.
+				thoughts = true
+				if p.Text != "" {
+					out.Message.Reasoning = append(out.Message.Reasoning, llm.Reasoning{Provider: Provider, Text: p.Text})
+				}
+				parts.Parts = append(parts.Parts, layoutPart{Kind: partThought, Len: len(p.Text), Sig: p.ThoughtSignature})
 			default:
 				text.WriteString(p.Text)
+				parts.Parts = append(parts.Parts, layoutPart{Kind: partText, Len: len(p.Text), Sig: p.ThoughtSignature})
 			}
 		}
 	}
 	out.Message.Text = text.String()
+	if !thoughts && out.Usage.ReasoningTokens > 0 {
+		// The model thought and showed none of it (no thought summaries
+		// were asked for): the signatures carry it, for Gemini only.
+		out.Message.Reasoning = []llm.Reasoning{{Provider: Provider, Hidden: true}}
+	}
+	state, err := encodeLayout(parts)
+	if err != nil {
+		return nil, &llm.Error{Kind: llm.ErrorBadResponse, Err: err}
+	}
+	out.Message.State = state
 	return out, nil
 }
 
 // toolCall maps a functionCall part, generating its ID when Gemini gave
-// none, and remembers the part's thought signature.
-func (m *Model) toolCall(req *llm.Request, responseID string, index int, p *genai.Part) (llm.ToolCall, error) {
+// none; the part's thought signature becomes the call's state.
+func toolCall(req *llm.Request, responseID string, index int, p *genai.Part) (llm.ToolCall, error) {
 	fc := p.FunctionCall
 	args := fc.Args
 	if args == nil {
@@ -97,8 +118,7 @@ func (m *Model) toolCall(req *llm.Request, responseID string, index int, p *gena
 	if id == "" {
 		id = generatedID(responseID, req.Step, index, fc.Name)
 	}
-	m.sigs.put(id, fc.Name, p.ThoughtSignature)
-	return llm.ToolCall{ID: id, Name: fc.Name, Arguments: raw}, nil
+	return llm.ToolCall{ID: id, Name: fc.Name, Arguments: raw, State: callState(p.ThoughtSignature)}, nil
 }
 
 // generatedID makes a call ID from what identifies the call: the response,
