@@ -51,10 +51,12 @@ type Response struct {
 	Usage        Usage   `json:"usage"`
 	FinishReason string  `json:"finish_reason,omitempty"`
 	// DroppedState counts the pieces of provider state (llm.ProviderState)
-	// in the request's history that another provider made, which the
-	// adapter left out on purpose: a history moved from one provider to
-	// another keeps its text and calls but not the other's opaque state.
-	// It is recorded with the response, so the run's log says so.
+	// the request could not carry back: another provider's, which the
+	// adapter leaves out on purpose (a history moved from one provider to
+	// another keeps its text and calls but not the other's opaque state),
+	// and, where an adapter says so in its doc, its own state that no
+	// longer fits an edited message or a call that had none. It is
+	// recorded with the response, so the run's log says so.
 	DroppedState int `json:"dropped_state,omitempty"`
 	// Truncated is set when the reply stopped at the output token limit
 	// (OpenAI's finish_reason "length" or a Responses reply incomplete for
