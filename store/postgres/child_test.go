@@ -117,8 +117,10 @@ func TestProcessesContend(t *testing.T) {
 	results := make([]childResult, procs)
 	cmds := make([]*exec.Cmd, procs)
 	outs := make([]*bytes.Buffer, procs)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
 	for p := range procs {
-		cmd := exec.Command(os.Args[0], "-test.run=^$")
+		cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^$")
 		cmd.Env = append(os.Environ(), childEnv+"="+fmt.Sprint("proc", p), childURLEnv+"="+u,
 			childKeysEnv+"="+strconv.Itoa(keys), childStartEnv+"="+strconv.FormatInt(start, 10))
 		outs[p] = new(bytes.Buffer)
@@ -140,7 +142,6 @@ func TestProcessesContend(t *testing.T) {
 		t.Fatal("the children finished before the start")
 	}
 
-	ctx := context.Background()
 	s := open(t, u, nil)
 	wins := map[string]int{}
 	for i := range keys {

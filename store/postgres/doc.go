@@ -34,8 +34,15 @@
 // Blobs (table blobs) are kept by their SHA-256 digest and checked
 // against it when read.
 //
-// The package never reads the environment; the caller gives the
-// connection string. It passes the conformance suites of store/storetest.
-// Pool exposes the *pgxpool.Pool for applications that keep their own
-// tables in the same database.
+// The caller gives the connection string; the package reads no
+// environment variable of its own, though pgx, like libpq, fills in what
+// the string leaves out from PGHOST, PGUSER, PGPASSWORD and the like. The
+// string may also set the pool (pool_max_conns=N) and, behind a
+// transaction-pooling proxy such as PgBouncer, the query mode
+// (default_query_exec_mode=exec), since pgx otherwise prepares and caches
+// statements per connection.
+//
+// It passes the conformance suites of store/storetest. Pool exposes the
+// *pgxpool.Pool for applications that keep their own tables in the same
+// database.
 package postgres

@@ -44,17 +44,24 @@ func serverURL(t *testing.T) string {
 // withSearchPath returns connString with its search_path set to schema.
 func withSearchPath(t *testing.T, connString, schema string) string {
 	t.Helper()
+	return withParam(t, connString, "search_path", schema)
+}
+
+// withParam returns connString (a URL or key=value pairs) with key set to
+// value.
+func withParam(t *testing.T, connString, key, value string) string {
+	t.Helper()
 	if strings.HasPrefix(connString, "postgres://") || strings.HasPrefix(connString, "postgresql://") {
 		u, err := url.Parse(connString)
 		if err != nil {
 			t.Fatal(err)
 		}
 		q := u.Query()
-		q.Set("search_path", schema)
+		q.Set(key, value)
 		u.RawQuery = q.Encode()
 		return u.String()
 	}
-	return connString + " search_path=" + schema
+	return connString + " " + key + "=" + value
 }
 
 // freshSchema creates an empty schema of its own for t, dropped with
@@ -127,4 +134,22 @@ func TestPostgresLeaser(t *testing.T) {
 
 func TestPostgresBlobs(t *testing.T) {
 	storetest.TestBlobs(t, func(t *testing.T) store.Blobs { return openFresh(t, nil) })
+}
+
+// Behind a transaction-pooling proxy statements cannot be prepared once
+// per connection; the package doc points to default_query_exec_mode for
+// that, and the store works in those modes too.
+func TestPostgresQueryExecModes(t *testing.T) {
+	for _, mode := range []string{"exec", "simple_protocol"} {
+		t.Run(mode, func(t *testing.T) {
+			openMode := func(t *testing.T, opts *postgres.Options) *postgres.Store {
+				u, _ := freshSchema(t)
+				return open(t, withParam(t, u, "default_query_exec_mode", mode), opts)
+			}
+			storetest.TestEventLog(t, func(t *testing.T) store.EventLog { return openMode(t, nil) })
+			storetest.TestLeaser(t, func(t *testing.T, now func() time.Time) storetest.LeasedLog {
+				return openMode(t, &postgres.Options{Now: now})
+			})
+		})
+	}
 }
