@@ -177,8 +177,13 @@ func (s *Store) open(ctx context.Context, name string, o Options) error {
 	return nil
 }
 
-// Close closes the pool's connections.
-func (s *Store) Close() { s.pool.Close() }
+// Close closes the pool's connections, waiting for those in use to be
+// returned. It returns nil; the error is there so that a Store is an
+// io.Closer, as store/sqlite's is.
+func (s *Store) Close() error {
+	s.pool.Close()
+	return nil
+}
 
 // Pool returns the connection pool, for applications that keep their own
 // tables in the same database.

@@ -103,7 +103,7 @@ func open(t *testing.T, connString string, opts *postgres.Options) *postgres.Sto
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(s.Close)
+	t.Cleanup(func() { s.Close() })
 	return s
 }
 
