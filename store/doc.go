@@ -31,7 +31,8 @@
 // and a crashed holder's run is taken over once its lease has expired.
 //
 // Start with EventLog and Ledger, then Memory, the in-memory store for
-// tests and single-process runs. store/sqlite is the store on disk, and
+// tests and single-process runs. store/sqlite is the store on disk,
+// store/postgres the one that workers on many machines share, and
 // store/storetest is the conformance suite (TestEventLog, TestLedger)
 // every implementation runs. Optional abilities are optional interfaces:
 // ClaimReleaser, which the executor uses when a ledger has it, and
