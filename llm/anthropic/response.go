@@ -55,6 +55,7 @@ func response(msg *anthropic.Message) (*llm.Response, error) {
 			InputTokens:       u.InputTokens + u.CacheReadInputTokens + u.CacheCreationInputTokens,
 			OutputTokens:      u.OutputTokens,
 			CachedInputTokens: u.CacheReadInputTokens,
+			CacheWriteTokens:  u.CacheCreationInputTokens,
 			ReasoningTokens:   u.OutputTokensDetails.ThinkingTokens,
 		},
 		FinishReason: string(msg.StopReason),
