@@ -2,8 +2,11 @@ package anthropic
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"net/http"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/anthropics/anthropic-sdk-go/v2"
@@ -51,6 +54,57 @@ type Options struct {
 	// llm.DefaultMaxResponseBytes, negative no cap. A larger reply fails
 	// with a non-retryable llm.ErrorBadResponse that names the cap.
 	MaxResponseBytes int64
+
+	// ThinkingBudget turns on extended thinking with a fixed budget
+	// (thinking type "enabled", budget_tokens): the most output tokens the
+	// model may spend thinking before it answers. 0 leaves thinking off;
+	// otherwise it must be at least MinThinkingBudget and, as thinking
+	// counts toward max_tokens, less than MaxTokens (unless
+	// InterleavedThinking is set). Newer models take only
+	// AdaptiveThinking and refuse this with a 400.
+	ThinkingBudget int64
+	// AdaptiveThinking turns on adaptive thinking (thinking type
+	// "adaptive"): the model decides whether and how much to think, and
+	// thinks between tool calls too. It excludes ThinkingBudget. Older
+	// models (before the 4.6 generation) refuse it with a 400.
+	AdaptiveThinking bool
+	// InterleavedThinking lets a model with a ThinkingBudget think between
+	// tool calls as well as before its first, by sending the beta header
+	// anthropic-beta: interleaved-thinking-2025-05-14; the budget may then
+	// exceed MaxTokens. Adaptive thinking interleaves without it.
+	InterleavedThinking bool
+}
+
+// MinThinkingBudget is the smallest ThinkingBudget the API accepts.
+const MinThinkingBudget = 1024
+
+// interleavedThinkingBeta is the beta name that lets a thinking budget
+// interleave thinking with tool calls.
+const interleavedThinkingBeta = anthropic.AnthropicBetaInterleavedThinking2025_05_14
+
+// Validate reports the first setting of o that the API would refuse, or
+// that makes no sense with another, so that a command line can say so
+// before its first request. New takes any Options; a Model built from
+// invalid ones fails each Generate with this error.
+func (o Options) Validate() error {
+	maxTokens := o.MaxTokens
+	if maxTokens <= 0 {
+		maxTokens = DefaultMaxTokens
+	}
+	switch b := o.ThinkingBudget; {
+	case b < 0 || (b > 0 && b < MinThinkingBudget):
+		return fmt.Errorf("anthropic: Options.ThinkingBudget is %d; it must be 0 (thinking off) or at least %d", b, MinThinkingBudget)
+	case b > 0 && o.AdaptiveThinking:
+		return errors.New("anthropic: Options.ThinkingBudget and AdaptiveThinking are both set; set one: adaptive thinking chooses its own budget")
+	case b >= maxTokens && !o.InterleavedThinking:
+		return fmt.Errorf("anthropic: Options.ThinkingBudget (%d) must be less than MaxTokens (%d), which counts the thinking too: raise MaxTokens or lower the budget", b, maxTokens)
+	case o.InterleavedThinking && b == 0:
+		if o.AdaptiveThinking {
+			return errors.New("anthropic: Options.InterleavedThinking is for a ThinkingBudget; adaptive thinking already thinks between tool calls")
+		}
+		return errors.New("anthropic: Options.InterleavedThinking needs thinking on: set ThinkingBudget (or use AdaptiveThinking, which interleaves by itself)")
+	}
+	return nil
 }
 
 // Model is an llm.Model backed by the Anthropic Messages API. It is
@@ -58,6 +112,9 @@ type Options struct {
 type Model struct {
 	client anthropic.Client
 	opts   Options
+	// err is what Options.Validate said of opts: every Generate fails
+	// with it, before anything is sent.
+	err error
 	// reqOpts are the options of every request: the caller's, then the
 	// response guard.
 	reqOpts []option.RequestOption
@@ -80,6 +137,7 @@ func New(client anthropic.Client, opts *Options) *Model {
 	if m.opts.Now == nil {
 		m.opts.Now = time.Now
 	}
+	m.err = m.opts.Validate()
 	// The guard is the innermost middleware (request options come after
 	// the client's), so it checks a body before any other reads it.
 	guard := llm.ResponseGuard{Provider: "anthropic", MaxBytes: m.opts.MaxResponseBytes}
@@ -88,7 +146,29 @@ func New(client anthropic.Client, opts *Options) *Model {
 			res, err := next(req)
 			return guard.Check(res), err
 		})))
+	if m.opts.InterleavedThinking {
+		m.reqOpts = append(m.reqOpts, option.WithMiddleware(addBeta(interleavedThinkingBeta)))
+	}
+	m.reqOpts = slices.Clip(m.reqOpts)
 	return m
+}
+
+// addBeta adds name to a request's anthropic-beta header, joined by commas
+// with the names the client or the caller's options already put there (as
+// the SDK does for its beta calls).
+func addBeta(name string) option.Middleware {
+	return func(req *http.Request, next option.MiddlewareNext) (*http.Response, error) {
+		names := req.Header.Values("anthropic-beta")
+		for _, v := range names {
+			for n := range strings.SplitSeq(v, ",") {
+				if strings.TrimSpace(n) == name {
+					return next(req)
+				}
+			}
+		}
+		req.Header.Set("anthropic-beta", strings.Join(append(names, name), ","))
+		return next(req)
+	}
 }
 
 // Generate sends one Messages API request and maps the reply. Failures are
@@ -103,7 +183,12 @@ func (m *Model) Generate(ctx context.Context, req *llm.Request) (*llm.Response, 
 	if err != nil {
 		return nil, classify(ctx, err, m.opts.Now())
 	}
-	return response(msg)
+	resp, err := response(msg)
+	if err != nil {
+		return nil, err
+	}
+	resp.DroppedState = llm.ForeignState(req.Messages, provider)
+	return resp, nil
 }
 
 var _ llm.Model = (*Model)(nil)

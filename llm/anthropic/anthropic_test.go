@@ -368,14 +368,15 @@ func TestTextBlocksJoined(t *testing.T) {
 }
 
 // Usage counts the whole prompt: uncached input, cache reads and cache
-// writes; cached input is the cache reads.
+// writes (Anthropic's input_tokens counts neither); cached input is the
+// cache reads, cache-write tokens the cache_creation_input_tokens.
 func TestUsageWithCache(t *testing.T) {
 	s := newServer(t, ok("final_answer.json"))
 	resp, err := New(s.client(), &Options{Model: "m"}).Generate(context.Background(), &llm.Request{Messages: []llm.Message{llm.UserMessage("Oslo?")}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := llm.Usage{InputTokens: 60 + 30 + 10, OutputTokens: 20, CachedInputTokens: 30, ReasoningTokens: 5}
+	want := llm.Usage{InputTokens: 60 + 30 + 10, OutputTokens: 20, CachedInputTokens: 30, CacheWriteTokens: 10, ReasoningTokens: 5}
 	if resp.Usage != want {
 		t.Fatalf("usage = %+v, want %+v", resp.Usage, want)
 	}

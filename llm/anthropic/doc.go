@@ -37,12 +37,65 @@
 // instead, and the call's result still tells the model what went wrong.
 //
 // Coming back, text blocks are joined; tool_use blocks become llm.ToolCall
-// values whose Arguments are the input's JSON exactly as it arrived; thinking
-// and server-tool blocks are dropped. Usage.InputTokens counts the whole
-// prompt (input_tokens plus cache reads plus cache writes) and
-// CachedInputTokens the cache reads; ReasoningTokens comes from
+// values whose Arguments are the input's JSON exactly as it arrived;
+// thinking blocks are kept (see Thinking) and server-tool blocks dropped.
+// Usage.InputTokens counts the whole prompt (input_tokens, which counts
+// neither cache reads nor cache writes, plus cache_read_input_tokens plus
+// cache_creation_input_tokens), CachedInputTokens the cache reads and
+// CacheWriteTokens the cache writes; ReasoningTokens comes from
 // output_tokens_details.thinking_tokens. A stop_reason of "refusal" is an
 // *llm.Error of kind llm.ErrorRefusal.
+//
+// # Thinking
+//
+// Options.ThinkingBudget turns on extended thinking with a fixed budget
+// (thinking type "enabled"; at least 1024 tokens and, since thinking counts
+// toward max_tokens, less than MaxTokens), Options.AdaptiveThinking lets the
+// model choose (type "adaptive", the only mode of the newest models, which
+// refuse a budget), and Options.InterleavedThinking adds the beta header
+// interleaved-thinking-2025-05-14, so that a budgeted model also thinks
+// between tool calls (its budget may then exceed MaxTokens; adaptive
+// thinking interleaves without it). Options.Validate refuses a setting the
+// API would refuse or that contradicts another; a Model built from such
+// Options fails every Generate with that error, sending nothing. The
+// settings belong to the Model, so they stay the same through a run's
+// tool loop, as the API requires: a run resumed later must be given a
+// Model with the same thinking settings. The API version this SDK speaks
+// refuses temperature, top_p and top_k outright, so no sampling setting
+// can clash with thinking; the adapter never forces a tool choice, which
+// thinking also forbids.
+//
+// With thinking on, the API wants each assistant turn of the tool loop back
+// with its thinking: thinking blocks with their signatures and
+// redacted_thinking blocks with their encrypted data, unchanged and where
+// they stood among the turn's text and tool_use blocks; otherwise it answers
+// 400 ("Expected `thinking` or `redacted_thinking`, but found ...", "Invalid
+// `signature` in `thinking` block", "... blocks in the latest assistant
+// message cannot be modified"). Newer models think by default even without
+// Options, so the adapter keeps thinking whenever a reply has it. A reply's
+// thinking becomes the message's Reasoning, in order, with Provider
+// "anthropic": a thinking block's text, or Hidden for a redacted_thinking
+// block and for thinking shown as "omitted" (empty text). And the message's
+// State (Provider "anthropic") holds what the next request needs: Data is
+// the JSON object {"v":1,"blocks":[...]} listing the reply's content blocks
+// in order, {"type":"thinking","thinking":...,"signature":...},
+// {"type":"redacted_thinking","data":...}, {"type":"text","text":...} and
+// {"type":"tool_use","id":...} (the call itself being the message's
+// llm.ToolCall). A reply without thinking has no State.
+//
+// Going out, an assistant message with this adapter's State is rebuilt from
+// it: the thinking blocks exactly as they came, and the text and tool_use
+// blocks in their places, the calls taken from the message. If the message's
+// text or calls no longer match the State (someone edited the history), its
+// thinking blocks go first, unchanged and in order, then its text and calls;
+// the API may refuse that. A State of another version, or that is not
+// valid, fails the request as a bad request naming the message. A message
+// without State is sent as before. State that another provider made (on a
+// message or a tool call) is left out, and Response.DroppedState counts it,
+// so a history moved from another provider says in the run's log what it
+// lost. Both State and Reasoning travel in the run's log and come back
+// byte for byte, so a run paused for confirmation and resumed by another
+// process sends its thinking back intact.
 //
 // # Errors
 //
@@ -67,10 +120,11 @@
 // # Limits
 //
 // The SDK v2 speaks API version 2026-10-21, which rejects temperature, top_p
-// and top_k, so Options has no sampling settings. Extended thinking is not
-// supported: the API needs the thinking blocks (with their signatures) sent
-// back alongside tool calls, and llm.Message does not carry them. Requests
-// are not streamed; the SDK refuses a non-streaming request whose MaxTokens
+// and top_k, so Options has no sampling settings. Options has no setting
+// for thinking's display or for output_config.effort; RequestOptions with
+// option.WithJSONSet can send them. Server-tool blocks are not kept in
+// State, so a turn that mixed them with thinking cannot be sent back
+// whole. Requests are not streamed; the SDK refuses a non-streaming request whose MaxTokens
 // implies more than ten minutes of generation (about 21,000 tokens) unless
 // RequestOptions sets option.WithRequestTimeout.
 //

@@ -14,6 +14,9 @@ import (
 // params builds the Messages API request for req.
 func (m *Model) params(req *llm.Request) (anthropic.MessageNewParams, error) {
 	var p anthropic.MessageNewParams
+	if m.err != nil {
+		return p, badRequest(m.err)
+	}
 	name := req.Model
 	if name == "" {
 		name = m.opts.Model
@@ -47,6 +50,12 @@ func (m *Model) params(req *llm.Request) (anthropic.MessageNewParams, error) {
 	}
 	if m.opts.UserID != "" {
 		p.Metadata = anthropic.MetadataParam{UserID: anthropic.String(m.opts.UserID)}
+	}
+	switch {
+	case m.opts.ThinkingBudget > 0:
+		p.Thinking = anthropic.ThinkingConfigParamOfEnabled(m.opts.ThinkingBudget)
+	case m.opts.AdaptiveThinking:
+		p.Thinking = anthropic.ThinkingConfigParamUnion{OfAdaptive: &anthropic.ThinkingConfigAdaptiveParam{}}
 	}
 	return p, nil
 }
@@ -98,18 +107,17 @@ func messages(history []llm.Message) ([]anthropic.TextBlockParam, []anthropic.Me
 				add(llm.RoleUser, anthropic.NewTextBlock(msg.Text))
 			}
 		case llm.RoleAssistant:
-			var b []anthropic.ContentBlockParamUnion
-			if msg.Text != "" {
-				b = append(b, anthropic.NewTextBlock(msg.Text))
+			// Only this adapter's own state is read; another provider's
+			// is left out (and counted by Generate).
+			if data := msg.State.StateOf(provider); data != nil {
+				st, err := decodeState(data)
+				if err != nil {
+					return nil, nil, fmt.Errorf("anthropic: message %d: %w", i, err)
+				}
+				add(llm.RoleAssistant, stateBlocks(msg, st)...)
+				continue
 			}
-			for _, c := range msg.ToolCalls {
-				b = append(b, anthropic.ContentBlockParamUnion{OfToolUse: &anthropic.ToolUseBlockParam{
-					ID:    c.ID,
-					Name:  c.Name,
-					Input: toolInput(c.Arguments),
-				}})
-			}
-			add(llm.RoleAssistant, b...)
+			add(llm.RoleAssistant, plainBlocks(msg)...)
 		case llm.RoleTool:
 			if msg.Result == nil {
 				return nil, nil, fmt.Errorf("anthropic: message %d is a tool message without a result", i)
@@ -121,6 +129,28 @@ func messages(history []llm.Message) ([]anthropic.TextBlockParam, []anthropic.Me
 	}
 	flush()
 	return system, out, nil
+}
+
+// plainBlocks renders an assistant message without state: its text, then
+// its calls.
+func plainBlocks(msg llm.Message) []anthropic.ContentBlockParamUnion {
+	var b []anthropic.ContentBlockParamUnion
+	if msg.Text != "" {
+		b = append(b, anthropic.NewTextBlock(msg.Text))
+	}
+	for _, c := range msg.ToolCalls {
+		b = append(b, toolUseBlock(c))
+	}
+	return b
+}
+
+// toolUseBlock renders one call as a tool_use block.
+func toolUseBlock(c llm.ToolCall) anthropic.ContentBlockParamUnion {
+	return anthropic.ContentBlockParamUnion{OfToolUse: &anthropic.ToolUseBlockParam{
+		ID:    c.ID,
+		Name:  c.Name,
+		Input: toolInput(c.Arguments),
+	}}
 }
 
 // resultsFirst moves tool_result blocks ahead of the other blocks of a user

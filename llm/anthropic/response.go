@@ -38,8 +38,12 @@ func response(msg *anthropic.Message) (*llm.Response, error) {
 			}
 			calls = append(calls, llm.ToolCall{ID: b.ID, Name: b.Name, Arguments: args})
 		}
-		// Thinking, redacted thinking and server-tool blocks have no place
-		// in llm.Message; they are dropped.
+		// Thinking blocks go to Reasoning and State (replyState);
+		// server-tool blocks have no place in llm.Message and are dropped.
+	}
+	reasoning, state, err := replyState(msg.Content)
+	if err != nil {
+		return nil, err
 	}
 	u := msg.Usage
 	return &llm.Response{
@@ -49,12 +53,15 @@ func response(msg *anthropic.Message) (*llm.Response, error) {
 			Role:      llm.RoleAssistant,
 			Text:      text.String(),
 			ToolCalls: calls,
+			Reasoning: reasoning,
+			State:     state,
 		},
 		Usage: llm.Usage{
 			// input_tokens counts only the uncached part of the prompt.
 			InputTokens:       u.InputTokens + u.CacheReadInputTokens + u.CacheCreationInputTokens,
 			OutputTokens:      u.OutputTokens,
 			CachedInputTokens: u.CacheReadInputTokens,
+			CacheWriteTokens:  u.CacheCreationInputTokens,
 			ReasoningTokens:   u.OutputTokensDetails.ThinkingTokens,
 		},
 		FinishReason: string(msg.StopReason),
