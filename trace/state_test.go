@@ -1,0 +1,202 @@
+package trace_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/toolloop/toolloop/llm"
+	"github.com/toolloop/toolloop/llm/llmtest"
+	"github.com/toolloop/toolloop/loop"
+	"github.com/toolloop/toolloop/tool"
+	"github.com/toolloop/toolloop/trace"
+)
+
+// secretState is provider state no log may hold: the tag is easy to look
+// for, in the clear and in base64.
+func secretState(provider, tag string) *llm.ProviderState {
+	return &llm.ProviderState{Provider: provider, Data: append([]byte("SECRET-"+tag+"+/="), 0xff, 0x00)}
+}
+
+// reasoningRun is a run of a reasoning model: its opening history holds
+// an earlier turn of another provider (with state), its first answer
+// shows reasoning (with an API key in it) and hides more, with state on
+// the message and the call; its last answer says the adapter dropped the
+// other provider's state.
+func reasoningRun(t *testing.T) *loop.Result {
+	t.Helper()
+	earlier := llm.Message{Role: llm.RoleAssistant, Text: "hello again",
+		Reasoning: []llm.Reasoning{{Provider: "openai-responses", Hidden: true}},
+		State:     secretState("openai-responses", "earlier")}
+	first := llm.Message{Role: llm.RoleAssistant,
+		Reasoning: []llm.Reasoning{
+			{Provider: "anthropic", Text: "the key sk-abcdefghijklmnopqrstuvwx must not leak; look it up"},
+			{Provider: "anthropic", Hidden: true},
+		},
+		State: secretState("anthropic", "msg"),
+		ToolCalls: []llm.ToolCall{{ID: "c1", Name: "lookup", Arguments: json.RawMessage(`{"q":"a"}`),
+			State: secretState("anthropic", "call")}},
+	}
+	last := llm.Message{Role: llm.RoleAssistant, Text: "found it", State: secretState("anthropic", "last")}
+	model := llmtest.New(
+		llmtest.Turn{Response: &llm.Response{Message: first, DroppedState: 1,
+			Usage: llm.Usage{InputTokens: 100, OutputTokens: 40, ReasoningTokens: 30, CachedInputTokens: 50, CacheWriteTokens: 20}}},
+		llmtest.Turn{Response: &llm.Response{Message: last, DroppedState: 1, Usage: llm.Usage{InputTokens: 120, OutputTokens: 5}}},
+	)
+	lookup := tool.MustNew(tool.Spec[struct {
+		Q string `json:"q"`
+	}]{Name: "lookup"}, func(_ context.Context, in struct {
+		Q string `json:"q"`
+	}) (map[string]string, error) {
+		return map[string]string{"q": in.Q}, nil
+	})
+	reg, err := tool.NewRegistry(lookup)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := loop.Run(context.Background(), loop.Config{Model: model, Tools: reg, ModelName: "claude-sonnet-4-5"},
+		[]llm.Message{llm.UserMessage("hi"), earlier, llm.UserMessage("look up a")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
+// noSecrets fails if data holds any state bytes, in the clear or in
+// base64.
+func noSecrets(t *testing.T, data []byte) {
+	t.Helper()
+	for _, tag := range []string{"earlier", "msg", "call", "last"} {
+		raw := append([]byte("SECRET-"+tag+"+/="), 0xff, 0x00)
+		for _, form := range []string{"SECRET-" + tag, base64.StdEncoding.EncodeToString(raw), base64.StdEncoding.EncodeToString(raw[:9])} {
+			if bytes.Contains(data, []byte(form)) {
+				t.Errorf("the log holds state %s (%q):\n%s", tag, form, data)
+			}
+		}
+	}
+}
+
+// The run log never holds provider state: each piece is a summary of
+// whose it is and its size, on messages and calls, in the started event
+// and in responses. The log still reads back and replays; the events the
+// store keeps are untouched; reasoning text is redacted like message text.
+func TestLogSummarizesState(t *testing.T) {
+	res := reasoningRun(t)
+	before, err := json.Marshal(res.Events)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := writeLog(t, res.Events, nil)
+	noSecrets(t, data)
+	for _, want := range []string{
+		`"state":{"provider":"openai-responses","bytes":19}`,
+		`"state":{"provider":"anthropic","bytes":15}`,
+		`"state":{"provider":"anthropic","bytes":16}}],`, // the call's, its object's last member
+		`"text":"found it","state":{"provider":"anthropic","bytes":16}`,
+		`"dropped_state":1`,
+		`{"provider":"anthropic","hidden":true}`,
+		`"reasoning":[{"provider":"anthropic","text":"the key <masked> must not leak; look it up"}`,
+	} {
+		if !strings.Contains(string(data), want) {
+			t.Errorf("the log lacks %s:\n%s", want, data)
+		}
+	}
+	if strings.Contains(string(data), "sk-abcdefghijklmnopqrstuvwx") {
+		t.Error("the log holds the API key from the reasoning")
+	}
+	after, _ := json.Marshal(res.Events)
+	if !bytes.Equal(before, after) {
+		t.Error("writing the log changed the events")
+	}
+
+	got, err := trace.ReadLog(bytes.NewReader(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != len(res.Events) {
+		t.Fatalf("read %d events, want %d", len(got), len(res.Events))
+	}
+	replayed := loop.Replay(got)
+	if replayed.Status != res.Status || len(replayed.History()) != len(res.Messages) {
+		t.Fatalf("replayed log: %s, %d messages; want %s, %d", replayed.Status, len(replayed.History()), res.Status, len(res.Messages))
+	}
+	for i, m := range replayed.History() {
+		w := res.Messages[i]
+		if (m.State == nil) != (w.State == nil) || (m.State != nil && (m.State.Provider != w.State.Provider || m.State.Data != nil)) {
+			t.Errorf("message %d state read back as %+v, want provider %+v without data", i, m.State, w.State)
+		}
+		if len(m.Reasoning) != len(w.Reasoning) {
+			t.Errorf("message %d reasoning %+v, want %d pieces", i, m.Reasoning, len(w.Reasoning))
+		}
+		for j, c := range m.ToolCalls {
+			if c.State == nil || c.State.Provider != "anthropic" || c.State.Data != nil || string(c.Arguments) != `{"q":"<string:1>"}` {
+				t.Errorf("message %d call %d read back as %+v", i, j, c)
+			}
+		}
+	}
+
+	// Text summaries apply to reasoning too.
+	summ := writeLog(t, res.Events, &trace.LogOptions{Redactor: trace.NewRedactor(&trace.RedactOptions{SummarizeText: true})})
+	if !strings.Contains(string(summ), `"reasoning":[{"provider":"anthropic","text":"<text:61>"}`) {
+		t.Errorf("a text-summarizing log shows reasoning:\n%s", summ)
+	}
+	noSecrets(t, summ)
+}
+
+// RedactEvent drops state data but keeps whose it is.
+func TestRedactEventDropsStateData(t *testing.T) {
+	res := reasoningRun(t)
+	red := trace.NewRedactor(nil)
+	for i := range res.Events {
+		r := trace.RedactEvent(red, &res.Events[i])
+		b, err := json.Marshal(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		noSecrets(t, b)
+		if r.Response != nil && r.Response.Message.State != nil && r.Response.Message.State.Provider != "anthropic" {
+			t.Errorf("event %d: state %+v", i, r.Response.Message.State)
+		}
+	}
+}
+
+// A log without provider state is encoded as before: the summaries change
+// nothing else.
+func TestLogWithoutStateUnchanged(t *testing.T) {
+	res := scenario(t, "parallel")
+	data := writeLog(t, res.Events, nil)
+	red := trace.NewRedactor(nil)
+	var want bytes.Buffer
+	enc := json.NewEncoder(&want)
+	enc.SetEscapeHTML(false)
+	for i := range res.Events {
+		r := trace.RedactEvent(red, &res.Events[i])
+		if err := enc.Encode(&r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !bytes.Equal(data, want.Bytes()) {
+		t.Errorf("log:\n%s\nwant:\n%s", data, want.Bytes())
+	}
+	// And an event with state encodes its other fields as usual.
+	ev := reasoningRun(t).Events[0]
+	plain := ev
+	start := *ev.Start
+	start.Messages = nil
+	for _, m := range ev.Start.Messages {
+		m.State = nil
+		start.Messages = append(start.Messages, m)
+	}
+	plain.Start = &start
+	a, b := writeLog(t, []loop.Event{ev}, nil), writeLog(t, []loop.Event{plain}, nil)
+	if got := strings.Replace(string(a), `,"state":{"provider":"openai-responses","bytes":19}`, "", 1); got != string(b) {
+		t.Errorf("with state:\n%s\nwithout:\n%s", a, b)
+	}
+	if !reflect.DeepEqual(ev.Start.Messages[1].State, secretState("openai-responses", "earlier")) {
+		t.Error("the event changed")
+	}
+}
