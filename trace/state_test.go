@@ -200,3 +200,71 @@ func TestLogWithoutStateUnchanged(t *testing.T) {
 		t.Error("the event changed")
 	}
 }
+
+// Show prints each assistant message's reasoning, or a marker where the
+// provider hid it, whose state it carries (with its size from the store,
+// never its bytes), and a note on answers whose adapter left another
+// provider's state out.
+func TestShowReasoningAndState(t *testing.T) {
+	res := reasoningRun(t)
+	fromStore := show(t, res.Events, nil)
+	for _, want := range []string{
+		`2 assistant reasoning (hidden by the provider)`,
+		`text   "hello again"`,
+		`state  openai-responses (19 bytes)`,
+		`4 assistant reasoning "the key sk-abcdefghijklmnopqrstuvwx must not leak; look it up"`,
+		"\n               reasoning (hidden by the provider)\n",
+		`call   call_id=c1 tool=lookup args={"q":"a"} state=anthropic (16 bytes)`,
+		`state  anthropic (15 bytes)`,
+		`note   the model client left out 1 piece(s) of another provider's state`,
+		`dropped_state=1`,
+	} {
+		if !strings.Contains(fromStore, want) {
+			t.Errorf("show lacks %q:\n%s", want, fromStore)
+		}
+	}
+	// The note goes with the answers whose responses said so, not with
+	// the opening history's assistant message.
+	if n := strings.Count(fromStore, "note   the model client left out"); n != 2 {
+		t.Errorf("%d notes, want 2 (one per answer):\n%s", n, fromStore)
+	}
+	noSecrets(t, []byte(fromStore))
+
+	// A redactor masks reasoning like text.
+	masked := show(t, res.Events, &trace.ShowOptions{Redactor: trace.NewRedactor(nil)})
+	if strings.Contains(masked, "sk-abcdefghijklmnopqrstuvwx") || !strings.Contains(masked, `reasoning "the key <masked> must`) {
+		t.Errorf("a redacting show:\n%s", masked)
+	}
+
+	// From a log: the provider, no size.
+	logged, err := trace.ReadLog(bytes.NewReader(writeLog(t, res.Events, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fromLog := show(t, logged, nil)
+	if !strings.Contains(fromLog, "state  anthropic\n") || !strings.Contains(fromLog, "state=anthropic\n") ||
+		!strings.Contains(fromLog, `reasoning "the key <masked> must`) || !strings.Contains(fromLog, "left out 1 piece(s)") {
+		t.Errorf("show from the log:\n%s", fromLog)
+	}
+}
+
+// Diagnose reports a provider switch once, when a response first says
+// its adapter left state out, and again only if more is left out.
+func TestDiagnoseDroppedState(t *testing.T) {
+	res := reasoningRun(t)
+	var got []trace.Finding
+	for _, f := range trace.Diagnose(res.Events) {
+		if f.Kind == trace.DroppedState {
+			got = append(got, f)
+		}
+	}
+	if len(got) != 1 || got[0].Step != 1 || got[0].Seq != 2 || !strings.Contains(got[0].Message, "left out 1 piece(s)") {
+		t.Fatalf("findings %+v, want one at step 1", got)
+	}
+	// A run whose responses drop nothing has no such finding.
+	for _, f := range trace.Diagnose(scenario(t, "parallel").Events) {
+		if f.Kind == trace.DroppedState {
+			t.Errorf("finding %v in a run without state", f)
+		}
+	}
+}
