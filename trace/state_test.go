@@ -5,13 +5,18 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/toolloop/toolloop/llm"
 	"github.com/toolloop/toolloop/llm/llmtest"
 	"github.com/toolloop/toolloop/loop"
+	"github.com/toolloop/toolloop/policy"
+	"github.com/toolloop/toolloop/store"
 	"github.com/toolloop/toolloop/tool"
 	"github.com/toolloop/toolloop/trace"
 )
@@ -265,6 +270,106 @@ func TestDiagnoseDroppedState(t *testing.T) {
 	for _, f := range trace.Diagnose(scenario(t, "parallel").Events) {
 		if f.Kind == trace.DroppedState {
 			t.Errorf("finding %v in a run without state", f)
+		}
+	}
+}
+
+// providerModel stands in for a provider's adapter: it answers with state
+// of its own, and, as adapters do, leaves other providers' state out of
+// what it would send and says how much (llm.ForeignState).
+func providerModel(name string, turns ...llm.Message) llm.Model {
+	return llm.ModelFunc(func(_ context.Context, req *llm.Request) (*llm.Response, error) {
+		i := 0
+		for _, m := range req.Messages {
+			if m.Role == llm.RoleAssistant {
+				i++
+			}
+		}
+		if i >= len(turns) {
+			return nil, fmt.Errorf("%s: no turn %d", name, i+1)
+		}
+		m := turns[i]
+		m.State = &llm.ProviderState{Provider: name, Data: []byte(name + "-state")}
+		return &llm.Response{Message: m, DroppedState: llm.ForeignState(req.Messages, name)}, nil
+	})
+}
+
+// A run paused under provider A and resumed under provider B: B's
+// adapter leaves A's two pieces of state (the message's and the call's)
+// out and says so; the decider records it in the model_responded event,
+// the store and the run log keep it, and show and diagnose mention it.
+func TestProviderSwitch(t *testing.T) {
+	first := llm.Message{Role: llm.RoleAssistant, ToolCalls: []llm.ToolCall{{ID: "c1", Name: "send_note", Arguments: json.RawMessage(`{"to":"dana"}`),
+		State: &llm.ProviderState{Provider: "provider-a", Data: []byte("call-sig")}}}}
+	final := llm.Message{Role: llm.RoleAssistant, Text: "sent"}
+	send := tool.MustNew(tool.Spec[struct {
+		To string `json:"to"`
+	}]{Name: "send_note", Effect: tool.Write}, func(_ context.Context, in struct {
+		To string `json:"to"`
+	}) (map[string]string, error) {
+		return map[string]string{"sent_to": in.To}, nil
+	})
+	reg, err := tool.NewRegistry(send)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := store.NewMemory()
+	cfg := loop.Config{Model: providerModel("provider-a", first, final), Tools: reg, Store: st, Policy: policy.ConfirmWrites()}
+	ctx := context.Background()
+	res, _ := loop.Run(ctx, cfg, []llm.Message{llm.UserMessage("send dana a note")})
+	if res.Status != loop.ConfirmationRequired {
+		t.Fatalf("status %s (%s)", res.Status, res.Detail)
+	}
+	if err := loop.Decide(ctx, st, res.RunID, loop.Confirmation{CallID: "c1", Approved: true, By: "dana"}, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	cfg.Model = providerModel("provider-b", first, final)
+	r, err := loop.NewRunner(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err = r.Resume(ctx, res.RunID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	events, err := loop.LoadEvents(ctx, st, res.RunID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dropped []int
+	for _, ev := range events {
+		if ev.Kind == loop.ModelResponded {
+			dropped = append(dropped, ev.Response.DroppedState)
+		}
+	}
+	if !reflect.DeepEqual(dropped, []int{0, 2}) {
+		t.Fatalf("dropped state per response %v, want [0 2]", dropped)
+	}
+	// The history keeps both providers' state: dropping is the adapter's
+	// business, per request.
+	if s := res.Messages[1].State; s == nil || s.Provider != "provider-a" {
+		t.Errorf("provider A's state left the history: %+v", res.Messages[1])
+	}
+
+	data := writeLog(t, events, nil)
+	if !strings.Contains(string(data), `"dropped_state":2`) {
+		t.Errorf("the log lacks the dropped state:\n%s", data)
+	}
+	logged, err := trace.ReadLog(bytes.NewReader(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, evs := range map[string][]loop.Event{"store": events, "log": logged} {
+		out := show(t, evs, nil)
+		if strings.Count(out, "left out 2 piece(s) of another provider's state") != 1 || !strings.Contains(out, "dropped_state=2") {
+			t.Errorf("show from the %s:\n%s", name, out)
+		}
+		var kinds []trace.FindingKind
+		for _, f := range trace.Diagnose(evs) {
+			kinds = append(kinds, f.Kind)
+		}
+		if !slices.Contains(kinds, trace.DroppedState) {
+			t.Errorf("diagnose from the %s: %v, want %s", name, kinds, trace.DroppedState)
 		}
 	}
 }
