@@ -110,22 +110,35 @@ func (b Budgets) ArgumentLimits() tool.Limits {
 
 // Price is what a model charges, in US dollars per million tokens.
 type Price struct {
-	InputPerMTok       float64 `json:"input_per_mtok"`
+	InputPerMTok float64 `json:"input_per_mtok"`
+	// CachedInputPerMTok is the rate of input read from the provider's
+	// prompt cache (zero: free).
 	CachedInputPerMTok float64 `json:"cached_input_per_mtok,omitempty"`
-	OutputPerMTok      float64 `json:"output_per_mtok"`
+	// CacheWriteInputPerMTok is the rate of input written to the
+	// provider's prompt cache, which some providers charge more for
+	// (Anthropic: 1.25 times the input rate for its 5-minute cache). Zero
+	// means the input rate: no provider writes its cache for less than
+	// plain input, and prices recorded before this field priced writes as
+	// input.
+	CacheWriteInputPerMTok float64 `json:"cache_write_input_per_mtok,omitempty"`
+	// OutputPerMTok is the rate of output, reasoning tokens included.
+	OutputPerMTok float64 `json:"output_per_mtok"`
 }
 
 // Prices maps a model name to its price.
 type Prices map[string]Price
 
-// Cost prices one turn's usage. Cached input tokens, part of the input
-// count, are charged at the cached rate.
+// Cost prices one turn's usage. Cached input tokens and cache writes,
+// both part of the input count, are charged at their own rates; reasoning
+// tokens, part of the output count, at the output rate.
 func (p Price) Cost(u llm.Usage) float64 {
-	uncached := u.InputTokens - u.CachedInputTokens
-	if uncached < 0 {
-		uncached = 0
+	uncached := max(u.InputTokens-u.CachedInputTokens-u.CacheWriteTokens, 0)
+	write := p.CacheWriteInputPerMTok
+	if write == 0 {
+		write = p.InputPerMTok
 	}
 	return (float64(uncached)*p.InputPerMTok +
 		float64(u.CachedInputTokens)*p.CachedInputPerMTok +
+		float64(u.CacheWriteTokens)*write +
 		float64(u.OutputTokens)*p.OutputPerMTok) / 1e6
 }

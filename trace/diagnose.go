@@ -36,6 +36,10 @@ const (
 	// ResultNotSeen: a tool succeeded, but the model then said it had no
 	// result: the result may not be linked to its call by ID.
 	ResultNotSeen FindingKind = "result_not_seen"
+	// DroppedState: the model client left out provider state another
+	// provider made (llm.Response.DroppedState): the history switched
+	// providers, and the model answered without that reasoning.
+	DroppedState FindingKind = "dropped_state"
 	// RepeatedTool: the model called the same tool in several turns in a
 	// row with changing arguments and no answer.
 	RepeatedTool FindingKind = "repeated_tool"
@@ -50,7 +54,7 @@ const (
 )
 
 var findingOrder = []FindingKind{MismatchedResult, LostResults, UnkeyedWriteRetry, RepeatedCall,
-	ResultNotSeen, RepeatedTool, CostRising, BudgetStop, RunStopped}
+	ResultNotSeen, DroppedState, RepeatedTool, CostRising, BudgetStop, RunStopped}
 
 // Finding is one suspicious point of a run.
 type Finding struct {
@@ -113,6 +117,7 @@ func Diagnose(events []loop.Event) []Finding {
 		streaks  = map[string][]string{}
 		reported = map[string]bool{}
 		tokens   []int64
+		dropped  int // the most state pieces a response said were left out
 		perTurn  []int
 		turnSeq  []int
 	)
@@ -141,6 +146,15 @@ func Diagnose(events []loop.Event) []Finding {
 					clip(msg.Text, 80), strings.Join(slices.Compact(tools), ", "))})
 			}
 			okSince = nil
+			// Once a history has switched providers, every later request
+			// leaves the same state out: report it when it first grows.
+			if n := ev.Response.DroppedState; n > dropped {
+				add(Finding{Seq: ev.Seq, Step: step, Kind: DroppedState, Message: fmt.Sprintf(
+					"the model client left out %d piece(s) of provider state that another provider made: the history "+
+						"switched providers, so the model answered without that provider's reasoning (only the text "+
+						"and calls of those turns reached it)", n)})
+				dropped = n
+			}
 			// Streaks of the same tool in consecutive turns.
 			seen := map[string]bool{}
 			for _, c := range msg.ToolCalls {

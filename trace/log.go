@@ -74,18 +74,24 @@ func (l *LogWriter) Err() error {
 
 func encodeEvent(red *Redactor, ev *loop.Event) ([]byte, error) {
 	r := RedactEvent(red, ev)
+	var v any = &r
+	if hasState(ev) {
+		v = withStateSummaries(&r, ev)
+	}
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false) // keep summaries such as "<string:4>" readable
-	if err := enc.Encode(&r); err != nil {
+	if err := enc.Encode(v); err != nil {
 		return nil, err
 	}
 	return buf.Bytes(), nil // Encode ends the line
 }
 
 // RedactEvent returns a copy of ev holding only what red allows to be
-// recorded: tool arguments and results summarized or masked, text and
-// error messages with value patterns masked. ev is not modified.
+// recorded: tool arguments and results summarized or masked, text,
+// reasoning and error messages with value patterns masked, and provider
+// state reduced to whose it is (its Data is nil: opaque bytes, often the
+// model's encrypted reasoning, are never recorded). ev is not modified.
 func RedactEvent(red *Redactor, ev *loop.Event) loop.Event {
 	r := *ev
 	if ev.Start != nil {
@@ -160,10 +166,20 @@ func redactMessages(red *Redactor, msgs []llm.Message) []llm.Message {
 
 func redactMessage(red *Redactor, m llm.Message) llm.Message {
 	m.Text = red.Text(m.Text)
+	if m.Reasoning != nil {
+		rs := make([]llm.Reasoning, len(m.Reasoning))
+		for i, r := range m.Reasoning {
+			r.Text = red.Text(r.Text)
+			rs[i] = r
+		}
+		m.Reasoning = rs
+	}
+	m.State = stateOwner(m.State)
 	if m.ToolCalls != nil {
 		calls := make([]llm.ToolCall, len(m.ToolCalls))
 		for i, c := range m.ToolCalls {
 			c.Arguments = red.Arguments(c.Name, c.Arguments)
+			c.State = stateOwner(c.State)
 			calls[i] = c
 		}
 		m.ToolCalls = calls
@@ -173,6 +189,141 @@ func redactMessage(red *Redactor, m llm.Message) llm.Message {
 		m.Result = &r
 	}
 	return m
+}
+
+// stateOwner keeps whose state s is, not its data.
+func stateOwner(s *llm.ProviderState) *llm.ProviderState {
+	if s == nil {
+		return nil
+	}
+	return &llm.ProviderState{Provider: s.Provider}
+}
+
+// hasState reports whether any message of ev carries provider state.
+func hasState(ev *loop.Event) bool {
+	has := func(m *llm.Message) bool {
+		if m.State != nil {
+			return true
+		}
+		for i := range m.ToolCalls {
+			if m.ToolCalls[i].State != nil {
+				return true
+			}
+		}
+		return false
+	}
+	if ev.Response != nil && has(&ev.Response.Message) {
+		return true
+	}
+	if ev.Start != nil {
+		for i := range ev.Start.Messages {
+			if has(&ev.Start.Messages[i]) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// The run log records provider state as a stateSummary: whose it is and
+// how many bytes it has, never the bytes (the store keeps them). ReadLog
+// reads a summary back as an llm.ProviderState with the provider and no
+// data. The types below encode an event that way: each embeds the type
+// it stands for and shadows the fields that lead to state, so the rest of
+// the event is encoded as usual. Events without state are encoded
+// directly, as they always were.
+type stateSummary struct {
+	Provider string `json:"provider"`
+	Bytes    int    `json:"bytes"`
+}
+
+func summarizeState(s *llm.ProviderState) *stateSummary {
+	if s == nil {
+		return nil
+	}
+	return &stateSummary{Provider: s.Provider, Bytes: len(s.Data)}
+}
+
+type logEvent struct {
+	loop.Event
+	Start    *logStart    `json:"start,omitempty"`
+	Response *logResponse `json:"response,omitempty"`
+}
+
+type logStart struct {
+	loop.StartInfo
+	Messages []logMessage `json:"messages"`
+}
+
+type logResponse struct {
+	llm.Response
+	Message logMessage `json:"message"`
+}
+
+type logMessage struct {
+	llm.Message
+	ToolCalls []logCall     `json:"tool_calls,omitempty"`
+	State     *stateSummary `json:"state,omitempty"`
+}
+
+// logCall is a tool call whose state is a summary. llm.ToolCall has its
+// own encoding, which embedding would take over, so logCall adds the
+// summary to that encoding.
+type logCall struct {
+	call  llm.ToolCall
+	state *stateSummary
+}
+
+// MarshalJSON implements json.Marshaler.
+func (c logCall) MarshalJSON() ([]byte, error) {
+	c.call.State = nil
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(c.call); err != nil {
+		return nil, err
+	}
+	b := bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
+	if c.state == nil {
+		return b, nil
+	}
+	// b is an object: add the summary as its last member.
+	sum, err := json.Marshal(c.state)
+	if err != nil {
+		return nil, err
+	}
+	b = append(b[:len(b)-1], `,"state":`...)
+	b = append(b, sum...)
+	return append(b, '}'), nil
+}
+
+// withStateSummaries returns r (ev redacted) for encoding with ev's state
+// as summaries.
+func withStateSummaries(r, ev *loop.Event) *logEvent {
+	msg := func(red, orig *llm.Message) logMessage {
+		m := logMessage{Message: *red, State: summarizeState(orig.State)}
+		if red.ToolCalls != nil {
+			m.ToolCalls = make([]logCall, len(red.ToolCalls))
+			for i := range red.ToolCalls {
+				m.ToolCalls[i] = logCall{call: red.ToolCalls[i], state: summarizeState(orig.ToolCalls[i].State)}
+			}
+		}
+		return m
+	}
+	out := &logEvent{Event: *r}
+	if r.Start != nil {
+		out.Start = &logStart{StartInfo: *r.Start}
+		if r.Start.Messages != nil {
+			out.Start.Messages = make([]logMessage, len(r.Start.Messages))
+			for i := range r.Start.Messages {
+				out.Start.Messages[i] = msg(&r.Start.Messages[i], &ev.Start.Messages[i])
+			}
+		}
+	}
+	if r.Response != nil {
+		out.Response = &logResponse{Response: *r.Response, Message: msg(&r.Response.Message, &ev.Response.Message)}
+	}
+	return out
 }
 
 func redactResult(red *Redactor, r llm.ToolResult) llm.ToolResult {

@@ -133,8 +133,39 @@ func costLimit(c float64) string {
 func showMessages(w io.Writer, st *loop.State, events []loop.Event, red *Redactor) {
 	fmt.Fprintf(w, "\nmessages\n")
 	pad := strings.Repeat(" ", 14)
+	// The assistant messages after the opening ones are the accepted
+	// responses, in order: they say what their adapter dropped.
+	var responses []*llm.Response
+	for i := range events {
+		if ev := &events[i]; ev.Kind == loop.ModelResponded && ev.Response != nil {
+			responses = append(responses, ev.Response)
+		}
+	}
+	opening, answered := len(events[0].Start.Messages), 0
 	for i, m := range st.History() {
 		prefix := fmt.Sprintf("  %3d %-9s", i+1, m.Role)
+		var resp *llm.Response
+		if m.Role == llm.RoleAssistant && i >= opening {
+			if answered < len(responses) {
+				resp = responses[answered]
+			}
+			answered++
+		}
+		for _, r := range m.Reasoning {
+			switch {
+			case r.Text != "":
+				text := r.Text
+				if red != nil {
+					text = red.Text(text)
+				}
+				fmt.Fprintf(w, "%s reasoning %q\n", prefix, text)
+			case r.Hidden:
+				fmt.Fprintf(w, "%s reasoning (hidden by the provider)\n", prefix)
+			default:
+				fmt.Fprintf(w, "%s reasoning (no text)\n", prefix)
+			}
+			prefix = pad
+		}
 		if m.Text != "" || (m.Role != llm.RoleTool && len(m.ToolCalls) == 0) {
 			text := m.Text
 			if red != nil {
@@ -148,7 +179,19 @@ func showMessages(w io.Writer, st *loop.State, events []loop.Event, red *Redacto
 			if red != nil {
 				args = red.Arguments(c.Name, args)
 			}
-			fmt.Fprintf(w, "%s call   call_id=%s tool=%s args=%s\n", prefix, c.ID, c.Name, OneLine(args))
+			state := ""
+			if c.State != nil {
+				state = " state=" + stateNote(c.State)
+			}
+			fmt.Fprintf(w, "%s call   call_id=%s tool=%s args=%s%s\n", prefix, c.ID, c.Name, OneLine(args), state)
+			prefix = pad
+		}
+		if m.State != nil {
+			fmt.Fprintf(w, "%s state  %s\n", prefix, stateNote(m.State))
+			prefix = pad
+		}
+		if resp != nil && resp.DroppedState > 0 {
+			fmt.Fprintf(w, "%s note   %s\n", prefix, droppedNote(resp.DroppedState))
 			prefix = pad
 		}
 		if r := m.Result; r != nil {
@@ -175,6 +218,21 @@ func showMessages(w io.Writer, st *loop.State, events []loop.Event, red *Redacto
 			}
 		}
 	}
+}
+
+// stateNote describes provider state without its bytes: whose it is, and
+// its size when known (a run log keeps only the provider).
+func stateNote(s *llm.ProviderState) string {
+	if len(s.Data) == 0 {
+		return s.Provider
+	}
+	return fmt.Sprintf("%s (%d bytes)", s.Provider, len(s.Data))
+}
+
+// droppedNote says what an adapter left out of a request.
+func droppedNote(n int) string {
+	return fmt.Sprintf("the model client left out %d piece(s) of another provider's state: "+
+		"the history switched providers, and this answer was made without that provider's reasoning", n)
 }
 
 // batches returns the calls of each batch, in order, from the spans that
@@ -399,6 +457,9 @@ func spanNote(s *Span) string {
 		}
 		if ev.Attempts > 1 {
 			parts = append(parts, fmt.Sprintf("attempts=%d", ev.Attempts))
+		}
+		if ev.Response != nil && ev.Response.DroppedState > 0 {
+			parts = append(parts, fmt.Sprintf("dropped_state=%d", ev.Response.DroppedState))
 		}
 	case SpanStage:
 		parts = append(parts, fmt.Sprintf("stage=%d mode=%s calls=%d", s.Stage, s.Mode, len(ev.Outcomes)))

@@ -20,10 +20,11 @@ import (
 //
 // Where the loop's price model is coarser than a provider's, the table
 // errs on the side a budget survives:
-//   - Anthropic bills prompt-cache writes at 1.25x (5 minutes) or 2x (1
-//     hour) the input rate; llm.Usage has no cache-write count, so writes
-//     are priced as plain input and runs with PromptCaching cost a little
-//     more than shown.
+//   - Anthropic bills prompt-cache writes at 1.25x the input rate for its
+//     5-minute cache (the one PromptCaching asks for) and 2x for the
+//     1-hour cache; the table has the 5-minute rate. OpenAI and Gemini do
+//     not charge extra for writing their caches, so their entries leave
+//     the cache-write rate at the input rate (loop.Price's zero).
 //   - Gemini 2.5 Pro bills prompts over 200K tokens at a higher rate; the
 //     table has the rate for shorter prompts.
 //   - Gemini's cached-input rate was not verified for this table, so cached
@@ -50,15 +51,18 @@ func builtinPrices() loop.Prices {
 		"gpt-4o-mini":  {InputPerMTok: 0.15, CachedInputPerMTok: 0.075, OutputPerMTok: 0.60},
 
 		// Anthropic: platform.claude.com/docs/about-claude/pricing, "Model
-		// pricing" (base input, cache hits and refreshes, output), 2026.
-		"claude-opus-4-6":   {InputPerMTok: 5.00, CachedInputPerMTok: 0.50, OutputPerMTok: 25.00},
-		"claude-opus-4-5":   {InputPerMTok: 5.00, CachedInputPerMTok: 0.50, OutputPerMTok: 25.00},
-		"claude-opus-4-1":   {InputPerMTok: 15.00, CachedInputPerMTok: 1.50, OutputPerMTok: 75.00},
-		"claude-sonnet-4-6": {InputPerMTok: 3.00, CachedInputPerMTok: 0.30, OutputPerMTok: 15.00},
-		"claude-sonnet-4-5": {InputPerMTok: 3.00, CachedInputPerMTok: 0.30, OutputPerMTok: 15.00},
-		"claude-sonnet-4-0": {InputPerMTok: 3.00, CachedInputPerMTok: 0.30, OutputPerMTok: 15.00},
-		"claude-haiku-4-5":  {InputPerMTok: 1.00, CachedInputPerMTok: 0.10, OutputPerMTok: 5.00},
-		"claude-3-5-haiku":  {InputPerMTok: 0.80, CachedInputPerMTok: 0.08, OutputPerMTok: 4.00},
+		// pricing" (base input, 5-minute cache writes, cache hits and
+		// refreshes, output), 2026; writes are 1.25x the base input rate
+		// (as also listed by claudecodeguides.com, "Claude Prompt Caching
+		// Pricing Guide", 2026).
+		"claude-opus-4-6":   {InputPerMTok: 5.00, CachedInputPerMTok: 0.50, CacheWriteInputPerMTok: 6.25, OutputPerMTok: 25.00},
+		"claude-opus-4-5":   {InputPerMTok: 5.00, CachedInputPerMTok: 0.50, CacheWriteInputPerMTok: 6.25, OutputPerMTok: 25.00},
+		"claude-opus-4-1":   {InputPerMTok: 15.00, CachedInputPerMTok: 1.50, CacheWriteInputPerMTok: 18.75, OutputPerMTok: 75.00},
+		"claude-sonnet-4-6": {InputPerMTok: 3.00, CachedInputPerMTok: 0.30, CacheWriteInputPerMTok: 3.75, OutputPerMTok: 15.00},
+		"claude-sonnet-4-5": {InputPerMTok: 3.00, CachedInputPerMTok: 0.30, CacheWriteInputPerMTok: 3.75, OutputPerMTok: 15.00},
+		"claude-sonnet-4-0": {InputPerMTok: 3.00, CachedInputPerMTok: 0.30, CacheWriteInputPerMTok: 3.75, OutputPerMTok: 15.00},
+		"claude-haiku-4-5":  {InputPerMTok: 1.00, CachedInputPerMTok: 0.10, CacheWriteInputPerMTok: 1.25, OutputPerMTok: 5.00},
+		"claude-3-5-haiku":  {InputPerMTok: 0.80, CachedInputPerMTok: 0.08, CacheWriteInputPerMTok: 1.00, OutputPerMTok: 4.00},
 
 		// Google: ai.google.dev/gemini-api/docs/pricing (paid tier, text) as
 		// summarized by deploybase.ai, "Gemini API Pricing" (data from Google's
@@ -91,7 +95,9 @@ func priceFor(prices loop.Prices, model string) (loop.Price, bool) {
 // loadPrices returns the built-in table with the entries of the JSON file
 // at path (if any) added or replacing theirs. The file maps model names to
 // prices: {"my-model": {"input_per_mtok": 1, "cached_input_per_mtok": 0.1,
-// "output_per_mtok": 4}}.
+// "cache_write_input_per_mtok": 1.25, "output_per_mtok": 4}}. A missing
+// cached rate is the input rate (no discount assumed); a missing or zero
+// cache-write rate is the input rate too.
 func loadPrices(path string) (loop.Prices, error) {
 	out := builtinPrices()
 	if path == "" {
@@ -104,12 +110,13 @@ func loadPrices(path string) (loop.Prices, error) {
 	var file map[string]*struct {
 		Input       *float64 `json:"input_per_mtok"`
 		CachedInput *float64 `json:"cached_input_per_mtok"`
+		CacheWrite  *float64 `json:"cache_write_input_per_mtok"`
 		Output      *float64 `json:"output_per_mtok"`
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&file); err != nil {
-		return nil, fmt.Errorf(`--prices %s: %v; want {"MODEL": {"input_per_mtok": N, "cached_input_per_mtok": N, "output_per_mtok": N}}`, path, err)
+		return nil, fmt.Errorf(`--prices %s: %v; want {"MODEL": {"input_per_mtok": N, "cached_input_per_mtok": N, "cache_write_input_per_mtok": N, "output_per_mtok": N}}`, path, err)
 	}
 	models := make([]string, 0, len(file))
 	for m := range file {
@@ -121,12 +128,15 @@ func loadPrices(path string) (loop.Prices, error) {
 		switch {
 		case e == nil || e.Input == nil || e.Output == nil:
 			return nil, fmt.Errorf("--prices %s: model %q needs input_per_mtok and output_per_mtok", path, m)
-		case *e.Input < 0 || *e.Output < 0 || (e.CachedInput != nil && *e.CachedInput < 0):
+		case *e.Input < 0 || *e.Output < 0 || (e.CachedInput != nil && *e.CachedInput < 0) || (e.CacheWrite != nil && *e.CacheWrite < 0):
 			return nil, fmt.Errorf("--prices %s: model %q has a negative price", path, m)
 		}
 		p := loop.Price{InputPerMTok: *e.Input, OutputPerMTok: *e.Output, CachedInputPerMTok: *e.Input}
 		if e.CachedInput != nil {
 			p.CachedInputPerMTok = *e.CachedInput
+		}
+		if e.CacheWrite != nil {
+			p.CacheWriteInputPerMTok = *e.CacheWrite
 		}
 		out[m] = p
 	}

@@ -140,7 +140,8 @@ Budgets (0 or absent means the default):
   --max-argument-depth N how deep a tool call's arguments nest (default 64, at most 1000)
   --prices FILE          prices as JSON, added to the built-in table:
                          {"MODEL": {"input_per_mtok": 2, "cached_input_per_mtok": 0.5, "output_per_mtok": 8}}
-                         (cached input defaults to the input price)
+                         optional "cache_write_input_per_mtok": N, for prompt-cache writes
+                         (cached input and cache writes default to the input price)
 
 Recording:
   --db PATH              the SQLite store (default: toolloop.db in $XDG_DATA_HOME/toolloop

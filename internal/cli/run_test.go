@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -15,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toolloop/toolloop/llm"
 	"github.com/toolloop/toolloop/loop"
 	"github.com/toolloop/toolloop/trace"
 )
@@ -412,9 +414,25 @@ func TestPrices(t *testing.T) {
 		if price.InputPerMTok <= 0 || price.OutputPerMTok < price.InputPerMTok || price.CachedInputPerMTok > price.InputPerMTok || price.CachedInputPerMTok <= 0 {
 			t.Errorf("%s: implausible price %+v", name, price)
 		}
+		// Anthropic charges 1.25x input for 5-minute cache writes; the
+		// others charge writes as input (the zero rate).
+		want := 0.0
+		if strings.HasPrefix(name, "claude-") {
+			want = price.InputPerMTok * 1.25
+		}
+		if math.Abs(price.CacheWriteInputPerMTok-want) > 1e-9 {
+			t.Errorf("%s: cache-write rate %v, want %v", name, price.CacheWriteInputPerMTok, want)
+		}
+	}
+	// A Sonnet turn that writes 100k tokens to the cache costs the write
+	// premium on top of plain input.
+	sonnet, _ := priceFor(p, "claude-sonnet-4-5-20250929")
+	if got, want := sonnet.Cost(llm.Usage{InputTokens: 100_000, CacheWriteTokens: 100_000}), 0.375; math.Abs(got-want) > 1e-9 {
+		t.Errorf("sonnet cache writes cost %v, want %v", got, want)
 	}
 	file := filepath.Join(t.TempDir(), "p.json")
-	os.WriteFile(file, []byte(`{"gpt-4.1": {"input_per_mtok": 3, "output_per_mtok": 9}, "mine": {"input_per_mtok": 0.5, "cached_input_per_mtok": 0, "output_per_mtok": 1}}`), 0o600)
+	os.WriteFile(file, []byte(`{"gpt-4.1": {"input_per_mtok": 3, "output_per_mtok": 9}, "mine": {"input_per_mtok": 0.5, "cached_input_per_mtok": 0, "output_per_mtok": 1},
+		"cachey": {"input_per_mtok": 2, "cached_input_per_mtok": 0.2, "cache_write_input_per_mtok": 4, "output_per_mtok": 8}}`), 0o600)
 	p, err = loadPrices(file)
 	if err != nil {
 		t.Fatal(err)
@@ -425,7 +443,15 @@ func TestPrices(t *testing.T) {
 	if got := p["mine"]; got != (loop.Price{InputPerMTok: 0.5, OutputPerMTok: 1}) {
 		t.Errorf("added: %+v", got)
 	}
-	for _, bad := range []string{`[]`, `{"m": {"output_per_mtok": 1}}`, `{"m": {"input_per_mtok": -1, "output_per_mtok": 1}}`, `{"m": {"input_per_mtok": 1, "output_per_mtok": 1, "extra": 2}}`} {
+	if got := p["cachey"]; got != (loop.Price{InputPerMTok: 2, CachedInputPerMTok: 0.2, CacheWriteInputPerMTok: 4, OutputPerMTok: 8}) {
+		t.Errorf("with a cache-write rate: %+v", got)
+	}
+	// 1M tokens: 500k plain ($1), 200k read ($0.04), 300k written ($1.2).
+	if got := p["cachey"].Cost(llm.Usage{InputTokens: 1_000_000, CachedInputTokens: 200_000, CacheWriteTokens: 300_000}); math.Abs(got-2.24) > 1e-9 {
+		t.Errorf("cachey cost %v, want 2.24", got)
+	}
+	for _, bad := range []string{`[]`, `{"m": {"output_per_mtok": 1}}`, `{"m": {"input_per_mtok": -1, "output_per_mtok": 1}}`, `{"m": {"input_per_mtok": 1, "output_per_mtok": 1, "extra": 2}}`,
+		`{"m": {"input_per_mtok": 1, "output_per_mtok": 1, "cache_write_input_per_mtok": -1}}`} {
 		os.WriteFile(file, []byte(bad), 0o600)
 		if _, err := loadPrices(file); err == nil {
 			t.Errorf("prices %s accepted", bad)

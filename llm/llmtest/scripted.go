@@ -92,10 +92,16 @@ func Repeating(turns ...Turn) *Model { return &Model{turns: turns, repeat: true}
 
 // Generate answers with the next scripted turn.
 func (m *Model) Generate(ctx context.Context, req *llm.Request) (*llm.Response, error) {
-	// Record a copy of the message list: the loop never changes a request
-	// once sent, but other callers of a test model may edit theirs.
+	// Record a deep copy of the messages: the loop never changes a request
+	// once sent, but other callers of a test model may edit theirs, and a
+	// test comparing provider state byte for byte needs what was sent.
 	rec := *req
-	rec.Messages = slices.Clone(req.Messages)
+	if req.Messages != nil {
+		rec.Messages = make([]llm.Message, len(req.Messages))
+		for i := range req.Messages {
+			rec.Messages[i] = cloneMessage(req.Messages[i])
+		}
+	}
 	m.mu.Lock()
 	m.requests = append(m.requests, rec)
 	i := m.next
@@ -130,13 +136,40 @@ func (m *Model) Generate(ctx context.Context, req *llm.Request) (*llm.Response, 
 		// A fresh copy each time, so a caller that edits its answer cannot
 		// change what the script plays next (Repeating replays the turn).
 		r := *t.Response
-		r.Message.ToolCalls = slices.Clone(r.Message.ToolCalls)
-		for i := range r.Message.ToolCalls {
-			r.Message.ToolCalls[i].Arguments = slices.Clone(r.Message.ToolCalls[i].Arguments)
-		}
+		r.Message = cloneMessage(r.Message)
 		return &r, nil
 	}
 	return nil, fmt.Errorf("llmtest: turn %d is empty", i+1)
+}
+
+// cloneMessage returns a copy of m that shares no memory with it: its
+// calls with their arguments and provider state, its result, reasoning and
+// provider state.
+func cloneMessage(m llm.Message) llm.Message {
+	if m.ToolCalls != nil {
+		calls := make([]llm.ToolCall, len(m.ToolCalls))
+		for i, c := range m.ToolCalls {
+			c.Arguments = slices.Clone(c.Arguments)
+			c.State = cloneState(c.State)
+			calls[i] = c
+		}
+		m.ToolCalls = calls
+	}
+	if m.Result != nil {
+		r := *m.Result
+		r.Content = slices.Clone(r.Content)
+		m.Result = &r
+	}
+	m.Reasoning = slices.Clone(m.Reasoning)
+	m.State = cloneState(m.State)
+	return m
+}
+
+func cloneState(s *llm.ProviderState) *llm.ProviderState {
+	if s == nil {
+		return nil
+	}
+	return &llm.ProviderState{Provider: s.Provider, Data: slices.Clone(s.Data)}
 }
 
 // Requests returns the requests received so far, oldest first.

@@ -34,7 +34,9 @@
 // gen_ai.response.model, gen_ai.response.finish_reasons,
 // gen_ai.usage.input_tokens, gen_ai.usage.output_tokens,
 // gen_ai.usage.cache_read.input_tokens,
-// gen_ai.usage.reasoning.output_tokens, gen_ai.tool.name,
+// gen_ai.usage.cache_creation.input_tokens (cache writes),
+// gen_ai.usage.reasoning.output_tokens (these three on chat spans and, as
+// the run's totals, on the run span), gen_ai.tool.name,
 // gen_ai.tool.call.id, gen_ai.tool.type, and, only with full content opted
 // in (trace.RedactOptions.FullContent), gen_ai.tool.call.arguments and
 // gen_ai.tool.call.result, masked; error.type from the general
@@ -45,7 +47,10 @@
 // every stage, toolloop.tool.arguments (a summary: keys, types, lengths),
 // the policy decision (toolloop.policy.*), the plan (toolloop.plan.mode,
 // toolloop.stage), retries and idempotency (toolloop.tool.attempts,
-// toolloop.tool.retries, toolloop.idempotency.key, ...).
+// toolloop.tool.retries, toolloop.idempotency.key, ...), and
+// toolloop.response.dropped_state on a chat span whose model client left
+// another provider's state out of the request (the conventions have no
+// attribute for it).
 //
 // error.type is a failure kind (model, canceled, deadline), a tool's error
 // kind (timeout, not_found, ...), a budget's or the run's stop status, or

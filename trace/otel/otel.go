@@ -209,6 +209,7 @@ func (o *Observer) endRun(r *run, s *trace.Span) {
 		keySteps.Int(info.Steps), keyToolCalls.Int(info.ToolCalls),
 		keyInputTokens.Int64(info.Usage.InputTokens), keyOutputTokens.Int64(info.Usage.OutputTokens),
 	}
+	attrs = usageDetail(attrs, info.Usage)
 	if info.Cost > 0 {
 		attrs = append(attrs, keyCost.Float64(info.Cost))
 	}
@@ -310,11 +311,9 @@ func (o *Observer) chatAttrs(attrs []attribute.KeyValue, r *run, s *trace.Span) 
 		if resp.FinishReason != "" {
 			attrs = append(attrs, keyFinishReasons.StringSlice([]string{resp.FinishReason}))
 		}
-		if u.CachedInputTokens > 0 {
-			attrs = append(attrs, keyCacheRead.Int64(u.CachedInputTokens))
-		}
-		if u.ReasoningTokens > 0 {
-			attrs = append(attrs, keyReasoning.Int64(u.ReasoningTokens))
+		attrs = usageDetail(attrs, u)
+		if resp.DroppedState > 0 {
+			attrs = append(attrs, keyDroppedState.Int(resp.DroppedState))
 		}
 	}
 	if f := ev.Failure; f != nil {
@@ -499,6 +498,22 @@ func appendStr(attrs []attribute.KeyValue, k attribute.Key, v string) []attribut
 	return append(attrs, k.String(v))
 }
 
+// usageDetail adds the parts of the input and output tokens that the
+// conventions count apart: cache reads and writes, reasoning. Each is
+// part of gen_ai.usage.input_tokens or output_tokens, as the conventions
+// say it should be; zero counts are left out.
+func usageDetail(attrs []attribute.KeyValue, u llm.Usage) []attribute.KeyValue {
+	for _, a := range []struct {
+		key attribute.Key
+		n   int64
+	}{{keyCacheRead, u.CachedInputTokens}, {keyCacheWrite, u.CacheWriteTokens}, {keyReasoning, u.ReasoningTokens}} {
+		if a.n > 0 {
+			attrs = append(attrs, a.key.Int64(a.n))
+		}
+	}
+	return attrs
+}
+
 // Attribute keys. The gen_ai.* and error.type keys are those of the
 // OpenTelemetry semantic conventions (the GenAI registry moved out of the
 // Go semconv packages after v1.41.0, so they are spelt out here).
@@ -514,6 +529,7 @@ const (
 	keyInputTokens   attribute.Key = "gen_ai.usage.input_tokens"
 	keyOutputTokens  attribute.Key = "gen_ai.usage.output_tokens"
 	keyCacheRead     attribute.Key = "gen_ai.usage.cache_read.input_tokens"
+	keyCacheWrite    attribute.Key = "gen_ai.usage.cache_creation.input_tokens"
 	keyReasoning     attribute.Key = "gen_ai.usage.reasoning.output_tokens"
 	keyToolName      attribute.Key = "gen_ai.tool.name"
 	keyToolCallID    attribute.Key = "gen_ai.tool.call.id"
@@ -549,6 +565,10 @@ const (
 	keySeq             attribute.Key = "toolloop.seq"
 	keyModelAttempts   attribute.Key = "toolloop.model.attempts"
 	keyResponseCalls   attribute.Key = "toolloop.response.tool_calls"
+	// The GenAI conventions have no attribute for provider state an
+	// adapter left out of a request (llm.Response.DroppedState), so it is
+	// toolloop's own.
+	keyDroppedState    attribute.Key = "toolloop.response.dropped_state"
 	keyCalls           attribute.Key = "toolloop.calls"
 	keyProblem         attribute.Key = "toolloop.validation.problem"
 	keyPolicyVerdict   attribute.Key = "toolloop.policy.verdict"
