@@ -120,6 +120,15 @@ func New(client *genai.Client, opts *Options) *Model {
 	return m
 }
 
+// Validate reports options Gemini would refuse (an unknown ThinkingLevel,
+// a level together with a budget, a budget below -1), so that a command
+// line can say so before the first request; New makes every request fail
+// with the same error.
+func (o *Options) Validate() error {
+	_, err := thinkingConfig(o)
+	return err
+}
+
 // thinkingConfig builds the thinking configuration the options ask for,
 // nil when they leave the model's default.
 func thinkingConfig(o *Options) (*genai.ThinkingConfig, error) {
