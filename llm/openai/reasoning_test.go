@@ -39,7 +39,7 @@ func outputItems(t *testing.T, file string) []map[string]any {
 
 // sentItem is an input item of a request as the tests compare it.
 type sentItem struct {
-	Type, ID, CallID, Encrypted string
+	Type, ID, CallID, Encrypted, Phase string
 }
 
 // sentItems reads the input items of a request body that are not user or
@@ -54,6 +54,7 @@ func sentItems(t *testing.T, body []byte) []sentItem {
 			ID        string  `json:"id"`
 			CallID    string  `json:"call_id"`
 			Encrypted *string `json:"encrypted_content"`
+			Phase     string  `json:"phase"`
 		} `json:"input"`
 	}
 	if err := json.Unmarshal(body, &req); err != nil {
@@ -68,7 +69,7 @@ func sentItems(t *testing.T, body []byte) []sentItem {
 		if typ == "" {
 			typ = "message"
 		}
-		s := sentItem{Type: typ, ID: it.ID, CallID: it.CallID}
+		s := sentItem{Type: typ, ID: it.ID, CallID: it.CallID, Phase: it.Phase}
 		if it.Encrypted != nil {
 			s.Encrypted = *it.Encrypted
 		}
@@ -86,6 +87,7 @@ func replyItems(t *testing.T, file string) []sentItem {
 		s := sentItem{Type: it["type"].(string), ID: it["id"].(string)}
 		s.CallID, _ = it["call_id"].(string)
 		s.Encrypted, _ = it["encrypted_content"].(string)
+		s.Phase, _ = it["phase"].(string)
 		out = append(out, s)
 	}
 	return out
@@ -434,43 +436,60 @@ func TestResponsesReasoningAcrossResume(t *testing.T) {
 // adapter's own state once its message was edited: the message goes back
 // without item IDs, and the server accepts the request.
 func TestResponsesDropsStateItCannotSend(t *testing.T) {
-	s := newAPIServer(t, "reasoning_calls.json", "reasoning_answer.json")
-	m := openai.NewResponses(s.client(), &openai.ResponsesOptions{ReasoningEffort: "medium"})
-	ctx := context.Background()
-	msgs := []llm.Message{
-		llm.UserMessage("Weather in Bergen?"),
-		{Role: llm.RoleAssistant, Text: "Looking it up.", State: &llm.ProviderState{Provider: "anthropic", Data: []byte(`[{"type":"thinking","signature":"EqQB"}]`)},
-			ToolCalls: []llm.ToolCall{{ID: "toolu_1", Name: "get_weather", Arguments: json.RawMessage(`{"city":"Bergen"}`),
-				State: &llm.ProviderState{Provider: "gemini", Data: []byte("sig")}}}},
-		llm.ToolMessage(llm.ToolResult{CallID: "toolu_1", Name: "get_weather", Status: llm.StatusOK, Content: json.RawMessage(`{"temp_c":9}`)}),
-		llm.UserMessage("And Oslo, with the time?"),
-	}
-	first, err := m.Generate(ctx, &llm.Request{Model: "gpt-5-mini", Messages: msgs, Tools: weatherTools(), Step: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if first.DroppedState != 2 {
-		t.Errorf("dropped %d, want 2 (a message's and a call's)", first.DroppedState)
-	}
-	if got, want := sentItems(t, s.request(0)), []sentItem{{Type: "message"}, {Type: "function_call", CallID: "toolu_1"}}; !reflect.DeepEqual(got, want) {
-		t.Errorf("sent %+v, want %+v", got, want)
-	}
-	edited := first.Message
-	edited.Text = "Checking Oslo."
-	msgs = append(msgs, edited,
-		llm.ToolMessage(llm.ToolResult{CallID: "call_rA1", Name: "get_weather", Status: llm.StatusOK, Content: json.RawMessage(`{"temp_c":12}`)}),
-		llm.ToolMessage(llm.ToolResult{CallID: "call_rA2", Name: "get_time", Status: llm.StatusOK, Content: json.RawMessage(`{"time":"14:05"}`)}))
-	second, err := m.Generate(ctx, &llm.Request{Model: "gpt-5-mini", Messages: msgs, Tools: weatherTools(), Step: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if second.DroppedState != 3 {
-		t.Errorf("dropped %d, want 3", second.DroppedState)
-	}
-	for _, it := range sentItems(t, s.request(1)) {
-		if it.ID != "" || it.Type == "reasoning" {
-			t.Errorf("sent %+v from state that had to be left out", it)
-		}
+	for _, tc := range []struct {
+		name string
+		edit func(*llm.Message)
+	}{
+		{"text shortened", func(m *llm.Message) { m.Text = "Checking Oslo." }},
+		{"text lengthened", func(m *llm.Message) { m.Text += " And Bergen." }},
+		{"a call added", func(m *llm.Message) {
+			m.ToolCalls = append(m.ToolCalls[:2:2], llm.ToolCall{ID: "call_x", Name: "get_time", Arguments: json.RawMessage(`{"zone":"UTC"}`)})
+		}},
+		{"a call replaced", func(m *llm.Message) {
+			m.ToolCalls = []llm.ToolCall{m.ToolCalls[0], {ID: "call_x", Name: "get_time", Arguments: json.RawMessage(`{"zone":"UTC"}`)}}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newAPIServer(t, "reasoning_calls.json", "reasoning_answer.json")
+			m := openai.NewResponses(s.client(), &openai.ResponsesOptions{ReasoningEffort: "medium"})
+			ctx := context.Background()
+			msgs := []llm.Message{
+				llm.UserMessage("Weather in Bergen?"),
+				{Role: llm.RoleAssistant, Text: "Looking it up.", State: &llm.ProviderState{Provider: "anthropic", Data: []byte(`[{"type":"thinking","signature":"EqQB"}]`)},
+					ToolCalls: []llm.ToolCall{{ID: "toolu_1", Name: "get_weather", Arguments: json.RawMessage(`{"city":"Bergen"}`),
+						State: &llm.ProviderState{Provider: "gemini", Data: []byte("sig")}}}},
+				llm.ToolMessage(llm.ToolResult{CallID: "toolu_1", Name: "get_weather", Status: llm.StatusOK, Content: json.RawMessage(`{"temp_c":9}`)}),
+				llm.UserMessage("And Oslo, with the time?"),
+			}
+			first, err := m.Generate(ctx, &llm.Request{Model: "gpt-5-mini", Messages: msgs, Tools: weatherTools(), Step: 1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if first.DroppedState != 2 {
+				t.Errorf("dropped %d, want 2 (a message's and a call's)", first.DroppedState)
+			}
+			if got, want := sentItems(t, s.request(0)), []sentItem{{Type: "message"}, {Type: "function_call", CallID: "toolu_1"}}; !reflect.DeepEqual(got, want) {
+				t.Errorf("sent %+v, want %+v", got, want)
+			}
+			edited := first.Message
+			tc.edit(&edited)
+			msgs = append(msgs, edited)
+			for _, c := range edited.ToolCalls {
+				msgs = append(msgs, llm.ToolMessage(llm.ToolResult{CallID: c.ID, Name: c.Name, Status: llm.StatusOK, Content: json.RawMessage(`{}`)}))
+			}
+			second, err := m.Generate(ctx, &llm.Request{Model: "gpt-5-mini", Messages: msgs, Tools: weatherTools(), Step: 2})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if second.DroppedState != 3 {
+				t.Errorf("dropped %d, want 3", second.DroppedState)
+			}
+			for _, it := range sentItems(t, s.request(1)) {
+				if it.ID != "" || it.Type == "reasoning" {
+					t.Errorf("sent %+v from state that had to be left out", it)
+				}
+			}
+		})
 	}
 }
 
