@@ -62,7 +62,10 @@ type ChatOptions struct {
 }
 
 // Chat is an llm.Model over OpenAI's Chat Completions API, or any server
-// that speaks it. It is immutable and safe for concurrent use.
+// that speaks it. Chat Completions returns no reasoning to send back, so
+// Chat attaches no state to messages and sends none: state another
+// adapter attached to the history is left out and counted in
+// llm.Response.DroppedState. It is immutable and safe for concurrent use.
 type Chat struct {
 	completions sdk.ChatCompletionService
 	opts        ChatOptions
@@ -125,7 +128,14 @@ func (c *Chat) Generate(ctx context.Context, req *llm.Request) (*llm.Response, e
 	if err != nil {
 		return nil, classify(ctx, err, httpResp, c.now())
 	}
-	return chatResponse(req, completion, string(params.Model))
+	resp, err := chatResponse(req, completion, string(params.Model))
+	if err != nil {
+		return nil, err
+	}
+	// Chat Completions has no place for any provider's state: all of it
+	// is left out, and the log says how much.
+	resp.DroppedState = llm.ForeignState(req.Messages, providerChat)
+	return resp, nil
 }
 
 // params maps a request onto the SDK's parameters.

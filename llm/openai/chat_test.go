@@ -336,3 +336,35 @@ func TestChatBadSchema(t *testing.T) {
 		t.Fatalf("err = %v after %d requests", err, s.count())
 	}
 }
+
+// Chat Completions has no place for any provider's state: the request is
+// the one the history without state gives, and the response counts what
+// was left out, on messages and on calls, so that the run's log says so.
+func TestChatDropsProviderState(t *testing.T) {
+	with := history()
+	with[2].State = &llm.ProviderState{Provider: openai.ProviderResponses, Data: []byte(`{"v":1,"items":[]}`)}
+	with[2].Reasoning = []llm.Reasoning{{Provider: openai.ProviderResponses, Hidden: true}}
+	with[2].ToolCalls = append([]llm.ToolCall(nil), with[2].ToolCalls...)
+	with[2].ToolCalls[1].State = &llm.ProviderState{Provider: "gemini", Data: []byte("sig")}
+	with[5].State = &llm.ProviderState{Provider: "anthropic", Data: []byte(`[{"type":"thinking"}]`)}
+
+	s := newServer(t, "chat", ok("final_answer.json"))
+	m := openai.NewChat(s.client(), nil)
+	resp, err := m.Generate(context.Background(), &llm.Request{Model: "gpt-4.1", Messages: with, Tools: weatherTools()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.DroppedState != 3 {
+		t.Errorf("dropped %d, want 3", resp.DroppedState)
+	}
+	plain, err := m.Generate(context.Background(), &llm.Request{Model: "gpt-4.1", Messages: history(), Tools: weatherTools()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if plain.DroppedState != 0 {
+		t.Errorf("dropped %d from a history without state", plain.DroppedState)
+	}
+	if string(s.request(0)) != string(s.request(1)) {
+		t.Errorf("state changed the request:\n%s\n%s", s.request(0), s.request(1))
+	}
+}

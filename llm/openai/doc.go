@@ -8,7 +8,8 @@
 //   - Responses, over the Responses API (POST /responses), used statelessly:
 //     every turn sends the whole history as input items with store=false, so
 //     nothing is kept on OpenAI's side and a run can be replayed or resumed
-//     from its own log.
+//     from its own log, reasoning models' reasoning included (see Reasoning
+//     models).
 //
 // Both are the model boundary of DESIGN.md: Generate turns one llm.Request
 // into one API call and the reply into an llm.Response, and never executes
@@ -45,9 +46,66 @@
 // adapters report finish reasons in Chat Completions' words: "stop",
 // "tool_calls", "length", "content_filter".
 //
+// Provider state that another adapter attached to the history (Anthropic's
+// thinking blocks, Gemini's thought signatures) is left out of the request,
+// and llm.Response.DroppedState counts it, so that the run's log says a
+// history moved between providers lost it. Chat has no state of its own
+// and leaves out all of it.
+//
 // A refusal (Chat message.refusal, a Responses refusal content part) is an
 // *llm.Error of kind llm.ErrorRefusal, not retryable, carrying the refusal
 // text. So is a reply cut off by the content filter with nothing left in it.
+//
+// # Reasoning models
+//
+// A reasoning model (o3, o4-mini, gpt-5, ...) thinks before it answers. Over
+// the Responses API its reply holds reasoning items, before the calls and
+// messages they led to. Used statelessly, the API forgets them unless the
+// next request sends them back; then the model goes on from its own
+// reasoning instead of starting over at every tool result, which costs
+// tokens and loses the plan it made.
+//
+// The Responses adapter asks for each reasoning item's encrypted content
+// (include ["reasoning.encrypted_content"]) when its options set
+// ReasoningEffort or ReasoningSummary, or KeepReasoning says so. It does
+// not by default: models that do not reason refuse the include with
+// HTTP 400 "Encrypted content is not supported with this model". A reply's
+// reasoning then lands in two places of its assistant message:
+//
+//   - Reasoning, one llm.Reasoning per reasoning item: its summary
+//     (ReasoningSummary "auto", "concise" or "detailed" asks for one), else
+//     Hidden. It is for people and the trace; nothing is sent back from it.
+//   - State, tagged ProviderResponses ("openai-responses"): the reply's
+//     items in their order, reasoning items with their IDs, summaries and
+//     encrypted content as they came, messages and function calls by item
+//     ID and position in the message's Text and ToolCalls. It is the
+//     adapter's own JSON, kept byte for byte in the run's log, so a run
+//     resumed in another process, with another client, sends the same
+//     bytes.
+//
+// The next request sends such a message back as the reply's own items, in
+// the reply's order: each reasoning item, then the message and function
+// call items it produced, with their item IDs (msg_..., fc_...). The API
+// insists on all of it. A function call or message that carries its item ID
+// without the reasoning item before it is refused ("Item 'fc_...' of type
+// 'function_call' was provided without its required 'reasoning' item:
+// 'rs_...'."), so is a reasoning item not followed by an item it produced
+// ("... was provided without its required following item.") and encrypted
+// content that changed ("The encrypted content for item rs_... could not be
+// verified.", code invalid_encrypted_content). Reasoning items at the end of
+// a reply cut off while the model reasoned are shown but not kept: nothing
+// follows them.
+//
+// A message without such state goes back as before: its text as an
+// assistant message and its calls as function_call items without item IDs,
+// which need no reasoning item. So does a message whose state no longer
+// matches it (its text or calls were edited after the reply); that state
+// is counted in DroppedState. A reply without encrypted content (not asked
+// for) gets no State, only its Reasoning, shown Hidden.
+//
+// Chat Completions returns no reasoning, only its token count
+// (completion_tokens_details.reasoning_tokens, in Usage.ReasoningTokens);
+// ChatOptions.ReasoningEffort still sets the effort.
 //
 // # Call IDs the provider did not give
 //

@@ -36,6 +36,21 @@ type ResponsesOptions struct {
 	// ReasoningEffort ("minimal", "low", "medium", "high", ...) is sent to
 	// reasoning models when set.
 	ReasoningEffort string
+	// ReasoningSummary ("auto", "concise", "detailed") asks a reasoning
+	// model for a summary of its reasoning, sent as reasoning.summary:
+	// replies then show it in llm.Message.Reasoning. "" asks for none,
+	// and the reasoning shows as Hidden.
+	ReasoningSummary string
+	// KeepReasoning says whether to ask for the encrypted content of
+	// reasoning items (include ["reasoning.encrypted_content"]), which
+	// lets the model keep its reasoning from one turn to the next (see
+	// Responses). nil asks for it when ReasoningEffort or ReasoningSummary
+	// is set, that is, when the model is known to reason: models that do
+	// not (gpt-4o, gpt-4.1) refuse the include with HTTP 400 "Encrypted
+	// content is not supported with this model". Set it to true for a
+	// reasoning model used with neither option, or false for a server
+	// that does not know the include.
+	KeepReasoning *bool
 	// StrictTools asks for strict schema adherence on every tool. The
 	// Responses API makes function tools strict unless told otherwise; the
 	// adapter sends strict=false unless this is set, because strict mode
@@ -59,11 +74,11 @@ type ResponsesOptions struct {
 // each turn sends the whole history as input items with store=false and no
 // previous_response_id, so the run's own history is the only state.
 //
-// Reasoning items the model returns are not carried to the next turn
-// (llm.Message has no place for them): tool calls are sent back by call_id
-// alone, without the function_call item's own ID, which the API would
-// otherwise insist on pairing with its reasoning item. Reasoning models
-// still work; they re-derive their reasoning each turn.
+// A reasoning model's reasoning items are carried to the next turn in the
+// assistant message's State (see KeepReasoning and the package
+// documentation): the model keeps its train of thought across tool calls,
+// and across a pause and a resume in another process, since the state is
+// in the run's log.
 //
 // The text of a reply with several message items (a preamble before tool
 // calls, then an answer) is joined with blank lines.
@@ -87,6 +102,7 @@ func NewResponses(client sdk.Client, opts *ResponsesOptions) *Responses {
 		r.opts = *opts
 		r.opts.Temperature, r.opts.TopP = clone(opts.Temperature), clone(opts.TopP)
 		r.opts.ParallelToolCalls = clone(opts.ParallelToolCalls)
+		r.opts.KeepReasoning = clone(opts.KeepReasoning)
 		r.opts.RequestOptions = append([]option.RequestOption(nil), opts.RequestOptions...)
 	}
 	return r
@@ -95,7 +111,7 @@ func NewResponses(client sdk.Client, opts *ResponsesOptions) *Responses {
 // Generate sends the conversation and tool definitions as one response
 // request and maps its output items back.
 func (r *Responses) Generate(ctx context.Context, req *llm.Request) (*llm.Response, error) {
-	params, err := r.params(req)
+	params, dropped, err := r.params(req)
 	if err != nil {
 		return nil, err
 	}
@@ -104,27 +120,32 @@ func (r *Responses) Generate(ctx context.Context, req *llm.Request) (*llm.Respon
 	if err != nil {
 		return nil, classify(ctx, err, httpResp, r.now())
 	}
-	return responsesResponse(req, resp, string(params.Model))
+	out, err := responsesResponse(req, resp, string(params.Model))
+	if err != nil {
+		return nil, err
+	}
+	out.DroppedState = dropped
+	return out, nil
 }
 
-// params maps a request onto the SDK's parameters.
-func (r *Responses) params(req *llm.Request) (responses.ResponseNewParams, error) {
-	var p responses.ResponseNewParams
+// params maps a request onto the SDK's parameters. dropped counts the
+// provider state in the history left out of them.
+func (r *Responses) params(req *llm.Request) (p responses.ResponseNewParams, dropped int, err error) {
 	model, err := modelName(req, r.opts.Model)
 	if err != nil {
-		return p, err
+		return p, 0, err
 	}
 	p.Model = shared.ResponsesModel(model)
 	p.Store = param.NewOpt(false)
-	items, err := inputItems(req.Messages)
+	items, dropped, err := inputItems(req.Messages)
 	if err != nil {
-		return p, err
+		return p, 0, err
 	}
 	p.Input = responses.ResponseNewParamsInputUnion{OfInputItemList: items}
 	for _, def := range req.Tools {
 		schema, err := schemaMap(def)
 		if err != nil {
-			return p, err
+			return p, 0, err
 		}
 		fn := &responses.FunctionToolParam{Name: def.Name, Parameters: schema, Strict: param.NewOpt(r.opts.StrictTools)}
 		if def.Description != "" {
@@ -146,7 +167,17 @@ func (r *Responses) params(req *llm.Request) (responses.ResponseNewParams, error
 		p.TopP = param.NewOpt(*o.TopP)
 	}
 	if o.ReasoningEffort != "" {
-		p.Reasoning = shared.ReasoningParam{Effort: shared.ReasoningEffort(o.ReasoningEffort)}
+		p.Reasoning.Effort = shared.ReasoningEffort(o.ReasoningEffort)
+	}
+	if o.ReasoningSummary != "" {
+		p.Reasoning.Summary = shared.ReasoningSummary(o.ReasoningSummary)
+	}
+	keep := o.ReasoningEffort != "" || o.ReasoningSummary != ""
+	if o.KeepReasoning != nil {
+		keep = *o.KeepReasoning
+	}
+	if keep {
+		p.Include = []responses.ResponseIncludable{includeEncryptedReasoning}
 	}
 	if o.PromptCacheKey != "" {
 		p.PromptCacheKey = param.NewOpt(o.PromptCacheKey)
@@ -157,13 +188,21 @@ func (r *Responses) params(req *llm.Request) (responses.ResponseNewParams, error
 	if o.ServiceTier != "" {
 		p.ServiceTier = responses.ResponseNewParamsServiceTier(o.ServiceTier)
 	}
-	return p, nil
+	return p, dropped, nil
 }
 
 // inputItems maps the history onto Responses input items, in order: a
 // message item per system, user and assistant text; a function_call item
 // per tool call; a function_call_output item per result.
-func inputItems(msgs []llm.Message) (responses.ResponseInputParam, error) {
+//
+// An assistant message with this adapter's state goes back as the reply's
+// own items instead (replayItems): its reasoning items, and its messages
+// and function calls with their item IDs, in the reply's order. State that
+// another provider made, or that no longer matches its message, is left
+// out and counted in dropped; the message then goes back without item IDs,
+// which needs no reasoning item.
+func inputItems(msgs []llm.Message) (_ responses.ResponseInputParam, dropped int, _ error) {
+	dropped = llm.ForeignState(msgs, ProviderResponses)
 	out := make(responses.ResponseInputParam, 0, len(msgs))
 	message := func(role responses.EasyInputMessageRole, text string) responses.ResponseInputItemUnionParam {
 		return responses.ResponseInputItemUnionParam{OfMessage: &responses.EasyInputMessageParam{
@@ -171,13 +210,33 @@ func inputItems(msgs []llm.Message) (responses.ResponseInputParam, error) {
 			Content: responses.EasyInputMessageContentUnionParam{OfString: param.NewOpt(text)},
 		}}
 	}
-	for i, m := range msgs {
+	for i := range msgs {
+		m := &msgs[i]
+		for _, tc := range m.ToolCalls {
+			// The adapter keeps no state on calls: one of its own
+			// there came from elsewhere and is not sent.
+			if ownState(tc.State) {
+				dropped++
+			}
+		}
+		own := ownState(m.State)
+		if own && m.Role != llm.RoleAssistant {
+			dropped++
+		}
 		switch m.Role {
 		case llm.RoleSystem:
 			out = append(out, message(responses.EasyInputMessageRoleSystem, m.Text))
 		case llm.RoleUser:
 			out = append(out, message(responses.EasyInputMessageRoleUser, m.Text))
 		case llm.RoleAssistant:
+			if own {
+				items, err := replayItems(m, m.State.Data)
+				if err == nil {
+					out = append(out, items...)
+					continue
+				}
+				dropped++
+			}
 			if m.Text != "" {
 				out = append(out, message(responses.EasyInputMessageRoleAssistant, m.Text))
 			}
@@ -190,17 +249,22 @@ func inputItems(msgs []llm.Message) (responses.ResponseInputParam, error) {
 			}
 		case llm.RoleTool:
 			if m.Result == nil {
-				return nil, badRequest(fmt.Errorf("openai: message %d: a tool message without a result", i))
+				return nil, 0, badRequest(fmt.Errorf("openai: message %d: a tool message without a result", i))
 			}
 			out = append(out, responses.ResponseInputItemUnionParam{OfFunctionCallOutput: &responses.ResponseInputItemFunctionCallOutputParam{
 				CallID: param.NewOpt(m.Result.CallID),
 				Output: responses.ResponseInputItemFunctionCallOutputOutputUnionParam{OfString: param.NewOpt(resultContent(m.Result))},
 			}})
 		default:
-			return nil, badRequest(fmt.Errorf("openai: message %d: unknown role %q", i, m.Role))
+			return nil, 0, badRequest(fmt.Errorf("openai: message %d: unknown role %q", i, m.Role))
 		}
 	}
-	return out, nil
+	return out, dropped, nil
+}
+
+// ownState reports whether s is the Responses adapter's.
+func ownState(s *llm.ProviderState) bool {
+	return s != nil && s.Provider == ProviderResponses
 }
 
 // responsesResponse maps a response's output items onto an llm.Response.
@@ -213,21 +277,27 @@ func responsesResponse(req *llm.Request, resp *responses.Response, model string)
 	}
 	out := llm.Message{Role: llm.RoleAssistant}
 	var texts []string
-	for _, item := range resp.Output {
+	state := newStateBuilder()
+	for i := range resp.Output {
+		item := &resp.Output[i]
 		switch item.Type {
+		case "reasoning":
+			out.Reasoning = append(out.Reasoning, reasoningOf(item))
+			state.reasoningItem(item)
 		case "message":
-			var b strings.Builder
+			var parts []string
 			for _, part := range item.Content {
 				switch part.Type {
 				case "output_text":
-					b.WriteString(part.Text)
+					parts = append(parts, part.Text)
 				case "refusal":
 					return nil, refusal(part.Refusal)
 				}
 			}
-			if b.Len() > 0 {
-				texts = append(texts, b.String())
+			if text := strings.Join(parts, ""); text != "" {
+				texts = append(texts, text)
 			}
+			state.message(item, parts)
 		case "function_call":
 			fc := item.AsFunctionCall()
 			call := llm.ToolCall{ID: fc.CallID, Name: fc.Name, Arguments: rawArguments(fc.JSON.Arguments, fc.Arguments)}
@@ -235,11 +305,13 @@ func responsesResponse(req *llm.Request, resp *responses.Response, model string)
 				call.ID = generatedID(req, len(out.ToolCalls), call.Name, call.Arguments)
 			}
 			out.ToolCalls = append(out.ToolCalls, call)
+			state.functionCall(item, call.ID)
 		}
-		// Reasoning items and built-in tool calls (none are requested)
-		// are not part of the provider-neutral history.
+		// Built-in tool calls (none are requested) are not part of the
+		// provider-neutral history.
 	}
-	out.Text = strings.Join(texts, "\n\n")
+	out.Text = strings.Join(texts, paragraph)
+	out.State = state.state()
 
 	reason := "stop"
 	switch {
