@@ -4,7 +4,9 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"math"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -63,6 +65,15 @@ type sourceFlags struct {
 	// maxResponseBytes caps one reply's body (the adapters'
 	// MaxResponseBytes): 0 for llm.DefaultMaxResponseBytes.
 	maxResponseBytes int64
+	// How the model thinks, fixed for the run (a provider such as
+	// Anthropic refuses settings that change within a tool loop, so they
+	// are part of the record resume checks): reasoningEffort for OpenAI
+	// and Gemini 3, thinkingBudget for Anthropic and Gemini 2.5,
+	// adaptiveThinking for Anthropic, showReasoning for summaries.
+	reasoningEffort  string
+	thinkingBudget   int64
+	adaptiveThinking bool
+	showReasoning    bool
 }
 
 // addSourceFlags defines the model and tool flags on fs; --model only if
@@ -80,6 +91,10 @@ func addSourceFlags(fs *flag.FlagSet) *sourceFlags {
 	fs.Var(&f.mcpURL, "mcp-url", "add the tools of the MCP server at `URL` (streamable HTTP); repeatable")
 	fs.DurationVar(&f.modelTimeout, "model-timeout", 0, "give up on a model request after `D` and try again, as for a rate limit (default 5m)")
 	fs.Int64Var(&f.maxResponseBytes, "max-response-bytes", 0, "fail a model reply larger than `N` bytes (default 8 MiB; -1 for no cap)")
+	fs.StringVar(&f.reasoningEffort, "reasoning-effort", "", "how hard a reasoning model thinks, `E`: minimal, low, medium, high (openai, openai-responses; gemini's thinking level)")
+	fs.Int64Var(&f.thinkingBudget, "thinking-budget", 0, "let the model think with up to `N` tokens a turn (anthropic: at least 1024, interleaved with tool calls; gemini: -1 lets the model decide)")
+	fs.BoolVar(&f.adaptiveThinking, "adaptive-thinking", false, "anthropic: the model decides how much to think")
+	fs.BoolVar(&f.showReasoning, "show-reasoning", false, "ask for summaries of the model's reasoning, kept in the log (openai-responses, gemini)")
 	fs.BoolVar(&f.confirmWrites, "confirm-writes", false, "pause the run for a person's confirmation before any write")
 	fs.DurationVar(&f.slowWrites, "slow-writes", 0, "with --tools orders: every refund, voucher and cancellation answers `D` after it is applied (a drill for crashes and timeouts mid-write)")
 	return f
@@ -96,7 +111,8 @@ func (f *sourceFlags) policy() policy.Policy {
 // given reports whether any of the flags was set.
 func (f *sourceFlags) given() bool {
 	return f.provider != "" || f.model != "" || f.baseURL != "" || len(f.tools) > 0 || len(f.mcp) > 0 ||
-		len(f.mcpEnv) > 0 || len(f.mcpURL) > 0 || f.confirmWrites || f.slowWrites != 0
+		len(f.mcpEnv) > 0 || len(f.mcpURL) > 0 || f.confirmWrites || f.slowWrites != 0 ||
+		f.reasoningEffort != "" || f.thinkingBudget != 0 || f.adaptiveThinking || f.showReasoning
 }
 
 // canonical returns the flags as one would type them again, quoted, each
@@ -128,6 +144,18 @@ func (f *sourceFlags) canonical() string {
 	}
 	if f.slowWrites > 0 {
 		add("slow-writes", f.slowWrites.String())
+	}
+	if f.reasoningEffort != "" {
+		add("reasoning-effort", f.reasoningEffort)
+	}
+	if f.thinkingBudget != 0 {
+		add("thinking-budget", strconv.FormatInt(f.thinkingBudget, 10))
+	}
+	if f.adaptiveThinking {
+		b.WriteString(" --adaptive-thinking")
+	}
+	if f.showReasoning {
+		b.WriteString(" --show-reasoning")
 	}
 	return b.String()
 }
@@ -170,6 +198,9 @@ func (c *cli) modelFor(ctx context.Context, f *sourceFlags) (llm.Model, string, 
 		}
 		return "", &usageErr{fmt.Sprintf("%s is not set: %s with your %s API key", names[0], fix, f.provider)}
 	}
+	if err := f.checkReasoning(); err != nil {
+		return nil, "", err
+	}
 	switch f.provider {
 	case providerOpenAI, providerOpenAIResponses:
 		k, err := key("OPENAI_API_KEY")
@@ -181,11 +212,11 @@ func (c *cli) modelFor(ctx context.Context, f *sourceFlags) (llm.Model, string, 
 				// NewCompatible builds a client that reads no OPENAI_*
 				// variables and does not retry; an empty key sends a
 				// placeholder.
-				return openai.NewCompatible(f.baseURL, k, &openai.ChatOptions{MaxResponseBytes: f.maxResponseBytes}), "openai", nil
+				return openai.NewCompatible(f.baseURL, k, f.chatOptions()), "openai", nil
 			}
 			ro := openAIOptions("https://api.openai.com/v1/", k)
 			return openai.NewChat(openaisdk.Client{Options: ro, Chat: openaisdk.NewChatService(ro...)},
-				&openai.ChatOptions{MaxResponseBytes: f.maxResponseBytes}), "openai", nil
+				f.chatOptions()), "openai", nil
 		}
 		base := f.baseURL
 		if base == "" {
@@ -195,8 +226,11 @@ func (c *cli) modelFor(ctx context.Context, f *sourceFlags) (llm.Model, string, 
 			k = "unused" // a compatible server that checks no key
 		}
 		ro := openAIOptions(base, k)
-		return openai.NewResponses(openaisdk.Client{Options: ro, Responses: responses.NewResponseService(ro...)},
-			&openai.ResponsesOptions{MaxResponseBytes: f.maxResponseBytes}), "openai", nil
+		opts := &openai.ResponsesOptions{MaxResponseBytes: f.maxResponseBytes, ReasoningEffort: f.reasoningEffort}
+		if f.showReasoning {
+			opts.ReasoningSummary = "auto"
+		}
+		return openai.NewResponses(openaisdk.Client{Options: ro, Responses: responses.NewResponseService(ro...)}, opts), "openai", nil
 	case providerAnthropic:
 		k, err := key("ANTHROPIC_API_KEY")
 		if err != nil {
@@ -210,7 +244,12 @@ func (c *cli) modelFor(ctx context.Context, f *sourceFlags) (llm.Model, string, 
 		if f.baseURL != "" {
 			ro = append(ro, anthropicopt.WithBaseURL(f.baseURL))
 		}
-		return anthropic.New(anthropicsdk.NewClient(ro...), &anthropic.Options{MaxResponseBytes: f.maxResponseBytes}), "anthropic", nil
+		opts := anthropic.Options{MaxResponseBytes: f.maxResponseBytes, ThinkingBudget: f.thinkingBudget,
+			AdaptiveThinking: f.adaptiveThinking, InterleavedThinking: f.thinkingBudget > 0}
+		if err := opts.Validate(); err != nil {
+			return nil, "", &usageErr{fmt.Sprintf("--thinking-budget %d: %v", f.thinkingBudget, err)}
+		}
+		return anthropic.New(anthropicsdk.NewClient(ro...), &opts), "anthropic", nil
 	case providerGemini:
 		k, err := key("GEMINI_API_KEY", "GOOGLE_API_KEY")
 		if err != nil {
@@ -232,7 +271,14 @@ func (c *cli) modelFor(ctx context.Context, f *sourceFlags) (llm.Model, string, 
 		if err != nil {
 			return nil, "", fmt.Errorf("gemini client: %w", err)
 		}
-		return gemini.New(client, &gemini.Options{MaxResponseBytes: f.maxResponseBytes}), "gcp.gemini", nil
+		opts := gemini.Options{MaxResponseBytes: f.maxResponseBytes, ThinkingLevel: f.reasoningEffort, IncludeThoughts: f.showReasoning}
+		if f.thinkingBudget != 0 {
+			opts.ThinkingBudget = new(int32(f.thinkingBudget))
+		}
+		if err := opts.Validate(); err != nil {
+			return nil, "", &usageErr{err.Error()}
+		}
+		return gemini.New(client, &opts), "gcp.gemini", nil
 	case providerSandbox:
 		return orders.DeskModel(), scriptedProvider, nil
 	case "":
@@ -240,6 +286,47 @@ func (c *cli) modelFor(ctx context.Context, f *sourceFlags) (llm.Model, string, 
 	default:
 		return nil, "", &usageErr{fmt.Sprintf("--provider %q: unknown provider; want one of %s", f.provider, providerList)}
 	}
+}
+
+// chatOptions are the Chat Completions adapter's options from the flags.
+func (f *sourceFlags) chatOptions() *openai.ChatOptions {
+	return &openai.ChatOptions{MaxResponseBytes: f.maxResponseBytes, ReasoningEffort: f.reasoningEffort}
+}
+
+// checkReasoning refuses the reasoning flags the provider has no use for,
+// rather than running without what was asked.
+func (f *sourceFlags) checkReasoning() error {
+	refuse := func(flag, why string) error {
+		return &usageErr{fmt.Sprintf("%s: %s", flag, why)}
+	}
+	switch f.provider {
+	case providerOpenAI, providerOpenAIResponses:
+		if f.thinkingBudget != 0 || f.adaptiveThinking {
+			return refuse("--thinking-budget/--adaptive-thinking", "OpenAI models take --reasoning-effort instead")
+		}
+		if f.showReasoning && f.provider == providerOpenAI {
+			return refuse("--show-reasoning", "Chat Completions shows no reasoning; use --provider openai-responses")
+		}
+	case providerAnthropic:
+		if f.reasoningEffort != "" {
+			return refuse("--reasoning-effort", "Anthropic models take --thinking-budget N or --adaptive-thinking instead")
+		}
+		if f.showReasoning {
+			return refuse("--show-reasoning", "Anthropic shows its models' thinking whenever thinking is on")
+		}
+	case providerGemini:
+		if f.adaptiveThinking {
+			return refuse("--adaptive-thinking", "for Gemini, --thinking-budget -1 lets the model decide")
+		}
+		if f.thinkingBudget < math.MinInt32 || f.thinkingBudget > math.MaxInt32 {
+			return refuse("--thinking-budget", fmt.Sprintf("%d is out of range", f.thinkingBudget))
+		}
+	case providerSandbox:
+		if f.reasoningEffort != "" || f.thinkingBudget != 0 || f.adaptiveThinking || f.showReasoning {
+			return refuse("--reasoning-effort/--thinking-budget/--adaptive-thinking/--show-reasoning", "the sandbox's model does not think")
+		}
+	}
+	return nil
 }
 
 // openAIOptions configure an OpenAI SDK client without its environment

@@ -120,6 +120,15 @@ Model and tools:
                          only HOME, LOGNAME, PATH, SHELL, TERM and USER otherwise; repeatable
   --mcp-url URL          the tools of an MCP server over streamable HTTP; repeatable
                          (MCP tools are named mcp1_..., mcp2_... in flag order, commands first)
+  --reasoning-effort E   minimal, low, medium or high: how hard a reasoning model thinks
+                         (openai, openai-responses; gemini's thinking level)
+  --thinking-budget N    let the model think with up to N tokens a turn (anthropic: at
+                         least 1024, interleaved with tool calls; gemini: -1 lets it decide)
+  --adaptive-thinking    anthropic: the model decides how much to think
+  --show-reasoning       ask for summaries of the reasoning (openai-responses, gemini)
+                         (a reasoning model's state goes back to it every turn and is kept
+                         in the store, so a resumed run thinks on where it left off; these
+                         flags are recorded with the run and resume needs the same)
   --confirm-writes       pause before every write until a person approves it
   --slow-writes D        with --tools orders: each write answers D after it is applied
                          (a drill: the window where a crash leaves a write's outcome unknown)
