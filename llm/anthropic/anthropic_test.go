@@ -118,6 +118,7 @@ var caseReplies = map[llmtest.Case]reply{
 	llmtest.CaseUnauthorized:     {status: http.StatusUnauthorized, file: "unauthorized.json"},
 	llmtest.CaseContextLength:    {status: http.StatusBadRequest, file: "context_length.json"},
 	llmtest.CaseTruncated:        ok("truncated.json"),
+	llmtest.CaseReasoningCall:    ok("reasoning_call.json"),
 	llmtest.CaseInvalidArguments: {}, // Anthropic sends tool input as a JSON object
 }
 

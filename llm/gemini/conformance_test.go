@@ -19,6 +19,7 @@ var conformanceReplies = map[llmtest.Case]reply{
 	llmtest.CaseUnauthorized:  {http.StatusUnauthorized, "unauthorized.json"},
 	llmtest.CaseContextLength: {http.StatusBadRequest, "context_length.json"},
 	llmtest.CaseTruncated:     ok("truncated.json"),
+	llmtest.CaseReasoningCall: ok("reasoning_call.json"),
 }
 
 func TestConformance(t *testing.T) {

@@ -2,6 +2,7 @@ package llmtest
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"strings"
@@ -47,7 +48,26 @@ const (
 	// "max_tokens", MAX_TOKENS, or the provider's equivalent). The adapter
 	// keeps the text and sets Response.Truncated.
 	CaseTruncated Case = "truncated"
+	// CaseReasoningCall: one tool call get_weather {"city":"Oslo"} that
+	// carries the provider's opaque reasoning state, whose value is
+	// ReasoningToken: Anthropic's thinking block signature, the Responses
+	// API's reasoning item encrypted_content, Gemini's thoughtSignature on
+	// the functionCall part. The adapter keeps it as provider state (on
+	// the message or the call), and sends it back unchanged with the next
+	// request, also after the message went through JSON (a log, a store)
+	// and to a new adapter (a resume in another process).
+	// Providers with no such state (Chat Completions) skip this case.
+	CaseReasoningCall Case = "reasoning_call"
 )
+
+// ReasoningToken is the opaque reasoning value CaseReasoningCall's wire
+// reply carries: base64 with '+', '/' and '=' where an encoder could
+// rewrite them, so that only a byte-exact round trip passes.
+const ReasoningToken = "Q29uZm9ybWFuY2Ur/3Rva2VuPz4+"
+
+// foreignState is another provider's state, which an adapter must leave
+// out of its requests (and count in Response.DroppedState).
+const foreignState = "FOREIGN-STATE-Zm9yZWlnbg"
 
 // Harness connects the conformance suite to one adapter.
 type Harness struct {
@@ -159,6 +179,78 @@ func RunConformance(t *testing.T, h Harness) {
 		calls := resp.Message.ToolCalls
 		if len(calls) != 1 || calls[0].Name != "get_weather" || json.Valid(calls[0].Arguments) {
 			t.Fatalf("tool calls = %+v; the raw, invalid arguments must be kept", calls)
+		}
+	})
+
+	t.Run(string(CaseReasoningCall), func(t *testing.T) {
+		m, _, skip := h.NewModel(t, CaseReasoningCall)
+		if skip {
+			t.Skipf("the provider keeps no reasoning state")
+		}
+		resp, err := m.Generate(ctx, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		calls := resp.Message.ToolCalls
+		if len(calls) != 1 || calls[0].Name != "get_weather" {
+			t.Fatalf("tool calls = %+v", calls)
+		}
+		state := resp.Message.State
+		if state == nil {
+			state = calls[0].State
+		}
+		if state == nil || state.Provider == "" || len(state.Data) == 0 {
+			t.Fatalf("the reply's reasoning state was not kept: message state %+v, call state %+v", resp.Message.State, calls[0].State)
+		}
+		// As a log or a store gives it back.
+		b, err := json.Marshal(resp.Message)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var kept llm.Message
+		if err := json.Unmarshal(b, &kept); err != nil {
+			t.Fatal(err)
+		}
+		next := *req
+		next.Messages = append(append([]llm.Message(nil), req.Messages...), kept,
+			llm.ToolMessage(llm.ToolResult{CallID: calls[0].ID, Name: "get_weather", Status: llm.StatusOK, Content: json.RawMessage(`{"temp_c":12}`)}))
+		next.Step = req.Step + 1
+		// A new adapter, as after a resume in another process or on
+		// another worker: the state must come from the message alone.
+		m2, last2, _ := h.NewModel(t, CaseReasoningCall)
+		if _, err := m2.Generate(ctx, &next); err != nil {
+			t.Fatal(err)
+		}
+		if body := last2(); !strings.Contains(string(body), ReasoningToken) {
+			t.Fatalf("the next request does not carry the reasoning state %s back unchanged:\n%s", ReasoningToken, body)
+		}
+	})
+
+	t.Run("foreign_state", func(t *testing.T) {
+		// A history from another provider: its state stays out of the
+		// request, and the response says how much was left out.
+		m, last, skip := h.NewModel(t, CaseFinalAnswer)
+		if skip {
+			t.Skip()
+		}
+		foreign := &llm.ProviderState{Provider: "another-provider", Data: []byte(foreignState)}
+		withForeign := *req
+		withForeign.Messages = append([]llm.Message(nil), req.Messages...)
+		asst := withForeign.Messages[2]
+		asst.State = foreign
+		asst.ToolCalls = append([]llm.ToolCall(nil), asst.ToolCalls...)
+		asst.ToolCalls[0].State = foreign
+		withForeign.Messages[2] = asst
+		resp, err := m.Generate(ctx, &withForeign)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.DroppedState < 2 {
+			t.Fatalf("DroppedState = %d, want the 2 pieces of another provider's state counted", resp.DroppedState)
+		}
+		body := string(last())
+		if strings.Contains(body, foreignState) || strings.Contains(body, base64.StdEncoding.EncodeToString([]byte(foreignState))) {
+			t.Fatalf("another provider's state reached the request:\n%s", body)
 		}
 	})
 

@@ -43,6 +43,7 @@ var caseReplies = map[llmtest.Case]reply{
 	llmtest.CaseUnauthorized:  {status: http.StatusUnauthorized, file: "unauthorized.json"},
 	llmtest.CaseContextLength: {status: http.StatusBadRequest, file: "context_length.json"},
 	llmtest.CaseTruncated:     ok("truncated.json"),
+	llmtest.CaseReasoningCall: ok("reasoning_call.json"), // Responses only
 }
 
 // server is an httptest server that answers the i-th request with the i-th
