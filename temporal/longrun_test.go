@@ -202,3 +202,45 @@ func TestDevServerLongRun(t *testing.T) {
 		}
 	}
 }
+
+// TestDevServerContinueAsNew is a short run that continues as new twice
+// (8 turns of 10 KB results, every 60 history events): the result and
+// log are whole, and each workflow run's history replays against the
+// workflow code (recorded with -temporal.record as continued_1.json,
+// ...): the first run, and runs that start by reading the log back.
+func TestDevServerContinueAsNew(t *testing.T) {
+	c := devClient(t)
+	const turns, size = 8, 10_000
+	blobs := store.NewMemory()
+	queue := startWorker(t, c, longRunParts(t, turns, size, blobs))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	id := "toolloop-test-continued-" + suffix()
+	in := temporal.RunInput{RunID: "run-continued", Model: "scripted", Messages: []llm.Message{llm.UserMessage("read every page")},
+		Budgets: loop.Budgets{MaxSteps: turns + 1}, ContinueAsNewAfter: 60}
+	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: queue}, temporal.WorkflowName, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	firstRun := run.GetRunID()
+	var out temporal.RunOutput
+	if err := run.Get(ctx, &out); err != nil {
+		t.Fatal(err)
+	}
+	if out.Status != loop.FinalAnswer || out.RunID != "run-continued" || out.ContinuedAsNew < 2 {
+		t.Fatalf("output %+v", out)
+	}
+	res := readResult(t, blobs, out)
+	if len(res.Messages) != 2*turns+2 {
+		t.Fatalf("%d messages", len(res.Messages))
+	}
+	runID := firstRun
+	for i := 1; runID != ""; i++ {
+		h := history(t, c, id, runID)
+		replay(t, fmt.Sprintf("continued_%d", i), h)
+		runID = ""
+		if last := h.Events[len(h.Events)-1]; last.GetEventType() == enums.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW {
+			runID = last.GetWorkflowExecutionContinuedAsNewEventAttributes().GetNewExecutionRunId()
+		}
+	}
+}
