@@ -67,8 +67,8 @@ func (d *driver) historyFull(ctx workflow.Context) *loop.Failure {
 	switch {
 	case d.logBytes > carriedLogGuard:
 		why = fmt.Sprintf("its log holds %d bytes after %d steps, more than the %d a new workflow run can carry", d.logBytes, d.state.Steps, carriedLogGuard)
-	case n >= historyEventsGuard:
-		why = fmt.Sprintf("its workflow history holds %d events (Temporal terminates a workflow at 51,200)", n)
+	case n >= d.in.HistoryLimit:
+		why = fmt.Sprintf("its workflow history holds %d events, its limit is %d (Temporal terminates a workflow at 51,200)", n, d.in.HistoryLimit)
 	case size >= historyBytesGuard:
 		why = fmt.Sprintf("its workflow history holds %d bytes (Temporal terminates a workflow at 50 MB)", size)
 	default:

@@ -244,3 +244,97 @@ func TestDevServerContinueAsNew(t *testing.T) {
 		}
 	}
 }
+
+// TestDevServerHistoryLimit: a run whose history reaches its limit (100
+// events here, 40,000 by default, under Temporal's 51,200) and cannot
+// continue as new stops itself with deadline_exceeded and a detail naming
+// the limit, and returns its output, instead of being terminated by the
+// server; the status query agrees.
+func TestDevServerHistoryLimit(t *testing.T) {
+	c := devClient(t)
+	const turns = 20
+	blobs := store.NewMemory()
+	queue := startWorker(t, c, longRunParts(t, turns, 100, blobs))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	id := "toolloop-test-limit-" + suffix()
+	in := temporal.RunInput{Model: "scripted", Messages: []llm.Message{llm.UserMessage("read every page")},
+		Budgets: loop.Budgets{MaxSteps: turns + 1}, HistoryLimit: 100}
+	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: queue}, temporal.WorkflowName, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out temporal.RunOutput
+	if err := run.Get(ctx, &out); err != nil {
+		t.Fatal(err)
+	}
+	if out.Status != loop.DeadlineExceeded || !strings.Contains(out.Detail, "before Temporal's limits") ||
+		!strings.Contains(out.Detail, "its limit is 100") || out.Steps >= turns {
+		t.Fatalf("output %+v", out)
+	}
+	res := readResult(t, blobs, out)
+	if err := llm.CheckHistory(res.Messages); err != nil {
+		t.Fatal(err)
+	}
+	st, err := temporal.Status(ctx, c, id)
+	if err != nil || st.Status != string(loop.DeadlineExceeded) || st.Detail != out.Detail {
+		t.Fatalf("status %+v, %v", st, err)
+	}
+}
+
+// TestDevServerTerminatedStatus: a workflow terminated (by an operator
+// here, by a limit in real life) reports it: temporal.Status says
+// workflow_terminated with the reason and who terminated it, and the
+// counters reached, where the status query alone still says running
+// (the workflow never learns it was terminated).
+func TestDevServerTerminatedStatus(t *testing.T) {
+	c := devClient(t)
+	blobs := store.NewMemory()
+	release := make(chan struct{})
+	reg, err := tool.NewRegistry()
+	if err != nil {
+		t.Fatal(err)
+	}
+	model := llm.ModelFunc(func(ctx context.Context, _ *llm.Request) (*llm.Response, error) {
+		select {
+		case <-release:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		return &llm.Response{Message: llm.Message{Role: llm.RoleAssistant, Text: "late"}}, nil
+	})
+	defer close(release)
+	acts, err := temporal.NewActivities(temporal.Config{Model: model, Tools: reg, Blobs: blobs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	queue := startWorker(t, c, acts)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	id := "toolloop-test-terminated-" + suffix()
+	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: queue}, temporal.WorkflowName,
+		temporal.RunInput{Model: "blocked", Messages: []llm.Message{llm.UserMessage("hello")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		st, err := temporal.Status(ctx, c, id)
+		if err == nil && st.Events > 0 {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if err := c.TerminateWorkflow(ctx, id, "", "operator: history limit drill"); err != nil {
+		t.Fatal(err)
+	}
+	if err := run.Get(ctx, nil); err == nil {
+		t.Fatal("a terminated workflow returned no error")
+	}
+	st, err := temporal.Status(ctx, c, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Status != temporal.StatusTerminated || !strings.Contains(st.Detail, "operator: history limit drill") || st.RunID == "" {
+		t.Fatalf("status after termination: %+v", st)
+	}
+}

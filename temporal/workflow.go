@@ -66,6 +66,11 @@ type RunInput struct {
 	// the server's suggestion (Temporal suggests it well before its
 	// limits). Tests set it low.
 	ContinueAsNewAfter int `json:"continue_as_new_after,omitempty"`
+	// HistoryLimit is the number of history events at which a run that
+	// could not continue as new stops itself (deadline_exceeded, with a
+	// detail naming the limit) rather than be terminated by the server at
+	// 51,200. Default 40,000; tests set it low.
+	HistoryLimit int `json:"history_limit,omitempty"`
 
 	// Continued is set by the workflow itself when it continues as new:
 	// the log so far, which the new run reads back to rebuild the
@@ -221,6 +226,12 @@ func newDriver(ctx workflow.Context, in RunInput) (*driver, error) {
 	}
 	if in.ToolActivityAttempts <= 0 {
 		in.ToolActivityAttempts = DefaultToolActivityAttempts
+	}
+	if in.HistoryLimit < 0 || in.HistoryLimit > historyEventsGuard {
+		return nil, fmt.Errorf("temporal: HistoryLimit is %d; want 0 (default %d) or up to %d events", in.HistoryLimit, historyEventsGuard, historyEventsGuard)
+	}
+	if in.HistoryLimit == 0 {
+		in.HistoryLimit = historyEventsGuard
 	}
 	if in.ContinueAsNewAfter < 0 {
 		return nil, fmt.Errorf("temporal: ContinueAsNewAfter is %d; want 0 (the server decides) or a number of history events", in.ContinueAsNewAfter)
