@@ -96,6 +96,7 @@ type Continuation struct {
 // workers share.
 type RunOutput struct {
 	RunID     string         `json:"run_id"`
+	SessionID string         `json:"session_id,omitempty"`
 	Status    loop.Status    `json:"status"`
 	Detail    string         `json:"detail"`
 	Steps     int            `json:"steps"`
@@ -427,7 +428,7 @@ func (d *driver) output(ctx workflow.Context) (RunOutput, error) {
 		return RunOutput{}, fmt.Errorf("toolloop: run %s: storing its log: %w", d.state.RunID, err)
 	}
 	s := &d.state
-	out := RunOutput{RunID: s.RunID, Status: s.Status, Detail: s.Detail, Steps: s.Steps, ToolCalls: s.ToolCalls,
+	out := RunOutput{RunID: s.RunID, SessionID: s.SessionID, Status: s.Status, Detail: s.Detail, Steps: s.Steps, ToolCalls: s.ToolCalls,
 		Usage: s.Usage, Cost: s.Cost, Pending: s.Pending, Events: len(d.log), Log: d.head, ContinuedAsNew: d.continued}
 	if len(d.log) > 0 {
 		out.Duration = d.log[len(d.log)-1].At.Sub(d.log[0].At)

@@ -103,6 +103,26 @@ func sdkLogger(k *cli.Kit, def slog.Level) sdklog.Logger {
 // terminated (a limit passed, or an operator) is an error that gives the
 // reason.
 func outputOf(ctx context.Context, cl client.Client, id, runID string) (*loop.Result, error) {
+	out, err := smallOutput(ctx, cl, id, runID)
+	if err != nil {
+		return nil, err
+	}
+	res := &loop.Result{RunID: out.RunID, Status: out.Status, Detail: out.Detail, Steps: out.Steps, ToolCalls: out.ToolCalls,
+		Usage: out.Usage, Cost: out.Cost, Duration: out.Duration, Pending: out.Pending}
+	if evs, err := liveEvents(ctx, cl, id); err == nil && len(evs) == out.Events {
+		full := loop.Replay(evs).Result(evs)
+		full.Duration = out.Duration
+		return full, nil
+	}
+	if out.Answer != "" {
+		res.Messages = []llm.Message{{Role: llm.RoleAssistant, Text: out.Answer}}
+	}
+	return res, nil
+}
+
+// smallOutput reads a closed workflow's RunOutput, as outputOf, without
+// its log.
+func smallOutput(ctx context.Context, cl client.Client, id, runID string) (*temporal.RunOutput, error) {
 	var out temporal.RunOutput
 	err := cl.GetWorkflow(ctx, id, runID).Get(ctx, &out)
 	var canceled *sdktemporal.CanceledError
@@ -121,17 +141,7 @@ func outputOf(ctx context.Context, cl client.Client, id, runID string) (*loop.Re
 	case err != nil:
 		return nil, err
 	}
-	res := &loop.Result{RunID: out.RunID, Status: out.Status, Detail: out.Detail, Steps: out.Steps, ToolCalls: out.ToolCalls,
-		Usage: out.Usage, Cost: out.Cost, Duration: out.Duration, Pending: out.Pending}
-	if evs, err := liveEvents(ctx, cl, id); err == nil && len(evs) == out.Events {
-		full := loop.Replay(evs).Result(evs)
-		full.Duration = out.Duration
-		return full, nil
-	}
-	if out.Answer != "" {
-		res.Messages = []llm.Message{{Role: llm.RoleAssistant, Text: out.Answer}}
-	}
-	return res, nil
+	return &out, nil
 }
 
 // liveStatus asks a running workflow for its status; it needs a worker to
