@@ -359,6 +359,28 @@ func generateBeating(ctx context.Context, m llm.Model, req *llm.Request) (*llm.R
 	}
 }
 
+// runBeating runs a call while the activity heartbeats, when its options
+// ask for heartbeats: the beats tell Temporal the worker is alive, and
+// bring the workflow's cancellation to the call's context.
+func runBeating(ctx context.Context, ex *executor.Executor, c executor.Call) executor.Outcome {
+	every := activity.GetInfo(ctx).HeartbeatTimeout / 3
+	if every <= 0 {
+		return ex.Run(ctx, c)
+	}
+	done := make(chan executor.Outcome, 1)
+	go func() { done <- ex.Run(ctx, c) }()
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	for {
+		select {
+		case o := <-done:
+			return o
+		case <-tick.C:
+			activity.RecordHeartbeat(ctx)
+		}
+	}
+}
+
 // ValidateInput is ValidateActivity's input.
 type ValidateInput struct {
 	RunID     string         `json:"run_id"`
@@ -479,7 +501,7 @@ func (a *Activities) ExecuteCall(ctx context.Context, in CallInput) (executor.Ou
 			fmt.Sprintf("tool %q is not registered on this worker", in.Call.Name), ErrTypeUnknownTool, nil)
 	}
 	in.Tool = t
-	o := a.cfg.Executor.Run(ctx, in)
+	o := runBeating(ctx, a.cfg.Executor, in)
 	if o.Result.ErrorKind == executor.ErrWriteInProgress && ctx.Err() == nil {
 		return executor.Outcome{}, sdktemporal.NewApplicationErrorWithOptions(o.Err, ErrTypeWriteInProgress,
 			sdktemporal.ApplicationErrorOptions{NextRetryDelay: a.callTimeout(t, in.Timeout)})

@@ -145,3 +145,70 @@ func TestModelResponseTooLarge(t *testing.T) {
 		t.Fatalf("status %s (%s) after %d requests", out.Status, out.Detail, calls)
 	}
 }
+
+// TestToolActivityHeartbeats: a tool call that runs longer than the
+// tool heartbeat (300ms here, 10s by default) completes, its activity
+// beating meanwhile, so that a worker lost mid-call is noticed within the
+// heartbeat, not at the call's StartToClose.
+func TestToolActivityHeartbeats(t *testing.T) {
+	type in struct{}
+	slow, err := tool.New(tool.Spec[in]{Name: "slow", Description: "takes its time", HonorsContext: true},
+		func(ctx context.Context, _ in) (string, error) {
+			select {
+			case <-time.After(time.Second):
+				return "done", nil
+			case <-ctx.Done():
+				return "", ctx.Err()
+			}
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg, err := tool.NewRegistry(slow)
+	if err != nil {
+		t.Fatal(err)
+	}
+	model := llm.ModelFunc(func(_ context.Context, req *llm.Request) (*llm.Response, error) {
+		if req.Step == 1 {
+			return &llm.Response{Message: llm.Message{Role: llm.RoleAssistant, ToolCalls: []llm.ToolCall{
+				{ID: "call_s1", Name: "slow", Arguments: json.RawMessage(`{}`)}}}}, nil
+		}
+		return &llm.Response{Message: llm.Message{Role: llm.RoleAssistant, Text: "finished"}}, nil
+	})
+	blobs := store.NewMemory()
+	acts, err := temporal.NewActivities(temporal.Config{Model: model, Tools: reg, Blobs: blobs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var suite testsuite.WorkflowTestSuite
+	suite.SetLogger(testLogger())
+	env := suite.NewTestWorkflowEnvironment()
+	env.SetTestTimeout(30 * time.Second)
+	temporal.RegisterWorkflow(env)
+	acts.Register(env)
+	beats, attempts := 0, 0
+	env.SetOnActivityHeartbeatListener(func(info *activity.Info, _ converter.EncodedValues) {
+		if info.ActivityType.Name == temporal.ToolActivity {
+			beats++
+		}
+	})
+	env.SetOnActivityStartedListener(func(info *activity.Info, _ context.Context, _ converter.EncodedValues) {
+		if info.ActivityType.Name == temporal.ToolActivity {
+			attempts++
+		}
+	})
+	env.ExecuteWorkflow(temporal.WorkflowName, temporal.RunInput{RunID: "run-beat", Model: "scripted",
+		Messages: []llm.Message{llm.UserMessage("take your time")}, ToolHeartbeat: 300 * time.Millisecond})
+	if err := env.GetWorkflowError(); err != nil {
+		t.Fatal(err)
+	}
+	var out temporal.RunOutput
+	if err := env.GetWorkflowResult(&out); err != nil {
+		t.Fatal(err)
+	}
+	res := readResult(t, blobs, out)
+	r := toolResult(res.Messages, "call_s1")
+	if out.Status != loop.FinalAnswer || r == nil || r.Status != llm.StatusOK || attempts != 1 || beats < 2 {
+		t.Fatalf("status %s, result %+v, %d attempts, %d heartbeats", out.Status, r, attempts, beats)
+	}
+}

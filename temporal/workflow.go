@@ -57,6 +57,11 @@ type RunInput struct {
 	// tool's own retryable errors are retried inside the executor.
 	// Default 3.
 	ToolActivityAttempts int `json:"tool_activity_attempts,omitempty"`
+	// ToolHeartbeat is how long a tool activity may go without a
+	// heartbeat before Temporal counts its worker as gone and tries the
+	// call again elsewhere (a write is replayed from the ledger); the
+	// activity beats every third of it. Default 10s.
+	ToolHeartbeat time.Duration `json:"tool_heartbeat,omitempty"`
 	// ConfirmationTimeout is how long a run paused for confirmation waits
 	// for its answers; when it passes, the workflow completes with status
 	// confirmation_required. Zero waits for ever.
@@ -147,6 +152,7 @@ const (
 	DefaultModelRetries         = 2
 	DefaultModelRetryBackoff    = 500 * time.Millisecond
 	DefaultToolActivityAttempts = 3
+	DefaultToolHeartbeat        = 10 * time.Second
 )
 
 // localTimeout bounds the local activities (validation, planning): pure
@@ -227,6 +233,9 @@ func newDriver(ctx workflow.Context, in RunInput) (*driver, error) {
 	}
 	if in.ToolActivityAttempts <= 0 {
 		in.ToolActivityAttempts = DefaultToolActivityAttempts
+	}
+	if in.ToolHeartbeat <= 0 {
+		in.ToolHeartbeat = DefaultToolHeartbeat
 	}
 	if in.HistoryLimit < 0 || in.HistoryLimit > historyEventsGuard {
 		return nil, fmt.Errorf("temporal: HistoryLimit is %d; want 0 (default %d) or up to %d events", in.HistoryLimit, historyEventsGuard, historyEventsGuard)
@@ -686,6 +695,8 @@ func (d *driver) execute(ctx workflow.Context, stage int, idx []int) loop.Event 
 			// A write's activity is waited for even when the workflow is
 			// canceled, so that its outcome is known, not guessed.
 			WaitForCancellation: c.IdempotencyKey != "",
+			// A lost worker is noticed in seconds, not at StartToClose.
+			HeartbeatTimeout: d.in.ToolHeartbeat,
 		}
 		if i < len(d.bounds) && d.bounds[i] > 0 {
 			o.StartToCloseTimeout = d.bounds[i]
