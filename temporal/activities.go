@@ -2,6 +2,7 @@ package temporal
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -15,6 +16,7 @@ import (
 	"github.com/toolloop/toolloop/llm"
 	"github.com/toolloop/toolloop/loop"
 	"github.com/toolloop/toolloop/policy"
+	"github.com/toolloop/toolloop/store"
 	"github.com/toolloop/toolloop/tool"
 )
 
@@ -37,6 +39,11 @@ const (
 	PlanActivity = "toolloop.PlanBatch"
 	// ToolActivity executes one tool call through the executor.
 	ToolActivity = "toolloop.ExecuteCall"
+	// SaveLogActivity stores the run's latest events in the blob store.
+	SaveLogActivity = "toolloop.SaveLog"
+	// LoadLogActivity reads a page of a run's log from the blob store,
+	// for the run that continues it as new.
+	LoadLogActivity = "toolloop.LoadLog"
 
 	// ConfirmUpdate is the update that answers a pending call (argument
 	// loop.Confirmation, result RunStatus). Its validator rejects an answer
@@ -65,7 +72,18 @@ const (
 	// attempt still holds in flight; retried once that attempt must be
 	// over, when the ledger can settle it.
 	ErrTypeWriteInProgress = "ToolloopWriteInProgress"
+	// ErrTypePayloadTooLarge is a model response too large for a
+	// Temporal payload; never retried.
+	ErrTypePayloadTooLarge = "ToolloopPayloadTooLarge"
+	// ErrTypeStore is a failure of the blob store.
+	ErrTypeStore = "ToolloopStoreError"
 )
+
+// MaxResponseBytes is the largest model response (JSON) a model activity
+// returns: Temporal refuses a payload past 2 MB, and the response travels
+// again in the log's next segment, so a larger one stops the run with
+// model_error rather than have the server fail the workflow.
+const MaxResponseBytes = 1 << 20
 
 // maxModelRetryWait caps one wait between model attempts, as in-process.
 const maxModelRetryWait = 30 * time.Second
@@ -75,6 +93,13 @@ const maxModelRetryWait = 30 * time.Second
 type Config struct {
 	// Model answers ModelActivity.
 	Model llm.Model
+	// Blobs is the store that holds runs' logs and large tool results,
+	// which the workflow's history names by digest. Every worker of a
+	// task queue, and every reader of a run's output (ReadResult), must
+	// reach the same one: a shared SQLite file on one machine, a server
+	// (Postgres) across machines; store.NewMemory() for one process.
+	// Required.
+	Blobs store.Blobs
 	// Tools is the registry; every worker of a task queue must have the
 	// same one (its Version is recorded in each run's Started event).
 	Tools *tool.Registry
@@ -98,7 +123,8 @@ type Config struct {
 // policy and executor, behind the activities the workflow calls. It is
 // immutable and safe for concurrent use.
 type Activities struct {
-	cfg Config
+	cfg   Config
+	cache *logCache
 }
 
 // NewActivities checks cfg and fills in defaults.
@@ -109,6 +135,10 @@ func NewActivities(cfg Config) (*Activities, error) {
 	if cfg.Tools == nil {
 		return nil, errors.New("temporal: Config.Tools is required (an empty tool.Registry is fine)")
 	}
+	if cfg.Blobs == nil {
+		return nil, errors.New("temporal: Config.Blobs is required: the blob store every worker of the task queue reaches " +
+			"(the runs' logs and large tool results live there; store.NewMemory() for a single process)")
+	}
 	if cfg.Executor == nil {
 		cfg.Executor = executor.New(nil)
 	}
@@ -118,7 +148,7 @@ func NewActivities(cfg Config) (*Activities, error) {
 	if cfg.ActivitySlack <= 0 {
 		cfg.ActivitySlack = 5 * time.Second
 	}
-	return &Activities{cfg: cfg}, nil
+	return &Activities{cfg: cfg, cache: newLogCache()}, nil
 }
 
 // RegisterWorkflow registers RunLoop under WorkflowName, on a worker or a
@@ -136,6 +166,8 @@ func (a *Activities) Register(r worker.ActivityRegistry) {
 	r.RegisterActivityWithOptions(a.AuthorizeCalls, activity.RegisterOptions{Name: AuthorizeActivity})
 	r.RegisterActivityWithOptions(a.PlanBatch, activity.RegisterOptions{Name: PlanActivity})
 	r.RegisterActivityWithOptions(a.ExecuteCall, activity.RegisterOptions{Name: ToolActivity})
+	r.RegisterActivityWithOptions(a.SaveLog, activity.RegisterOptions{Name: SaveLogActivity})
+	r.RegisterActivityWithOptions(a.LoadLog, activity.RegisterOptions{Name: LoadLogActivity})
 }
 
 // ToolsVersion returns the registry's version (tool.Registry.Version).
@@ -143,11 +175,20 @@ func (a *Activities) ToolsVersion(context.Context) (string, error) {
 	return a.cfg.Tools.Version(), nil
 }
 
-// ModelInput is ModelActivity's input: the request without the tool
-// definitions, which the worker adds from its registry (so they are not
-// copied into the workflow's history every turn).
+// ModelInput is ModelActivity's input: the run's log by reference (the
+// digest of its last stored segment) and the events since, which the
+// activity stores as the log's next segment. The activity rebuilds the
+// conversation from the log, as the workflow's decider has it, resolves
+// the tool results stored by reference and adds the tool definitions
+// from its registry: nothing of the conversation is copied into the
+// workflow's history each turn.
 type ModelInput struct {
-	Request llm.Request `json:"request"`
+	Model string `json:"model,omitempty"`
+	Step  int    `json:"step"`
+	// Log is the digest of the log's last stored segment; "" for none.
+	Log string `json:"log,omitempty"`
+	// New are the events after Log's, up to the request.
+	New []loop.Event `json:"new,omitempty"`
 	// RetryBackoff is the retry policy's first interval, for waits that a
 	// provider's Retry-After raises.
 	RetryBackoff time.Duration `json:"retry_backoff,omitempty"`
@@ -159,15 +200,35 @@ type ModelOutput struct {
 	// Attempt is the activity attempt that got the response (1 for the
 	// first).
 	Attempt int `json:"attempt"`
+	// Log is the digest of the log's segment that ends with the input's
+	// New events.
+	Log string `json:"log,omitempty"`
+}
+
+// storeError is a failure of the blob store, which Temporal retries.
+func storeError(err error) error {
+	return sdktemporal.NewApplicationError(err.Error(), ErrTypeStore)
 }
 
 // RequestModel asks the model for one turn. A failure is an application
 // error of type ErrTypeModel, non-retryable unless llm.IsRetryable says
 // the provider may answer later; it carries the attempt number as its
-// detail, and a provider's Retry-After as the next retry's delay.
+// detail, and a provider's Retry-After as the next retry's delay. A
+// response larger than MaxResponseBytes is an ErrTypePayloadTooLarge.
 func (a *Activities) RequestModel(ctx context.Context, in ModelInput) (ModelOutput, error) {
-	req := in.Request
-	req.Tools = a.cfg.Tools.Definitions()
+	head, err := appendLog(ctx, a.cfg.Blobs, a.cache, in.Log, in.New)
+	if err != nil {
+		return ModelOutput{}, storeError(err)
+	}
+	events, err := readLog(ctx, a.cfg.Blobs, a.cache, head)
+	if err != nil {
+		return ModelOutput{}, storeError(err)
+	}
+	msgs, err := resolveMessages(ctx, a.cfg.Blobs, a.cache, loop.Replay(events).History())
+	if err != nil {
+		return ModelOutput{}, storeError(err)
+	}
+	req := llm.Request{Model: in.Model, Messages: msgs, Step: in.Step, Tools: a.cfg.Tools.Definitions()}
 	attempt := int(activity.GetInfo(ctx).Attempt)
 	resp, err := generateBeating(ctx, a.cfg.Model, &req)
 	if err == nil && resp == nil {
@@ -185,10 +246,79 @@ func (a *Activities) RequestModel(ctx context.Context, in ModelInput) (ModelOutp
 		}
 		return ModelOutput{}, sdktemporal.NewApplicationErrorWithOptions(err.Error(), ErrTypeModel, opts)
 	}
+	if b, err := json.Marshal(resp); err != nil || len(b) > MaxResponseBytes {
+		why := fmt.Sprintf("the model's response is %d bytes, more than the %d a Temporal payload may safely carry", len(b), MaxResponseBytes)
+		if err != nil {
+			why = "the model's response cannot be encoded: " + err.Error()
+		}
+		return ModelOutput{}, sdktemporal.NewApplicationErrorWithOptions(why, ErrTypePayloadTooLarge,
+			sdktemporal.ApplicationErrorOptions{NonRetryable: true, Details: []any{attempt}})
+	}
 	// Whatever the arguments of its calls, the response travels as it is:
 	// llm.ToolCall encodes them byte for byte (valid JSON or not), so the
 	// workflow's log records what the model sent.
-	return ModelOutput{Response: resp, Attempt: attempt}, nil
+	return ModelOutput{Response: resp, Attempt: attempt, Log: head}, nil
+}
+
+// SaveLogInput is SaveLogActivity's input.
+type SaveLogInput struct {
+	Log string       `json:"log,omitempty"`
+	New []loop.Event `json:"new,omitempty"`
+}
+
+// SaveLog stores the events after the log's last segment as its next
+// segment and returns the new segment's digest.
+func (a *Activities) SaveLog(ctx context.Context, in SaveLogInput) (string, error) {
+	head, err := appendLog(ctx, a.cfg.Blobs, a.cache, in.Log, in.New)
+	if err != nil {
+		return "", storeError(err)
+	}
+	return head, nil
+}
+
+// LoadLogInput is LoadLogActivity's input.
+type LoadLogInput struct {
+	Log  string `json:"log"`
+	From int    `json:"from"`
+}
+
+// LoadLogOutput is a page of a log: its events from the input's From,
+// as many as fit in logPageBytes (at least one).
+type LoadLogOutput struct {
+	Events []loop.Event `json:"events"`
+	// More says the log goes on after these.
+	More bool `json:"more,omitempty"`
+}
+
+// logPageBytes bounds one page of LoadLog, well under Temporal's 2 MB.
+const logPageBytes = 512 << 10
+
+// LoadLog reads a page of a run's log, as stored (tool results by
+// reference).
+func (a *Activities) LoadLog(ctx context.Context, in LoadLogInput) (LoadLogOutput, error) {
+	evs, err := readLog(ctx, a.cfg.Blobs, a.cache, in.Log)
+	if err != nil {
+		return LoadLogOutput{}, storeError(err)
+	}
+	if in.From < 0 || in.From > len(evs) {
+		return LoadLogOutput{}, sdktemporal.NewNonRetryableApplicationError(
+			fmt.Sprintf("a page from event %d of a log of %d", in.From, len(evs)), "ToolloopBadInput", nil)
+	}
+	var out LoadLogOutput
+	size := 0
+	for i := in.From; i < len(evs); i++ {
+		b, err := json.Marshal(&evs[i])
+		if err != nil {
+			return LoadLogOutput{}, sdktemporal.NewNonRetryableApplicationError(err.Error(), "ToolloopBadInput", nil)
+		}
+		if size+len(b) > logPageBytes && len(out.Events) > 0 {
+			out.More = true
+			break
+		}
+		size += len(b)
+		out.Events = append(out.Events, evs[i])
+	}
+	return out, nil
 }
 
 // generateBeating asks the model while the activity heartbeats, when its
@@ -223,6 +353,28 @@ func generateBeating(ctx context.Context, m llm.Model, req *llm.Request) (*llm.R
 			default:
 				return nil, ctx.Err()
 			}
+		case <-tick.C:
+			activity.RecordHeartbeat(ctx)
+		}
+	}
+}
+
+// runBeating runs a call while the activity heartbeats, when its options
+// ask for heartbeats: the beats tell Temporal the worker is alive, and
+// bring the workflow's cancellation to the call's context.
+func runBeating(ctx context.Context, ex *executor.Executor, c executor.Call) executor.Outcome {
+	every := activity.GetInfo(ctx).HeartbeatTimeout / 3
+	if every <= 0 {
+		return ex.Run(ctx, c)
+	}
+	done := make(chan executor.Outcome, 1)
+	go func() { done <- ex.Run(ctx, c) }()
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	for {
+		select {
+		case o := <-done:
+			return o
 		case <-tick.C:
 			activity.RecordHeartbeat(ctx)
 		}
@@ -349,10 +501,16 @@ func (a *Activities) ExecuteCall(ctx context.Context, in CallInput) (executor.Ou
 			fmt.Sprintf("tool %q is not registered on this worker", in.Call.Name), ErrTypeUnknownTool, nil)
 	}
 	in.Tool = t
-	o := a.cfg.Executor.Run(ctx, in)
+	o := runBeating(ctx, a.cfg.Executor, in)
 	if o.Result.ErrorKind == executor.ErrWriteInProgress && ctx.Err() == nil {
 		return executor.Outcome{}, sdktemporal.NewApplicationErrorWithOptions(o.Err, ErrTypeWriteInProgress,
 			sdktemporal.ApplicationErrorOptions{NextRetryDelay: a.callTimeout(t, in.Timeout)})
+	}
+	// A large result goes to the blob store; the history carries its
+	// digest. A retry after a store failure replays a write from the
+	// ledger, so nothing is done twice.
+	if err := outcomeRefs(ctx, a.cfg.Blobs, &o); err != nil {
+		return executor.Outcome{}, storeError(err)
 	}
 	return o, nil
 }

@@ -127,7 +127,7 @@ func TestDevServer(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			book, _, acts := sandboxActivities(t, s)
+			book, st, acts := sandboxActivities(t, s)
 			queue := startWorker(t, c, acts)
 			start := want.Events[0].Start
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -137,10 +137,11 @@ func TestDevServer(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var got temporal.RunOutput
-			if err := run.Get(ctx, &got); err != nil {
+			var small temporal.RunOutput
+			if err := run.Get(ctx, &small); err != nil {
 				t.Fatal(err)
 			}
+			got := readResult(t, st, small)
 			if got.Status != want.Status || got.Detail != want.Detail {
 				t.Fatalf("workflow: %s (%s)\nin-process: %s (%s)", got.Status, got.Detail, want.Status, want.Detail)
 			}
@@ -161,7 +162,7 @@ func TestDevServer(t *testing.T) {
 func TestDevServerConfirm(t *testing.T) {
 	c := devClient(t)
 	s := scenario(t, "confirmation_required")
-	book, _, acts := sandboxActivities(t, s)
+	book, st, acts := sandboxActivities(t, s)
 	queue := startWorker(t, c, acts)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -203,10 +204,11 @@ func TestDevServerConfirm(t *testing.T) {
 	if err := answer(loop.Confirmation{CallID: "call_r1", Approved: true, By: "ops-1", Note: "photo checked"}); err != nil {
 		t.Fatal(err)
 	}
-	var out temporal.RunOutput
-	if err := run.Get(ctx, &out); err != nil {
+	var small temporal.RunOutput
+	if err := run.Get(ctx, &small); err != nil {
 		t.Fatal(err)
 	}
+	out := readResult(t, st, small)
 	if out.Status != loop.FinalAnswer || book.Refunds("A103") != 1 {
 		t.Fatalf("status %s (%s), %d refunds", out.Status, out.Detail, book.Refunds("A103"))
 	}
@@ -232,8 +234,8 @@ func TestDevServerCanceled(t *testing.T) {
 	id := "toolloop-test-canceled-" + suffix()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	book := tsandbox.Book(s)
-	acts, err := tsandbox.Activities(s, book, store.NewMemory(), func() {
+	book, st := tsandbox.Book(s), store.NewMemory()
+	acts, err := tsandbox.Activities(s, book, st, func() {
 		if err := c.CancelWorkflow(ctx, id, ""); err != nil {
 			t.Error(err)
 		}
@@ -252,10 +254,11 @@ func TestDevServerCanceled(t *testing.T) {
 	if err := run.Get(ctx, nil); !errors.As(err, &ce) {
 		t.Fatalf("workflow error %v, want canceled", err)
 	}
-	var got temporal.RunOutput
-	if err := ce.Details(&got); err != nil {
+	var small temporal.RunOutput
+	if err := ce.Details(&small); err != nil {
 		t.Fatal(err)
 	}
+	got := readResult(t, st, small)
 	if got.Status != loop.Canceled || !slices.Equal(kinds(got.Events), kinds(want.Events)) {
 		t.Fatalf("workflow %s: %v\nin-process %s: %v", got.Status, kinds(got.Events), want.Status, kinds(want.Events))
 	}

@@ -1,6 +1,7 @@
 package temporal_test
 
 import (
+	"context"
 	"encoding/json"
 	"log/slog"
 	"os"
@@ -25,7 +26,7 @@ import (
 type sandbox struct {
 	scenario orders.Scenario
 	book     *orders.Book
-	ledger   store.Ledger
+	ledger   *store.Memory
 	acts     *temporal.Activities
 	env      *testsuite.TestWorkflowEnvironment
 }
@@ -43,7 +44,7 @@ func newSandbox(t *testing.T, s orders.Scenario) *sandbox {
 
 // sandboxActivities builds the worker side of a scenario over a fresh
 // book and an in-memory ledger (see package temporal/sandbox).
-func sandboxActivities(t *testing.T, s orders.Scenario) (*orders.Book, store.Ledger, *temporal.Activities) {
+func sandboxActivities(t *testing.T, s orders.Scenario) (*orders.Book, *store.Memory, *temporal.Activities) {
 	t.Helper()
 	book, ledger := tsandbox.Book(s), store.NewMemory()
 	acts, err := tsandbox.Activities(s, book, ledger, func() {})
@@ -69,8 +70,9 @@ func scenarioInput(s orders.Scenario, runID, sessionID string) temporal.RunInput
 	return in
 }
 
-// run executes the workflow and returns its output.
-func (sb *sandbox) run(t *testing.T, in temporal.RunInput) temporal.RunOutput {
+// run executes the workflow and returns its result, read from its small
+// output and the workers' store.
+func (sb *sandbox) run(t *testing.T, in temporal.RunInput) *loop.Result {
 	t.Helper()
 	sb.env.ExecuteWorkflow(temporal.WorkflowName, in)
 	if !sb.env.IsWorkflowCompleted() {
@@ -83,7 +85,21 @@ func (sb *sandbox) run(t *testing.T, in temporal.RunInput) temporal.RunOutput {
 	if err := sb.env.GetWorkflowResult(&out); err != nil {
 		t.Fatal(err)
 	}
-	return out
+	return readResult(t, sb.ledger, out)
+}
+
+// readResult reads a run's whole result from its output and the store.
+func readResult(t *testing.T, blobs store.Blobs, out temporal.RunOutput) *loop.Result {
+	t.Helper()
+	res, err := temporal.ReadResult(context.Background(), blobs, out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.RunID != out.RunID || res.Answer() != out.Answer || len(res.Events) != out.Events {
+		t.Fatalf("the output (%s, answer %q, %d events) does not match its log (%s, answer %q, %d events)",
+			out.RunID, out.Answer, out.Events, res.RunID, res.Answer(), len(res.Events))
+	}
+	return res
 }
 
 func scenario(t *testing.T, name string) orders.Scenario {

@@ -1,6 +1,7 @@
 package temporal
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -56,17 +57,77 @@ type RunInput struct {
 	// tool's own retryable errors are retried inside the executor.
 	// Default 3.
 	ToolActivityAttempts int `json:"tool_activity_attempts,omitempty"`
+	// ToolHeartbeat is how long a tool activity may go without a
+	// heartbeat before Temporal counts its worker as gone and tries the
+	// call again elsewhere (a write is replayed from the ledger); the
+	// activity beats every third of it. Default 10s.
+	ToolHeartbeat time.Duration `json:"tool_heartbeat,omitempty"`
 	// ConfirmationTimeout is how long a run paused for confirmation waits
 	// for its answers; when it passes, the workflow completes with status
 	// confirmation_required. Zero waits for ever.
 	ConfirmationTimeout time.Duration `json:"confirmation_timeout,omitempty"`
+	// ContinueAsNewAfter continues the workflow as new once its history
+	// holds this many events, at the next model turn; zero leaves it to
+	// the server's suggestion (Temporal suggests it well before its
+	// limits). Tests set it low.
+	ContinueAsNewAfter int `json:"continue_as_new_after,omitempty"`
+	// HistoryLimit is the number of history events at which a run that
+	// could not continue as new stops itself (deadline_exceeded, with a
+	// detail naming the limit) rather than be terminated by the server at
+	// 51,200. Default 40,000; tests set it low.
+	HistoryLimit int `json:"history_limit,omitempty"`
+
+	// Continued is set by the workflow itself when it continues as new:
+	// the log so far, which the new run reads back to rebuild the
+	// decider's state. Callers leave it nil.
+	Continued *Continuation `json:"continued,omitempty"`
 }
 
-// RunOutput is how a run ended: the same loop.Result the in-process
-// runner returns (status, detail, the history with exactly one result per
-// call, pending calls, the event log), so callers and trace tools handle
-// both alike. Its Err method is nil exactly for final_answer.
-type RunOutput = loop.Result
+// Continuation is what a run carries into the workflow run that continues
+// it as new: its log, by reference.
+type Continuation struct {
+	// Log is the digest of the log's last segment in the blob store.
+	Log string `json:"log"`
+	// Events is how many events the log holds.
+	Events int `json:"events"`
+	// Times counts the continuations so far, this one included.
+	Times int `json:"times"`
+}
+
+// RunOutput is how a run ended, small whatever the run's length: status,
+// detail, counters, pending calls and the final answer, with the run's
+// log by reference. ReadResult turns it into the loop.Result the
+// in-process runner returns (history, events), from the blob store the
+// workers share.
+type RunOutput struct {
+	RunID     string         `json:"run_id"`
+	SessionID string         `json:"session_id,omitempty"`
+	Status    loop.Status    `json:"status"`
+	Detail    string         `json:"detail"`
+	Steps     int            `json:"steps"`
+	ToolCalls int            `json:"tool_calls"`
+	Usage     llm.Usage      `json:"usage"`
+	Cost      float64        `json:"cost,omitempty"`
+	Duration  time.Duration  `json:"duration"`
+	Pending   []loop.Pending `json:"pending,omitempty"`
+	// Answer is the final answer's text (status final_answer).
+	Answer string `json:"answer,omitempty"`
+	// Events is how many events the log holds; Log names its last
+	// segment in the blob store (see ReadLog).
+	Events int    `json:"events"`
+	Log    string `json:"log,omitempty"`
+	// ContinuedAsNew counts the times the workflow continued as new.
+	ContinuedAsNew int `json:"continued_as_new,omitempty"`
+}
+
+// Err is nil for a final answer and a *loop.StopError otherwise, as
+// loop.Result's.
+func (o *RunOutput) Err() error {
+	if o.Status == loop.FinalAnswer {
+		return nil
+	}
+	return &loop.StopError{Status: o.Status, Detail: o.Detail}
+}
 
 // RunStatus is StatusQuery's answer, and ConfirmUpdate's result.
 type RunStatus struct {
@@ -81,6 +142,8 @@ type RunStatus struct {
 	Pending   []loop.Pending `json:"pending,omitempty"`
 	// Events is how many events the log holds.
 	Events int `json:"events"`
+	// ContinuedAsNew counts the times the workflow continued as new.
+	ContinuedAsNew int `json:"continued_as_new,omitempty"`
 }
 
 // Defaults of RunInput.
@@ -89,6 +152,7 @@ const (
 	DefaultModelRetries         = 2
 	DefaultModelRetryBackoff    = 500 * time.Millisecond
 	DefaultToolActivityAttempts = 3
+	DefaultToolHeartbeat        = 10 * time.Second
 )
 
 // localTimeout bounds the local activities (validation, planning): pure
@@ -130,6 +194,15 @@ type driver struct {
 	// bounds is, per call of the current batch, its activity's
 	// StartToClose timeout (from validation).
 	bounds []time.Duration
+	// saved is how many events of log the blob store holds, and head the
+	// digest of their last segment.
+	saved int
+	head  string
+	// continued counts the continuations as new so far; turns the model
+	// turns of this workflow run; logBytes the log's size in JSON.
+	continued int
+	turns     int
+	logBytes  int
 }
 
 func newDriver(ctx workflow.Context, in RunInput) (*driver, error) {
@@ -161,7 +234,26 @@ func newDriver(ctx workflow.Context, in RunInput) (*driver, error) {
 	if in.ToolActivityAttempts <= 0 {
 		in.ToolActivityAttempts = DefaultToolActivityAttempts
 	}
-	return &driver{in: in, budgets: b, log: make([]loop.Event, 0, 16)}, nil
+	if in.ToolHeartbeat <= 0 {
+		in.ToolHeartbeat = DefaultToolHeartbeat
+	}
+	if in.HistoryLimit < 0 || in.HistoryLimit > historyEventsGuard {
+		return nil, fmt.Errorf("temporal: HistoryLimit is %d; want 0 (default %d) or up to %d events", in.HistoryLimit, historyEventsGuard, historyEventsGuard)
+	}
+	if in.HistoryLimit == 0 {
+		in.HistoryLimit = historyEventsGuard
+	}
+	if in.ContinueAsNewAfter < 0 {
+		return nil, fmt.Errorf("temporal: ContinueAsNewAfter is %d; want 0 (the server decides) or a number of history events", in.ContinueAsNewAfter)
+	}
+	d := &driver{in: in, budgets: b, log: make([]loop.Event, 0, 16)}
+	if c := in.Continued; c != nil {
+		if c.Log == "" || c.Events <= 0 {
+			return nil, fmt.Errorf("temporal: a continuation without a log (%+v)", *c)
+		}
+		d.head, d.continued = c.Log, c.Times
+	}
+	return d, nil
 }
 
 // handlers registers the queries, the update and the signal.
@@ -221,32 +313,60 @@ func (d *driver) status() RunStatus {
 		st = string(s.Status)
 	}
 	return RunStatus{RunID: s.RunID, Status: st, Detail: s.Detail, Steps: s.Steps, ToolCalls: s.ToolCalls,
-		Usage: s.Usage, Cost: s.Cost, Pending: s.Pending, Events: len(d.log)}
+		Usage: s.Usage, Cost: s.Cost, Pending: s.Pending, Events: len(d.log), ContinuedAsNew: d.continued}
 }
 
 // emit stamps ev, appends it to the log and feeds it to the decider.
 func (d *driver) emit(ctx workflow.Context, ev loop.Event) loop.Effect {
 	ev.Seq = len(d.log) + 1
 	ev.At = workflow.Now(ctx)
+	return d.append(ev)
+}
+
+// append appends ev, stamped, to the log and feeds it to the decider.
+func (d *driver) append(ev loop.Event) loop.Effect {
 	d.log = append(d.log, ev)
+	if b, err := json.Marshal(&ev); err == nil {
+		d.logBytes += len(b)
+	}
 	return loop.Next(&d.state, &d.log[len(d.log)-1])
 }
 
 // run performs the decider's effects until the run stops.
 func (d *driver) run(ctx workflow.Context) (RunOutput, error) {
-	var version string
-	if err := workflow.ExecuteLocalActivity(d.localCtx(ctx), ToolsVersionActivity).Get(ctx, &version); err != nil {
-		if ctx.Err() != nil {
-			return RunOutput{}, sdktemporal.NewCanceledError()
+	var eff loop.Effect
+	if d.in.Continued != nil {
+		var err error
+		if eff, err = d.reload(ctx); err != nil {
+			if ctx.Err() != nil {
+				return RunOutput{}, sdktemporal.NewCanceledError()
+			}
+			return RunOutput{}, fmt.Errorf("toolloop: run %s: reading its log to continue: %w", d.in.RunID, err)
 		}
-		return RunOutput{}, fmt.Errorf("toolloop: reading the worker's tools: %w", err)
+	} else {
+		var version string
+		if err := workflow.ExecuteLocalActivity(d.localCtx(ctx), ToolsVersionActivity).Get(ctx, &version); err != nil {
+			if ctx.Err() != nil {
+				return RunOutput{}, sdktemporal.NewCanceledError()
+			}
+			return RunOutput{}, fmt.Errorf("toolloop: reading the worker's tools: %w", err)
+		}
+		in := d.in
+		eff = d.emit(ctx, loop.Event{Kind: loop.Started, Start: &loop.StartInfo{
+			RunID: in.RunID, SessionID: in.SessionID, Model: in.Model, PromptVersion: in.PromptVersion,
+			ToolsVersion: version, Identity: in.Identity, Budgets: d.budgets, Price: in.Price, Messages: in.Messages,
+		}})
 	}
-	in := d.in
-	eff := d.emit(ctx, loop.Event{Kind: loop.Started, Start: &loop.StartInfo{
-		RunID: in.RunID, SessionID: in.SessionID, Model: in.Model, PromptVersion: in.PromptVersion,
-		ToolsVersion: version, Identity: in.Identity, Budgets: d.budgets, Price: in.Price, Messages: in.Messages,
-	}})
 	for {
+		if eff.Kind == loop.RequestModel {
+			if err := d.continueAsNew(ctx); err != nil {
+				return RunOutput{}, err
+			}
+			if f := d.historyFull(ctx); f != nil {
+				eff = d.emit(ctx, loop.Event{Kind: loop.Interrupted, Failure: f})
+				continue
+			}
+		}
 		if eff.Kind != loop.Stop && eff.Kind != loop.None {
 			if f := d.interruption(ctx); f != nil {
 				eff = d.emit(ctx, loop.Event{Kind: loop.Interrupted, Failure: f})
@@ -310,12 +430,51 @@ func (d *driver) await(ctx workflow.Context) (bool, error) {
 	return err == nil, err
 }
 
-func (d *driver) output() RunOutput {
-	return *d.state.Result(d.log)
+// output is the run's small output, once its log is stored: if storing it
+// fails for good, the workflow fails (the run stopped being driven).
+func (d *driver) output(ctx workflow.Context) (RunOutput, error) {
+	if err := d.saveLog(ctx); err != nil {
+		return RunOutput{}, fmt.Errorf("toolloop: run %s: storing its log: %w", d.state.RunID, err)
+	}
+	s := &d.state
+	out := RunOutput{RunID: s.RunID, SessionID: s.SessionID, Status: s.Status, Detail: s.Detail, Steps: s.Steps, ToolCalls: s.ToolCalls,
+		Usage: s.Usage, Cost: s.Cost, Pending: s.Pending, Events: len(d.log), Log: d.head, ContinuedAsNew: d.continued}
+	if len(d.log) > 0 {
+		out.Duration = d.log[len(d.log)-1].At.Sub(d.log[0].At)
+	}
+	if s.Status == loop.FinalAnswer && len(s.Messages) > 0 {
+		out.Answer = s.Messages[len(s.Messages)-1].Text
+	}
+	return out, nil
+}
+
+// saveLog stores the events the blob store does not hold yet; on a
+// canceled workflow too.
+func (d *driver) saveLog(ctx workflow.Context) error {
+	if d.saved == len(d.log) {
+		return nil
+	}
+	if ctx.Err() != nil {
+		ctx, _ = workflow.NewDisconnectedContext(ctx)
+	}
+	o := workflow.ActivityOptions{
+		StartToCloseTimeout: time.Minute,
+		RetryPolicy:         &sdktemporal.RetryPolicy{MaximumAttempts: 10, MaximumInterval: 10 * time.Second},
+	}
+	in := SaveLogInput{Log: d.head, New: d.log[d.saved:]}
+	var head string
+	if err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, o), SaveLogActivity, in).Get(ctx, &head); err != nil {
+		return err
+	}
+	d.head, d.saved = head, len(d.log)
+	return nil
 }
 
 func (d *driver) finish(ctx workflow.Context) (RunOutput, error) {
-	out := d.output()
+	out, err := d.output(ctx)
+	if err != nil {
+		return out, err
+	}
 	if ctx.Err() != nil {
 		return out, sdktemporal.NewCanceledError(out)
 	}
@@ -325,9 +484,12 @@ func (d *driver) finish(ctx workflow.Context) (RunOutput, error) {
 // finishPaused ends the workflow of a run still paused: its confirmation
 // timeout passed (the output says confirmation_required), or the workflow
 // was canceled.
-func (d *driver) finishPaused(ctx workflow.Context, err error) (RunOutput, error) {
-	out := d.output()
-	if err != nil || ctx.Err() != nil {
+func (d *driver) finishPaused(ctx workflow.Context, werr error) (RunOutput, error) {
+	out, err := d.output(ctx)
+	if err != nil {
+		return out, err
+	}
+	if werr != nil || ctx.Err() != nil {
 		return out, sdktemporal.NewCanceledError(out)
 	}
 	return out, nil
@@ -404,17 +566,20 @@ func (d *driver) requestModel(ctx workflow.Context) loop.Event {
 		HeartbeatTimeout:    modelHeartbeatTimeout,
 	}
 	byDeadline := d.bound(ctx, &o)
+	o.RetryPolicy.NonRetryableErrorTypes = []string{ErrTypePayloadTooLarge}
 	in := ModelInput{
-		Request:      llm.Request{Model: d.in.Model, Messages: s.Messages, Step: s.Steps + 1},
+		Model: d.in.Model, Step: s.Steps + 1, Log: d.head, New: d.log[d.saved:],
 		RetryBackoff: d.in.ModelRetryBackoff,
 	}
 	var out ModelOutput
 	err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, o), ModelActivity, in).Get(ctx, &out)
 	latency := workflow.Now(ctx).Sub(start)
-	if err == nil && out.Response == nil {
-		err = errors.New("the model activity returned no response")
+	d.turns++
+	if err == nil && (out.Response == nil || out.Log == "") {
+		err = errors.New("the model activity returned no response, or no log")
 	}
 	if err == nil {
+		d.head, d.saved = out.Log, len(d.log)
 		return loop.Event{Kind: loop.ModelResponded, Response: out.Response, Latency: latency, Attempts: out.Attempt}
 	}
 	attempts := attemptsOf(err, int(o.RetryPolicy.MaximumAttempts))
@@ -530,6 +695,8 @@ func (d *driver) execute(ctx workflow.Context, stage int, idx []int) loop.Event 
 			// A write's activity is waited for even when the workflow is
 			// canceled, so that its outcome is known, not guessed.
 			WaitForCancellation: c.IdempotencyKey != "",
+			// A lost worker is noticed in seconds, not at StartToClose.
+			HeartbeatTimeout: d.in.ToolHeartbeat,
 		}
 		if i < len(d.bounds) && d.bounds[i] > 0 {
 			o.StartToCloseTimeout = d.bounds[i]

@@ -313,7 +313,7 @@ func TestCanceledMidRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sb.acts, err = temporal.NewActivities(temporal.Config{Model: orders.Scripted(turns, false), Tools: reg})
+	sb.acts, err = temporal.NewActivities(temporal.Config{Model: orders.Scripted(turns, false), Tools: reg, Blobs: sb.ledger})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -324,10 +324,11 @@ func TestCanceledMidRun(t *testing.T) {
 	if err := sb.env.GetWorkflowError(); !errors.As(err, &ce) {
 		t.Fatalf("workflow error %v, want canceled", err)
 	}
-	var got temporal.RunOutput
-	if err := ce.Details(&got); err != nil {
+	var small temporal.RunOutput
+	if err := ce.Details(&small); err != nil {
 		t.Fatal(err)
 	}
+	got := readResult(t, sb.ledger, small)
 	if got.Status != loop.Canceled || want.Status != loop.Canceled {
 		t.Fatalf("workflow %s (%s), in-process %s", got.Status, got.Detail, want.Status)
 	}
@@ -428,7 +429,7 @@ func TestWriteActivityRetryReconciles(t *testing.T) {
 		t.Fatal(err)
 	}
 	ledger := &failFinishOnce{Ledger: store.NewMemory()}
-	sb.acts, err = temporal.NewActivities(temporal.Config{
+	sb.acts, err = temporal.NewActivities(temporal.Config{Blobs: sb.ledger,
 		Model: orders.Scripted(s.Script(func() {}), s.Repeat), Tools: reg,
 		Executor: executor.New(&executor.Options{Ledger: ledger}),
 	})

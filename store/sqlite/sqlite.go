@@ -38,7 +38,8 @@ type Options struct {
 	Now func() time.Time
 }
 
-// Store is a SQLite-backed store.Ledger, store.EventLog and store.Leaser.
+// Store is a SQLite-backed store.Ledger, store.EventLog, store.Leaser and
+// store.Blobs.
 // It is safe for concurrent use, also by several processes on one file.
 type Store struct {
 	db  *sql.DB
@@ -50,6 +51,7 @@ var (
 	_ store.ClaimReleaser = (*Store)(nil)
 	_ store.EventLog      = (*Store)(nil)
 	_ store.Leaser        = (*Store)(nil)
+	_ store.Blobs         = (*Store)(nil)
 )
 
 const schema = `
@@ -91,6 +93,10 @@ CREATE TABLE IF NOT EXISTS run_leases (
 	run_id  TEXT PRIMARY KEY,
 	owner   TEXT NOT NULL,
 	expires INTEGER NOT NULL
+) STRICT;
+CREATE TABLE IF NOT EXISTS blobs (
+	digest TEXT PRIMARY KEY,
+	data   BLOB NOT NULL
 ) STRICT;
 `
 
@@ -146,9 +152,10 @@ func Open(path string, opts *Options) (*Store, error) {
 	return &Store{db: db, now: o.Now}, nil
 }
 
-// tables are the tables a file must have to be a store. run_leases came
-// later and is not among them: a store made before it is still one (Open
-// adds the table when it may write; a read-only store takes no leases).
+// tables are the tables a file must have to be a store. run_leases and
+// blobs came later and are not among them: a store made before them is
+// still one (Open adds the tables when it may write; a read-only store
+// takes no leases, and its Blob finds nothing in a file without blobs).
 var tables = []string{"idempotency_ledger", "runs", "run_events"}
 
 // openReadOnly opens an existing store without writing to its file, and
@@ -515,4 +522,40 @@ func (s *Store) Runs(ctx context.Context, status string) ([]store.RunSummary, er
 		out = append(out, r)
 	}
 	return out, rows.Err()
+}
+
+// PutBlob implements store.Blobs. A blob already stored is left as it
+// is: its digest names the same bytes.
+func (s *Store) PutBlob(ctx context.Context, data []byte) (string, error) {
+	d := store.BlobDigest(data)
+	if data == nil {
+		data = []byte{} // a NULL would break the column's NOT NULL
+	}
+	if _, err := s.db.ExecContext(ctx, `INSERT INTO blobs (digest, data) VALUES (?, ?) ON CONFLICT (digest) DO NOTHING`,
+		d, data); err != nil {
+		return "", fmt.Errorf("storing blob %s: %w", d, err)
+	}
+	return d, nil
+}
+
+// Blob implements store.Blobs.
+func (s *Store) Blob(ctx context.Context, digest string) ([]byte, error) {
+	var data []byte
+	err := s.db.QueryRowContext(ctx, `SELECT data FROM blobs WHERE digest = ?`, digest).Scan(&data)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return nil, fmt.Errorf("%w %s", store.ErrUnknownBlob, digest)
+	case err != nil && strings.Contains(err.Error(), "no such table"):
+		// A read-only store made before blobs existed holds none.
+		return nil, fmt.Errorf("%w %s", store.ErrUnknownBlob, digest)
+	case err != nil:
+		return nil, fmt.Errorf("reading blob %s: %w", digest, err)
+	}
+	if data == nil {
+		data = []byte{}
+	}
+	if err := store.CheckBlob(digest, data); err != nil {
+		return nil, err
+	}
+	return data, nil
 }

@@ -3,6 +3,7 @@ package sqlite_test
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -33,6 +34,17 @@ func TestOpenRejectsUnknownSynchronous(t *testing.T) {
 
 func TestSQLiteEventLog(t *testing.T) {
 	storetest.TestEventLog(t, func(t *testing.T) store.EventLog {
+		s, err := sqlite.Open(filepath.Join(t.TempDir(), "toolloop.db"), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		return s
+	})
+}
+
+func TestSQLiteBlobs(t *testing.T) {
+	storetest.TestBlobs(t, func(t *testing.T) store.Blobs {
 		s, err := sqlite.Open(filepath.Join(t.TempDir(), "toolloop.db"), nil)
 		if err != nil {
 			t.Fatal(err)
@@ -191,5 +203,49 @@ func TestStoreWithoutLeaseTable(t *testing.T) {
 	defer rw.Close()
 	if _, err := rw.AcquireLease(ctx, "r1", "alice", time.Minute); err != nil {
 		t.Fatalf("leasing after the table was added: %v", err)
+	}
+}
+
+// A store made before blobs (no blobs table) is still a store: read-only,
+// Blob finds nothing (ErrUnknownBlob, not an SQL error), and opened to
+// write it gets the table and keeps blobs across a reopen.
+func TestStoreWithoutBlobTable(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "old.db")
+	s, err := sqlite.Open(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.DB().Exec(`DROP TABLE blobs`); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	ctx := context.Background()
+	data := []byte("a conversation")
+	d := store.BlobDigest(data)
+
+	ro, err := sqlite.Open(path, &sqlite.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatalf("read-only open of a store without blobs: %v", err)
+	}
+	if _, err := ro.Blob(ctx, d); !errors.Is(err, store.ErrUnknownBlob) {
+		t.Fatalf("read-only Blob without the table: %v, want ErrUnknownBlob", err)
+	}
+	ro.Close()
+
+	rw, err := sqlite.Open(path, &sqlite.Options{Existing: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rw.PutBlob(ctx, data); err != nil {
+		t.Fatalf("storing a blob after the table was added: %v", err)
+	}
+	rw.Close()
+	again, err := sqlite.Open(path, &sqlite.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer again.Close()
+	if got, err := again.Blob(ctx, d); err != nil || string(got) != string(data) {
+		t.Fatalf("after reopening: %q, %v", got, err)
 	}
 }

@@ -13,17 +13,24 @@ import (
 	"github.com/toolloop/toolloop/temporal"
 )
 
+// Store is what the workers of a run share: the idempotency ledger, and
+// the blobs that hold the runs' logs and large tool results.
+type Store interface {
+	store.Ledger
+	store.Blobs
+}
+
 // Activities builds the worker side of a run of s: its scripted model, its
-// tools over book, its policy and the sandbox's executor over ledger.
-// cancel is what the script calls to play a caller who gives up; on
-// Temporal it should cancel the run's workflow.
-func Activities(s orders.Scenario, book orders.OrderBook, ledger store.Ledger, cancel context.CancelFunc) (*temporal.Activities, error) {
-	parts, err := s.Parts(book, ledger, cancel)
+// tools over book, its policy and the sandbox's executor over st's
+// ledger, with st's blobs. cancel is what the script calls to play a
+// caller who gives up; on Temporal it should cancel the run's workflow.
+func Activities(s orders.Scenario, book orders.OrderBook, st Store, cancel context.CancelFunc) (*temporal.Activities, error) {
+	parts, err := s.Parts(book, st, cancel)
 	if err != nil {
 		return nil, err
 	}
 	return temporal.NewActivities(temporal.Config{
-		Model: parts.Model, Tools: parts.Tools, Policy: s.Policy, Executor: parts.Executor,
+		Model: parts.Model, Tools: parts.Tools, Policy: s.Policy, Executor: parts.Executor, Blobs: st,
 	})
 }
 

@@ -293,16 +293,14 @@ func runInfo(ctx context.Context, cl client.Client, id, runID string, wf enumspb
 		r.Status, r.Pending, r.Counted = st.Status, st.Pending, true
 		r.Steps, r.ToolCalls, r.Tokens = st.Steps, st.ToolCalls, st.Usage.Total()
 	case enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED, enumspb.WORKFLOW_EXECUTION_STATUS_CANCELED:
-		res, err := outputOf(ctx, cl, id, runID)
+		res, err := smallOutput(ctx, cl, id, runID)
 		if err != nil {
 			r.Status = workflowStatus(wf)
 			return r
 		}
 		r.Status, r.Pending, r.Counted = string(res.Status), res.Pending, true
 		r.Steps, r.ToolCalls, r.Tokens = res.Steps, res.ToolCalls, res.Usage.Total()
-		if len(res.Events) > 0 && res.Events[0].Start != nil {
-			r.SessionID = res.Events[0].Start.SessionID
-		}
+		r.SessionID = res.SessionID
 	default:
 		// Failed, terminated, timed out, continued as new: no output.
 		r.Status = workflowStatus(wf)

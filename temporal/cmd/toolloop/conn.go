@@ -15,6 +15,7 @@ import (
 	sdklog "go.temporal.io/sdk/log"
 
 	"github.com/toolloop/toolloop/internal/cli"
+	"github.com/toolloop/toolloop/llm"
 	"github.com/toolloop/toolloop/loop"
 	"github.com/toolloop/toolloop/temporal"
 )
@@ -94,19 +95,50 @@ func sdkLogger(k *cli.Kit, def slog.Level) sdklog.Logger {
 	return sdklog.NewStructuredLogger(slog.New(slog.NewTextHandler(k.Stderr(), &slog.HandlerOptions{Level: level})))
 }
 
-// outputOf reads a closed workflow's RunOutput: its result, or for a
-// canceled workflow the output its cancellation carries.
+// outputOf reads a closed workflow's run: its small output (or for a
+// canceled workflow the output its cancellation carries), with the log
+// and history from the workflow's events query, which a worker answers
+// for a closed workflow too. Without a worker, the result has the
+// output's status and counters but no log. A workflow the server
+// terminated (a limit passed, or an operator) is an error that gives the
+// reason.
 func outputOf(ctx context.Context, cl client.Client, id, runID string) (*loop.Result, error) {
+	out, err := smallOutput(ctx, cl, id, runID)
+	if err != nil {
+		return nil, err
+	}
+	res := &loop.Result{RunID: out.RunID, Status: out.Status, Detail: out.Detail, Steps: out.Steps, ToolCalls: out.ToolCalls,
+		Usage: out.Usage, Cost: out.Cost, Duration: out.Duration, Pending: out.Pending}
+	if evs, err := liveEvents(ctx, cl, id); err == nil && len(evs) == out.Events {
+		full := loop.Replay(evs).Result(evs)
+		full.Duration = out.Duration
+		return full, nil
+	}
+	if out.Answer != "" {
+		res.Messages = []llm.Message{{Role: llm.RoleAssistant, Text: out.Answer}}
+	}
+	return res, nil
+}
+
+// smallOutput reads a closed workflow's RunOutput, as outputOf, without
+// its log.
+func smallOutput(ctx context.Context, cl client.Client, id, runID string) (*temporal.RunOutput, error) {
 	var out temporal.RunOutput
 	err := cl.GetWorkflow(ctx, id, runID).Get(ctx, &out)
 	var canceled *sdktemporal.CanceledError
-	if errors.As(err, &canceled) {
-		if canceled.HasDetails() && canceled.Details(&out) == nil && out.Status != "" {
-			return &out, nil
+	var terminated *sdktemporal.TerminatedError
+	switch {
+	case errors.As(err, &canceled):
+		if !canceled.HasDetails() || canceled.Details(&out) != nil || out.Status == "" {
+			return nil, fmt.Errorf("run %s was canceled before it started", id)
 		}
-		return nil, fmt.Errorf("run %s was canceled before it started", id)
-	}
-	if err != nil {
+	case errors.As(err, &terminated):
+		st, serr := temporal.Status(ctx, cl, id)
+		if serr != nil {
+			return nil, fmt.Errorf("run %s was terminated by the server", id)
+		}
+		return nil, fmt.Errorf("run %s was terminated by the server: %s", id, st.Detail)
+	case err != nil:
 		return nil, err
 	}
 	return &out, nil

@@ -12,7 +12,11 @@ import (
 
 	"github.com/toolloop/toolloop/executor"
 	"github.com/toolloop/toolloop/internal/cli"
+	"github.com/toolloop/toolloop/llm"
+	"github.com/toolloop/toolloop/policy"
+	"github.com/toolloop/toolloop/store"
 	"github.com/toolloop/toolloop/temporal"
+	"github.com/toolloop/toolloop/tool"
 )
 
 // worker runs "toolloop worker": host the workflow and its activities on a
@@ -60,10 +64,7 @@ func workerCmd(ctx context.Context, k *cli.Kit, args []string) int {
 		return k.Fail("worker", err)
 	}
 	defer closeTools()
-	acts, err := temporal.NewActivities(temporal.Config{
-		Model: model, Tools: reg, Policy: src.Policy(),
-		Executor: executor.New(&executor.Options{Ledger: st}),
-	})
+	acts, err := newActivities(model, reg, src.Policy(), st)
 	if err != nil {
 		return k.Fail("worker", err)
 	}
@@ -92,6 +93,24 @@ func workerCmd(ctx context.Context, k *cli.Kit, args []string) int {
 	return cli.ExitOK
 }
 
+// workerStore is what the workers of a task queue share: the idempotency
+// ledger, and the blobs holding the runs' logs and large tool results.
+// The SQLite store is one; a store on a server (Postgres) is another, for
+// workers on several machines.
+type workerStore interface {
+	store.Ledger
+	store.Blobs
+}
+
+// newActivities builds a worker's activities over the store its task
+// queue shares.
+func newActivities(model llm.Model, reg *tool.Registry, pol policy.Policy, st workerStore) (*temporal.Activities, error) {
+	return temporal.NewActivities(temporal.Config{
+		Model: model, Tools: reg, Policy: pol, Blobs: st,
+		Executor: executor.New(&executor.Options{Ledger: st}),
+	})
+}
+
 func workerUsage(w io.Writer) {
 	fmt.Fprint(w, `Usage: toolloop worker --temporal HOST:PORT --provider P [--tools orders] [flags]
 
@@ -118,8 +137,9 @@ Flags:
   --confirm-writes       every write waits for a person (toolloop approve)
   --slow-writes D        with --tools orders: each write answers D after it is
                          applied (a drill for workers dying mid-write)
-  --db PATH              the SQLite store holding the order book and the
-                         idempotency ledger (default: toolloop.db in the data
+  --db PATH              the SQLite store holding the order book, the
+                         idempotency ledger and the runs' logs and large tool
+                         results (default: toolloop.db in the data
                          directory); workers of one task queue must share it
 
 Every worker of a task queue must offer the same tools: a run records its

@@ -1,0 +1,214 @@
+package temporal_test
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/testsuite"
+
+	"github.com/toolloop/toolloop/llm"
+	"github.com/toolloop/toolloop/loop"
+	"github.com/toolloop/toolloop/store"
+	"github.com/toolloop/toolloop/temporal"
+	"github.com/toolloop/toolloop/tool"
+)
+
+// blobCounter counts what is stored, to see results go by reference.
+type blobCounter struct {
+	*store.Memory
+	puts  int
+	sizes []int
+}
+
+func (b *blobCounter) PutBlob(ctx context.Context, data []byte) (string, error) {
+	b.puts++
+	b.sizes = append(b.sizes, len(data))
+	return b.Memory.PutBlob(ctx, data)
+}
+
+// TestLargeResultsByReference runs 6 turns of 20 KB tool results in the
+// test environment: the model sees every result in full (longRunParts
+// checks), the log keeps each large result as a reference, every model
+// activity's input stays small (the log's digest and the turn's new
+// events, not the conversation), and ReadResult gives back the whole
+// history and log.
+func TestLargeResultsByReference(t *testing.T) {
+	const turns, size = 6, 20_000
+	blobs := &blobCounter{Memory: store.NewMemory()}
+	acts := longRunParts(t, turns, size, blobs)
+	var suite testsuite.WorkflowTestSuite
+	suite.SetLogger(testLogger())
+	env := suite.NewTestWorkflowEnvironment()
+	env.SetTestTimeout(30 * time.Second)
+	temporal.RegisterWorkflow(env)
+	acts.Register(env)
+	var inputs []int
+	env.SetOnActivityStartedListener(func(info *activity.Info, _ context.Context, args converter.EncodedValues) {
+		if info.ActivityType.Name != temporal.ModelActivity {
+			return
+		}
+		var in temporal.ModelInput
+		if err := args.Get(&in); err != nil {
+			t.Error(err)
+		}
+		b, _ := json.Marshal(in)
+		inputs = append(inputs, len(b))
+	})
+	env.ExecuteWorkflow(temporal.WorkflowName, temporal.RunInput{RunID: "run-byref", Model: "scripted",
+		Messages: []llm.Message{llm.UserMessage("read every page")}, Budgets: loop.Budgets{MaxSteps: turns + 1}})
+	if err := env.GetWorkflowError(); err != nil {
+		t.Fatal(err)
+	}
+	var out temporal.RunOutput
+	if err := env.GetWorkflowResult(&out); err != nil {
+		t.Fatal(err)
+	}
+	if out.Status != loop.FinalAnswer || out.Answer != "read 6 pages" {
+		t.Fatalf("output %+v", out)
+	}
+	if b, _ := json.Marshal(out); len(b) > 2<<10 {
+		t.Fatalf("output of %d bytes", len(b))
+	}
+	for i, n := range inputs {
+		if n > 6<<10 {
+			t.Fatalf("model input %d is %d bytes: the conversation travels by value", i+1, n)
+		}
+	}
+	if len(inputs) != turns+1 {
+		t.Fatalf("%d model requests", len(inputs))
+	}
+	large := 0
+	for _, n := range blobs.sizes {
+		if n == size+2 { // the JSON string
+			large++
+		}
+	}
+	if large != turns {
+		t.Fatalf("%d large results stored as blobs, want %d (sizes %v)", large, turns, blobs.sizes)
+	}
+	// The log as stored holds references; ReadResult resolves them.
+	res := readResult(t, blobs, out)
+	for p := 1; p <= turns; p++ {
+		var got string
+		r := res.Messages[2*p].Result
+		if json.Unmarshal(r.Content, &got) != nil || got != pageContent(p, size) {
+			t.Fatalf("result %d is not whole: %.80s", p, r.Content)
+		}
+	}
+	v, err := env.QueryWorkflow(temporal.EventsQuery)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var evs []loop.Event
+	if err := v.Get(&evs); err != nil {
+		t.Fatal(err)
+	}
+	refs := 0
+	for _, ev := range evs {
+		for _, o := range ev.Outcomes {
+			if strings.Contains(string(o.Result.Content), "$toolloop_blob") && len(o.Result.Content) < 200 {
+				refs++
+			}
+		}
+	}
+	if refs != turns {
+		t.Fatalf("the workflow's log holds %d references, want %d", refs, turns)
+	}
+}
+
+// TestModelResponseTooLarge: a model response past MaxResponseBytes stops
+// the run with model_error and a detail that says why, at once (never
+// retried), where the server would fail the activity's completion.
+func TestModelResponseTooLarge(t *testing.T) {
+	sb := newSandbox(t, scenario(t, "normal"))
+	reg, err := tool.NewRegistry()
+	if err != nil {
+		t.Fatal(err)
+	}
+	calls := 0
+	big := llm.ModelFunc(func(context.Context, *llm.Request) (*llm.Response, error) {
+		calls++
+		return &llm.Response{Message: llm.Message{Role: llm.RoleAssistant, Text: strings.Repeat("x", temporal.MaxResponseBytes)}}, nil
+	})
+	acts, err := temporal.NewActivities(temporal.Config{Model: big, Tools: reg, Blobs: sb.ledger})
+	if err != nil {
+		t.Fatal(err)
+	}
+	acts.Register(sb.env)
+	out := sb.run(t, sb.input("run-big", "sandbox"))
+	if out.Status != loop.ModelError || !strings.Contains(out.Detail, "more than the 1048576 a Temporal payload") || calls != 1 {
+		t.Fatalf("status %s (%s) after %d requests", out.Status, out.Detail, calls)
+	}
+}
+
+// TestToolActivityHeartbeats: a tool call that runs longer than the
+// tool heartbeat (300ms here, 10s by default) completes, its activity
+// beating meanwhile, so that a worker lost mid-call is noticed within the
+// heartbeat, not at the call's StartToClose.
+func TestToolActivityHeartbeats(t *testing.T) {
+	type in struct{}
+	slow, err := tool.New(tool.Spec[in]{Name: "slow", Description: "takes its time", HonorsContext: true},
+		func(ctx context.Context, _ in) (string, error) {
+			select {
+			case <-time.After(time.Second):
+				return "done", nil
+			case <-ctx.Done():
+				return "", ctx.Err()
+			}
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg, err := tool.NewRegistry(slow)
+	if err != nil {
+		t.Fatal(err)
+	}
+	model := llm.ModelFunc(func(_ context.Context, req *llm.Request) (*llm.Response, error) {
+		if req.Step == 1 {
+			return &llm.Response{Message: llm.Message{Role: llm.RoleAssistant, ToolCalls: []llm.ToolCall{
+				{ID: "call_s1", Name: "slow", Arguments: json.RawMessage(`{}`)}}}}, nil
+		}
+		return &llm.Response{Message: llm.Message{Role: llm.RoleAssistant, Text: "finished"}}, nil
+	})
+	blobs := store.NewMemory()
+	acts, err := temporal.NewActivities(temporal.Config{Model: model, Tools: reg, Blobs: blobs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var suite testsuite.WorkflowTestSuite
+	suite.SetLogger(testLogger())
+	env := suite.NewTestWorkflowEnvironment()
+	env.SetTestTimeout(30 * time.Second)
+	temporal.RegisterWorkflow(env)
+	acts.Register(env)
+	beats, attempts := 0, 0
+	env.SetOnActivityHeartbeatListener(func(info *activity.Info, _ converter.EncodedValues) {
+		if info.ActivityType.Name == temporal.ToolActivity {
+			beats++
+		}
+	})
+	env.SetOnActivityStartedListener(func(info *activity.Info, _ context.Context, _ converter.EncodedValues) {
+		if info.ActivityType.Name == temporal.ToolActivity {
+			attempts++
+		}
+	})
+	env.ExecuteWorkflow(temporal.WorkflowName, temporal.RunInput{RunID: "run-beat", Model: "scripted",
+		Messages: []llm.Message{llm.UserMessage("take your time")}, ToolHeartbeat: 300 * time.Millisecond})
+	if err := env.GetWorkflowError(); err != nil {
+		t.Fatal(err)
+	}
+	var out temporal.RunOutput
+	if err := env.GetWorkflowResult(&out); err != nil {
+		t.Fatal(err)
+	}
+	res := readResult(t, blobs, out)
+	r := toolResult(res.Messages, "call_s1")
+	if out.Status != loop.FinalAnswer || r == nil || r.Status != llm.StatusOK || attempts != 1 || beats < 2 {
+		t.Fatalf("status %s, result %+v, %d attempts, %d heartbeats", out.Status, r, attempts, beats)
+	}
+}
