@@ -16,6 +16,7 @@ import (
 	"github.com/toolloop/toolloop/loop"
 	"github.com/toolloop/toolloop/policy"
 	"github.com/toolloop/toolloop/temporal"
+	"github.com/toolloop/toolloop/store"
 	"github.com/toolloop/toolloop/tool"
 )
 
@@ -45,8 +46,8 @@ type noteIn struct {
 }
 
 // stateActivities is a worker's side of the state runs: a write that
-// needs confirmation, and model.
-func stateActivities(t *testing.T, model llm.Model) *temporal.Activities {
+// needs confirmation, and model, over the workers' shared blob store.
+func stateActivities(t *testing.T, model llm.Model, blobs store.Blobs) *temporal.Activities {
 	t.Helper()
 	send := tool.MustNew(tool.Spec[noteIn]{Name: "send_note", Effect: tool.Write},
 		func(_ context.Context, in noteIn) (map[string]string, error) {
@@ -56,7 +57,7 @@ func stateActivities(t *testing.T, model llm.Model) *temporal.Activities {
 	if err != nil {
 		t.Fatal(err)
 	}
-	acts, err := temporal.NewActivities(temporal.Config{Model: model, Tools: reg, Policy: policy.ConfirmWrites()})
+	acts, err := temporal.NewActivities(temporal.Config{Model: model, Tools: reg, Policy: policy.ConfirmWrites(), Blobs: blobs})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,7 +92,8 @@ func TestStateThroughWorkflow(t *testing.T) {
 	first, second := reasoningTurn(1, llmtest.Call("c1", "send_note", `{"to":"dana"}`)), reasoningTurn(2)
 	model := llmtest.New(llmtest.Turn{Response: &llm.Response{Message: first}}, llmtest.Turn{Response: &llm.Response{Message: second}})
 	sb := newSandbox(t, scenario(t, "confirmation_required"))
-	sb.acts = stateActivities(t, model)
+	blobs := store.NewMemory()
+	sb.acts = stateActivities(t, model, blobs)
 	sb.register()
 	var approve *updateResult
 	sb.env.RegisterDelayedCallback(func() {
@@ -116,7 +118,11 @@ func TestStateThroughWorkflow(t *testing.T) {
 		t.Fatalf("%d requests, want 2", len(reqs))
 	}
 	mustHold(t, reqs[1].Messages, 1, first)
-	mustHold(t, out.Messages, 3, second)
+	res, err := temporal.ReadResult(context.Background(), blobs, out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustHold(t, res.Messages, 3, second)
 }
 
 // A run on a real server whose worker stops while it waits for a
@@ -129,10 +135,11 @@ func TestDevServerStateAcrossWorkers(t *testing.T) {
 	modelA := llmtest.New(llmtest.Turn{Response: &llm.Response{Message: first}})
 	modelB := llmtest.New(llmtest.Turn{Response: &llm.Response{Message: second}})
 	queue := "toolloop-test-state-" + suffix()
+	blobs := store.NewMemory() // the store both workers reach
 	newWorker := func(model llm.Model) worker.Worker {
 		w := worker.New(c, queue, worker.Options{})
 		temporal.RegisterWorkflow(w)
-		stateActivities(t, model).Register(w)
+		stateActivities(t, model, blobs).Register(w)
 		if err := w.Start(); err != nil {
 			t.Fatal(err)
 		}
@@ -192,7 +199,11 @@ func TestDevServerStateAcrossWorkers(t *testing.T) {
 		t.Fatalf("worker B's model got %+v, want the step 2 request", reqs)
 	}
 	mustHold(t, reqs[0].Messages, 1, first)
-	mustHold(t, out.Messages, 3, second)
+	res, err := temporal.ReadResult(ctx, blobs, out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustHold(t, res.Messages, 3, second)
 	replay(t, "state", history(t, c, id, run.GetRunID()))
 }
 
