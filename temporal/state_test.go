@@ -15,8 +15,8 @@ import (
 	"github.com/toolloop/toolloop/llm/llmtest"
 	"github.com/toolloop/toolloop/loop"
 	"github.com/toolloop/toolloop/policy"
-	"github.com/toolloop/toolloop/temporal"
 	"github.com/toolloop/toolloop/store"
+	"github.com/toolloop/toolloop/temporal"
 	"github.com/toolloop/toolloop/tool"
 )
 
