@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"database/sql"
 	"flag"
 	"net/url"
 	"strings"
@@ -77,16 +76,12 @@ func (f *storeFlags) open(ctx context.Context, k *cli.Kit) (*sharedStore, error)
 	if err != nil {
 		return nil, err
 	}
-	// The book is kept in the store's database and schema, over its pool.
-	var db *sql.DB
-	book := func(ctx context.Context) (orders.OrderBook, error) {
-		db = stdlib.OpenDBFromPool(st.Pool())
-		return orders.OpenPostgresBook(ctx, db)
-	}
+	// The book is kept in the store's database and schema, over its pool
+	// (the handle connects only when used, and closing it leaves the pool).
+	db := stdlib.OpenDBFromPool(st.Pool())
+	book := func(ctx context.Context) (orders.OrderBook, error) { return orders.OpenPostgresBook(ctx, db) }
 	return &sharedStore{ledger: st, book: book, name: redactStoreURL(f.url), close: func() {
-		if db != nil {
-			db.Close()
-		}
+		db.Close()
 		st.Close()
 	}}, nil
 }
