@@ -87,12 +87,12 @@ type Refund struct {
 }
 
 // OrderBook is the order book the sandbox's tools work on. Book keeps one
-// in memory, SQLiteBook in a SQLite database. Both apply the same rules (a
-// refund pays back the rest of a shipped or delivered order, once; only an
-// order that has not shipped can be cancelled) and fail the same way: an
-// unknown order is a tool.NotFound error and a refused change a
-// tool.KindInvalidArguments error, both of which go back to the model.
-// Implementations are safe for concurrent use.
+// in memory, SQLiteBook in a SQLite database, PostgresBook in PostgreSQL.
+// All apply the same rules (a refund pays back the rest of a shipped or
+// delivered order, once; only an order that has not shipped can be
+// cancelled) and fail the same way: an unknown order is a tool.NotFound
+// error and a refused change a tool.KindInvalidArguments error, both of
+// which go back to the model. Implementations are safe for concurrent use.
 type OrderBook interface {
 	// Order returns the order with the given ID.
 	Order(ctx context.Context, id string) (Order, error)

@@ -1,5 +1,6 @@
 // Package orders is the order-desk sandbox: an order book (in memory, Book,
-// or in a SQLite file shared with a run store, SQLiteBook), the tools a
+// in a SQLite file shared with a run store, SQLiteBook, or in PostgreSQL,
+// PostgresBook, shared by workers on several machines), the tools a
 // support assistant uses on it, and a fixed set of scenarios that drive the
 // tool loop with a scripted model (no API key, no network).
 //

@@ -38,15 +38,25 @@ func openSQLiteBook(t *testing.T, st *sqlite.Store) *orders.SQLiteBook {
 	return book
 }
 
-// TestBooksAgree runs the same operations on the in-memory book and the
-// SQLite book: both apply the same rules and fail the same way.
+// TestBooksAgree runs the same operations on the in-memory book, the
+// SQLite book and the Postgres book: all apply the same rules and fail the
+// same way.
 func TestBooksAgree(t *testing.T) {
 	ctx := context.Background()
-	for name, book := range map[string]orders.OrderBook{
-		"memory": orders.NewBook(),
-		"sqlite": openSQLiteBook(t, openStore(t, filepath.Join(t.TempDir(), "book.db"))),
+	for _, c := range []struct {
+		name string
+		open func(t *testing.T) orders.OrderBook
+	}{
+		{"memory", func(*testing.T) orders.OrderBook { return orders.NewBook() }},
+		{"sqlite", func(t *testing.T) orders.OrderBook {
+			return openSQLiteBook(t, openStore(t, filepath.Join(t.TempDir(), "book.db")))
+		}},
+		{"postgres", func(t *testing.T) orders.OrderBook {
+			return openPostgresBook(t, openPostgresDB(t, freshSchema(t)))
+		}},
 	} {
-		t.Run(name, func(t *testing.T) {
+		t.Run(c.name, func(t *testing.T) {
+			book := c.open(t)
 			all, err := book.Orders(ctx)
 			if err != nil || len(all) != 6 || all[0].ID != "A100" || all[5].ID != "A105" {
 				t.Fatalf("Orders() = %v, %v", all, err)
@@ -114,10 +124,21 @@ func TestBooksAgree(t *testing.T) {
 // store on the same file sees the refund, opening the book again keeps it,
 // and concurrent refunds from two stores apply once.
 func TestSQLiteBookShared(t *testing.T) {
-	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "shop.db")
 	a, b := openStore(t, path), openStore(t, path)
-	bookA, bookB := openSQLiteBook(t, a), openSQLiteBook(t, b)
+	checkShared(t, openSQLiteBook(t, a), openSQLiteBook(t, b), func() orders.OrderBook { return openSQLiteBook(t, a) })
+	if _, err := orders.OpenSQLiteBook(context.Background(), nil); err == nil {
+		t.Error("OpenSQLiteBook(nil) succeeded")
+	}
+}
+
+// checkShared checks two books on one database, as two processes (or
+// machines) have them: concurrent refunds of one order, half from each,
+// apply once, and both books, and a third opened by reopen after the
+// refund, see it.
+func checkShared(t *testing.T, bookA, bookB orders.OrderBook, reopen func() orders.OrderBook) {
+	t.Helper()
+	ctx := context.Background()
 	var (
 		wg sync.WaitGroup
 		mu sync.Mutex
@@ -142,7 +163,7 @@ func TestSQLiteBookShared(t *testing.T) {
 	if ok != 1 {
 		t.Errorf("%d refunds of A100 succeeded, want exactly one", ok)
 	}
-	again := openSQLiteBook(t, a) // seeding again changes nothing
+	again := reopen() // seeding again changes nothing
 	for _, book := range []orders.OrderBook{bookA, bookB, again} {
 		if n, err := book.RefundCount(ctx, "A100"); n != 1 || err != nil {
 			t.Errorf("RefundCount(A100) = %d, %v; want 1", n, err)
@@ -150,9 +171,6 @@ func TestSQLiteBookShared(t *testing.T) {
 		if o, _ := book.Order(ctx, "A100"); o.Status != orders.StatusRefunded {
 			t.Errorf("A100 is %s", o.Status)
 		}
-	}
-	if _, err := orders.OpenSQLiteBook(ctx, nil); err == nil {
-		t.Error("OpenSQLiteBook(nil) succeeded")
 	}
 }
 

@@ -142,15 +142,19 @@ func (k *Kit) Model(ctx context.Context, s *Source) (llm.Model, string, error) {
 	return k.c.modelFor(ctx, s.f)
 }
 
-// Tools builds the tools the flags name, the order desk's over the book in
-// st; close releases what they hold open (MCP servers).
-func (k *Kit) Tools(ctx context.Context, s *Source, st *sqlite.Store) (reg *tool.Registry, close func(), err error) {
-	box, err := k.c.toolsFor(ctx, s.f, st)
+// Tools builds the tools the flags name, the order desk's over the book
+// openBook opens (SQLiteBook for a store/sqlite file); close releases what
+// they hold open (MCP servers).
+func (k *Kit) Tools(ctx context.Context, s *Source, openBook BookOpener) (reg *tool.Registry, close func(), err error) {
+	box, err := k.c.toolsFor(ctx, s.f, openBook)
 	if err != nil {
 		return nil, nil, err
 	}
 	return box.reg, box.close, nil
 }
+
+// SQLiteBook opens the order book in the SQLite store st, for Tools.
+func SQLiteBook(st *sqlite.Store) BookOpener { return sqliteBook(st) }
 
 // ShellQuote quotes s for a POSIX shell when it needs it, for commands
 // printed to be pasted.

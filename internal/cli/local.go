@@ -213,7 +213,7 @@ func (b *local) Start(ctx context.Context, req *Request) (*loop.Result, error) {
 			return nil, err
 		}
 	}
-	box, err := b.c.toolsFor(ctx, src, st)
+	box, err := b.c.toolsFor(ctx, src, sqliteBook(st))
 	if err != nil {
 		return nil, err
 	}
@@ -337,7 +337,7 @@ func (b *local) Resume(ctx context.Context, runID string) (*loop.Result, error) 
 	if err != nil {
 		return nil, err
 	}
-	box, err := b.c.toolsFor(ctx, src, b.st)
+	box, err := b.c.toolsFor(ctx, src, sqliteBook(b.st))
 	if err != nil {
 		return nil, err
 	}

@@ -54,11 +54,21 @@ func (b *toolBox) close() {
 	}
 }
 
-// toolsFor builds the run's tools: the built-in sets over the store's
-// order book, then each MCP server's, its names prefixed "mcpN_" in the
-// order the flags give the servers (commands first), so that servers
+// BookOpener opens the order book the order desk's tools work on; it is
+// called only when the flags ask for those tools, so that a run without
+// them leaves the store's database as it was.
+type BookOpener func(ctx context.Context) (orders.OrderBook, error)
+
+// sqliteBook opens the order book in the SQLite store st.
+func sqliteBook(st *sqlite.Store) BookOpener {
+	return func(ctx context.Context) (orders.OrderBook, error) { return orders.OpenSQLiteBook(ctx, st.DB()) }
+}
+
+// toolsFor builds the run's tools: the built-in sets over the order book
+// openBook opens, then each MCP server's, its names prefixed "mcpN_" in
+// the order the flags give the servers (commands first), so that servers
 // never collide with each other or with the built-in tools.
-func (c *cli) toolsFor(ctx context.Context, f *sourceFlags, st *sqlite.Store) (*toolBox, error) {
+func (c *cli) toolsFor(ctx context.Context, f *sourceFlags, openBook BookOpener) (*toolBox, error) {
 	sets, err := f.toolSets()
 	if err != nil {
 		return nil, err
@@ -72,7 +82,7 @@ func (c *cli) toolsFor(ctx context.Context, f *sourceFlags, st *sqlite.Store) (*
 	box := &toolBox{}
 	var all []*tool.Tool
 	if slices.Contains(sets, toolsOrders) {
-		book, err := orders.OpenSQLiteBook(ctx, st.DB())
+		book, err := openBook(ctx)
 		if err != nil {
 			return nil, err
 		}

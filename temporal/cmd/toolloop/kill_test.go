@@ -17,9 +17,13 @@ import (
 	"go.temporal.io/sdk/client"
 	sdklog "go.temporal.io/sdk/log"
 
+	"github.com/jackc/pgx/v5/stdlib"
+
 	"github.com/toolloop/toolloop/examples/orders"
 	"github.com/toolloop/toolloop/llm"
 	"github.com/toolloop/toolloop/loop"
+	"github.com/toolloop/toolloop/store"
+	"github.com/toolloop/toolloop/store/postgres"
 	"github.com/toolloop/toolloop/store/sqlite"
 	"github.com/toolloop/toolloop/temporal"
 )
@@ -40,7 +44,9 @@ type workerProc struct {
 	out string
 }
 
-func startWorker(t *testing.T, name, addr, queue, db string) *workerProc {
+// startWorker starts a worker process on queue, its store given by
+// storeArgs (--db PATH or --store URL).
+func startWorker(t *testing.T, name, addr, queue string, storeArgs ...string) *workerProc {
 	t.Helper()
 	out := filepath.Join(t.TempDir(), name+".log")
 	f, err := os.Create(out)
@@ -48,8 +54,9 @@ func startWorker(t *testing.T, name, addr, queue, db string) *workerProc {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	cmd := exec.Command(os.Args[0], "worker", "--temporal", addr, "--task-queue", queue,
-		"--provider", "sandbox", "--tools", "orders", "--db", db, "--slow-writes", killSlowWrites.String())
+	args := append([]string{"worker", "--temporal", addr, "--task-queue", queue,
+		"--provider", "sandbox", "--tools", "orders", "--slow-writes", killSlowWrites.String()}, storeArgs...)
+	cmd := exec.Command(os.Args[0], args...)
 	cmd.Env = append(os.Environ(), childEnv+"=1")
 	cmd.Stdout, cmd.Stderr = f, f
 	if err := cmd.Start(); err != nil {
@@ -78,26 +85,62 @@ func (w *workerProc) log() string {
 }
 
 // TestWorkerKill runs 50 sandbox runs with writes on two worker processes
-// that share a SQLite order book and idempotency ledger, and kills one of
-// them with SIGKILL once some runs have finished and others are in
-// flight. Every run must still end in final_answer with its refund done,
-// and the book must hold exactly one refund per order: a tool activity
-// retried on the surviving worker replays the ledger rather than refunding
-// again (the book would refuse a second refund, and the run's answer would
-// show the error).
+// that share an order book and idempotency ledger, and kills one of them
+// with SIGKILL once some runs have finished and others are in flight.
+// Every run must still end in final_answer with its refund done, and the
+// book must hold exactly one refund per order: a tool activity retried on
+// the surviving worker replays the ledger rather than refunding again (the
+// book would refuse a second refund, and the run's answer would show the
+// error). The workers share a SQLite file (--db), as on one machine, or a
+// PostgreSQL schema (--store), as on several; the postgres case needs
+// TOOLLOOP_POSTGRES_URL (see postgresSchema).
 func TestWorkerKill(t *testing.T) {
 	addr := devAddr(t)
+	t.Run("sqlite", func(t *testing.T) {
+		db := filepath.Join(t.TempDir(), "shared.db")
+		st, err := sqlite.Open(db, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer st.Close()
+		book, err := orders.OpenSQLiteBook(context.Background(), st.DB())
+		if err != nil {
+			t.Fatal(err)
+		}
+		workerKill(t, addr, book, st, "; store "+db+"\n", "--db", db)
+	})
+	t.Run("postgres", func(t *testing.T) {
+		// The server trusts local connections: the password is there to
+		// check that the workers never print it.
+		url, schema := postgresSchema(t, "secret")
+		st, err := postgres.Open(context.Background(), url, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer st.Close()
+		db := stdlib.OpenDBFromPool(st.Pool())
+		defer db.Close()
+		book, err := orders.OpenPostgresBook(context.Background(), db)
+		if err != nil {
+			t.Fatal(err)
+		}
+		workerKill(t, addr, book, st, "?search_path="+schema+"\n", "--store", url)
+	})
+}
+
+// killBook is the book the workers of TestWorkerKill share, as the test
+// sees it: it adds the runs' orders and counts their refunds.
+type killBook interface {
+	orders.OrderBook
+	AddOrders(ctx context.Context, add ...orders.Order) error
+}
+
+// workerKill is TestWorkerKill with the workers' store given by storeArgs
+// and book and st (where the runs' logs are) open on it; the workers'
+// startup line must name the store as wantStore (part of the line).
+func workerKill(t *testing.T, addr string, book killBook, st store.Blobs, wantStore string, storeArgs ...string) {
 	ctx := context.Background()
 	n := *killRuns
-	db := filepath.Join(t.TempDir(), "shared.db")
-	st, err := sqlite.Open(db, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	book, err := orders.OpenSQLiteBook(ctx, st.DB())
-	if err != nil {
-		t.Fatal(err)
-	}
 	var add []orders.Order
 	for i := 1; i <= n; i++ {
 		add = append(add, orders.Order{ID: fmt.Sprintf("K%03d", i), Customer: "load test", Status: orders.StatusDelivered,
@@ -106,11 +149,13 @@ func TestWorkerKill(t *testing.T) {
 	if err := book.AddOrders(ctx, add...); err != nil {
 		t.Fatal(err)
 	}
-	defer st.Close()
 
 	queue := "kill-test-" + suffix()
-	first := startWorker(t, "first", addr, queue, db)
-	second := startWorker(t, "second", addr, queue, db)
+	first := startWorker(t, "first", addr, queue, storeArgs...)
+	second := startWorker(t, "second", addr, queue, storeArgs...)
+	if !strings.Contains(first.log(), wantStore) || strings.Contains(first.log(), "secret") {
+		t.Fatalf("the worker's startup line does not name its store as %s, or shows its password:\n%s", wantStore, first.log())
+	}
 
 	cl, err := client.Dial(client.Options{HostPort: addr, Logger: quietLogger()})
 	if err != nil {

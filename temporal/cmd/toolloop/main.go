@@ -7,7 +7,7 @@
 // workflow and its activities. Without --temporal every command behaves
 // as in the core build.
 //
-//	toolloop worker --temporal HOST:PORT [--task-queue Q] --provider P [--tools orders] [--db PATH]
+//	toolloop worker --temporal HOST:PORT [--task-queue Q] --provider P [--tools orders] [--db PATH | --store URL]
 //	toolloop run --temporal HOST:PORT [--task-queue Q] --model M [--detach] "prompt"
 //	toolloop approve|deny --temporal HOST:PORT RUN_ID CALL_ID --by NAME [--note TEXT]
 //	toolloop runs --temporal HOST:PORT [--status S]

@@ -100,6 +100,10 @@ func TestTemporalUsage(t *testing.T) {
 		{[]string{"worker", "--provider", "sandbox"}, "--temporal HOST:PORT is missing"},
 		{[]string{"worker", "--temporal", "nonsense", "--provider", "sandbox"}, `want HOST:PORT`},
 		{[]string{"worker", "--temporal", "127.0.0.1:7233"}, "--provider is missing"},
+		{[]string{"worker", "--temporal", "127.0.0.1:7233", "--provider", "sandbox", "--db", "x.db", "--store", "postgres://u@h/d"},
+			"--db and --store both name a store"},
+		{[]string{"worker", "--temporal", "127.0.0.1:7233", "--provider", "sandbox", "--store", "host=h password=secret"},
+			"--store takes a PostgreSQL URL"},
 		{[]string{"run", "--temporal", "127.0.0.1:7233", "hello"}, "--model is missing"},
 		{[]string{"run", "--temporal", "127.0.0.1:7233", "--model", "m"}, "want one prompt"},
 		{[]string{"approve", "--temporal", "127.0.0.1:7233", "run-1", "call-1"}, "--by NAME is missing"},
@@ -110,6 +114,9 @@ func TestTemporalUsage(t *testing.T) {
 		code, _, errOut := call(ctx, tc.args...)
 		if code != cli.ExitUsage || !strings.Contains(errOut, tc.want) {
 			t.Errorf("%v: exit %d, stderr %q; want exit 2 and %q", tc.args, code, errOut, tc.want)
+		}
+		if strings.Contains(errOut, "secret") {
+			t.Errorf("%v: the error shows the password: %q", tc.args, errOut)
 		}
 	}
 	// Without --temporal the core commands run as ever.

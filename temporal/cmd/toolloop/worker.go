@@ -25,8 +25,7 @@ func workerCmd(ctx context.Context, k *cli.Kit, args []string) int {
 	fs := flag.NewFlagSet("toolloop worker", flag.ContinueOnError)
 	cn := addConnFlags(fs, true)
 	src := k.AddSourceFlags(fs)
-	db := fs.String("db", "", "the SQLite store at `PATH`: the order book of --tools orders and the idempotency ledger; "+
-		"every worker of a task queue must share it")
+	sf := addStoreFlags(fs)
 	pos, err := k.ParseFlags(fs, args)
 	if err != nil {
 		return k.UsageError("worker", err, workerUsage)
@@ -36,6 +35,9 @@ func workerCmd(ctx context.Context, k *cli.Kit, args []string) int {
 		return cli.ExitUsage
 	}
 	if err := cn.check(); err != nil {
+		return k.Fail("worker", err)
+	}
+	if err := sf.check(); err != nil {
 		return k.Fail("worker", err)
 	}
 	if src.ModelName() != "" {
@@ -50,21 +52,17 @@ func workerCmd(ctx context.Context, k *cli.Kit, args []string) int {
 		return k.Fail("worker", err)
 	}
 	defer cl.Close()
-	path, err := k.DBPath(*db)
-	if err != nil {
-		return k.Fail("worker", cli.Usagef("%v", err))
-	}
-	st, err := k.OpenStore(path, true)
+	st, err := sf.open(ctx, k)
 	if err != nil {
 		return k.Fail("worker", err)
 	}
 	defer st.Close()
-	reg, closeTools, err := k.Tools(ctx, src, st)
+	reg, closeTools, err := k.Tools(ctx, src, st.book)
 	if err != nil {
 		return k.Fail("worker", err)
 	}
 	defer closeTools()
-	acts, err := newActivities(model, reg, src.Policy(), st)
+	acts, err := newActivities(model, reg, src.Policy(), st.shared)
 	if err != nil {
 		return k.Fail("worker", err)
 	}
@@ -76,7 +74,7 @@ func workerCmd(ctx context.Context, k *cli.Kit, args []string) int {
 		tools = strings.Join(names, ",")
 	}
 	fmt.Fprintf(k.Stdout(), "toolloop worker: serving task queue %s on %s (namespace %s); provider %s; tools %s; store %s\n",
-		cn.queue, cn.addr, cn.namespace, src.Provider(), tools, path)
+		cn.queue, cn.addr, cn.namespace, src.Provider(), tools, st.name)
 	// Run returns on the interrupt, or with the error that stopped the
 	// worker for good.
 	rctx, cancel := context.WithCancel(ctx)
@@ -140,7 +138,12 @@ Flags:
   --db PATH              the SQLite store holding the order book, the
                          idempotency ledger and the runs' logs and large tool
                          results (default: toolloop.db in the data
-                         directory); workers of one task queue must share it
+                         directory); workers of one task queue must share it,
+                         so they run on one machine
+  --store URL            instead of --db, a PostgreSQL store holding the same,
+                         postgres://USER:PASSWORD@HOST:PORT/DB (a schema of
+                         its own: ?search_path=SCHEMA), for workers of one
+                         task queue on several machines
 
 Every worker of a task queue must offer the same tools: a run records its
 tools' version when it starts. Set TOOLLOOP_TEMPORAL_LOG=info to see the
