@@ -9,197 +9,23 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"io"
-	"net/http"
-	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"reflect"
 	"sync"
 	"testing"
 	"time"
 
-	anthropicsdk "github.com/anthropics/anthropic-sdk-go/v2"
-	anthropicoption "github.com/anthropics/anthropic-sdk-go/v2/option"
-	openaisdk "github.com/openai/openai-go/v3"
-	openaioption "github.com/openai/openai-go/v3/option"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/worker"
-	"google.golang.org/genai"
 
 	"github.com/toolloop/toolloop/llm"
-	"github.com/toolloop/toolloop/llm/anthropic"
-	"github.com/toolloop/toolloop/llm/gemini"
 	"github.com/toolloop/toolloop/llm/llmtest"
-	"github.com/toolloop/toolloop/llm/openai"
+	"github.com/toolloop/toolloop/llm/llmtest/reasoningtest"
 	"github.com/toolloop/toolloop/loop"
 	"github.com/toolloop/toolloop/policy"
 	"github.com/toolloop/toolloop/store"
 	"github.com/toolloop/toolloop/temporal"
 	"github.com/toolloop/toolloop/tool"
 )
-
-// reasoningAdapter is a real adapter whose replies carry opaque reasoning
-// state (llmtest.CaseReasoningCall), with the knowledge needed to find
-// that state again in the request it sends next.
-type reasoningAdapter struct {
-	name string
-	// testdata is the adapter's folder of wire replies, holding
-	// reasoning_call.json and final_answer.json.
-	testdata string
-	// newModel builds the adapter through its official SDK, aimed at url.
-	newModel func(t *testing.T, url string) llm.Model
-	// sent returns the opaque values a request body carries where the
-	// provider reads them back: Anthropic's thinking block signatures,
-	// the Responses API's reasoning items' encrypted_content, Gemini's
-	// thoughtSignature on functionCall parts.
-	sent func(t *testing.T, body []byte) []string
-}
-
-var reasoningAdapters = []reasoningAdapter{
-	{
-		name:     "anthropic",
-		testdata: "../llm/anthropic/testdata",
-		newModel: func(t *testing.T, url string) llm.Model {
-			return anthropic.New(anthropicsdk.NewClient(
-				anthropicoption.WithoutEnvironmentDefaults(),
-				anthropicoption.WithBaseURL(url),
-				anthropicoption.WithAPIKey("test"),
-				anthropicoption.WithMaxRetries(0),
-			), &anthropic.Options{Model: "claude-sonnet-4-6", ThinkingBudget: 2048})
-		},
-		sent: func(t *testing.T, body []byte) []string {
-			var req struct {
-				Messages []struct {
-					Role    string `json:"role"`
-					Content []struct {
-						Type      string `json:"type"`
-						Signature string `json:"signature"`
-					} `json:"content"`
-				} `json:"messages"`
-			}
-			decodeBody(t, body, &req)
-			var out []string
-			for _, m := range req.Messages {
-				for _, b := range m.Content {
-					if m.Role == "assistant" && b.Type == "thinking" {
-						out = append(out, b.Signature)
-					}
-				}
-			}
-			return out
-		},
-	},
-	{
-		name:     "openai-responses",
-		testdata: "../llm/openai/testdata/responses",
-		newModel: func(t *testing.T, url string) llm.Model {
-			return openai.NewResponses(openaisdk.NewClient(
-				openaioption.WithBaseURL(url),
-				openaioption.WithAPIKey("sk-test"),
-				openaioption.WithMaxRetries(0),
-			), &openai.ResponsesOptions{Model: "gpt-5-mini", KeepReasoning: new(true)})
-		},
-		sent: func(t *testing.T, body []byte) []string {
-			var req struct {
-				Input []struct {
-					Type             string `json:"type"`
-					EncryptedContent string `json:"encrypted_content"`
-				} `json:"input"`
-			}
-			decodeBody(t, body, &req)
-			var out []string
-			for _, it := range req.Input {
-				if it.Type == "reasoning" {
-					out = append(out, it.EncryptedContent)
-				}
-			}
-			return out
-		},
-	},
-	{
-		name:     "gemini",
-		testdata: "../llm/gemini/testdata",
-		newModel: func(t *testing.T, url string) llm.Model {
-			c, err := genai.NewClient(context.Background(), &genai.ClientConfig{
-				APIKey:      "test",
-				Backend:     genai.BackendGeminiAPI,
-				HTTPOptions: genai.HTTPOptions{BaseURL: url},
-			})
-			if err != nil {
-				t.Fatal(err)
-			}
-			return gemini.New(c, &gemini.Options{Model: "gemini-3-flash-preview"})
-		},
-		sent: func(t *testing.T, body []byte) []string {
-			var req struct {
-				Contents []struct {
-					Parts []struct {
-						FunctionCall     json.RawMessage `json:"functionCall"`
-						ThoughtSignature string          `json:"thoughtSignature"`
-					} `json:"parts"`
-				} `json:"contents"`
-			}
-			decodeBody(t, body, &req)
-			var out []string
-			for _, c := range req.Contents {
-				for _, p := range c.Parts {
-					if p.FunctionCall != nil {
-						out = append(out, p.ThoughtSignature)
-					}
-				}
-			}
-			return out
-		},
-	},
-}
-
-func decodeBody(t *testing.T, body []byte, v any) {
-	t.Helper()
-	if err := json.Unmarshal(body, v); err != nil {
-		t.Fatalf("request body %s: %v", body, err)
-	}
-}
-
-// wireServer stands in for a provider's API: it answers the n-th request
-// with the n-th wire reply file (the last one repeats) and records every
-// request body.
-type wireServer struct {
-	*httptest.Server
-	mu     sync.Mutex
-	bodies [][]byte
-}
-
-func newWireServer(t *testing.T, dir string, files ...string) *wireServer {
-	t.Helper()
-	replies := make([][]byte, len(files))
-	for i, f := range files {
-		b, err := os.ReadFile(filepath.Join(dir, f))
-		if err != nil {
-			t.Fatal(err)
-		}
-		replies[i] = b
-	}
-	s := &wireServer{}
-	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(r.Body)
-		s.mu.Lock()
-		n := len(s.bodies)
-		s.bodies = append(s.bodies, body)
-		s.mu.Unlock()
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(http.StatusOK)
-		_, _ = w.Write(replies[min(n, len(replies)-1)])
-	}))
-	t.Cleanup(s.Close)
-	return s
-}
-
-func (s *wireServer) requests() [][]byte {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return append([][]byte(nil), s.bodies...)
-}
 
 type weatherIn struct {
 	City string `json:"city"`
@@ -252,27 +78,27 @@ func weatherActivities(t *testing.T, model llm.Model, blobs store.Blobs, ran *ci
 // request, which gives the token back exactly where the provider reads it.
 func TestDevServerReasoningAdaptersAcrossWorkers(t *testing.T) {
 	c := devClient(t)
-	for _, a := range reasoningAdapters {
-		t.Run(a.name, func(t *testing.T) {
+	for _, a := range reasoningtest.Adapters("../llm") {
+		t.Run(a.Name, func(t *testing.T) {
 			queue := "toolloop-test-reasoning-" + suffix()
 			blobs := store.NewMemory() // the store both workers reach
 			ran := &cityLog{}
-			newWorker := func(srv *wireServer) worker.Worker {
+			newWorker := func(srv *reasoningtest.WireServer) worker.Worker {
 				w := worker.New(c, queue, worker.Options{})
 				temporal.RegisterWorkflow(w)
-				weatherActivities(t, a.newModel(t, srv.URL), blobs, ran).Register(w)
+				weatherActivities(t, a.New(t, srv.URL), blobs, ran).Register(w)
 				if err := w.Start(); err != nil {
 					t.Fatal(err)
 				}
 				return w
 			}
-			srvA := newWireServer(t, a.testdata, "reasoning_call.json")
+			srvA := reasoningtest.NewWireServer(t, a.Testdata, "reasoning_call.json")
 			wA := newWorker(srvA)
 			stopA := sync1(wA.Stop)
 			defer stopA()
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
-			id := "toolloop-test-reasoning-" + a.name + "-" + suffix()
+			id := "toolloop-test-reasoning-" + a.Name + "-" + suffix()
 			run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: queue}, temporal.WorkflowName,
 				temporal.RunInput{RunID: id, Messages: []llm.Message{llm.UserMessage("What is the weather in Oslo?")}})
 			if err != nil {
@@ -302,7 +128,7 @@ func TestDevServerReasoningAdaptersAcrossWorkers(t *testing.T) {
 			}
 			stopA()
 
-			srvB := newWireServer(t, a.testdata, "final_answer.json")
+			srvB := reasoningtest.NewWireServer(t, a.Testdata, "final_answer.json")
 			wB := newWorker(srvB)
 			defer wB.Stop()
 			h, err := c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{WorkflowID: id, UpdateName: temporal.ConfirmUpdate,
@@ -324,10 +150,10 @@ func TestDevServerReasoningAdaptersAcrossWorkers(t *testing.T) {
 			if got := ran.all(); !reflect.DeepEqual(got, []string{"Oslo"}) {
 				t.Fatalf("get_weather ran for %v, want Oslo once", got)
 			}
-			if n := len(srvA.requests()); n != 1 {
+			if n := len(srvA.Requests()); n != 1 {
 				t.Fatalf("worker A's provider got %d requests, want 1", n)
 			}
-			reqs := srvB.requests()
+			reqs := srvB.Requests()
 			if len(reqs) != 1 {
 				t.Fatalf("worker B's provider got %d requests, want 1", len(reqs))
 			}
@@ -335,7 +161,7 @@ func TestDevServerReasoningAdaptersAcrossWorkers(t *testing.T) {
 			if !bytes.Contains(body, []byte(llmtest.ReasoningToken)) {
 				t.Fatalf("worker B's request does not carry the reasoning state %s:\n%s", llmtest.ReasoningToken, body)
 			}
-			if got := a.sent(t, body); !reflect.DeepEqual(got, []string{llmtest.ReasoningToken}) {
+			if got := a.Sent(t, body); !reflect.DeepEqual(got, []string{llmtest.ReasoningToken}) {
 				t.Fatalf("worker B's request's reasoning state fields hold %q, want [%q]:\n%s", got, llmtest.ReasoningToken, body)
 			}
 			res, err := temporal.ReadResult(ctx, blobs, out)
@@ -345,7 +171,7 @@ func TestDevServerReasoningAdaptersAcrossWorkers(t *testing.T) {
 			if got := res.Answer(); got != "It is 12 °C in Oslo." {
 				t.Fatalf("answer %q", got)
 			}
-			replay(t, "reasoning "+a.name, history(t, c, id, run.GetRunID()))
+			replay(t, "reasoning "+a.Name, history(t, c, id, run.GetRunID()))
 		})
 	}
 }
