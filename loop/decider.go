@@ -252,6 +252,14 @@ func modelResponded(s *State, ev *Event) Effect {
 	if problem := protocolProblem(s, &msg); problem != "" {
 		// The malformed message stays in the event log but never enters
 		// the history, which must remain valid for every provider.
+		if len(msg.Reasoning) > 0 && len(msg.ToolCalls) == 0 && strings.TrimSpace(msg.Text) == "" {
+			// A reasoning model that thought and said nothing, most often
+			// because it spent its output tokens thinking.
+			problem = fmt.Sprintf("the model returned only reasoning (%d part(s)), neither text nor tool calls", len(msg.Reasoning))
+			if resp.Truncated {
+				problem += ": it reached its output token limit while thinking (raise the limit or lower the thinking budget)"
+			}
+		}
 		return stop(s, ProtocolError, problem)
 	}
 	s.Messages = append(s.Messages, msg)

@@ -390,6 +390,26 @@ func TestProtocolErrors(t *testing.T) {
 			}
 		})
 	}
+	// A reasoning model that only thought says so, and why when it ran
+	// out of output tokens.
+	for name, tc := range map[string]struct {
+		truncated bool
+		want      string
+	}{
+		"only reasoning":          {false, "the model returned only reasoning (1 part(s)), neither text nor tool calls"},
+		"only reasoning, cut off": {true, "reached its output token limit while thinking"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			f := newFixture(t)
+			turn := llmtest.Turn{Response: &llm.Response{Truncated: tc.truncated, Message: llm.Message{Role: llm.RoleAssistant,
+				Reasoning: []llm.Reasoning{{Provider: "anthropic", Text: "Let me think about Oslo"}}}}}
+			res, err := loop.Run(context.Background(), loop.Config{Model: llmtest.New(turn), Tools: f.reg}, user("q"))
+			mustStatus(t, res, err, loop.ProtocolError)
+			if !strings.Contains(res.Detail, tc.want) {
+				t.Errorf("detail %q lacks %q", res.Detail, tc.want)
+			}
+		})
+	}
 	// IDs alike but for a byte, at their end or not, are distinct.
 	f := newFixture(t)
 	model := llmtest.New(
