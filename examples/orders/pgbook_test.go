@@ -2,69 +2,24 @@ package orders_test
 
 import (
 	"context"
-	"crypto/rand"
 	"database/sql"
-	"encoding/hex"
-	"net/url"
-	"os"
-	"strings"
 	"sync"
 	"testing"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/toolloop/toolloop/examples/orders"
 	"github.com/toolloop/toolloop/store/postgres"
+	"github.com/toolloop/toolloop/store/postgres/pgtest"
 )
 
-// freshSchema makes a schema of its own for t on the server that
-// TOOLLOOP_POSTGRES_URL names, dropped with its tables when t ends, and
-// returns a connection string whose search_path is it. Without the
-// variable the test is skipped, except in CI (CI=true), which starts a
-// server and must not pass by skipping.
+// freshSchema makes a schema of its own for t on the test server
+// (pgtest.FreshSchema) and returns a connection string whose search_path
+// is it.
 func freshSchema(t *testing.T) string {
 	t.Helper()
-	base := os.Getenv("TOOLLOOP_POSTGRES_URL")
-	if base == "" {
-		const how = "TOOLLOOP_POSTGRES_URL is not set: start a server with eval \"$(scripts/postgres.sh start)\""
-		if os.Getenv("CI") == "true" {
-			t.Fatal(how + " (CI must run these tests, not skip them)")
-		}
-		t.Skip(how)
-	}
-	var b [6]byte
-	_, _ = rand.Read(b[:])
-	schema := "toolloop_orders_" + hex.EncodeToString(b[:])
-	ctx := context.Background()
-	exec := func(stmt string) error {
-		conn, err := pgx.Connect(ctx, base)
-		if err != nil {
-			return err
-		}
-		defer conn.Close(ctx)
-		_, err = conn.Exec(ctx, stmt)
-		return err
-	}
-	if err := exec("CREATE SCHEMA " + schema); err != nil {
-		t.Fatalf("making a schema on the test server (TOOLLOOP_POSTGRES_URL): %v", err)
-	}
-	t.Cleanup(func() {
-		if err := exec("DROP SCHEMA " + schema + " CASCADE"); err != nil {
-			t.Errorf("dropping schema %s: %v", schema, err)
-		}
-	})
-	if strings.HasPrefix(base, "postgres://") || strings.HasPrefix(base, "postgresql://") {
-		u, err := url.Parse(base)
-		if err != nil {
-			t.Fatal(err)
-		}
-		q := u.Query()
-		q.Set("search_path", schema)
-		u.RawQuery = q.Encode()
-		return u.String()
-	}
-	return base + " search_path=" + schema
+	u, _ := pgtest.FreshSchema(t)
+	return u
 }
 
 // openPostgresDB opens a run store in connString, as a worker does, and

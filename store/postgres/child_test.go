@@ -14,6 +14,7 @@ import (
 
 	"github.com/toolloop/toolloop/store"
 	"github.com/toolloop/toolloop/store/postgres"
+	"github.com/toolloop/toolloop/store/postgres/pgtest"
 )
 
 // The environment of a child process of TestProcessesContend: its name
@@ -111,7 +112,7 @@ func childMain() int {
 // who), and each log starts once. This is the guarantee workers on several
 // machines rely on.
 func TestProcessesContend(t *testing.T) {
-	u, _ := freshSchema(t)
+	u, _ := pgtest.FreshSchema(t)
 	const procs, keys = 3, 40
 	start := time.Now().Add(2 * time.Second).UnixNano()
 	results := make([]childResult, procs)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/toolloop/toolloop/store"
 	"github.com/toolloop/toolloop/store/postgres"
+	"github.com/toolloop/toolloop/store/postgres/pgtest"
 	"github.com/toolloop/toolloop/store/storetest"
 )
 
@@ -64,7 +65,7 @@ func TestLeaseOnServerClock(t *testing.T) {
 // cannot renew; the new holder's appends go on from the log as it was.
 func TestTwoPoolsFenceTakeover(t *testing.T) {
 	ctx := context.Background()
-	u, _ := freshSchema(t)
+	u, _ := pgtest.FreshSchema(t)
 	clock := storetest.NewClock(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
 	a := open(t, u, &postgres.Options{Now: clock.Now})
 	b := open(t, u, &postgres.Options{Now: clock.Now})
@@ -108,7 +109,7 @@ func TestTwoPoolsFenceTakeover(t *testing.T) {
 // has it, and never one that gains an event behind its back.
 func TestTakeoverWaitsForAppendInFlight(t *testing.T) {
 	ctx := context.Background()
-	u, _ := freshSchema(t)
+	u, _ := pgtest.FreshSchema(t)
 	clock := storetest.NewClock(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
 	a := open(t, u, &postgres.Options{Now: clock.Now})
 	b := open(t, u, &postgres.Options{Now: clock.Now})

@@ -13,13 +13,14 @@ import (
 
 	"github.com/toolloop/toolloop/store"
 	"github.com/toolloop/toolloop/store/postgres"
+	"github.com/toolloop/toolloop/store/postgres/pgtest"
 )
 
 // tablesIn lists the tables of schema, sorted.
 func tablesIn(t *testing.T, schema string) []string {
 	t.Helper()
 	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, serverURL(t))
+	conn, err := pgx.Connect(ctx, pgtest.ServerURL(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,8 +41,8 @@ func tablesIn(t *testing.T, schema string) []string {
 // the server refuses its every write.
 func TestOpenExistingAndReadOnly(t *testing.T) {
 	ctx := context.Background()
-	empty, emptySchema := freshSchema(t)
-	foreign, foreignSchema := freshSchema(t)
+	empty, emptySchema := pgtest.FreshSchema(t)
+	foreign, foreignSchema := pgtest.FreshSchema(t)
 	f := open(t, foreign, nil)
 	if _, err := f.Pool().Exec(ctx, `DROP TABLE idempotency_ledger, runs, run_events, run_leases, blobs; CREATE TABLE notes (text text)`); err != nil {
 		t.Fatal(err)
@@ -60,7 +61,7 @@ func TestOpenExistingAndReadOnly(t *testing.T) {
 		}
 	}
 
-	u, _ := freshSchema(t)
+	u, _ := pgtest.FreshSchema(t)
 	rw := open(t, u, nil)
 	ev := store.EventRecord{Seq: 1, Kind: "started", At: time.Now(), Data: []byte(`{}`)}
 	if err := rw.Append(ctx, "r1", []store.EventRecord{ev}, store.RunSummary{StartedAt: time.Now(), UpdatedAt: time.Now()}); err != nil {
@@ -104,7 +105,7 @@ func TestOpenExistingAndReadOnly(t *testing.T) {
 // A search_path that names no schema that exists leaves the store nowhere
 // to be: Open says so instead of failing on its first CREATE TABLE.
 func TestOpenMissingSchema(t *testing.T) {
-	u := withSearchPath(t, serverURL(t), "toolloop_no_such_schema")
+	u := withSearchPath(t, pgtest.ServerURL(t), "toolloop_no_such_schema")
 	_, err := postgres.Open(context.Background(), u, nil)
 	if err == nil || !strings.Contains(err.Error(), "toolloop_no_such_schema") || !strings.Contains(err.Error(), "names none that exists") {
 		t.Fatalf("err = %v, want one naming the search_path and saying no schema exists", err)
@@ -131,7 +132,7 @@ func TestOpenErrorsHidePassword(t *testing.T) {
 // Workers that start at once all open the store in one schema: creating
 // its tables concurrently must not fail any of them.
 func TestConcurrentOpen(t *testing.T) {
-	u, _ := freshSchema(t)
+	u, _ := pgtest.FreshSchema(t)
 	const n = 8
 	var wg sync.WaitGroup
 	errs := make(chan error, n)
@@ -160,7 +161,7 @@ func TestConcurrentOpen(t *testing.T) {
 // error rather than a crash), and opened to write it gets the tables.
 func TestStoreWithoutNewerTables(t *testing.T) {
 	ctx := context.Background()
-	u, schema := freshSchema(t)
+	u, schema := pgtest.FreshSchema(t)
 	s := open(t, u, nil)
 	ev := store.EventRecord{Seq: 1, Kind: "started", At: time.Now(), Data: []byte(`{}`)}
 	if err := s.Append(ctx, "r1", []store.EventRecord{ev}, store.RunSummary{StartedAt: time.Now()}); err != nil {
