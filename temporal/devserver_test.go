@@ -172,23 +172,7 @@ func TestDevServerConfirm(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for {
-		v, err := c.QueryWorkflow(ctx, id, "", temporal.StatusQuery)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var st temporal.RunStatus
-		if err := v.Get(&st); err != nil {
-			t.Fatal(err)
-		}
-		if st.Status == string(loop.ConfirmationRequired) {
-			break
-		}
-		if st.Status != loop.RunningStatus {
-			t.Fatalf("status %+v", st)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	waitPaused(ctx, t, c, id)
 	answer := func(a loop.Confirmation) error {
 		h, err := c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{WorkflowID: id, UpdateName: temporal.ConfirmUpdate,
 			Args: []any{a}, WaitForStage: client.WorkflowUpdateStageCompleted})
@@ -266,4 +250,27 @@ func TestDevServerCanceled(t *testing.T) {
 		t.Fatalf("histories differ:\nworkflow:   %s\nin-process: %s", g, w)
 	}
 	replay(t, "canceled", history(t, c, id, run.GetRunID()))
+}
+
+// waitPaused polls run id's status query until the run pauses for
+// confirmation, and returns that status; any other ending fails t.
+func waitPaused(ctx context.Context, t *testing.T, c client.Client, id string) temporal.RunStatus {
+	t.Helper()
+	for {
+		v, err := c.QueryWorkflow(ctx, id, "", temporal.StatusQuery)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var st temporal.RunStatus
+		if err := v.Get(&st); err != nil {
+			t.Fatal(err)
+		}
+		if st.Status == string(loop.ConfirmationRequired) {
+			return st
+		}
+		if st.Status != loop.RunningStatus {
+			t.Fatalf("status %+v", st)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }

@@ -104,23 +104,7 @@ func TestDevServerReasoningAdaptersAcrossWorkers(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var st temporal.RunStatus
-			for {
-				v, err := c.QueryWorkflow(ctx, id, "", temporal.StatusQuery)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if err := v.Get(&st); err != nil {
-					t.Fatal(err)
-				}
-				if st.Status == string(loop.ConfirmationRequired) {
-					break
-				}
-				if st.Status != loop.RunningStatus {
-					t.Fatalf("status %+v", st)
-				}
-				time.Sleep(50 * time.Millisecond)
-			}
+			st := waitPaused(ctx, t, c, id)
 			var args weatherIn
 			if len(st.Pending) != 1 || st.Pending[0].Tool != "get_weather" ||
 				json.Unmarshal(st.Pending[0].Arguments, &args) != nil || args.City != "Oslo" {

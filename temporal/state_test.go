@@ -156,23 +156,7 @@ func TestDevServerStateAcrossWorkers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for {
-		v, err := c.QueryWorkflow(ctx, id, "", temporal.StatusQuery)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var st temporal.RunStatus
-		if err := v.Get(&st); err != nil {
-			t.Fatal(err)
-		}
-		if st.Status == string(loop.ConfirmationRequired) {
-			break
-		}
-		if st.Status != loop.RunningStatus {
-			t.Fatalf("status %+v", st)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	waitPaused(ctx, t, c, id)
 	stopA()
 	wB := newWorker(modelB)
 	defer wB.Stop()
