@@ -22,8 +22,12 @@ type noopIn struct {
 	Key string `json:"key"`
 }
 
+// noopOut echoes the call's key, so that every turn brings the model
+// something new: a workload whose results all repeated earlier ones would
+// be stopped by spin detection's no-new-information rule, as it should.
 type noopOut struct {
-	OK bool `json:"ok"`
+	OK  bool   `json:"ok"`
+	Key string `json:"key"`
 }
 
 // readTools are the workload's three no-op reads.
@@ -108,7 +112,7 @@ func benchConfig(b *testing.B, planner executor.Planner, honors bool, model llm.
 	var tools []*tool.Tool
 	for _, name := range readTools {
 		tools = append(tools, tool.MustNew(tool.Spec[noopIn]{Name: name, HonorsContext: honors},
-			func(context.Context, noopIn) (noopOut, error) { return noopOut{OK: true}, nil }))
+			func(_ context.Context, in noopIn) (noopOut, error) { return noopOut{OK: true, Key: in.Key}, nil }))
 	}
 	reg, err := tool.NewRegistry(tools...)
 	if err != nil {

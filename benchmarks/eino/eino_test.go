@@ -24,8 +24,12 @@ import (
 type in struct {
 	Key string `json:"key"`
 }
+
+// out echoes the call's key, as toolloop's workload does (there, so that
+// spin detection sees every turn bring something new).
 type out struct {
-	OK bool `json:"ok"`
+	OK  bool   `json:"ok"`
+	Key string `json:"key"`
 }
 
 // readTools are the workload's three no-op reads.
@@ -106,7 +110,7 @@ func newAgent(b *testing.B, m scripted) *react.Agent {
 	ctx := context.Background()
 	var tools []tool.BaseTool
 	for _, name := range readTools {
-		t, err := utils.InferTool(name, "no-op read", func(ctx context.Context, x in) (out, error) { return out{OK: true}, nil })
+		t, err := utils.InferTool(name, "no-op read", func(ctx context.Context, x in) (out, error) { return out{OK: true, Key: x.Key}, nil })
 		if err != nil {
 			b.Fatal(err)
 		}
