@@ -66,7 +66,9 @@ func TestAccumulatorParallelCalls(t *testing.T) {
 
 // Each inconsistency a peer's merge got wrong is refused, naming it.
 func TestAccumulatorRefusesInconsistentChunks(t *testing.T) {
-	start := func(i int, id, name string) Delta { return Delta{Kind: DeltaToolCallStart, Index: i, Call: call(id, name)} }
+	start := func(i int, id, name string) Delta {
+		return Delta{Kind: DeltaToolCallStart, Index: i, Call: call(id, name)}
+	}
 	args := func(i int, s string) Delta { return Delta{Kind: DeltaToolCallArguments, Index: i, Text: s} }
 	fin := Delta{Kind: DeltaFinish, Finish: &Finish{}}
 	for _, tc := range []struct {
