@@ -155,7 +155,8 @@ func (s *turnStream) chunk(r *genai.GenerateContentResponse) bool {
 		u := usage(r.UsageMetadata)
 		if s.usage == nil || *s.usage != u {
 			s.usage = &u
-			return s.yield(llm.Delta{Kind: llm.DeltaUsage, Usage: &u}, nil)
+			shown := u // the consumer's copy, which it may change
+			return s.yield(llm.Delta{Kind: llm.DeltaUsage, Usage: &shown}, nil)
 		}
 	}
 	return true
