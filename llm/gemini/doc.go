@@ -9,7 +9,8 @@
 // signatures Gemini needs back travel in the messages (see below), so a
 // conversation can be resumed by another Model, in another process or on
 // another worker. It passes llmtest.RunConformance. Start with New and
-// Options.
+// Options. The Model is also an llm.StreamingModel: Stream hands the turn
+// over as Gemini generates it (see Streaming).
 //
 // The adapter takes an already-built *genai.Client and never reads the
 // environment; the SDK's NewClient does, so build the client where the
@@ -140,6 +141,51 @@
 // are in Usage.ReasoningTokens (thoughtsTokenCount) and, since Gemini bills
 // them as output, in Usage.OutputTokens.
 //
+// # Streaming
+//
+// Stream sends the request Generate would send, byte for byte, to
+// streamGenerateContent?alt=sse, whose events are each a
+// GenerateContentResponse chunk, and yields the first candidate as
+// llm.Delta values:
+//   - a text part's text is a text delta; a thought part's (thought=true)
+//     a reasoning delta, never text. Gemini streams one part's text in
+//     pieces, one per chunk, and its thought signature with the last piece
+//     (often an empty one), so consecutive pieces of one kind are taken as
+//     one part until a signature closes it: a new reasoning Index begins
+//     with a thought part after a signed one or after other parts;
+//   - a functionCall part arrives whole: it is a start (ID, name, and its
+//     signature as State), its args as one arguments delta, and an end.
+//     Calls are numbered in order across chunks, and their generated IDs
+//     are Generate's, from the position of the call among the joined parts;
+//   - each chunk's usageMetadata, a running total, is a usage delta when it
+//     changed; the finish delta comes once the stream has ended with a
+//     finish reason, with the message's State built from the joined parts
+//     by the code Generate uses, and DroppedState counted as Generate does.
+//     The reply that spent thinking tokens and showed no thought gets its
+//     Hidden reasoning just before it.
+//
+// So llm.Collect of a stream is the Response Generate returns for the same
+// reply sent whole with the pieces joined, and the next request is the
+// same either way.
+//
+// A failure before the first delta is the error Generate returns for the
+// same reply (a status, an error event, a refusal, a malformed call); one
+// after it is yielded after the deltas received. An error event in the
+// stream is classified like an error reply; a filtered finish reason is a
+// refusal; a connection that breaks, or a stream that ends without a
+// finish reason, is a retryable llm.ErrorUnavailable wrapping
+// llm.ErrStreamEnded (the adapter watches the body's reads, as the SDK
+// reports a body cut in the middle of an event as undecodable JSON). A
+// consumer that stops ranging cancels the request, and the connection is
+// closed before the iterator returns. The stream passes the
+// llm.ResponseGuard as an event stream the request asked for
+// (llm.ExpectStream), capped at Options.MaxStreamBytes (64 MiB by
+// default) rather than MaxResponseBytes.
+//
+// The SDK resumes a stream that Gemini ends with finish reason
+// CONTINUATION and a continuation token (GenerateContentConfig's
+// AutomaticContinuation, on by default); the adapter sees one stream.
+//
 // # Errors
 //
 // A genai.APIError is classified with llm.HTTPError: 429
@@ -152,8 +198,8 @@
 // google.rpc.RetryInfo detail ("retryDelay": "2s") Gemini puts in the error
 // body; the loop decides whether the run can wait that long (a daily
 // quota's cannot; llm.CheckRetryAfter). Transport failures are retryable
-// unavailable errors; the context's own cancellation or deadline is
-// returned as is.
+// unavailable errors, as is a reply cut off by its connection; the
+// context's own cancellation or deadline is returned as is.
 //
 // Replies pass an llm.ResponseGuard installed in the HTTP client (see New):
 // one larger than Options.MaxResponseBytes (8 MiB by default), or a

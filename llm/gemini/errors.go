@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/url"
@@ -37,7 +38,10 @@ func (m *Model) classify(ctx context.Context, err error) error {
 	}
 	var urlErr *url.Error
 	var netErr net.Error
-	if errors.As(err, &urlErr) || errors.As(err, &netErr) {
+	// A reply whose connection broke before its end is read as
+	// io.ErrUnexpectedEOF, outside any url.Error: the server went away,
+	// which a new attempt may not meet.
+	if errors.As(err, &urlErr) || errors.As(err, &netErr) || errors.Is(err, io.ErrUnexpectedEOF) {
 		return &llm.Error{Kind: llm.ErrorUnavailable, Retryable: true, Err: fmt.Errorf("gemini: %w", err)}
 	}
 	return &llm.Error{Kind: llm.ErrorBadRequest, Err: fmt.Errorf("gemini: %w", err)}

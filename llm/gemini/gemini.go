@@ -60,6 +60,11 @@ type Options struct {
 	// cap lives in the HTTP client, so New derives a client of its own
 	// from the one it is given (see New).
 	MaxResponseBytes int64
+	// MaxStreamBytes caps the body of each streamed reply (Stream): 0
+	// means llm.DefaultMaxStreamBytes, negative no cap. A larger stream
+	// fails with a non-retryable llm.ErrorBadResponse that names the cap,
+	// after the deltas that came before it.
+	MaxStreamBytes int64
 	// NoSignatureFallback stops the adapter from sending the placeholder
 	// thought signature for replayed calls that carry no Gemini state (see
 	// the package documentation). Such requests then fail with a
@@ -116,7 +121,8 @@ func New(client *genai.Client, opts *Options) *Model {
 		m.setupErr = &llm.Error{Kind: llm.ErrorBadRequest, Err: err}
 		return m
 	}
-	m.client, m.setupErr = guarded(client, m.opts.MaxResponseBytes)
+	m.client, m.setupErr = guarded(client, llm.ResponseGuard{Provider: Provider,
+		MaxBytes: m.opts.MaxResponseBytes, MaxStreamBytes: m.opts.MaxStreamBytes})
 	return m
 }
 
@@ -154,10 +160,11 @@ func thinkingConfig(o *Options) (*genai.ThinkingConfig, error) {
 }
 
 // guarded returns a client like c whose HTTP client checks every reply
-// with an llm.ResponseGuard capped at maxBytes.
-func guarded(c *genai.Client, maxBytes int64) (*genai.Client, error) {
+// with g, and tells a stream why its body stopped (see readWatch).
+func guarded(c *genai.Client, g llm.ResponseGuard) (*genai.Client, error) {
 	cc := c.ClientConfig()
-	cc.HTTPClient = llm.ResponseGuard{Provider: "gemini", MaxBytes: maxBytes}.Client(cc.HTTPClient)
+	cc.HTTPClient = g.Client(cc.HTTPClient)
+	cc.HTTPClient.Transport = watchTransport{next: cc.HTTPClient.Transport}
 	// The configuration is resolved, so building needs no context: no
 	// credentials are looked up.
 	gc, err := genai.NewClient(context.Background(), &cc)
@@ -172,35 +179,55 @@ func guarded(c *genai.Client, maxBytes int64) (*genai.Client, error) {
 // Failures are *llm.Error values (see the package documentation), except a
 // canceled or expired ctx, whose error is returned as is.
 func (m *Model) Generate(ctx context.Context, req *llm.Request) (*llm.Response, error) {
+	c, err := m.prepare(req)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := m.client.Models.GenerateContent(ctx, c.model, c.contents, c.cfg)
+	if err != nil {
+		return nil, m.classify(ctx, err)
+	}
+	out, err := m.response(req, c.model, resp)
+	if err != nil {
+		return nil, err
+	}
+	out.DroppedState = c.droppedState
+	return out, nil
+}
+
+// call is one request as the SDK takes it, built from an llm.Request.
+type call struct {
+	model    string
+	contents []*genai.Content
+	cfg      *genai.GenerateContentConfig
+	// droppedState is the response's DroppedState: the history's state
+	// that did not reach Gemini as it came.
+	droppedState int
+}
+
+// prepare builds the request Generate and Stream send. Its failures are
+// bad_request *llm.Error values: nothing was sent.
+func (m *Model) prepare(req *llm.Request) (call, error) {
 	if m.setupErr != nil {
-		return nil, m.setupErr
+		return call{}, m.setupErr
 	}
 	model := req.Model
 	if model == "" {
 		model = m.opts.Model
 	}
 	if model == "" {
-		return nil, &llm.Error{Kind: llm.ErrorBadRequest, Err: errors.New("gemini: no model named: set llm.Request.Model or Options.Model")}
+		return call{}, &llm.Error{Kind: llm.ErrorBadRequest, Err: errors.New("gemini: no model named: set llm.Request.Model or Options.Model")}
 	}
 	contents, system, dropped, err := m.contents(model, req.Messages)
 	if err != nil {
-		return nil, &llm.Error{Kind: llm.ErrorBadRequest, Err: err}
+		return call{}, &llm.Error{Kind: llm.ErrorBadRequest, Err: err}
 	}
 	tools, err := toolsOf(req.Tools)
 	if err != nil {
-		return nil, &llm.Error{Kind: llm.ErrorBadRequest, Err: err}
+		return call{}, &llm.Error{Kind: llm.ErrorBadRequest, Err: err}
 	}
-	cfg := m.config(system, tools)
-	resp, err := m.client.Models.GenerateContent(ctx, model, contents, cfg)
-	if err != nil {
-		return nil, m.classify(ctx, err)
-	}
-	out, err := m.response(req, model, resp)
-	if err != nil {
-		return nil, err
-	}
-	out.DroppedState = llm.ForeignState(req.Messages, Provider) + dropped
-	return out, nil
+	return call{model: model, contents: contents, cfg: m.config(system, tools),
+		droppedState: llm.ForeignState(req.Messages, Provider) + dropped}, nil
 }
 
 // config builds one request's GenerateContentConfig. It is built afresh for

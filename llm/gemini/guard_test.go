@@ -96,3 +96,19 @@ func TestTruncatedAnswer(t *testing.T) {
 		}
 	}
 }
+
+// A reply cut off by its connection is a retryable unavailable error, as
+// a connection refused is: the server went away in the middle.
+func TestConnectionCutIsRetryable(t *testing.T) {
+	body := fixture(t, "final_answer.json")
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/json; charset=UTF-8")
+		_, _ = w.Write(body[:len(body)/2])
+		w.(http.Flusher).Flush()
+		panic(http.ErrAbortHandler)
+	}))
+	defer srv.Close()
+	_, err := gemini.New(clientFor(t, srv.URL, srv.Client()), nil).Generate(context.Background(), callRequest(1))
+	assertKind(t, err, llm.ErrorUnavailable, true)
+}

@@ -37,15 +37,11 @@ func (m *Model) response(req *llm.Request, model string, r *genai.GenerateConten
 		return nil, refusal("prompt blocked: %s%s", fb.BlockReason, suffix(fb.BlockReasonMessage))
 	}
 	if len(r.Candidates) == 0 || r.Candidates[0] == nil {
-		return nil, &llm.Error{Kind: llm.ErrorBadRequest, Err: errors.New("gemini: the response has no candidate")}
+		return nil, noCandidate()
 	}
 	cand := r.Candidates[0]
-	switch reason := cand.FinishReason; {
-	case filtered(reason):
-		return nil, refusal("response stopped: %s%s", reason, suffix(cand.FinishMessage))
-	case reason == genai.FinishReasonMalformedFunctionCall:
-		return nil, &llm.Error{Kind: llm.ErrorBadRequest, Retryable: true,
-			Err: fmt.Errorf("gemini: the model produced a malformed function call%s", suffix(cand.FinishMessage))}
+	if err := finishError(cand); err != nil {
+		return nil, err
 	}
 
 	out := &llm.Response{
@@ -66,16 +62,18 @@ func (m *Model) response(req *llm.Request, model string, r *genai.GenerateConten
 	)
 	if cand.Content != nil {
 		for i, p := range cand.Content.Parts {
-			switch {
-			case p == nil:
-			case p.FunctionCall != nil:
+			if p == nil {
+				continue
+			}
+			switch partKind(p) {
+			case partCall:
 				call, err := toolCall(req, r.ResponseID, i, p)
 				if err != nil {
 					return nil, err
 				}
 				out.Message.ToolCalls = append(out.Message.ToolCalls, call)
 				parts.Parts = append(parts.Parts, layoutPart{Kind: partCall})
-			case p.Thought:
+			case partThought:
 				// A thought summary: reasoning, never answer.
 				thoughts = true
 				if p.Text != "" {
@@ -89,7 +87,7 @@ func (m *Model) response(req *llm.Request, model string, r *genai.GenerateConten
 		}
 	}
 	out.Message.Text = text.String()
-	if !thoughts && out.Usage.ReasoningTokens > 0 {
+	if hiddenReasoning(thoughts, &out.Usage) {
 		// The model thought and showed none of it (no thought summaries
 		// were asked for): the signatures carry it, for Gemini only.
 		out.Message.Reasoning = []llm.Reasoning{{Provider: Provider, Hidden: true}}
@@ -100,6 +98,37 @@ func (m *Model) response(req *llm.Request, model string, r *genai.GenerateConten
 	}
 	out.Message.State = state
 	return out, nil
+}
+
+// noCandidate is the error of a reply without a candidate.
+func noCandidate() error {
+	return &llm.Error{Kind: llm.ErrorBadRequest, Err: errors.New("gemini: the response has no candidate")}
+}
+
+// finishError returns the error a candidate's finish reason means, nil
+// for a reason that ends a turn (STOP, MAX_TOKENS, ...): Gemini's filters
+// stopped it, or the model's function call did not parse.
+func finishError(cand *genai.Candidate) error {
+	switch reason := cand.FinishReason; {
+	case filtered(reason):
+		return refusal("response stopped: %s%s", reason, suffix(cand.FinishMessage))
+	case reason == genai.FinishReasonMalformedFunctionCall:
+		return &llm.Error{Kind: llm.ErrorBadRequest, Retryable: true,
+			Err: fmt.Errorf("gemini: the model produced a malformed function call%s", suffix(cand.FinishMessage))}
+	}
+	return nil
+}
+
+// partKind says what a part of the model's reply is in its message: a
+// call, a thought or (any other part) text.
+func partKind(p *genai.Part) string {
+	switch {
+	case p.FunctionCall != nil:
+		return partCall
+	case p.Thought:
+		return partThought
+	}
+	return partText
 }
 
 // toolCall maps a functionCall part, generating its ID when Gemini gave
