@@ -150,6 +150,7 @@ var streamPairs = map[string][][2]string{
 		{"stream_missing_call_id.sse", "missing_call_id.json"},
 		{"stream_refusal.sse", "refusal.json"},
 		{"stream_failed.sse", "failed.json"},
+		{"stream_two_messages.sse", "two_messages.json"},
 	},
 }
 
