@@ -136,6 +136,7 @@ var streamPairs = map[string][][2]string{
 		{"stream_invalid_arguments.sse", "invalid_arguments.json"},
 		{"stream_refusal.sse", "refusal.json"},
 		{"stream_compatible.sse", "compatible_stream.json"},
+		{"stream_empty_arguments.sse", "empty_arguments.json"},
 	},
 	"responses": {
 		{"stream_final_answer.sse", "final_answer.json"},
@@ -389,6 +390,31 @@ func TestChatStreamContradictions(t *testing.T) {
 			ss := newSSEServer(t, []byte(c.body), 5, 0, false)
 			req := &llm.Request{Model: "gpt-4.1", Messages: history(), Tools: weatherTools()}
 			_, err := llm.Collect(openai.NewChat(ss.client(), nil).Stream(context.Background(), req))
+			var e *llm.Error
+			if !errors.As(err, &e) || e.Kind != llm.ErrorProtocol || e.Retryable || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("err = %v; want a non-retryable %s saying %q", err, llm.ErrorProtocol, c.want)
+			}
+		})
+	}
+}
+
+// Events that contradict the response they end with are a protocol
+// error, not a silent fix: text streamed other than the response's, a
+// call started under one ID and done under another.
+func TestResponsesStreamContradictions(t *testing.T) {
+	req := &llm.Request{Model: "gpt-test", Messages: history(), Tools: weatherTools()}
+	for _, c := range []struct{ name, file, old, new, want string }{
+		{"text", "stream_final_answer.sse", `"delta":"s 12"`, `"delta":"s 13"`, "the text was streamed as"},
+		{"call ID", "stream_single_call.sse", `"call_id":"call_1"`, `"call_id":"call_9"`, "call 0 was started as"},
+		{"arguments", "stream_single_call.sse", `"delta":"Osl"`, `"delta":"Ber"`, "the arguments of call call_1 were streamed as"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			body := string(readFixture(t, "responses", c.file))
+			if !strings.Contains(body, c.old) {
+				t.Fatalf("%s has no %s", c.file, c.old)
+			}
+			ss := newSSEServer(t, []byte(strings.Replace(body, c.old, c.new, 1)), 23, 0, false)
+			_, err := llm.Collect(adapter("responses", ss.client()).Stream(context.Background(), req))
 			var e *llm.Error
 			if !errors.As(err, &e) || e.Kind != llm.ErrorProtocol || e.Retryable || !strings.Contains(err.Error(), c.want) {
 				t.Fatalf("err = %v; want a non-retryable %s saying %q", err, llm.ErrorProtocol, c.want)
