@@ -69,7 +69,7 @@ type chatCall struct {
 	ended bool
 }
 
-func (s *chatStream) event(ch *sdk.ChatCompletionChunk, out []llm.Delta) ([]llm.Delta, bool, error) {
+func (s *chatStream) event(ch sdk.ChatCompletionChunk, out []llm.Delta) ([]llm.Delta, bool, error) {
 	if ch.ID != "" {
 		s.id = ch.ID
 	}

@@ -86,7 +86,7 @@ func (s *responsesStream) item(i int64, typ string) *streamItem {
 	return it
 }
 
-func (s *responsesStream) event(ev *responses.ResponseStreamEventUnion, out []llm.Delta) ([]llm.Delta, bool, error) {
+func (s *responsesStream) event(ev responses.ResponseStreamEventUnion, out []llm.Delta) ([]llm.Delta, bool, error) {
 	switch ev.Type {
 	case "response.output_item.added":
 		it := s.item(ev.OutputIndex, ev.Item.Type)
@@ -151,7 +151,7 @@ func (s *responsesStream) event(ev *responses.ResponseStreamEventUnion, out []ll
 			out = append(out, llm.Delta{Kind: llm.DeltaToolCallArguments, Index: it.call.index, Text: a})
 		}
 	case "response.output_item.done":
-		return s.itemDone(ev, out)
+		return s.itemDone(&ev, out)
 	case "response.completed", "response.incomplete", "response.failed":
 		out, err := s.complete(&ev.Response, out)
 		return out, true, err

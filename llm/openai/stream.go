@@ -21,7 +21,7 @@ import (
 // the stream ended cleanly without done: it appends the finish, or fails
 // when the turn was cut short.
 type turnParser[T any] interface {
-	event(ev *T, out []llm.Delta) (_ []llm.Delta, done bool, err error)
+	event(ev T, out []llm.Delta) (_ []llm.Delta, done bool, err error)
 	end(out []llm.Delta) ([]llm.Delta, error)
 }
 
@@ -52,10 +52,9 @@ func streamTurn[T any](ctx context.Context, now func() time.Time, open openStrea
 		}
 		var out []llm.Delta
 		for stream.Next() {
-			ev := stream.Current()
 			var done bool
 			var err error
-			out, done, err = p.event(&ev, out[:0])
+			out, done, err = p.event(stream.Current(), out[:0])
 			for _, d := range out {
 				started = true
 				if !yield(d, nil) {
