@@ -59,6 +59,12 @@ type ChatOptions struct {
 	// llm.DefaultMaxResponseBytes, negative no cap. A larger reply fails
 	// with a non-retryable llm.ErrorBadResponse that names the cap.
 	MaxResponseBytes int64
+	// MaxStreamBytes caps the body of each streamed reply (Stream): 0
+	// means llm.DefaultMaxStreamBytes, negative no cap. An event stream
+	// repeats its framing with every piece, so it needs a larger cap than
+	// the same reply as one JSON body; past it the stream fails with a
+	// non-retryable llm.ErrorBadResponse.
+	MaxStreamBytes int64
 }
 
 // Chat is an llm.Model over OpenAI's Chat Completions API, or any server
@@ -124,7 +130,7 @@ func (c *Chat) Generate(ctx context.Context, req *llm.Request) (*llm.Response, e
 		return nil, err
 	}
 	var httpResp *http.Response
-	completion, err := c.completions.New(ctx, params, requestOptions(c.opts.RequestOptions, c.opts.MaxResponseBytes, &httpResp)...)
+	completion, err := c.completions.New(ctx, params, requestOptions(c.opts.RequestOptions, c.opts.MaxResponseBytes, c.opts.MaxStreamBytes, &httpResp)...)
 	if err != nil {
 		return nil, classify(ctx, err, httpResp, c.now())
 	}

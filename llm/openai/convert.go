@@ -144,8 +144,8 @@ func refusal(text string) *llm.Error {
 // response guard (the innermost middleware, so that it checks the body
 // before any other middleware reads it) and the capture of the HTTP
 // response into resp. The caller's slice is never appended to.
-func requestOptions(caller []option.RequestOption, maxBytes int64, resp **http.Response) []option.RequestOption {
-	guard := llm.ResponseGuard{Provider: "openai", MaxBytes: maxBytes}
+func requestOptions(caller []option.RequestOption, maxBytes, maxStreamBytes int64, resp **http.Response) []option.RequestOption {
+	guard := llm.ResponseGuard{Provider: "openai", MaxBytes: maxBytes, MaxStreamBytes: maxStreamBytes}
 	ro := make([]option.RequestOption, 0, len(caller)+2)
 	ro = append(ro, caller...)
 	return append(ro,

@@ -13,8 +13,10 @@
 //
 // Both are the model boundary of DESIGN.md: Generate turns one llm.Request
 // into one API call and the reply into an llm.Response, and never executes
-// a tool or keeps the request. They pass llmtest.RunConformance. Start with
-// NewChat (or NewCompatible) and NewResponses and their options.
+// a tool or keeps the request. They pass llmtest.RunConformance. Both are
+// also llm.StreamingModel: Stream sends the same request as a stream (see
+// Streaming). Start with NewChat (or NewCompatible) and NewResponses and
+// their options.
 //
 // # Clients
 //
@@ -140,6 +142,55 @@
 // streaming on, an HTML page), fails as a non-retryable llm.ErrorBadResponse
 // that says so. A reply cut off at the output token limit ("length", or
 // incomplete for max_output_tokens) has Response.Truncated set.
+//
+// # Streaming
+//
+// Stream sends Generate's request with "stream": true through the SDK's
+// NewStreaming and yields llm.Delta values as the server's events arrive.
+// What llm.Collect assembles from them is what Generate returns for the
+// same reply, provider state included, so the next request is the same
+// whether a turn was streamed or not; the tests check this on every
+// fixture, with the event stream cut into random pieces.
+//
+// Chat asks for stream_options.include_usage: the usage comes in the last
+// chunk, after the finish reason, and the finish delta after it. Tool
+// calls are kept apart by their index: a call starts with the chunk that
+// carries its ID and name, and its arguments follow by index, so the
+// fragments of parallel calls may interleave. A chunk that gives a known
+// index another ID, or another function name, is not merged: it reaches
+// the llm.Accumulator as a second start, which fails the turn with
+// llm.ErrorProtocol. Calls end at the finish reason. A call without an ID
+// (some compatible servers) gets its generated ID from its complete
+// arguments, so it is yielded whole at the finish.
+//
+// Responses maps the typed events: output_text deltas (message items
+// joined with a blank line, as Generate joins them), reasoning summary
+// deltas (a reasoning part opens when its item is added), function calls
+// started by output_item.added and ended by output_item.done, with their
+// argument deltas between. The terminal event (response.completed,
+// response.incomplete or response.failed) carries the whole response: the
+// finish, its usage and its State (the reasoning items with their
+// encrypted content) are built from it by Generate's own mapping. Whatever
+// the events left out (reasoning text outside a summary, a server that
+// sends no deltas) is sent then, and events that contradict that response
+// are llm.ErrorProtocol.
+//
+// Errors: a failure before the first delta (an HTTP error status, a
+// connection refused, the response guard) is classified exactly as
+// Generate's. An error the server sends inside the stream (a Responses
+// "error" event, an {"error": ...} chunk) is an *llm.Error with the
+// server's message, classified by its code. A connection that breaks
+// after the first delta, or a stream that ends before its finish, is an
+// llm.ErrorUnavailable wrapping llm.ErrStreamEnded. A consumer that breaks
+// out of its range loop cancels the request, and the HTTP body is closed
+// before the iterator returns. A successful reply that is not an event
+// stream (a server that ignored "stream") is llm.ErrorBadResponse.
+//
+// A streamed reply's body is capped at MaxStreamBytes
+// (llm.DefaultMaxStreamBytes, 64 MiB, by default): an event stream repeats
+// its framing with every piece of text, so it runs several times the size
+// of the same reply as one JSON body. Past the cap the stream fails with
+// llm.ErrorBadResponse, after the deltas that fit.
 //
 // # OpenAI-compatible servers
 //

@@ -68,6 +68,12 @@ type ResponsesOptions struct {
 	// llm.DefaultMaxResponseBytes, negative no cap. A larger reply fails
 	// with a non-retryable llm.ErrorBadResponse that names the cap.
 	MaxResponseBytes int64
+	// MaxStreamBytes caps the body of each streamed reply (Stream): 0
+	// means llm.DefaultMaxStreamBytes, negative no cap. An event stream
+	// repeats its framing with every piece, so it needs a larger cap than
+	// the same reply as one JSON body; past it the stream fails with a
+	// non-retryable llm.ErrorBadResponse.
+	MaxStreamBytes int64
 }
 
 // Responses is an llm.Model over OpenAI's Responses API, used statelessly:
@@ -116,7 +122,7 @@ func (r *Responses) Generate(ctx context.Context, req *llm.Request) (*llm.Respon
 		return nil, err
 	}
 	var httpResp *http.Response
-	resp, err := r.service.New(ctx, params, requestOptions(r.opts.RequestOptions, r.opts.MaxResponseBytes, &httpResp)...)
+	resp, err := r.service.New(ctx, params, requestOptions(r.opts.RequestOptions, r.opts.MaxResponseBytes, r.opts.MaxStreamBytes, &httpResp)...)
 	if err != nil {
 		return nil, classify(ctx, err, httpResp, r.now())
 	}

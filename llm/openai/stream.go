@@ -1,0 +1,218 @@
+package openai
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"iter"
+	"mime"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/openai/openai-go/v3/packages/ssestream"
+
+	"github.com/toolloop/toolloop/llm"
+)
+
+// turnParser turns one API's stream events into deltas. event appends the
+// deltas of one event to out; done reports that the turn is complete (its
+// finish was appended) and nothing more is to be read. end is called when
+// the stream ended cleanly without done: it appends the finish, or fails
+// when the turn was cut short.
+type turnParser[T any] interface {
+	event(ev T, out []llm.Delta) (_ []llm.Delta, done bool, err error)
+	end(out []llm.Delta) ([]llm.Delta, error)
+}
+
+// openStream starts the SDK's streaming call with ctx and options that
+// capture the HTTP response into resp.
+type openStream[T any] func(ctx context.Context, resp **http.Response) *ssestream.Stream[T]
+
+// streamTurn is the body of both adapters' Stream: it opens the SDK
+// stream, hands every event to p and yields what p makes of it.
+//
+// The request's context is cancelled and the SDK stream (its HTTP body)
+// closed before it returns, whether the turn finished, failed or the
+// consumer stopped, so that an abandoned turn never holds a connection.
+func streamTurn[T any](ctx context.Context, now func() time.Time, open openStream[T], p turnParser[T]) iter.Seq2[llm.Delta, error] {
+	return func(yield func(llm.Delta, error) bool) {
+		ctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		var httpResp *http.Response
+		stream := open(llm.ExpectStream(ctx), &httpResp)
+		defer stream.Close()
+
+		started := false
+		if err := stream.Err(); err == nil {
+			if err := notEventStream(httpResp); err != nil {
+				yield(llm.Delta{}, err)
+				return
+			}
+		}
+		var out []llm.Delta
+		for stream.Next() {
+			var done bool
+			var err error
+			out, done, err = p.event(stream.Current(), out[:0])
+			for _, d := range out {
+				started = true
+				if !yield(d, nil) {
+					return
+				}
+			}
+			if err != nil {
+				yield(llm.Delta{}, err)
+				return
+			}
+			if done {
+				return
+			}
+		}
+		if err := stream.Err(); err != nil {
+			yield(llm.Delta{}, streamFailure(ctx, err, httpResp, started, now()))
+			return
+		}
+		out, err := p.end(out[:0])
+		for _, d := range out {
+			if !yield(d, nil) {
+				return
+			}
+		}
+		if err != nil {
+			yield(llm.Delta{}, err)
+		}
+	}
+}
+
+// notEventStream fails a successful reply to a streamed request that is
+// not an event stream: a server that ignored "stream": true (and sent the
+// whole reply as JSON) would otherwise read as a stream with no events.
+func notEventStream(resp *http.Response) error {
+	if resp == nil || resp.StatusCode < 200 || resp.StatusCode > 299 {
+		return nil
+	}
+	ct := resp.Header.Get("Content-Type")
+	if mt, _, err := mime.ParseMediaType(ct); err == nil && mt == "text/event-stream" {
+		return nil
+	}
+	if strings.TrimSpace(ct) == "" {
+		ct = "no Content-Type"
+	} else {
+		ct = "Content-Type " + ct
+	}
+	return &llm.Error{Kind: llm.ErrorBadResponse, StatusCode: resp.StatusCode, Err: fmt.Errorf(
+		"openai: a streamed request was answered with %s, not an event stream (does the server support streaming?)", ct)}
+}
+
+// streamFailure classifies the error that ended a stream. Before the first
+// delta it is the request's failure, classified as Generate's are; after
+// it, a broken connection is llm.ErrStreamEnded. An error the server sent
+// in the stream is classified by its code either way, and one caused by
+// ctx is returned as it is.
+func streamFailure(ctx context.Context, err error, resp *http.Response, started bool, now time.Time) error {
+	var se *ssestream.StreamError
+	if errors.As(err, &se) {
+		code, typ, msg := errorDetail(string(se.Event.Data))
+		if msg == "" {
+			msg = strings.TrimSpace(string(se.Event.Data))
+		}
+		return streamError(code, typ, msg)
+	}
+	if !started {
+		return classify(ctx, err, resp, now)
+	}
+	var le *llm.Error
+	if ctx.Err() != nil || errors.As(err, &le) {
+		// The caller's cancellation, or the response guard's verdict.
+		return err
+	}
+	return &llm.Error{Kind: llm.ErrorUnavailable, Retryable: true, Err: fmt.Errorf("openai: %w: %w", llm.ErrStreamEnded, err)}
+}
+
+// streamEnded is the failure of a stream that closed before the turn
+// finished, without a transport error.
+func streamEnded() error {
+	return &llm.Error{Kind: llm.ErrorUnavailable, Retryable: true, Err: fmt.Errorf("openai: %w", llm.ErrStreamEnded)}
+}
+
+// streamError classifies an error the server reported inside a stream (a
+// Responses "error" event, or an {"error": {...}} chunk of Chat
+// Completions), by its code or type as HTTP errors are. There is no
+// status; what a code does not name is taken for a failure on the
+// server's side, which a new attempt may not meet.
+func streamError(code, typ, msg string) *llm.Error {
+	e := &llm.Error{Kind: llm.ErrorUnavailable, Retryable: true}
+	overflow := &llm.Error{Kind: llm.ErrorBadRequest}
+	contextLength(overflow, code+" "+typ+" "+msg)
+	switch {
+	case code == "rate_limit_exceeded" || typ == "rate_limit_exceeded" || typ == "tokens" || typ == "requests":
+		e.Kind = llm.ErrorRateLimited
+	case overflow.Kind == llm.ErrorContextLength:
+		e.Kind, e.Retryable = llm.ErrorContextLength, false
+	case typ == "invalid_request_error" || strings.HasPrefix(code, "invalid_"):
+		e.Kind, e.Retryable = llm.ErrorBadRequest, false
+	}
+	if msg == "" {
+		msg = "the server reported an error"
+	}
+	if code != "" && strings.Trim(code, "0123456789") != "" {
+		msg = "code " + code + ": " + msg
+	}
+	e.Err = fmt.Errorf("openai: the stream failed: %s", msg)
+	return e
+}
+
+// protocolError is a stream whose events contradict each other or the
+// complete response they end with.
+func protocolError(format string, args ...any) error {
+	return &llm.Error{Kind: llm.ErrorProtocol, Err: fmt.Errorf("openai: inconsistent stream: "+format, args...)}
+}
+
+// argStream passes a call's argument fragments on as they come, except
+// for leading white space, which it holds back until something else
+// follows: arguments that are only white space are "{}", as Generate reads
+// them, and a delta once sent cannot be taken back.
+type argStream struct {
+	pending string
+	begun   bool
+	sent    strings.Builder
+}
+
+// add takes a fragment and returns what to send now ("" for nothing).
+func (a *argStream) add(s string) string {
+	if !a.begun {
+		a.pending += s
+		if strings.TrimSpace(a.pending) == "" {
+			return ""
+		}
+		s, a.pending, a.begun = a.pending, "", true
+	}
+	a.sent.WriteString(s)
+	return s
+}
+
+// rest returns what to send for the arguments to end as final, or false
+// when what was sent is not the beginning of final.
+func (a *argStream) rest(final string) (string, bool) {
+	sent := a.sent.String()
+	if !strings.HasPrefix(final, sent) {
+		return "", false
+	}
+	r := final[len(sent):]
+	a.sent.WriteString(r)
+	a.begun = a.begun || r != ""
+	a.pending = ""
+	return r, true
+}
+
+// finish returns what to send for the arguments to be complete when the
+// stream itself has the last word: "{}" for arguments that never began.
+func (a *argStream) finish() string {
+	if a.begun {
+		return ""
+	}
+	a.pending, a.begun = "", true
+	a.sent.WriteString("{}")
+	return "{}"
+}
