@@ -110,7 +110,7 @@ func (e *env) do(r req) (*http.Response, string) {
 	for _, c := range r.cookies {
 		hr.AddCookie(c)
 	}
-	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	client := &http.Client{Timeout: 10 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	resp, err := client.Do(hr)
 	if err != nil {
 		e.t.Fatal(err)
