@@ -127,8 +127,23 @@ func budgets(st *loop.State, sum Summary) []Budget {
 		{Name: "tool calls", Used: fmt.Sprint(st.ToolCalls), Limit: count(int64(b.MaxToolCalls)), Exceeded: stopped == loop.ToolBudgetExceeded},
 		{Name: "tokens", Used: fmt.Sprint(st.Usage.Total()), Limit: count(b.MaxTokens), Exceeded: stopped == loop.CostBudgetExceeded && b.MaxTokens > 0 && st.Usage.Total() >= b.MaxTokens},
 		{Name: "cost", Used: fmt.Sprintf("$%.6f", st.Cost), Limit: cost, Exceeded: stopped == loop.CostBudgetExceeded && b.MaxCost > 0 && st.Cost >= b.MaxCost},
-		{Name: "time", Used: sum.Duration.Round(time.Millisecond).String(), Limit: dl, Exceeded: stopped == loop.DeadlineExceeded},
+		{Name: "time", Used: runTime(st, sum).Round(time.Millisecond).String(), Limit: dl, Exceeded: stopped == loop.DeadlineExceeded},
 	}
+}
+
+// runTime is the time a run has spent against its deadline: the waits
+// for people's answers do not count (the decider moves the deadline on by
+// each), nor does the time since it paused.
+func runTime(st *loop.State, sum Summary) time.Duration {
+	end := sum.StartedAt.Add(sum.Duration)
+	if !st.PausedAt.IsZero() {
+		end = st.PausedAt
+	}
+	d := end.Sub(sum.StartedAt)
+	if b := st.Budgets.Deadline; b > 0 && !st.Deadline.IsZero() {
+		d -= st.Deadline.Sub(sum.StartedAt.Add(b))
+	}
+	return max(d, 0)
 }
 
 // buildRun makes a run's page from its events, with the trace package's
