@@ -235,9 +235,10 @@ func droppedNote(n int) string {
 		"the history switched providers, and this answer was made without that provider's reasoning", n)
 }
 
-// batches returns the calls of each batch, in order, from the spans that
-// carry them.
-func batches(spans []Span) [][]Call {
+// Batches returns the calls of each batch of a run, in order, from its
+// spans (see Spans): what the log says about every call a model turn asked
+// for, from validation to its result, for renderings other than Show's.
+func Batches(spans []Span) [][]Call {
 	var out [][]Call
 	seen := map[*Call]bool{}
 	for _, s := range spans {
@@ -264,7 +265,7 @@ func showCalls(w io.Writer, spans []Span, summ *Redactor) {
 			}
 		}
 	}
-	all := batches(spans)
+	all := Batches(spans)
 	if len(all) == 0 {
 		return
 	}

@@ -71,6 +71,8 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer, getenv f
 		return c.resume(ctx, drv, rest)
 	case "trace":
 		return c.traceCmd(ctx, drv, rest)
+	case "serve":
+		return c.serve(ctx, drv, rest)
 	case "help", "-h", "-help", "--help":
 		topic := ""
 		if cmd == "help" && len(rest) > 0 {
@@ -92,7 +94,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer, getenv f
 	}
 }
 
-const commandList = "demo, run, runs, approve, deny, resume, trace, help"
+const commandList = "demo, run, runs, approve, deny, resume, trace, serve, help"
 
 // commandList names the program's commands, for messages.
 func (c *cli) commandList() string {
@@ -127,6 +129,8 @@ func (c *cli) help(cmd string) func(io.Writer) {
 		core = resumeUsage
 	case "trace":
 		core = traceUsage
+	case "serve":
+		core = serveUsage
 	}
 	if c.ext == nil || c.ext.Usage == nil {
 		return core
@@ -158,6 +162,7 @@ Usage:
   toolloop deny RUN_ID CALL_ID --by NAME           deny it (the model is told, with --note TEXT)
   toolloop resume RUN_ID                           carry a run on from the store
   toolloop trace show|diagnose RUN_ID              render or check a run's log
+  toolloop serve --users FILE                      the web console: runs, approvals, live runs
   toolloop help [COMMAND]                          show this help, or a command's
 
 Runs are recorded in a SQLite store: --db PATH, by default toolloop.db in

@@ -1,5 +1,5 @@
 // Package cli is the command line of toolloop: every subcommand of the
-// toolloop program (demo, run, runs, approve, deny, resume, trace), behind
+// toolloop program (demo, run, runs, approve, deny, resume, trace, serve), behind
 // Main. cmd/toolloop is Main on the process's arguments; the Temporal
 // build (temporal/cmd/toolloop) is Main with an Extension that adds its
 // backend, chosen by --temporal, and the worker command.
@@ -13,13 +13,16 @@
 //	toolloop deny RUN_ID CALL_ID --by NAME [--note TEXT] [--db PATH]
 //	toolloop resume RUN_ID [--db PATH] [provider flags]
 //	toolloop trace show|diagnose FILE|RUN_ID [--log DIR]
+//	toolloop serve --users FILE [--db PATH] [--addr HOST:PORT] [--allow-remote]
 //	toolloop help [COMMAND]
 //
 // The demo subcommand runs the order-desk sandbox (package
 // examples/orders): a scripted model, no API key, one stop line per
 // scenario. run drives a real provider. Runs are recorded in a SQLite store
 // (by default toolloop.db in the data directory), where runs lists them,
-// approve and deny answer their confirmations and resume carries them on.
+// approve and deny answer their confirmations and resume carries them on;
+// serve shows them in the web console (package console), where signed-in
+// people answer confirmations too.
 //
 // Each command is written once over a Backend, the place its runs are
 // kept and driven: the local one (local.go: the SQLite store, the loop in
@@ -41,5 +44,5 @@
 // (a provider adapter, the tools, a policy, the executor, a store, trace
 // observers) and holds no state between calls to Main. Start with Main,
 // then Backend and the file of each command (demo.go, run.go, runs.go,
-// trace.go); Kit is what an Extension shares with the core commands.
+// trace.go, serve.go); Kit is what an Extension shares with the core commands.
 package cli

@@ -40,6 +40,12 @@ func (localDriver) Flags(cmd string, fs *flag.FlagSet) Opener {
 	case "demo":
 		fs.StringVar(&b.db, "db", "", "record the runs in the SQLite store at `PATH`")
 		return b.open
+	case "serve":
+		// The console resumes sandbox runs, whose model and tools come
+		// from their scenario, with no flags of theirs.
+		fs.StringVar(&b.db, "db", "", "the SQLite store at `PATH`")
+		b.src, b.tf = &sourceFlags{}, &traceFlags{}
+		return b.open
 	}
 	fs.StringVar(&b.db, "db", "", "the SQLite store at `PATH`")
 	if cmd == "run" || cmd == "resume" {

@@ -107,6 +107,12 @@ confirm_refund needs workers that outlive the command: see 'toolloop help tempor
 `)
 	case "resume":
 		fmt.Fprintln(w, "On Temporal: no resume; a paused run goes on by itself once every call is answered.")
+	case "serve":
+		fmt.Fprint(w, `On Temporal: toolloop serve --temporal HOST:PORT [--namespace NS] --users FILE [--addr HOST:PORT]
+
+Serves the web console over the server's runs: an approval goes to the
+workflow, and the run goes on by itself once every call is answered.
+`)
 	default:
 		return false
 	}

@@ -1,0 +1,288 @@
+package console
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/toolloop/toolloop/llm"
+	"github.com/toolloop/toolloop/loop"
+	"github.com/toolloop/toolloop/trace"
+)
+
+// Paging of the runs list.
+const (
+	DefaultPerPage = 25
+	MaxPerPage     = 200
+)
+
+// listQuery is what the runs list selects: from the query string's
+// status, session, pending (1 or true), page (from 1) and per_page.
+type listQuery struct {
+	Status, Session string
+	Pending         bool
+	Page, PerPage   int
+}
+
+// parseList reads a runs list's query; bad values are errors naming them.
+func parseList(q url.Values) (listQuery, error) {
+	l := listQuery{Status: q.Get("status"), Session: q.Get("session"), Page: 1, PerPage: DefaultPerPage}
+	if l.Status != "" {
+		valid := []string{loop.RunningStatus}
+		for _, s := range loop.Statuses() {
+			valid = append(valid, string(s))
+		}
+		if !slices.Contains(valid, l.Status) {
+			return l, fmt.Errorf("unknown status %q; want one of %s", l.Status, strings.Join(valid, ", "))
+		}
+	}
+	switch p := q.Get("pending"); p {
+	case "", "0", "false":
+	case "1", "true", "on":
+		l.Pending = true
+	default:
+		return l, fmt.Errorf("pending=%q: want 1 or 0", p)
+	}
+	num := func(name string, dst *int, hi int) error {
+		v := q.Get(name)
+		if v == "" {
+			return nil
+		}
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || (hi > 0 && n > hi) {
+			if hi > 0 {
+				return fmt.Errorf("%s=%q: want a number from 1 to %d", name, v, hi)
+			}
+			return fmt.Errorf("%s=%q: want a number from 1", name, v)
+		}
+		*dst = n
+		return nil
+	}
+	if err := num("page", &l.Page, 0); err != nil {
+		return l, err
+	}
+	if err := num("per_page", &l.PerPage, MaxPerPage); err != nil {
+		return l, err
+	}
+	return l, nil
+}
+
+// values is the query that selects l again, on page.
+func (l listQuery) values(page int) url.Values {
+	v := url.Values{}
+	if l.Status != "" {
+		v.Set("status", l.Status)
+	}
+	if l.Session != "" {
+		v.Set("session", l.Session)
+	}
+	if l.Pending {
+		v.Set("pending", "1")
+	}
+	if page > 1 {
+		v.Set("page", strconv.Itoa(page))
+	}
+	if l.PerPage != DefaultPerPage {
+		v.Set("per_page", strconv.Itoa(l.PerPage))
+	}
+	return v
+}
+
+// runList is one page of the runs list.
+type runList struct {
+	Runs    []Run `json:"runs"`
+	Page    int   `json:"page"`
+	PerPage int   `json:"per_page"`
+	// Total is how many runs the filters select, on all pages.
+	Total int `json:"total"`
+	Pages int `json:"pages"`
+}
+
+// listRuns selects and pages the backend's runs.
+func (s *Server) listRuns(ctx context.Context, l listQuery) (*runList, error) {
+	all, err := s.opts.Backend.Runs(ctx, l.Status)
+	if err != nil {
+		return nil, err
+	}
+	var sel []Run
+	for _, r := range all {
+		if l.Session != "" && r.SessionID != l.Session {
+			continue
+		}
+		if l.Pending && len(r.Waiting()) == 0 {
+			continue
+		}
+		sel = append(sel, r)
+	}
+	out := &runList{Page: l.Page, PerPage: l.PerPage, Total: len(sel), Pages: (len(sel) + l.PerPage - 1) / l.PerPage}
+	from := (l.Page - 1) * l.PerPage
+	if from < len(sel) {
+		out.Runs = sel[from:min(from+l.PerPage, len(sel))]
+	}
+	if out.Runs == nil {
+		out.Runs = []Run{}
+	}
+	return out, nil
+}
+
+// writeJSON answers with v as JSON.
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(code)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.Encode(v)
+}
+
+// writeError answers with {"error": msg}.
+func writeError(w http.ResponseWriter, code int, msg string) {
+	writeJSON(w, code, map[string]string{"error": msg})
+}
+
+// apiFail answers with err: its own code for an httpError, 500 otherwise
+// (logged, and not shown: it may hold what the client should not see).
+func apiFail(w http.ResponseWriter, r *http.Request, err error) {
+	var he *httpError
+	if errors.As(err, &he) {
+		writeError(w, he.code, he.msg)
+		return
+	}
+	slog.ErrorContext(r.Context(), "console", "path", r.URL.Path, "err", err)
+	writeError(w, http.StatusInternalServerError, "internal error: "+err.Error())
+}
+
+func (s *Server) apiRuns(w http.ResponseWriter, r *http.Request, _ *who) {
+	l, err := parseList(r.URL.Query())
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	list, err := s.listRuns(r.Context(), l)
+	if err != nil {
+		apiFail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, list)
+}
+
+// runDoc is GET /api/runs/{id}.
+type runDoc struct {
+	Summary  Summary         `json:"summary"`
+	Budgets  []Budget        `json:"budgets"`
+	Findings []trace.Finding `json:"findings"`
+	Messages []llm.Message   `json:"messages"`
+	// Pending are the calls of the paused batch, answered or not;
+	// Answered those answered in earlier pauses.
+	Pending  []loop.Pending `json:"pending"`
+	Answered []loop.Pending `json:"answered,omitempty"`
+	Events   []loop.Event   `json:"events,omitempty"`
+}
+
+func (s *Server) apiRun(w http.ResponseWriter, r *http.Request, _ *who) {
+	events, err := s.runEvents(r.Context(), r.PathValue("id"))
+	if err != nil {
+		apiFail(w, r, err)
+		return
+	}
+	sum, st := summarize(events)
+	doc := runDoc{Summary: sum, Budgets: budgets(st, sum), Findings: trace.Diagnose(events),
+		Messages: st.Result(events).Messages, Pending: st.Pending, Answered: st.Answered}
+	if doc.Findings == nil {
+		doc.Findings = []trace.Finding{}
+	}
+	if doc.Pending == nil {
+		doc.Pending = []loop.Pending{}
+	}
+	if r.URL.Query().Get("events") != "0" {
+		doc.Events = events
+	}
+	writeJSON(w, http.StatusOK, doc)
+}
+
+// apiEvents is a run's events after the query's "after" (a seq), as JSON,
+// or with stream=1 as server-sent events as they come.
+func (s *Server) apiEvents(w http.ResponseWriter, r *http.Request, u *who) {
+	if r.URL.Query().Get("stream") == "1" {
+		s.stream(w, r, u)
+		return
+	}
+	after, err := afterSeq(r)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	events, err := s.runEvents(r.Context(), r.PathValue("id"))
+	if err != nil {
+		apiFail(w, r, err)
+		return
+	}
+	out := []loop.Event{}
+	for _, ev := range events {
+		if ev.Seq > after {
+			out = append(out, ev)
+		}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"events": out})
+}
+
+// afterSeq reads where a client's copy of a log ends: the Last-Event-ID
+// header of a reconnecting event stream (which is newer than the URL it
+// reconnects to), else the query's after.
+func afterSeq(r *http.Request) (int, error) {
+	v := r.Header.Get("Last-Event-ID")
+	if v == "" {
+		v = r.URL.Query().Get("after")
+	}
+	if v == "" {
+		return 0, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 0 {
+		return 0, fmt.Errorf("after=%q: want a sequence number (0 or more)", v)
+	}
+	return n, nil
+}
+
+// verb reads the {verb} of a decision's path: true for approve.
+func verb(r *http.Request) (approve bool, err error) {
+	switch v := r.PathValue("verb"); v {
+	case "approve":
+		return true, nil
+	case "deny":
+		return false, nil
+	default:
+		return false, &httpError{http.StatusNotFound, fmt.Sprintf("no action %q: want approve or deny", v)}
+	}
+}
+
+func (s *Server) apiDecide(w http.ResponseWriter, r *http.Request, u *who) {
+	approve, err := verb(r)
+	if err != nil {
+		apiFail(w, r, err)
+		return
+	}
+	var body struct {
+		Note string `json:"note"`
+	}
+	dec := json.NewDecoder(r.Body)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&body); err != nil && !errors.Is(err, io.EOF) {
+		writeError(w, http.StatusBadRequest, `the body must be JSON like {"note": "why"}: `+err.Error())
+		return
+	}
+	d, err := s.decide(r.Context(), r.PathValue("id"), r.PathValue("call"), approve, u.name, body.Note)
+	if err != nil {
+		apiFail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, d)
+}

@@ -1,0 +1,50 @@
+// The run page's live view: it follows the run's events as the server
+// sends them (server-sent events), appends them to the events list, shows
+// the latest stop line, and reloads the page once the run has stopped, so
+// that the rest of the page (messages, timeline, tables) is drawn again by
+// the server. Text from the server is only ever set as text, never as HTML.
+(function () {
+  "use strict";
+  var live = document.getElementById("live");
+  if (!live || !window.EventSource) {
+    return;
+  }
+  var runID = live.getAttribute("data-run-id");
+  var after = live.getAttribute("data-after") || "0";
+  var list = document.getElementById("events");
+  var status = document.getElementById("run-status");
+  var src = new EventSource("/runs/" + encodeURIComponent(runID) + "/live?after=" + encodeURIComponent(after));
+  var changed = false;
+  src.addEventListener("event", function (e) {
+    var ev = JSON.parse(e.data);
+    changed = true;
+    if (list) {
+      var li = document.createElement("li");
+      li.setAttribute("data-seq", String(ev.seq));
+      var code = document.createElement("code");
+      code.textContent = String(ev.seq);
+      li.appendChild(code);
+      li.appendChild(document.createTextNode(" " + ev.kind + " " + ev.at));
+      list.appendChild(li);
+    }
+  });
+  src.addEventListener("summary", function (e) {
+    var s = JSON.parse(e.data);
+    if (status) {
+      status.textContent = s.stop_line;
+      status.setAttribute("data-status", s.status);
+    }
+  });
+  src.addEventListener("end", function () {
+    src.close();
+    live.textContent = "The run has stopped.";
+    if (changed) {
+      window.location.reload();
+    }
+  });
+  src.addEventListener("error", function () {
+    if (src.readyState === EventSource.CLOSED) {
+      live.textContent = "Live updates stopped; reload the page to see more.";
+    }
+  });
+})();

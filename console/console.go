@@ -1,0 +1,212 @@
+package console
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"html/template"
+	"io/fs"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/toolloop/toolloop/loop"
+)
+
+// Backend is what the console needs of the place runs are kept: list them,
+// read one's log, record an answer, and carry a paused run on. Its methods
+// are called from many requests at once and must be safe for that.
+type Backend interface {
+	// Runs lists the runs with the given status ("" for all, or
+	// loop.RunningStatus for those that have not stopped), newest first.
+	Runs(ctx context.Context, status string) ([]Run, error)
+	// Events returns a run's log; a run the backend does not have is an
+	// error wrapping store.ErrUnknownRun.
+	Events(ctx context.Context, runID string) ([]loop.Event, error)
+	// Decide records a person's answer to a call the run waits on, as
+	// loop.Decide does (a call answered before is a *loop.AnsweredError).
+	Decide(ctx context.Context, runID string, answer loop.Confirmation) error
+	// Resume carries a run on once all its pending calls are answered,
+	// and returns when it stops or pauses again. A run this process
+	// cannot drive is an error wrapping ErrNotHere whose text says how to
+	// carry it on (the command to run).
+	Resume(ctx context.Context, runID string) error
+}
+
+// ErrNotHere says that the console's process cannot carry a run on (it
+// lacks the run's model or tools): the answer is recorded and the run
+// waits for whoever can resume it.
+var ErrNotHere = errors.New("the run cannot be resumed by the console")
+
+// Run is one run as the runs list shows it.
+type Run struct {
+	RunID string `json:"run_id"`
+	// Status is a loop.Status, loop.RunningStatus, or the backend's word
+	// for a run that ended without one.
+	Status string `json:"status"`
+	// Counted reports whether Steps, ToolCalls and Tokens are known.
+	Counted   bool      `json:"counted"`
+	Steps     int       `json:"steps"`
+	ToolCalls int       `json:"tool_calls"`
+	Tokens    int64     `json:"tokens"`
+	StartedAt time.Time `json:"started_at"`
+	SessionID string    `json:"session_id,omitempty"`
+	// Pending are the calls that await a confirmation, answered or not.
+	Pending []loop.Pending `json:"pending,omitempty"`
+}
+
+// Waiting returns the pending calls nobody has answered yet.
+func (r *Run) Waiting() []loop.Pending {
+	var out []loop.Pending
+	for _, p := range r.Pending {
+		if p.Confirmation == nil {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// Options configure the console. Backend and Users are required.
+type Options struct {
+	// Backend is where the runs are.
+	Backend Backend
+	// Users are the people who may sign in (see ParseUsers).
+	Users *Users
+	// Now is the clock for sessions and answers; nil means time.Now.
+	Now func() time.Time
+	// SessionTTL is how long a browser session lasts; default 12 hours.
+	SessionTTL time.Duration
+	// Poll is how often a live view looks for new events; default 500ms.
+	Poll time.Duration
+	// StreamFor bounds one live stream; the browser reconnects after it.
+	// Default 10 minutes.
+	StreamFor time.Duration
+	// ResumeWait is how long an approval waits for the resumed run to stop
+	// before it answers that the run goes on in the background; default
+	// 5 seconds.
+	ResumeWait time.Duration
+	// ResumeCommand, if set, returns the command line that resumes a run
+	// from a shell, for the messages about runs the console cannot resume.
+	ResumeCommand func(runID string) string
+	// GoesOn says that the backend's paused runs go on by themselves once
+	// every call is answered (a Temporal server), so the console never
+	// calls Resume.
+	GoesOn bool
+}
+
+// Server is the console's handler. Close it to stop the runs it resumes
+// in the background and end its live streams.
+type Server struct {
+	opts     Options
+	mux      *http.ServeMux
+	pages    map[string]*template.Template
+	static   http.Handler
+	sessions *sessions
+
+	// ctx ends with Close; background resumes and streams use it.
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu      sync.Mutex
+	closed  bool
+	resumes map[string]*resumeState // by run ID
+}
+
+// resumeState is what the console knows about a resume it started.
+type resumeState struct {
+	done chan struct{}
+	err  error
+}
+
+// New returns the console over opts.Backend for opts.Users.
+func New(opts Options) (*Server, error) {
+	if opts.Backend == nil {
+		return nil, errors.New("console: Options.Backend is nil")
+	}
+	if opts.Users == nil || len(opts.Users.byName) == 0 {
+		return nil, errors.New("console: no users: give at least one NAME TOKEN (see ParseUsers)")
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.SessionTTL <= 0 {
+		opts.SessionTTL = 12 * time.Hour
+	}
+	if opts.Poll <= 0 {
+		opts.Poll = 500 * time.Millisecond
+	}
+	if opts.StreamFor <= 0 {
+		opts.StreamFor = 10 * time.Minute
+	}
+	if opts.ResumeWait <= 0 {
+		opts.ResumeWait = 5 * time.Second
+	}
+	pages, err := parsePages()
+	if err != nil {
+		return nil, err
+	}
+	static, err := fs.Sub(assets, "assets/static")
+	if err != nil {
+		return nil, fmt.Errorf("console: %w", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &Server{
+		opts:     opts,
+		mux:      http.NewServeMux(),
+		pages:    pages,
+		static:   http.StripPrefix("/static/", http.FileServerFS(static)),
+		sessions: newSessions(opts.Now, opts.SessionTTL),
+		ctx:      ctx,
+		cancel:   cancel,
+		resumes:  map[string]*resumeState{},
+	}
+	s.routes()
+	return s, nil
+}
+
+// Close ends the live streams and the resumes the console started, and
+// waits for them. A resume cut short stays in the log as it got; the run
+// can be resumed again.
+func (s *Server) Close() error {
+	s.mu.Lock()
+	s.closed = true
+	s.mu.Unlock()
+	s.cancel()
+	s.wg.Wait()
+	return nil
+}
+
+// ServeHTTP implements http.Handler, with the headers every answer gets.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	h := w.Header()
+	h.Set("Content-Security-Policy", "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("X-Frame-Options", "DENY")
+	h.Set("Referrer-Policy", "no-referrer")
+	s.mux.ServeHTTP(w, r)
+}
+
+func (s *Server) routes() {
+	m := s.mux
+	m.Handle("GET /static/", s.static)
+	m.HandleFunc("GET /favicon.ico", func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, "/static/favicon.svg", http.StatusMovedPermanently)
+	})
+	m.HandleFunc("GET /signin", s.signinPage)
+	m.HandleFunc("POST /signin", s.signin)
+	m.HandleFunc("POST /signout", s.page(s.signout))
+	m.HandleFunc("GET /{$}", s.page(func(w http.ResponseWriter, r *http.Request, _ *who) {
+		http.Redirect(w, r, "/runs", http.StatusSeeOther)
+	}))
+	m.HandleFunc("GET /runs", s.page(s.runsPage))
+	m.HandleFunc("GET /runs/{id}", s.page(s.runPage))
+	m.HandleFunc("GET /runs/{id}/live", s.api(s.stream))
+	m.HandleFunc("GET /approvals", s.page(s.approvalsPage))
+	m.HandleFunc("POST /runs/{id}/calls/{call}/{verb}", s.page(s.decidePage))
+
+	m.HandleFunc("GET /api/runs", s.api(s.apiRuns))
+	m.HandleFunc("GET /api/runs/{id}", s.api(s.apiRun))
+	m.HandleFunc("GET /api/runs/{id}/events", s.api(s.apiEvents))
+	m.HandleFunc("POST /api/runs/{id}/calls/{call}/{verb}", s.api(s.apiDecide))
+}

@@ -1,0 +1,65 @@
+package console
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/toolloop/toolloop/loop"
+	"github.com/toolloop/toolloop/store"
+)
+
+// LogBackend is a Backend over an event log: the runs a store keeps,
+// answered with loop.Decide. What carries a paused run on is the
+// program's (it knows the run's model and tools): ResumeFunc, or none.
+type LogBackend struct {
+	// Log is the store the runs are in.
+	Log store.EventLog
+	// ResumeFunc carries a run on, e.g. with a loop.Runner's Resume over
+	// Log; nil means the console cannot, and says so (ErrNotHere).
+	ResumeFunc func(ctx context.Context, runID string) error
+	// Now is the clock answers are recorded with; nil means time.Now.
+	Now func() time.Time
+}
+
+// Runs implements Backend.
+func (b *LogBackend) Runs(ctx context.Context, status string) ([]Run, error) {
+	list, err := b.Log.Runs(ctx, status)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Run, len(list))
+	for i, r := range list {
+		out[i] = Run{RunID: r.RunID, Status: r.Status, Counted: true, Steps: r.Steps, ToolCalls: r.ToolCalls,
+			Tokens: r.InputTokens + r.OutputTokens, StartedAt: r.StartedAt, SessionID: r.SessionID}
+		if len(r.Pending) > 0 {
+			if err := json.Unmarshal(r.Pending, &out[i].Pending); err != nil {
+				return nil, fmt.Errorf("run %s: its pending calls: %w", r.RunID, err)
+			}
+		}
+	}
+	return out, nil
+}
+
+// Events implements Backend.
+func (b *LogBackend) Events(ctx context.Context, runID string) ([]loop.Event, error) {
+	return loop.LoadEvents(ctx, b.Log, runID)
+}
+
+// Decide implements Backend.
+func (b *LogBackend) Decide(ctx context.Context, runID string, answer loop.Confirmation) error {
+	now := time.Now
+	if b.Now != nil {
+		now = b.Now
+	}
+	return loop.Decide(ctx, b.Log, runID, answer, now())
+}
+
+// Resume implements Backend.
+func (b *LogBackend) Resume(ctx context.Context, runID string) error {
+	if b.ResumeFunc == nil {
+		return fmt.Errorf("%w: this console has no way to drive run %s; resume it from the program that started it", ErrNotHere, runID)
+	}
+	return b.ResumeFunc(ctx, runID)
+}

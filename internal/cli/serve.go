@@ -1,0 +1,164 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/toolloop/toolloop/console"
+	"github.com/toolloop/toolloop/loop"
+)
+
+// serve runs the "serve" subcommand: the web console over the backend,
+// until the program is interrupted.
+func (c *cli) serve(ctx context.Context, drv Driver, args []string) int {
+	fs := flag.NewFlagSet("toolloop serve", flag.ContinueOnError)
+	addr := fs.String("addr", defaultServeAddr, "listen on `HOST:PORT`")
+	allowRemote := fs.Bool("allow-remote", false, "allow an --addr beyond loopback")
+	usersFile := fs.String("users", "", "who may sign in: `FILE` with one NAME TOKEN a line")
+	open := drv.Flags("serve", fs)
+	pos, err := parseFlags(fs, args)
+	if err != nil {
+		return c.usageError("serve", err, nil)
+	}
+	if len(pos) > 0 {
+		fmt.Fprintf(c.stderr, "toolloop serve: unexpected argument %q (run 'toolloop help serve')\n", pos[0])
+		return exitUsage
+	}
+	if *usersFile == "" {
+		fmt.Fprintf(c.stderr, "toolloop serve: --users FILE is missing: nobody could sign in; write one NAME TOKEN a line (a token from: openssl rand -hex 16) and pass it\n")
+		return exitUsage
+	}
+	if err := console.CheckAddr(*addr, *allowRemote); err != nil {
+		fmt.Fprintf(c.stderr, "toolloop serve: %v\n", err)
+		return exitUsage
+	}
+	users, err := console.LoadUsers(*usersFile)
+	if err != nil {
+		fmt.Fprintf(c.stderr, "toolloop serve: %v\n", err)
+		return exitUsage
+	}
+	b, err := open(ctx, &Kit{c})
+	if err != nil {
+		return c.fail("serve", err)
+	}
+	defer c.closeBackend("serve", b)
+	info := b.Info()
+	srv, err := console.New(console.Options{
+		Backend: &consoleBackend{b: b},
+		Users:   users,
+		GoesOn:  info.GoesOn,
+		ResumeCommand: func(runID string) string {
+			return "toolloop resume " + shellQuote(runID) + info.Flags
+		},
+	})
+	if err != nil {
+		return c.fail("serve", err)
+	}
+	ln, err := net.Listen("tcp", *addr)
+	if err != nil {
+		srv.Close()
+		return c.fail("serve", &usageErr{fmt.Sprintf("cannot listen on %s: %v; pick another --addr", *addr, err)})
+	}
+	hs := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second}
+	fmt.Fprintf(c.stdout, "toolloop console on http://%s for %d user(s), runs %s; stop it with Ctrl-C\n",
+		ln.Addr(), len(users.Names()), info.Where)
+	served := make(chan error, 1)
+	go func() { served <- hs.Serve(ln) }()
+	select {
+	case err = <-served:
+	case <-ctx.Done():
+	}
+	// The live streams and the resumes end first, so that shutting the
+	// server down waits for no stream.
+	srv.Close()
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if serr := hs.Shutdown(sctx); err == nil && serr != nil {
+		err = serr
+	}
+	if err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return c.fail("serve", err)
+	}
+	return exitOK
+}
+
+// defaultServeAddr is loopback: the console is for this machine unless
+// told otherwise (--addr with --allow-remote).
+const defaultServeAddr = "127.0.0.1:8080"
+
+// consoleBackend adapts a command backend to the console's interface.
+// Resumes are one at a time: the local backend keeps what a resume opens
+// (the order book, observers) in fields of its own.
+type consoleBackend struct {
+	b  Backend
+	mu sync.Mutex
+}
+
+func (cb *consoleBackend) Runs(ctx context.Context, status string) ([]console.Run, error) {
+	list, err := cb.b.Runs(ctx, Filter{Status: status})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]console.Run, len(list))
+	for i, r := range list {
+		out[i] = console.Run{RunID: r.RunID, Status: r.Status, Counted: r.Counted, Steps: r.Steps, ToolCalls: r.ToolCalls,
+			Tokens: r.Tokens, StartedAt: r.StartedAt, SessionID: r.SessionID, Pending: r.Pending}
+	}
+	return out, nil
+}
+
+func (cb *consoleBackend) Events(ctx context.Context, runID string) ([]loop.Event, error) {
+	return cb.b.Events(ctx, runID)
+}
+
+func (cb *consoleBackend) Decide(ctx context.Context, runID string, answer loop.Confirmation) error {
+	return cb.b.Decide(ctx, runID, answer)
+}
+
+// Resume carries the run on as toolloop resume does. A run whose model and
+// tools the command line would have to name again (a toolloop run run) is
+// one the console cannot drive: its error says the command that can.
+func (cb *consoleBackend) Resume(ctx context.Context, runID string) error {
+	cb.mu.Lock()
+	defer cb.mu.Unlock()
+	_, err := cb.b.Resume(ctx, runID)
+	if ue := (*usageErr)(nil); errors.As(err, &ue) {
+		return fmt.Errorf("%w: %s", console.ErrNotHere, ue.msg)
+	}
+	return err
+}
+
+func serveUsage(w io.Writer) {
+	fmt.Fprint(w, `Usage: toolloop serve --users FILE [--db PATH] [--addr HOST:PORT] [--allow-remote]
+
+Serves the web console: the runs in the store (filter by status, session,
+calls awaiting approval), each run's messages, timeline, plans, policy
+decisions, budgets, stop line and diagnosis, live while it runs, and an
+approvals inbox where a signed-in person approves or denies a paused call
+with a note. The answer is recorded under the person's name, and the run is
+resumed in this process (a toolloop run run, whose provider and tools only
+its command line knows, waits for 'toolloop resume' with them instead).
+The pages use a JSON API that scripts can call too (see the README).
+
+Flags:
+  --users FILE     who may sign in: one "NAME TOKEN" a line (# comments and
+                   blank lines are skipped; tokens at least 16 characters,
+                   each person's their own). The API takes
+                   "Authorization: Bearer TOKEN"; a browser signs in with the
+                   token once. Nothing about runs is served without one.
+  --db PATH        the SQLite store (default: toolloop.db in $XDG_DATA_HOME/toolloop
+                   or ~/.local/share/toolloop)
+  --addr HOST:PORT where to listen (default 127.0.0.1:8080)
+  --allow-remote   allow an --addr beyond loopback; without TLS in front of
+                   it, tokens and cookies then cross the network in clear
+
+Runs until interrupted (Ctrl-C).
+`)
+}
