@@ -19,6 +19,31 @@ import (
 // over: 30 MB of JSON took over 400 MB) long before it costs the process.
 const DefaultMaxResponseBytes int64 = 8 << 20
 
+// DefaultMaxStreamBytes is the cap on one streamed reply's body when the
+// guard's options set none: eight times DefaultMaxResponseBytes, since an
+// event stream repeats its framing (event names, indexes, IDs) with every
+// piece of text, which for a chat completion is several times the text.
+const DefaultMaxStreamBytes int64 = 8 * DefaultMaxResponseBytes
+
+type streamKey struct{}
+
+// ExpectStream returns a context for a request that asks for a streamed
+// reply. A ResponseGuard then accepts a text/event-stream body for it
+// (and caps it at MaxStreamBytes), where for any other request an event
+// stream is a misconfigured proxy and refused. Adapters wrap the context
+// they pass to their SDK's streaming call with it.
+func ExpectStream(ctx context.Context) context.Context {
+	return context.WithValue(ctx, streamKey{}, true)
+}
+
+func streamExpected(req *http.Request) bool {
+	if req == nil {
+		return false
+	}
+	v, _ := req.Context().Value(streamKey{}).(bool)
+	return v
+}
+
 // ResponseGuard checks a provider's HTTP replies before an SDK reads them:
 // a body longer than MaxBytes, or a successful reply that is not JSON (an
 // event stream, an HTML page), fails the read with an *Error of kind
@@ -33,17 +58,24 @@ type ResponseGuard struct {
 	// MaxBytes caps each reply's body: 0 means DefaultMaxResponseBytes,
 	// a negative value no cap.
 	MaxBytes int64
+	// MaxStreamBytes caps a streamed reply's body (see ExpectStream): 0
+	// means DefaultMaxStreamBytes, a negative value no cap.
+	MaxStreamBytes int64
 }
 
 // limit is the cap in force, or -1 for none.
-func (g ResponseGuard) limit() int64 {
+func (g ResponseGuard) limit(stream bool) int64 {
+	n, def := g.MaxBytes, DefaultMaxResponseBytes
+	if stream {
+		n, def = g.MaxStreamBytes, DefaultMaxStreamBytes
+	}
 	switch {
-	case g.MaxBytes == 0:
-		return DefaultMaxResponseBytes
-	case g.MaxBytes < 0:
+	case n == 0:
+		return def
+	case n < 0:
 		return -1
 	}
-	return g.MaxBytes
+	return n
 }
 
 // Check wraps resp's body in the guard's checks and returns resp. A nil
@@ -52,14 +84,16 @@ func (g ResponseGuard) Check(resp *http.Response) *http.Response {
 	if resp == nil || resp.Body == nil || resp.Body == http.NoBody {
 		return resp
 	}
-	b := &guardedBody{rc: resp.Body, provider: g.Provider, max: g.limit()}
+	ct := resp.Header.Get("Content-Type")
+	stream := streamExpected(resp.Request) && isEventStream(ct)
+	b := &guardedBody{rc: resp.Body, provider: g.Provider, max: g.limit(stream), stream: stream}
 	if b.provider == "" {
 		b.provider = "the provider"
 	}
 	if b.max >= 0 && resp.ContentLength > b.max {
 		b.err = b.tooLarge(resp.ContentLength, true)
 	}
-	if resp.StatusCode >= 200 && resp.StatusCode < 300 && !isJSONType(resp.Header.Get("Content-Type")) {
+	if !stream && resp.StatusCode >= 200 && resp.StatusCode < 300 && !isJSONType(ct) {
 		// Only a successful reply must be JSON: an error page's status
 		// classifies it, whatever its body.
 		b.contentType = resp.Header.Get("Content-Type")
@@ -113,6 +147,11 @@ func isJSONType(ct string) bool {
 	return strings.Contains(mt, "application/json") || strings.HasSuffix(mt, "+json")
 }
 
+func isEventStream(ct string) bool {
+	mt, _, err := mime.ParseMediaType(ct)
+	return err == nil && mt == "text/event-stream"
+}
+
 // sniffBytes is how much of a non-JSON reply is read to tell whether it is
 // JSON after all (a server with the wrong Content-Type), and quoteBytes how
 // much of it an error message quotes.
@@ -126,6 +165,7 @@ type guardedBody struct {
 	rc       io.ReadCloser
 	provider string
 	max      int64 // -1: no cap
+	stream   bool  // an event stream the request asked for
 	read     int64
 	// sniff is set until the beginning of a body whose Content-Type is
 	// not JSON has been looked at; head holds what was read for that and
@@ -203,8 +243,12 @@ func (b *guardedBody) tooLarge(n int64, announced bool) error {
 	if announced {
 		what = fmt.Sprintf("its Content-Length is %d bytes", n)
 	}
+	name := "a model response (MaxResponseBytes)"
+	if b.stream {
+		name = "a streamed model response (MaxStreamBytes)"
+	}
 	return &Error{Kind: ErrorBadResponse, Err: fmt.Errorf(
-		"%s sent a reply larger than the %s cap on a model response (MaxResponseBytes): %s", b.provider, byteSize(b.max), what)}
+		"%s sent a reply larger than the %s cap on %s: %s", b.provider, byteSize(b.max), name, what)}
 }
 
 // byteSize writes a size as people read it: "8 MiB", "512 KiB", "1000 bytes".

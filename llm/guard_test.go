@@ -49,8 +49,8 @@ func TestResponseGuardSize(t *testing.T) {
 			t.Errorf("MaxBytes %d: read %d bytes, err %v; want the whole body", g.MaxBytes, len(got), err)
 		}
 	}
-	if (ResponseGuard{}).limit() != DefaultMaxResponseBytes {
-		t.Error("the zero guard does not cap at DefaultMaxResponseBytes")
+	if (ResponseGuard{}).limit(false) != DefaultMaxResponseBytes || (ResponseGuard{}).limit(true) != DefaultMaxStreamBytes {
+		t.Error("the zero guard does not cap at DefaultMaxResponseBytes and DefaultMaxStreamBytes")
 	}
 	// An error reply is capped too.
 	_, err = guarded(500, "text/html", strings.Repeat("<p>", 1000), -1, g)
@@ -117,4 +117,27 @@ func TestCheckRetryAfter(t *testing.T) {
 	if CheckRetryAfter(context.Background(), none) != none || !none.Retryable {
 		t.Error("without a deadline the wait is not too long")
 	}
+}
+
+// An event stream passes the guard only for a request that asked for one
+// (ExpectStream), and is then capped at MaxStreamBytes, not MaxBytes.
+func TestResponseGuardStream(t *testing.T) {
+	body := "data: " + strings.Repeat("a", 3000) + "\n\n"
+	read := func(ctx context.Context, g ResponseGuard) ([]byte, error) {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://x/", nil)
+		resp := &http.Response{StatusCode: 200, Header: http.Header{"Content-Type": {"text/event-stream; charset=utf-8"}},
+			Body: io.NopCloser(strings.NewReader(body)), ContentLength: -1, Request: req}
+		return io.ReadAll(g.Check(resp).Body)
+	}
+	g := ResponseGuard{Provider: "acme", MaxBytes: 1 << 10, MaxStreamBytes: 4 << 10}
+	_, err := read(context.Background(), g)
+	badResponse(t, err, "text/event-stream", "streaming turned on at a proxy")
+
+	got, err := read(ExpectStream(context.Background()), g)
+	if err != nil || string(got) != body {
+		t.Fatalf("an expected stream under its cap: read %d bytes, err %v; want the whole body", len(got), err)
+	}
+	g.MaxStreamBytes = 2 << 10
+	_, err = read(ExpectStream(context.Background()), g)
+	badResponse(t, err, "2 KiB cap", "MaxStreamBytes")
 }

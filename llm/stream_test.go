@@ -1,0 +1,124 @@
+package llm
+
+import (
+	"encoding/json"
+	"errors"
+	"iter"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+func call(id, name string) *ToolCall { return &ToolCall{ID: id, Name: name} }
+
+func seq(ds []Delta, tail error) iter.Seq2[Delta, error] {
+	return func(yield func(Delta, error) bool) {
+		for _, d := range ds {
+			if !yield(d, nil) {
+				return
+			}
+		}
+		if tail != nil {
+			yield(Delta{}, tail)
+		}
+	}
+}
+
+// Two calls whose deltas interleave, text on either side of them, two
+// reasoning parts and a running usage assemble into the Response that
+// Generate would return; the last usage wins.
+func TestAccumulatorParallelCalls(t *testing.T) {
+	st := &ProviderState{Provider: "p", Data: []byte{1, 2}}
+	ds := []Delta{
+		{Kind: DeltaReasoning, Index: 0, Text: "think "},
+		{Kind: DeltaReasoning, Index: 0, Text: "more"},
+		{Kind: DeltaReasoning, Index: 1, Hidden: true},
+		{Kind: DeltaUsage, Usage: &Usage{InputTokens: 10}},
+		{Kind: DeltaText, Text: "Let me "},
+		{Kind: DeltaToolCallStart, Index: 0, Call: call("a", "get")},
+		{Kind: DeltaToolCallStart, Index: 1, Call: call("b", "put")},
+		{Kind: DeltaToolCallArguments, Index: 1, Text: `{"k":`},
+		{Kind: DeltaToolCallArguments, Index: 0, Text: `{"id"`},
+		{Kind: DeltaToolCallArguments, Index: 1, Text: `2}`},
+		{Kind: DeltaToolCallEnd, Index: 1, Call: &ToolCall{State: st}},
+		{Kind: DeltaToolCallArguments, Index: 0, Text: `:1}`},
+		{Kind: DeltaText, Text: "check."},
+		{Kind: DeltaUsage, Usage: &Usage{InputTokens: 10, OutputTokens: 7}},
+		{Kind: DeltaFinish, Finish: &Finish{Provider: "p", ID: "r1", Model: "m", FinishReason: "tool_calls", State: st}},
+	}
+	got, err := Collect(seq(ds, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := &Response{ID: "r1", Model: "m", FinishReason: "tool_calls",
+		Usage: Usage{InputTokens: 10, OutputTokens: 7},
+		Message: Message{Role: RoleAssistant, Text: "Let me check.",
+			Reasoning: []Reasoning{{Provider: "p", Text: "think more"}, {Provider: "p", Hidden: true}},
+			ToolCalls: []ToolCall{
+				{ID: "a", Name: "get", Arguments: json.RawMessage(`{"id":1}`)},
+				{ID: "b", Name: "put", Arguments: json.RawMessage(`{"k":2}`), State: st},
+			},
+			State: st}}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("assembled\n%+v\nwant\n%+v", got, want)
+	}
+}
+
+// Each inconsistency a peer's merge got wrong is refused, naming it.
+func TestAccumulatorRefusesInconsistentChunks(t *testing.T) {
+	start := func(i int, id, name string) Delta {
+		return Delta{Kind: DeltaToolCallStart, Index: i, Call: call(id, name)}
+	}
+	args := func(i int, s string) Delta { return Delta{Kind: DeltaToolCallArguments, Index: i, Text: s} }
+	fin := Delta{Kind: DeltaFinish, Finish: &Finish{}}
+	for _, tc := range []struct {
+		name string
+		ds   []Delta
+		want string
+	}{
+		{"one index, two IDs", []Delta{start(0, "a", "get"), start(0, "b", "get")}, "call 0 was started twice"},
+		{"one ID, two indexes", []Delta{start(0, "a", "get"), start(1, "a", "get")}, "both have the ID a"},
+		{"arguments for a call never started", []Delta{args(0, "{}")}, "never started"},
+		{"an index skipped", []Delta{start(1, "a", "get")}, "call 1 was started after 0 call(s)"},
+		{"arguments after the call ended", []Delta{start(0, "a", "get"), {Kind: DeltaToolCallEnd, Index: 0}, args(0, "{}")}, "after it ended"},
+		{"ended under another ID", []Delta{start(0, "a", "get"), {Kind: DeltaToolCallEnd, Index: 0, Call: call("b", "")}}, "ended as"},
+		{"a call without an ID", []Delta{{Kind: DeltaToolCallStart, Index: 0, Call: call("", "get")}}, "without an ID"},
+		{"text after the finish", []Delta{fin, {Kind: DeltaText, Text: "x"}}, "after the turn finished"},
+		{"reasoning part skipped", []Delta{{Kind: DeltaReasoning, Index: 1}}, "reasoning part 1"},
+		{"unknown kind", []Delta{{Kind: 99}}, "delta_kind(99)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Collect(seq(tc.ds, nil))
+			var e *Error
+			if !errors.As(err, &e) || e.Kind != ErrorProtocol || e.Retryable {
+				t.Fatalf("err = %v, want a non-retryable %s", err, ErrorProtocol)
+			}
+			if !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("err = %q, want it to say %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// A stream that breaks keeps what it received; one that fails before its
+// first delta returns no response; one that ends without a finish fails.
+func TestCollectFailures(t *testing.T) {
+	boom := &Error{Kind: ErrorUnavailable, Retryable: true, Err: ErrStreamEnded}
+	resp, err := Collect(seq(nil, boom))
+	if resp != nil || !errors.Is(err, ErrStreamEnded) {
+		t.Errorf("failed before the first delta: %v, %v; want no response and the error", resp, err)
+	}
+	resp, err = Collect(seq([]Delta{{Kind: DeltaText, Text: "Hal"}, {Kind: DeltaToolCallStart, Call: call("a", "get")},
+		{Kind: DeltaToolCallArguments, Text: `{"i`}}, boom))
+	if !errors.Is(err, ErrStreamEnded) || resp == nil || resp.Message.Text != "Hal" ||
+		len(resp.Message.ToolCalls) != 1 || string(resp.Message.ToolCalls[0].Arguments) != `{"i` || resp.FinishReason != "" {
+		t.Errorf("broken mid-stream: %+v, %v; want the partial text and call, and the error", resp, err)
+	}
+	resp, err = Collect(seq([]Delta{{Kind: DeltaText, Text: "Hal"}}, nil))
+	if resp == nil || resp.Message.Text != "Hal" || err == nil || !strings.Contains(err.Error(), "without a finish") {
+		t.Errorf("no finish: %+v, %v; want the text and a protocol error", resp, err)
+	}
+	if _, err := Collect(seq(nil, nil)); err == nil {
+		t.Error("an empty stream assembled into a turn")
+	}
+}
