@@ -15,6 +15,14 @@
   var status = document.getElementById("run-status");
   var src = new EventSource("/runs/" + encodeURIComponent(runID) + "/live?after=" + encodeURIComponent(after));
   var changed = false;
+  // A form sent from this page (approve, deny) takes the person to the
+  // page it answers with; a reload for the end of the run would cut that
+  // navigation off, and its message with it. So the live view stops.
+  var leaving = false;
+  document.addEventListener("submit", function () {
+    leaving = true;
+    src.close();
+  });
   src.addEventListener("event", function (e) {
     var ev = JSON.parse(e.data);
     changed = true;
@@ -38,7 +46,7 @@
   src.addEventListener("end", function () {
     src.close();
     live.textContent = "The run has stopped.";
-    if (changed) {
+    if (changed && !leaving) {
       window.location.reload();
     }
   });
