@@ -93,6 +93,9 @@ type streamBlock struct {
 	// that was not empty.
 	sent    bool
 	stopped bool
+	// text and signature gather a text or thinking block's pieces until
+	// it stops (see delta).
+	text, signature []byte
 }
 
 // event handles one event and reports whether to go on.
@@ -104,6 +107,23 @@ func (s *streamer) event(ev anthropic.MessageStreamEventUnion) bool {
 	case s.events > 1 && ev.Type == "message_start":
 		return s.fail(protocolError("a second message_start arrived after %d events", s.events-1))
 	}
+	switch ev.Type {
+	case "content_block_delta":
+		return s.delta(int(ev.Index), ev)
+	case "content_block_stop":
+		// The block's text and thinking go into msg before the SDK
+		// finishes the block's JSON.
+		if i := int(ev.Index); i >= 0 && i < len(s.blocks) {
+			if s.blocks[i].stopped {
+				return s.fail(protocolError("content block %d was stopped twice", i))
+			}
+			s.flush(i)
+		}
+	case "message_stop":
+		for i := range s.blocks {
+			s.flush(i) // blocks never stopped
+		}
+	}
 	if err := s.msg.Accumulate(ev); err != nil {
 		return s.fail(protocolError("%v", err))
 	}
@@ -114,14 +134,8 @@ func (s *streamer) event(ev anthropic.MessageStreamEventUnion) bool {
 		return s.reportUsage()
 	case "content_block_start":
 		return s.start(int(ev.Index))
-	case "content_block_delta":
-		return s.delta(int(ev.Index), ev.Delta)
 	case "content_block_stop":
-		i := int(ev.Index)
-		if s.blocks[i].stopped {
-			return s.fail(protocolError("content block %d was stopped twice", i))
-		}
-		return s.stop(i)
+		return s.stop(int(ev.Index))
 	case "message_stop":
 		return s.finish()
 	}
@@ -169,23 +183,65 @@ func (s *streamer) start(i int) bool {
 }
 
 // delta passes on a content block's delta when it adds to what Generate
-// shows: text, thinking, a call's arguments. Signatures are kept by the SDK
-// for the finish's State; citations and server-tool input are dropped.
-func (s *streamer) delta(i int, d anthropic.MessageStreamEventUnionDelta) bool {
+// shows: text, thinking, a call's arguments. Signatures are kept for the
+// finish's State; citations and server-tool input are dropped.
+//
+// Text, thinking and signature pieces are gathered here and put into msg
+// when the block stops (flush), not given to the SDK's Accumulate, which
+// appends each to the string so far: a copy of the whole text per delta,
+// which a long reply, or a server that sends a byte at a time, turns into
+// hours of copying. The other deltas (a call's input, citations) go to
+// Accumulate.
+func (s *streamer) delta(i int, ev anthropic.MessageStreamEventUnion) bool {
+	if i < 0 || i >= len(s.blocks) {
+		return s.fail(protocolError("a %s arrived for content block index %d, and %d blocks have started", ev.Delta.Type, i, len(s.blocks)))
+	}
 	b := &s.blocks[i]
+	d := ev.Delta
 	if b.stopped {
 		return s.fail(protocolError("a %s arrived for content block %d after it stopped", d.Type, i))
 	}
-	switch {
-	case d.Type == "text_delta" && b.kind == kindText && d.Text != "":
+	switch d.Type {
+	case "text_delta":
+		if b.kind != kindText || d.Text == "" {
+			return true // Generate shows no text of other blocks
+		}
+		b.text = append(b.text, d.Text...)
 		return s.yield(llm.Delta{Kind: llm.DeltaText, Text: d.Text}, nil)
-	case d.Type == "thinking_delta" && b.kind == kindThinking && d.Thinking != "":
+	case "thinking_delta":
+		if b.kind != kindThinking || d.Thinking == "" {
+			return true
+		}
+		b.text = append(b.text, d.Thinking...)
 		return s.yield(llm.Delta{Kind: llm.DeltaReasoning, Index: b.index, Text: d.Thinking}, nil)
-	case d.Type == "input_json_delta" && b.kind == kindToolUse && d.PartialJSON != "":
+	case "signature_delta":
+		if b.kind == kindThinking {
+			b.signature = append(b.signature, d.Signature...)
+		}
+		return true
+	}
+	if err := s.msg.Accumulate(ev); err != nil {
+		return s.fail(protocolError("%v", err))
+	}
+	if d.Type == "input_json_delta" && b.kind == kindToolUse && d.PartialJSON != "" {
 		b.sent = true
 		return s.yield(llm.Delta{Kind: llm.DeltaToolCallArguments, Index: b.index, Text: d.PartialJSON}, nil)
 	}
 	return true
+}
+
+// flush puts the text or thinking and the signature gathered for block i
+// into msg, after what its start held, as Accumulate would have.
+func (s *streamer) flush(i int) {
+	b, cb := &s.blocks[i], &s.msg.Content[i]
+	switch b.kind {
+	case kindText:
+		cb.Text += string(b.text)
+	case kindThinking:
+		cb.Thinking += string(b.text)
+		cb.Signature += string(b.signature)
+	}
+	b.text, b.signature = nil, nil
 }
 
 // stop closes content block i. A thinking block that showed no thinking is
@@ -237,9 +293,8 @@ func (s *streamer) finish() bool {
 	if err != nil { // a refusal
 		return s.fail(err)
 	}
-	if !s.reportUsage() {
-		return false
-	}
+	// The usage is msg's, reported as each message_start and
+	// message_delta arrived: resp.Usage is the last of those.
 	s.finished = true
 	return s.yield(llm.Delta{Kind: llm.DeltaFinish, Finish: &llm.Finish{
 		Provider:     provider,

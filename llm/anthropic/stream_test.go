@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -560,5 +561,66 @@ func TestStreamProtocolErrors(t *testing.T) {
 				t.Fatalf("err = %v, want a non-retryable %s saying %q", err, c.kind, c.want)
 			}
 		})
+	}
+}
+
+// manyDeltas is an event stream whose text block (or thinking block)
+// arrives in n deltas of a few bytes each.
+func manyDeltas(n int, thinking bool) []byte {
+	var b bytes.Buffer
+	b.WriteString("event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_many\",\"type\":\"message\",\"role\":\"assistant\",\"model\":\"claude-sonnet-4-6\",\"content\":[],\"stop_reason\":null,\"usage\":{\"input_tokens\":10,\"output_tokens\":1}}}\n\n")
+	block, delta := `{"type":"text","text":""}`, `{"type":"text_delta","text":"tok `
+	if thinking {
+		block, delta = `{"type":"thinking","thinking":"","signature":""}`, `{"type":"thinking_delta","thinking":"tok `
+	}
+	b.WriteString("event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":" + block + "}\n\n")
+	for range n {
+		b.WriteString("event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":" + delta + "\"}}\n\n")
+	}
+	b.WriteString("event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":0}\n\n")
+	b.WriteString("event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\",\"stop_sequence\":null},\"usage\":{\"output_tokens\":" + fmt.Sprint(n) + "}}\n\n")
+	b.WriteString("event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n")
+	return b.Bytes()
+}
+
+// Assembling a turn costs memory in proportion to the stream, not to the
+// square of its deltas: four times the deltas allocate about four times
+// the bytes. (Appending each delta to a string, as the SDK's Accumulate
+// does, copies the text so far every time; a server within the stream
+// cap could then keep a process busy for hours.)
+func TestStreamLinearInDeltas(t *testing.T) {
+	for _, thinking := range []bool{false, true} {
+		alloc := func(n int) uint64 {
+			body := manyDeltas(n, thinking)
+			hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				_, _ = io.Copy(io.Discard, r.Body)
+				w.Header().Set("Content-Type", "text/event-stream")
+				_, _ = w.Write(body)
+			}))
+			defer hs.Close()
+			client := anthropic.NewClient(option.WithoutEnvironmentDefaults(), option.WithBaseURL(hs.URL), option.WithAPIKey("test"), option.WithMaxRetries(0))
+			m := New(client, nil)
+			var before, after runtime.MemStats
+			runtime.ReadMemStats(&before)
+			resp, err := llm.Collect(m.Stream(context.Background(), streamRequest()))
+			runtime.ReadMemStats(&after)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := len(resp.Message.Text) + len(strings.Join(func() []string {
+				var s []string
+				for _, r := range resp.Message.Reasoning {
+					s = append(s, r.Text)
+				}
+				return s
+			}(), "")); got != 4*n {
+				t.Fatalf("assembled %d bytes of text, want %d", got, 4*n)
+			}
+			return after.TotalAlloc - before.TotalAlloc
+		}
+		small, large := alloc(2000), alloc(8000)
+		if ratio := float64(large) / float64(small); ratio > 6 {
+			t.Errorf("thinking %v: 2,000 deltas allocated %d bytes, 8,000 deltas %d: %.1f times, want about 4", thinking, small, large, ratio)
+		}
 	}
 }
