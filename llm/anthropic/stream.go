@@ -50,7 +50,13 @@ func (m *Model) Stream(ctx context.Context, req *llm.Request) iter.Seq2[llm.Delt
 			}
 		}
 		err = stream.Err()
-		if err == nil {
+		switch {
+		case err == nil && s.events == 0:
+			// A whole reply without a single event: not an event stream
+			// (a JSON reply, say) or an empty one.
+			err = &llm.Error{Kind: llm.ErrorBadResponse, Err: errors.New(
+				"anthropic: the reply to a streamed request held no events (is streaming turned off at a proxy?)")}
+		case err == nil:
 			// The body ended cleanly, but before message_stop.
 			err = io.ErrUnexpectedEOF
 		}
