@@ -43,9 +43,9 @@ type Options struct {
 	// UserID is sent as metadata.user_id: an opaque identifier of the end
 	// user, for Anthropic's abuse detection. Never put personal data in it.
 	UserID string
-	// RequestOptions are passed to every Messages.New call, after the
-	// client's own options: per-request headers, a request timeout, or
-	// option.WithJSONSet for a field Options does not cover.
+	// RequestOptions are passed to every Messages.New and NewStreaming
+	// call, after the client's own options: per-request headers, a request
+	// timeout, or option.WithJSONSet for a field Options does not cover.
 	RequestOptions []option.RequestOption
 	// Now is the clock used to read an HTTP-date Retry-After; nil means
 	// time.Now.
@@ -54,6 +54,12 @@ type Options struct {
 	// llm.DefaultMaxResponseBytes, negative no cap. A larger reply fails
 	// with a non-retryable llm.ErrorBadResponse that names the cap.
 	MaxResponseBytes int64
+	// MaxStreamBytes caps the body of each streamed reply (Stream): 0
+	// means llm.DefaultMaxStreamBytes, negative no cap. An event stream
+	// repeats its framing with every piece of text, so it needs a larger
+	// cap than the same reply as JSON. A larger reply fails with a
+	// non-retryable llm.ErrorBadResponse that names the cap.
+	MaxStreamBytes int64
 
 	// ThinkingBudget turns on extended thinking with a fixed budget
 	// (thinking type "enabled", budget_tokens): the most output tokens the
@@ -140,7 +146,7 @@ func New(client anthropic.Client, opts *Options) *Model {
 	m.err = m.opts.Validate()
 	// The guard is the innermost middleware (request options come after
 	// the client's), so it checks a body before any other reads it.
-	guard := llm.ResponseGuard{Provider: "anthropic", MaxBytes: m.opts.MaxResponseBytes}
+	guard := llm.ResponseGuard{Provider: "anthropic", MaxBytes: m.opts.MaxResponseBytes, MaxStreamBytes: m.opts.MaxStreamBytes}
 	m.reqOpts = slices.Clip(append(slices.Clone(m.opts.RequestOptions),
 		option.WithMiddleware(func(req *http.Request, next option.MiddlewareNext) (*http.Response, error) {
 			res, err := next(req)

@@ -5,11 +5,13 @@
 // It is the model boundary of DESIGN.md for Claude: New takes an
 // anthropic.Client the caller built and Options (nil is fine), and the
 // Model's Generate turns one llm.Request into one Messages API call and the
-// reply into an llm.Response. It never executes a tool, adds no retries of
-// its own (the loop's are bounded and logged; see below for the SDK's),
-// and keeps nothing of a request after Generate returns. It passes
-// llmtest.RunConformance. Start with New and Options; the sections below
-// say how messages, usage and errors map.
+// reply into an llm.Response. The Model is also an llm.StreamingModel: its
+// Stream sends the same call streamed and yields the reply as it arrives
+// (see Streaming). It never executes a tool, adds no retries of its own
+// (the loop's are bounded and logged; see below for the SDK's), and keeps
+// nothing of a request after Generate returns or Stream's iteration ends.
+// It passes llmtest.RunConformance. Start with New and Options; the
+// sections below say how messages, usage and errors map.
 //
 // The adapter takes an SDK client that the caller has already built; it never
 // reads the environment (anthropic.NewClient does, even when given a key: it
@@ -97,6 +99,56 @@
 // byte for byte, so a run paused for confirmation and resumed by another
 // process sends its thinking back intact.
 //
+// # Streaming
+//
+// Stream sends Generate's request with "stream": true
+// (Messages.NewStreaming) when its iteration begins, and maps the server's
+// events onto llm.Delta values in the order they came: message_start's
+// usage (the prompt, cache reads and writes) as the first DeltaUsage;
+// each text block's text_delta as DeltaText; each thinking block as a
+// reasoning part of its own, numbered 0, 1, ... in block order, its
+// thinking_delta pieces as DeltaReasoning, and a thinking block that
+// showed nothing (display "omitted") and each redacted_thinking block as a
+// Hidden part; each tool_use block as a call, numbered 0, 1, ... in block
+// order, opened with its ID and name, fed with its input_json_delta
+// fragments exactly as sent, and ended at content_block_stop (a call whose
+// input came only as empty fragments gets "{}", the input Generate
+// reports); each message_delta's cumulative usage as a DeltaUsage; and
+// message_stop as the DeltaFinish. Signatures, citations and server-tool
+// blocks are in no delta; ping events are skipped.
+//
+// The SDK's anthropic.Message.Accumulate assembles the reply as the events
+// arrive (the text, thinking and signature pieces are gathered by the
+// adapter and put into it when their block stops, since Accumulate would
+// copy the whole text for each piece), and the finish is what Generate's
+// own code makes of that message: its ID, model, stop reason, Truncated
+// for max_tokens, DroppedState, and the State with the thinking blocks and
+// signatures in their order among the text and tool_use blocks. So
+// llm.Collect of a stream equals Generate's Response for the same reply,
+// and the next request is the same byte for byte whichever way the turn
+// came. A refusal's stop reason ends the stream with Generate's refusal
+// error. Events that contradict each other (a delta for a block never
+// started or already stopped, a stream that does not begin with
+// message_start) are a non-retryable llm.ErrorProtocol.
+//
+// A failure before the first event is classified as Generate's is (status,
+// Retry-After, overloaded 529, ...). An error event after it
+// (overloaded_error, api_error, ...) ends the stream with an *llm.Error
+// naming the server's type and message, classified as that type's HTTP
+// status would be (overloaded_error and api_error are retryable
+// unavailable failures, rate_limit_error rate_limited, invalid_request_error
+// a bad request), with no StatusCode since the reply's was 200; the loop
+// does not retry a turn that has shown deltas, but the class says what
+// happened. A connection that drops, or a body that ends before
+// message_stop, is an unavailable error wrapping llm.ErrStreamEnded; a
+// whole reply without a single event (a proxy that answered with JSON) is
+// a non-retryable llm.ErrorBadResponse that says so. A
+// consumer that breaks out of its loop closes the HTTP stream before the
+// iteration returns. The reply's body is capped at Options.MaxStreamBytes
+// (64 MiB by default, llm.DefaultMaxStreamBytes), past which the stream
+// fails as a non-retryable llm.ErrorBadResponse; MaxResponseBytes is for
+// JSON replies only.
+//
 // # Errors
 //
 // API errors are classified by llm.HTTPError: 429 is rate_limited, 529
@@ -124,9 +176,9 @@
 // for thinking's display or for output_config.effort; RequestOptions with
 // option.WithJSONSet can send them. Server-tool blocks are not kept in
 // State, so a turn that mixed them with thinking cannot be sent back
-// whole. Requests are not streamed; the SDK refuses a non-streaming request whose MaxTokens
+// whole. The SDK refuses a Generate request (not streamed) whose MaxTokens
 // implies more than ten minutes of generation (about 21,000 tokens) unless
-// RequestOptions sets option.WithRequestTimeout.
+// RequestOptions sets option.WithRequestTimeout; Stream has no such limit.
 //
 // The package shares its name with the SDK's; import one of them under
 // another name when a file needs both.

@@ -45,7 +45,6 @@ func response(msg *anthropic.Message) (*llm.Response, error) {
 	if err != nil {
 		return nil, err
 	}
-	u := msg.Usage
 	return &llm.Response{
 		ID:    msg.ID,
 		Model: msg.Model,
@@ -56,17 +55,23 @@ func response(msg *anthropic.Message) (*llm.Response, error) {
 			Reasoning: reasoning,
 			State:     state,
 		},
-		Usage: llm.Usage{
-			// input_tokens counts only the uncached part of the prompt.
-			InputTokens:       u.InputTokens + u.CacheReadInputTokens + u.CacheCreationInputTokens,
-			OutputTokens:      u.OutputTokens,
-			CachedInputTokens: u.CacheReadInputTokens,
-			CacheWriteTokens:  u.CacheCreationInputTokens,
-			ReasoningTokens:   u.OutputTokensDetails.ThinkingTokens,
-		},
+		Usage:        usage(msg.Usage),
 		FinishReason: string(msg.StopReason),
 		Truncated:    msg.StopReason == anthropic.StopReasonMaxTokens || msg.StopReason == anthropic.StopReasonModelContextWindowExceeded,
 	}, nil
+}
+
+// usage maps a reply's usage, a whole one or the running total of a
+// stream, onto llm.Usage.
+func usage(u anthropic.Usage) llm.Usage {
+	return llm.Usage{
+		// input_tokens counts only the uncached part of the prompt.
+		InputTokens:       u.InputTokens + u.CacheReadInputTokens + u.CacheCreationInputTokens,
+		OutputTokens:      u.OutputTokens,
+		CachedInputTokens: u.CacheReadInputTokens,
+		CacheWriteTokens:  u.CacheCreationInputTokens,
+		ReasoningTokens:   u.OutputTokensDetails.ThinkingTokens,
+	}
 }
 
 // refusal describes a refused reply from its stop_details.
@@ -98,7 +103,7 @@ func classify(ctx context.Context, err error, now time.Time) error {
 	}
 	var apiErr *anthropic.Error
 	if errors.As(err, &apiErr) {
-		return apiError(apiErr, err, now)
+		return apiError(apiErr, apiErr.StatusCode, err, now)
 	}
 	var netErr net.Error
 	var urlErr *url.Error
@@ -111,14 +116,16 @@ func classify(ctx context.Context, err error, now time.Time) error {
 	return fmt.Errorf("anthropic: %w", err)
 }
 
-// apiError classifies an HTTP error response. llm.HTTPError does the
-// status-based work; the error body's type and code refine it.
-func apiError(apiErr *anthropic.Error, err error, now time.Time) *llm.Error {
+// apiError classifies an HTTP error response with the given status (the
+// response's own, or for an error event in a stream the one its type has
+// outside a stream). llm.HTTPError does the status-based work; the error
+// body's type and code refine it.
+func apiError(apiErr *anthropic.Error, status int, err error, now time.Time) *llm.Error {
 	var header http.Header
 	if apiErr.Response != nil {
 		header = apiErr.Response.Header
 	}
-	e := llm.HTTPError(apiErr.StatusCode, header, apiErr.RawJSON(), err, now)
+	e := llm.HTTPError(status, header, apiErr.RawJSON(), err, now)
 	switch apiErr.Type() {
 	case anthropic.ErrorTypeOverloadedError:
 		e.Kind, e.Retryable = llm.ErrorUnavailable, true
