@@ -2,6 +2,8 @@ package temporal_test
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -14,6 +16,7 @@ import (
 	"github.com/toolloop/toolloop/policy"
 	"github.com/toolloop/toolloop/store"
 	"github.com/toolloop/toolloop/temporal"
+	"github.com/toolloop/toolloop/tool"
 )
 
 // TestDevServerTurnEvents counts a one-call tool turn's history events on
@@ -103,5 +106,58 @@ func TestDevServerTurnEvents(t *testing.T) {
 			}
 			replay(t, "turn_"+name, h)
 		})
+	}
+}
+
+// TestDevServerSpinAcrossContinuation: the decider's spin window crosses
+// a continuation as new. The model asks for page 1, then, in the first
+// turn of the new workflow run, for page 1 again: the run stops with
+// spin_detected, as it does without a continuation, because the state the
+// new workflow run starts from (loop.Snapshot) holds the previous turn's
+// calls.
+func TestDevServerSpinAcrossContinuation(t *testing.T) {
+	c := devClient(t)
+	type in struct {
+		Page int `json:"page"`
+	}
+	fetch, err := tool.New(tool.Spec[in]{Name: "fetch", Description: "fetches a page", HonorsContext: true},
+		func(_ context.Context, a in) (string, error) { return pageContent(a.Page, 100), nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg, err := tool.NewRegistry(fetch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	model := llm.ModelFunc(func(_ context.Context, req *llm.Request) (*llm.Response, error) {
+		return &llm.Response{Message: llm.Message{Role: llm.RoleAssistant, ToolCalls: []llm.ToolCall{{
+			ID: fmt.Sprintf("call_%d", req.Step), Name: "fetch", Arguments: json.RawMessage(`{"page":1}`)}}}}, nil
+	})
+	blobs := store.NewMemory()
+	acts, err := temporal.NewActivities(temporal.Config{Model: model, Tools: reg, Blobs: blobs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	queue := startWorker(t, c, acts)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	id := "toolloop-test-spin-can-" + suffix()
+	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: queue}, temporal.WorkflowName,
+		temporal.RunInput{Model: "scripted", Messages: []llm.Message{llm.UserMessage("read page 1")},
+			Budgets: loop.Budgets{MaxSteps: 5}, ContinueAsNewAfter: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out temporal.RunOutput
+	if err := run.Get(ctx, &out); err != nil {
+		t.Fatal(err)
+	}
+	if out.Status != loop.SpinDetected || out.ContinuedAsNew != 1 || out.Steps != 2 ||
+		!strings.Contains(out.Detail, "call_2 repeats fetch with the same arguments as call call_1") {
+		t.Fatalf("output %+v", out)
+	}
+	res := readResult(t, blobs, out)
+	if len(res.Events) != out.Events || res.Status != loop.SpinDetected {
+		t.Fatalf("the stored log: %d events (output %d), %s", len(res.Events), out.Events, res.Status)
 	}
 }
