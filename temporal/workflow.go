@@ -699,6 +699,13 @@ func cause(err error) string {
 func (d *driver) validate(ctx workflow.Context) (loop.Event, error) {
 	b := d.state.Batch
 	snap := d.state.Snapshot()
+	// The copy's path (validation, then the policy's decisions) reads
+	// neither the run's call IDs nor the results seen, the parts of the
+	// state that grow with the run: leaving them out keeps this encoding
+	// the same size each turn. Were the copy ever to decide otherwise,
+	// the workflow's decider would ask for other calls and the prepared
+	// answers would go unused (see run), not be recorded.
+	snap.CallIDs, snap.Seen = nil, nil
 	state, err := json.Marshal(&snap)
 	if err != nil {
 		return loop.Event{}, fmt.Errorf("encoding the decider's state: %w", err)
