@@ -32,14 +32,21 @@ const (
 	// ModelActivity requests one model turn.
 	ModelActivity = "toolloop.RequestModel"
 	// ValidateActivity (local) validates a batch against the registry.
+	// RunLoop calls PrepareActivity instead; it stays registered for the
+	// histories of earlier versions.
 	ValidateActivity = "toolloop.ValidateCalls"
-	// AuthorizeActivity asks the policy about the valid calls of a batch.
+	// PrepareActivity (local) validates a batch, asks an in-memory policy
+	// about its valid calls and plans them, in one local activity.
+	PrepareActivity = "toolloop.PrepareBatch"
+	// AuthorizeActivity asks the policy about the valid calls of a batch
+	// when Config.RemotePolicy says the policy does I/O.
 	AuthorizeActivity = "toolloop.AuthorizeCalls"
 	// PlanActivity (local) plans a batch.
 	PlanActivity = "toolloop.PlanBatch"
 	// ToolActivity executes one tool call through the executor.
 	ToolActivity = "toolloop.ExecuteCall"
-	// SaveLogActivity stores the run's latest events in the blob store.
+	// SaveLogActivity (local) stores the run's latest events in the blob
+	// store.
 	SaveLogActivity = "toolloop.SaveLog"
 	// LoadLogActivity reads a page of a run's log from the blob store,
 	// for the run that continues it as new.
@@ -103,8 +110,22 @@ type Config struct {
 	// Tools is the registry; every worker of a task queue must have the
 	// same one (its Version is recorded in each run's Started event).
 	Tools *tool.Registry
-	// Policy decides each call; nil allows every registered tool.
+	// Policy decides each call; nil allows every registered tool. It is
+	// asked inside the local activity that validates and plans a batch
+	// (PrepareActivity), which runs on the worker that runs the workflow
+	// task, within its timeout (10s by default), as a marker in the
+	// history: right for a policy that decides in memory (rules over
+	// the identity, the tool and the arguments). It may be asked about
+	// the calls of a batch that the decider then stops at validation (a
+	// spin, a write asked for again); such answers are not recorded.
 	Policy policy.Policy
+	// RemotePolicy says that Policy does I/O (a policy service, a
+	// database): it is then asked in an activity of its own
+	// (AuthorizeActivity: a minute's timeout, three attempts, any worker
+	// of the task queue), only about the calls the decider asks about, at
+	// the price of a round trip through the server (three history events
+	// and a workflow task more per tool turn).
+	RemotePolicy bool
 	// Executor runs tool calls; nil means executor.New(nil). Its ledger
 	// must be shared by every worker of the task queue (an in-memory
 	// ledger only protects retries that land on the same process).
@@ -163,6 +184,7 @@ func (a *Activities) Register(r worker.ActivityRegistry) {
 	r.RegisterActivityWithOptions(a.ToolsVersion, activity.RegisterOptions{Name: ToolsVersionActivity})
 	r.RegisterActivityWithOptions(a.RequestModel, activity.RegisterOptions{Name: ModelActivity})
 	r.RegisterActivityWithOptions(a.ValidateCalls, activity.RegisterOptions{Name: ValidateActivity})
+	r.RegisterActivityWithOptions(a.PrepareBatch, activity.RegisterOptions{Name: PrepareActivity})
 	r.RegisterActivityWithOptions(a.AuthorizeCalls, activity.RegisterOptions{Name: AuthorizeActivity})
 	r.RegisterActivityWithOptions(a.PlanBatch, activity.RegisterOptions{Name: PlanActivity})
 	r.RegisterActivityWithOptions(a.ExecuteCall, activity.RegisterOptions{Name: ToolActivity})
@@ -412,6 +434,89 @@ func (a *Activities) ValidateCalls(_ context.Context, in ValidateInput) (Validat
 		if t, ok := a.cfg.Tools.Lookup(c.Name); ok {
 			out.Bounds[i] = a.bound(t, in.ToolTimeout)
 		}
+	}
+	return out, nil
+}
+
+// PrepareInput is PrepareActivity's input: the batch to validate, the
+// identity the policy decides on, and the decider's state with the batch
+// open, so that the activity asks the policy and the planner about
+// exactly the calls the decider will ask about.
+type PrepareInput struct {
+	ValidateInput
+	Identity policy.Identity `json:"identity"`
+	// State is the decider's state after the batch's ModelResponded
+	// event (a loop.Snapshot in JSON, a copy that shares nothing with the
+	// workflow's); At is the time the workflow stamps the next events
+	// with.
+	State json.RawMessage `json:"state"`
+	At    time.Time       `json:"at"`
+}
+
+// PrepareOutput is PrepareActivity's result: the validation's, and the
+// policy's decisions and the plan the decider asks for next if it goes
+// on, computed ahead by a copy of the decider.
+type PrepareOutput struct {
+	ValidateOutput
+	// Authorized is the indexes of the calls the policy was asked about
+	// (the decider's AuthorizeCalls effect); Decisions its decisions,
+	// one per call of the batch (empty for those not asked); both nil
+	// when the decider stops at validation, or with Config.RemotePolicy.
+	Authorized []int             `json:"authorized,omitempty"`
+	Decisions  []policy.Decision `json:"decisions,omitempty"`
+	// Planned is the indexes of the calls Plan plans (the decider's
+	// PlanBatch effect after the decisions); nil when it asks for none.
+	Planned []int          `json:"planned,omitempty"`
+	Plan    *executor.Plan `json:"plan,omitempty"`
+}
+
+// PrepareBatch validates a batch (ValidateCalls); then, unless the
+// policy is remote, it feeds the checks to a copy of the decider and, if
+// the decider asks for decisions, asks the policy (loop.Authorize,
+// failing closed as AuthorizeCalls does), feeds them on and, if it asks
+// for a plan, plans (as PlanBatch): the events the workflow records next,
+// in one local activity. The workflow's own decider asks again; the
+// workflow records these answers only if it asks for the same calls.
+func (a *Activities) PrepareBatch(ctx context.Context, in PrepareInput) (PrepareOutput, error) {
+	v, err := a.ValidateCalls(ctx, in.ValidateInput)
+	if err != nil {
+		return PrepareOutput{}, err
+	}
+	out := PrepareOutput{ValidateOutput: v}
+	if a.cfg.RemotePolicy {
+		return out, nil
+	}
+	var sn loop.Snapshot
+	if err := json.Unmarshal(in.State, &sn); err != nil {
+		return PrepareOutput{}, sdktemporal.NewNonRetryableApplicationError(err.Error(), "ToolloopBadInput", nil)
+	}
+	s := loop.Restore(sn)
+	eff := loop.Next(s, &loop.Event{Kind: loop.CallsValidated, Checks: v.Checks, At: in.At})
+	if eff.Kind != loop.AuthorizeCalls || s.Batch == nil {
+		return out, nil
+	}
+	decisions, err := loop.Authorize(ctx, a.cfg.Policy, in.Identity, a.cfg.Tools, in.Calls, eff.Calls)
+	if err != nil {
+		if ctx.Err() != nil {
+			return PrepareOutput{}, ctx.Err() // tried again
+		}
+		// Fail closed, as in-process: a policy that cannot decide does
+		// not allow.
+		decisions = make([]policy.Decision, len(in.Calls))
+		for _, i := range eff.Calls {
+			decisions[i] = policy.Decision{Verdict: policy.Deny, Rule: "policy_error",
+				Reason: "the policy engine failed: " + err.Error()}
+		}
+	}
+	out.Authorized, out.Decisions = eff.Calls, decisions
+	eff = loop.Next(s, &loop.Event{Kind: loop.PolicyDecided, Decisions: decisions, At: in.At})
+	if eff.Kind != loop.PlanBatch {
+		return out, nil
+	}
+	// A planning failure (a tool this worker lacks) is left to the
+	// workflow's own PlanBatch, which reports it as it always did.
+	if p, err := loop.PlanCalls(a.cfg.Planner, a.cfg.Tools, in.Calls, eff.Calls, s.Batch.Approved); err == nil {
+		out.Planned, out.Plan = eff.Calls, &p
 	}
 	return out, nil
 }

@@ -9,10 +9,13 @@
 //
 //	RequestModel    an activity (ModelActivity); Temporal retries retryable
 //	                model errors (llm.IsRetryable), the others fail at once
-//	ValidateCalls   a local activity (ValidateActivity): it needs the tool
-//	                registry, and its answer is recorded in the history
-//	AuthorizeCalls  an activity (AuthorizeActivity): a policy may do I/O
-//	PlanBatch       a local activity (PlanActivity)
+//	ValidateCalls,  one local activity (PrepareActivity): it needs the tool
+//	AuthorizeCalls, registry, policy and planner, and its answers are
+//	PlanBatch       recorded in the history; it asks the policy and the
+//	                planner about exactly the calls the decider will ask
+//	                about (it feeds a copy of the decider). A policy that
+//	                does I/O (Config.RemotePolicy) is asked in an activity
+//	                of its own (AuthorizeActivity) instead
 //	ExecuteStage    one activity per call (ToolActivity), all of a stage
 //	                started at once and collected in call order; a write
 //	                carries its idempotency key, so an activity retried
@@ -23,7 +26,9 @@
 // A run that pauses with confirmation_required waits durably for answers:
 // the ConfirmUpdate update (validated: answering a call that is not pending
 // is rejected) or the ConfirmSignal signal. The StatusQuery and EventsQuery
-// queries show the run's status and its log at any time.
+// queries show the run's status and its log (paged, EventsPage) at any
+// time; after a continuation as new, the events query holds the events
+// since, the rest is in the blob store (ReadLog).
 //
 // The workflow function is RunLoop; the worker side (model client, tools,
 // policy, executor) is an *Activities. Both are registered under fixed

@@ -33,7 +33,7 @@ func pageContent(p, size int) string {
 // at every turn that it sees the whole conversation, every result in
 // full: a reference leaking to the model, or a result left out, fails
 // the run with model_error.
-func longRunParts(t *testing.T, turns, size int, blobs store.Blobs) *temporal.Activities {
+func longRunParts(t *testing.T, turns, size int, blobs store.Blobs, opts ...func(*temporal.Config)) *temporal.Activities {
 	t.Helper()
 	type in struct {
 		Page int `json:"page"`
@@ -68,7 +68,11 @@ func longRunParts(t *testing.T, turns, size int, blobs store.Blobs) *temporal.Ac
 			ID: fmt.Sprintf("call_%d", k), Name: "fetch", Arguments: json.RawMessage(fmt.Sprintf(`{"page":%d}`, k))}}}
 		return resp, nil
 	})
-	acts, err := temporal.NewActivities(temporal.Config{Model: model, Tools: reg, Blobs: blobs})
+	cfg := temporal.Config{Model: model, Tools: reg, Blobs: blobs}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	acts, err := temporal.NewActivities(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -166,16 +170,35 @@ func TestDevServerLongRun(t *testing.T) {
 	if st.Status != string(loop.FinalAnswer) || st.RunID != id || st.Steps != turns+1 || st.Events != out.Events {
 		t.Fatalf("status query after the run: %+v", st)
 	}
-	v, err = c.QueryWorkflow(ctx, id, "", temporal.EventsQuery)
-	if err != nil {
-		t.Fatal(err)
+	// The events query holds the last workflow run's events (the new
+	// workflow run does not read the log back); the earlier ones are in
+	// the blob store, whose log ends with the same events.
+	page := func(p temporal.EventsPage) []loop.Event {
+		t.Helper()
+		v, err := c.QueryWorkflow(ctx, id, "", temporal.EventsQuery, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var evs []loop.Event
+		if err := v.Get(&evs); err != nil {
+			t.Fatal(err)
+		}
+		return evs
 	}
-	var evs []loop.Event
-	if err := v.Get(&evs); err != nil {
-		t.Fatal(err)
+	evs := page(temporal.EventsPage{})
+	if len(evs) == 0 || len(evs) >= out.Events || evs[0].Seq != out.Events-len(evs)+1 || evs[len(evs)-1].Kind != loop.Stopped {
+		t.Fatalf("events query after the run: %d events of %d, from %d", len(evs), out.Events, evs[0].Seq)
 	}
-	if len(evs) != out.Events || evs[0].Kind != loop.Started || evs[len(evs)-1].Kind != loop.Stopped {
-		t.Fatalf("events query after the run: %d events", len(evs))
+	if p := page(temporal.EventsPage{Offset: out.Events - 3, Limit: 2}); len(p) != 2 || p[0].Seq != out.Events-2 || p[1].Seq != out.Events-1 {
+		t.Fatalf("a page of 2 from offset %d: %d events", out.Events-3, len(p))
+	}
+	if st.Log != out.Log {
+		t.Fatalf("the status names log %s, the output %s", st.Log, out.Log)
+	}
+	stored, err := temporal.ReadLog(ctx, blobs, st.Log)
+	if err != nil || len(stored) != out.Events || stored[0].Kind != loop.Started ||
+		stored[len(stored)-len(evs)].Seq != evs[0].Seq || stored[len(stored)-1].Kind != loop.Stopped {
+		t.Fatalf("the stored log: %d events, %v", len(stored), err)
 	}
 	if full, err := temporal.Status(ctx, c, id); err != nil || full.Status != string(loop.FinalAnswer) {
 		t.Fatalf("temporal.Status: %+v, %v", full, err)
@@ -199,6 +222,21 @@ func TestDevServerLongRun(t *testing.T) {
 	if perTurn > 12_000 || (size >= 20_000 && perTurn > size/2) {
 		t.Fatalf("history grows by %d B per turn", perTurn)
 	}
+	// A continuation adds a bounded amount: each workflow run starts from
+	// the decider's state its input carries, not by reading the log
+	// back, which made each run some 34 KB larger than the one before
+	// (20 KB a turn, every 600 events, about 30 turns a run). What still
+	// grows is the state's call IDs and result hashes, some 30 bytes a
+	// call, carried twice (in the continued-as-new event and in the next
+	// run's start): with about 46 turns a run, 3 KB a run.
+	if len(bytes) >= 4 {
+		mid := bytes[1 : len(bytes)-1]
+		for i := 1; i < len(mid); i++ {
+			if grew := mid[i] - mid[i-1]; grew > 4<<10 {
+				t.Fatalf("the workflow runs that continue hold %v B: run %d is %d B larger than the one before", mid, i+2, grew)
+			}
+		}
+	}
 	// No workflow run's history comes near Temporal's limits.
 	for i, b := range bytes {
 		if b > 10<<20 || events[i] > 10_000 {
@@ -208,10 +246,11 @@ func TestDevServerLongRun(t *testing.T) {
 }
 
 // TestDevServerContinueAsNew is a short run that continues as new twice
-// (8 turns of 10 KB results, every 60 history events): the result and
-// log are whole, and each workflow run's history replays against the
-// workflow code (recorded with -temporal.record as continued_1.json,
-// ...): the first run, and runs that start by reading the log back.
+// or more (8 turns of 10 KB results, every 35 history events): the
+// result and log are whole, and each workflow run's history replays
+// against the workflow code (recorded with -temporal.record as
+// continued_1.json, ...): the first run, and runs that start from the
+// decider's state their input carries.
 func TestDevServerContinueAsNew(t *testing.T) {
 	c := devClient(t)
 	const turns, size = 8, 10_000
@@ -221,7 +260,7 @@ func TestDevServerContinueAsNew(t *testing.T) {
 	defer cancel()
 	id := "toolloop-test-continued-" + suffix()
 	in := temporal.RunInput{RunID: "run-continued", Model: "scripted", Messages: []llm.Message{llm.UserMessage("read every page")},
-		Budgets: loop.Budgets{MaxSteps: turns + 1}, ContinueAsNewAfter: 60}
+		Budgets: loop.Budgets{MaxSteps: turns + 1}, ContinueAsNewAfter: 35}
 	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: queue}, temporal.WorkflowName, in)
 	if err != nil {
 		t.Fatal(err)

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
@@ -78,13 +79,16 @@ type RunInput struct {
 	HistoryLimit int `json:"history_limit,omitempty"`
 
 	// Continued is set by the workflow itself when it continues as new:
-	// the log so far, which the new run reads back to rebuild the
-	// decider's state. Callers leave it nil.
+	// the log so far by reference and the decider's state, which the new
+	// workflow run starts from. Callers leave it nil.
 	Continued *Continuation `json:"continued,omitempty"`
 }
 
 // Continuation is what a run carries into the workflow run that continues
-// it as new: its log, by reference.
+// it as new: its log, by reference, and the decider's state without the
+// conversation (loop.Snapshot), so that what a continuation adds to the
+// history does not grow with the run's results: the new workflow run
+// reads none of the log back.
 type Continuation struct {
 	// Log is the digest of the log's last segment in the blob store.
 	Log string `json:"log"`
@@ -92,6 +96,10 @@ type Continuation struct {
 	Events int `json:"events"`
 	// Times counts the continuations so far, this one included.
 	Times int `json:"times"`
+	// State is the decider's state after the log's last event. A
+	// continuation made by a version of this package that carried no
+	// state (nil) is rebuilt from the log, read back page by page.
+	State *loop.Snapshot `json:"state,omitempty"`
 }
 
 // RunOutput is how a run ended, small whatever the run's length: status,
@@ -144,6 +152,25 @@ type RunStatus struct {
 	Events int `json:"events"`
 	// ContinuedAsNew counts the times the workflow continued as new.
 	ContinuedAsNew int `json:"continued_as_new,omitempty"`
+	// Log is the digest of the last segment of the log stored so far (the
+	// events up to the last model request, or up to the last
+	// continuation), for ReadLog: after a continuation the events query
+	// holds only the events of the current workflow run.
+	Log string `json:"log,omitempty"`
+}
+
+// EventsPage is the events query's optional argument: which part of the
+// log to return. The zero value asks for every event the workflow holds.
+type EventsPage struct {
+	// Offset skips the log's first Offset events (the first event
+	// returned has sequence number Offset+1). After a continuation as
+	// new, the workflow holds only the events since: a page that begins
+	// before them begins at the first one held instead (each event's Seq
+	// says where it is), and the earlier ones are read from the blob
+	// store with ReadLog(RunStatus.Log).
+	Offset int `json:"offset,omitempty"`
+	// Limit caps the number of events returned; zero for no cap.
+	Limit int `json:"limit,omitempty"`
 }
 
 // Defaults of RunInput.
@@ -155,8 +182,8 @@ const (
 	DefaultToolHeartbeat        = 10 * time.Second
 )
 
-// localTimeout bounds the local activities (validation, planning): pure
-// work on the worker's registry.
+// localTimeout bounds the local activities (validation, authorization by
+// an in-memory policy, planning, storing the log's last events).
 const localTimeout = 30 * time.Second
 
 // modelHeartbeatTimeout is how long a model activity may go without a
@@ -165,8 +192,10 @@ const localTimeout = 30 * time.Second
 const modelHeartbeatTimeout = 15 * time.Second
 
 // RunLoop is the loop as a workflow. The decider (loop.Next) runs as
-// workflow code; model requests, policy decisions and tool calls run as
-// activities, validation and planning as local activities; every event is
+// workflow code; model requests and tool calls run as activities; a
+// batch's validation, policy decisions and plan as one local activity
+// (policy decisions as an activity of their own with Config.RemotePolicy);
+// every event is
 // stamped with workflow.Now. It returns the run's RunOutput for every
 // status, with a nil error: the status says how the run ended (RunOutput's
 // Err turns it into an error). The error is non-nil when the input is
@@ -190,19 +219,27 @@ type driver struct {
 	in      RunInput
 	budgets loop.Budgets
 	state   loop.State
-	log     []loop.Event
+	// log holds the events of this workflow run: the log's events after
+	// its first base, which an earlier workflow run stored before it
+	// continued as new.
+	log  []loop.Event
+	base int
 	// bounds is, per call of the current batch, its activity's
 	// StartToClose timeout (from validation).
 	bounds []time.Duration
+	// prepared is the current batch's preparation (PrepareBatch), whose
+	// decisions and plan are recorded when the decider asks for them.
+	prepared *PrepareOutput
 	// saved is how many events of log the blob store holds, and head the
 	// digest of their last segment.
 	saved int
 	head  string
 	// continued counts the continuations as new so far; turns the model
-	// turns of this workflow run; logBytes the log's size in JSON.
-	continued int
-	turns     int
-	logBytes  int
+	// turns of this workflow run; stateBytes the size of the decider's
+	// state when it was too large to carry into a new workflow run.
+	continued  int
+	turns      int
+	stateBytes int
 }
 
 func newDriver(ctx workflow.Context, in RunInput) (*driver, error) {
@@ -252,6 +289,9 @@ func newDriver(ctx workflow.Context, in RunInput) (*driver, error) {
 			return nil, fmt.Errorf("temporal: a continuation without a log (%+v)", *c)
 		}
 		d.head, d.continued = c.Log, c.Times
+		if c.State != nil {
+			d.state, d.base = *loop.Restore(*c.State), c.Events
+		}
 	}
 	return d, nil
 }
@@ -263,8 +303,8 @@ func (d *driver) handlers(ctx workflow.Context) error {
 	}); err != nil {
 		return err
 	}
-	if err := workflow.SetQueryHandler(ctx, EventsQuery, func() ([]loop.Event, error) {
-		return d.log, nil
+	if err := workflow.SetQueryHandler(ctx, EventsQuery, func(p EventsPage) ([]loop.Event, error) {
+		return d.page(p)
 	}); err != nil {
 		return err
 	}
@@ -313,12 +353,27 @@ func (d *driver) status() RunStatus {
 		st = string(s.Status)
 	}
 	return RunStatus{RunID: s.RunID, Status: st, Detail: s.Detail, Steps: s.Steps, ToolCalls: s.ToolCalls,
-		Usage: s.Usage, Cost: s.Cost, Pending: s.Pending, Events: len(d.log), ContinuedAsNew: d.continued}
+		Usage: s.Usage, Cost: s.Cost, Pending: s.Pending, Events: d.events(), ContinuedAsNew: d.continued, Log: d.head}
+}
+
+// events is how many events the log holds.
+func (d *driver) events() int { return d.base + len(d.log) }
+
+// page answers the events query.
+func (d *driver) page(p EventsPage) ([]loop.Event, error) {
+	if p.Offset < 0 || p.Limit < 0 {
+		return nil, fmt.Errorf("temporal: events page with offset %d and limit %d; want neither negative", p.Offset, p.Limit)
+	}
+	evs := d.log[min(max(p.Offset-d.base, 0), len(d.log)):]
+	if p.Limit > 0 && len(evs) > p.Limit {
+		evs = evs[:p.Limit]
+	}
+	return evs, nil
 }
 
 // emit stamps ev, appends it to the log and feeds it to the decider.
 func (d *driver) emit(ctx workflow.Context, ev loop.Event) loop.Effect {
-	ev.Seq = len(d.log) + 1
+	ev.Seq = d.events() + 1
 	ev.At = workflow.Now(ctx)
 	return d.append(ev)
 }
@@ -326,16 +381,15 @@ func (d *driver) emit(ctx workflow.Context, ev loop.Event) loop.Effect {
 // append appends ev, stamped, to the log and feeds it to the decider.
 func (d *driver) append(ev loop.Event) loop.Effect {
 	d.log = append(d.log, ev)
-	if b, err := json.Marshal(&ev); err == nil {
-		d.logBytes += len(b)
-	}
 	return loop.Next(&d.state, &d.log[len(d.log)-1])
 }
 
 // run performs the decider's effects until the run stops.
 func (d *driver) run(ctx workflow.Context) (RunOutput, error) {
 	var eff loop.Effect
-	if d.in.Continued != nil {
+	if c := d.in.Continued; c != nil && c.State != nil {
+		eff = c.State.Next
+	} else if c != nil {
 		var err error
 		if eff, err = d.reload(ctx); err != nil {
 			if ctx.Err() != nil {
@@ -393,8 +447,16 @@ func (d *driver) run(ctx workflow.Context) (RunOutput, error) {
 				eff = d.emit(ctx, ev)
 			}
 		case loop.AuthorizeCalls:
+			if p := d.prepared; p != nil && p.Decisions != nil && slices.Equal(p.Authorized, eff.Calls) {
+				eff = d.emit(ctx, loop.Event{Kind: loop.PolicyDecided, Decisions: p.Decisions})
+				break
+			}
 			eff = d.emit(ctx, d.authorize(ctx, eff.Calls))
 		case loop.PlanBatch:
+			if p := d.prepared; p != nil && p.Plan != nil && slices.Equal(p.Planned, eff.Calls) {
+				eff = d.emit(ctx, loop.Event{Kind: loop.StagePlanned, Plan: p.Plan})
+				break
+			}
 			var ev loop.Event
 			if ev, err = d.plan(ctx, eff.Calls); err == nil {
 				eff = d.emit(ctx, ev)
@@ -438,9 +500,9 @@ func (d *driver) output(ctx workflow.Context) (RunOutput, error) {
 	}
 	s := &d.state
 	out := RunOutput{RunID: s.RunID, SessionID: s.SessionID, Status: s.Status, Detail: s.Detail, Steps: s.Steps, ToolCalls: s.ToolCalls,
-		Usage: s.Usage, Cost: s.Cost, Pending: s.Pending, Events: len(d.log), Log: d.head, ContinuedAsNew: d.continued}
+		Usage: s.Usage, Cost: s.Cost, Pending: s.Pending, Events: d.events(), Log: d.head, ContinuedAsNew: d.continued}
 	if len(d.log) > 0 {
-		out.Duration = d.log[len(d.log)-1].At.Sub(d.log[0].At)
+		out.Duration = d.log[len(d.log)-1].At.Sub(s.StartedAt)
 	}
 	if s.Status == loop.FinalAnswer && len(s.Messages) > 0 {
 		out.Answer = s.Messages[len(s.Messages)-1].Text
@@ -448,8 +510,10 @@ func (d *driver) output(ctx workflow.Context) (RunOutput, error) {
 	return out, nil
 }
 
-// saveLog stores the events the blob store does not hold yet; on a
-// canceled workflow too.
+// saveLog stores the events the blob store does not hold yet (those
+// since the last model request), on a canceled workflow too. It is a
+// local activity: a marker in the history, no round trip through the
+// server's queues.
 func (d *driver) saveLog(ctx workflow.Context) error {
 	if d.saved == len(d.log) {
 		return nil
@@ -457,13 +521,13 @@ func (d *driver) saveLog(ctx workflow.Context) error {
 	if ctx.Err() != nil {
 		ctx, _ = workflow.NewDisconnectedContext(ctx)
 	}
-	o := workflow.ActivityOptions{
+	o := workflow.LocalActivityOptions{
 		StartToCloseTimeout: time.Minute,
 		RetryPolicy:         &sdktemporal.RetryPolicy{MaximumAttempts: 10, MaximumInterval: 10 * time.Second},
 	}
 	in := SaveLogInput{Log: d.head, New: d.log[d.saved:]}
 	var head string
-	if err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, o), SaveLogActivity, in).Get(ctx, &head); err != nil {
+	if err := workflow.ExecuteLocalActivity(workflow.WithLocalActivityOptions(ctx, o), SaveLogActivity, in).Get(ctx, &head); err != nil {
 		return err
 	}
 	d.head, d.saved = head, len(d.log)
@@ -625,18 +689,41 @@ func cause(err error) string {
 	return err.Error()
 }
 
+// validate prepares a batch in one local activity (PrepareBatch): its
+// checks, and, ahead of the decider asking for them, the policy's
+// decisions and the plan, which the loop records when the decider asks
+// for exactly those calls (it does: the activity asked a copy of it). One local
+// activity is one marker in the history and no round trip through the
+// server's queues, where an activity for the policy was three events, a
+// workflow task and two dispatches.
 func (d *driver) validate(ctx workflow.Context) (loop.Event, error) {
 	b := d.state.Batch
-	in := ValidateInput{RunID: d.state.RunID, RequestID: d.in.RequestID, Calls: b.Calls, ToolTimeout: d.budgets.ToolTimeout,
-		Limits: d.budgets.ArgumentLimits()}
-	var out ValidateOutput
-	if err := workflow.ExecuteLocalActivity(d.localCtx(ctx), ValidateActivity, in).Get(ctx, &out); err != nil {
+	snap := d.state.Snapshot()
+	// The copy's path (validation, then the policy's decisions) reads
+	// neither the run's call IDs nor the results seen, the parts of the
+	// state that grow with the run: leaving them out keeps this encoding
+	// the same size each turn. Were the copy ever to decide otherwise,
+	// the workflow's decider would ask for other calls and the prepared
+	// answers would go unused (see run), not be recorded.
+	snap.CallIDs, snap.Seen = nil, nil
+	state, err := json.Marshal(&snap)
+	if err != nil {
+		return loop.Event{}, fmt.Errorf("encoding the decider's state: %w", err)
+	}
+	in := PrepareInput{
+		ValidateInput: ValidateInput{RunID: d.state.RunID, RequestID: d.in.RequestID, Calls: b.Calls,
+			ToolTimeout: d.budgets.ToolTimeout, Limits: d.budgets.ArgumentLimits()},
+		Identity: d.in.Identity, State: state, At: workflow.Now(ctx),
+	}
+	var out PrepareOutput
+	d.prepared = nil
+	if err := workflow.ExecuteLocalActivity(d.localCtx(ctx), PrepareActivity, in).Get(ctx, &out); err != nil {
 		if f := d.interruption(ctx); f != nil {
 			return loop.Event{Kind: loop.Interrupted, Failure: f}, nil
 		}
 		return loop.Event{}, fmt.Errorf("validating calls: %w", err)
 	}
-	d.bounds = out.Bounds
+	d.bounds, d.prepared = out.Bounds, &out
 	return loop.Event{Kind: loop.CallsValidated, Checks: out.Checks}, nil
 }
 

@@ -571,7 +571,7 @@ func TestArgumentsPastTheLimits(t *testing.T) {
 }
 
 // TestEventsQuery reads the log through the query and finds the run's
-// whole log.
+// whole log, then pages of it.
 func TestEventsQuery(t *testing.T) {
 	sb := newSandbox(t, scenario(t, "normal"))
 	sb.register()
@@ -590,6 +590,33 @@ func TestEventsQuery(t *testing.T) {
 	st := sb.status(t)
 	if st.Status != string(loop.FinalAnswer) || st.Events != len(out.Events) || st.RunID != "run-query" {
 		t.Fatalf("status %+v", st)
+	}
+	// Pages: an offset and a limit, past the end, and a bad one.
+	page := func(p temporal.EventsPage) ([]loop.Event, error) {
+		v, err := sb.env.QueryWorkflow(temporal.EventsQuery, p)
+		if err != nil {
+			return nil, err
+		}
+		var evs []loop.Event
+		return evs, v.Get(&evs)
+	}
+	n := len(out.Events)
+	for _, c := range []struct {
+		p         temporal.EventsPage
+		from, len int
+	}{
+		{temporal.EventsPage{Offset: 2, Limit: 3}, 3, 3},
+		{temporal.EventsPage{Offset: n - 1}, n, 1},
+		{temporal.EventsPage{Limit: 1}, 1, 1},
+		{temporal.EventsPage{Offset: n + 5, Limit: 2}, 0, 0},
+	} {
+		evs, err := page(c.p)
+		if err != nil || len(evs) != c.len || (c.len > 0 && evs[0].Seq != c.from) {
+			t.Fatalf("page %+v: %d events, %v", c.p, len(evs), err)
+		}
+	}
+	if _, err := page(temporal.EventsPage{Offset: -1}); err == nil || !strings.Contains(err.Error(), "offset -1") {
+		t.Fatalf("a negative offset: %v", err)
 	}
 }
 

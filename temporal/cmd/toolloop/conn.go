@@ -151,9 +151,17 @@ func liveStatus(ctx context.Context, cl client.Client, id string) (temporal.RunS
 	return query[temporal.RunStatus](ctx, cl, id, temporal.StatusQuery, 2*time.Second)
 }
 
-// liveEvents asks a running workflow for its log so far.
+// liveEvents asks a running workflow for its log so far. After a
+// continuation as new the workflow holds only the events since (the
+// earlier ones are in the workers' blob store, which this command does
+// not open): that is an error rather than a log cut short.
 func liveEvents(ctx context.Context, cl client.Client, id string) ([]loop.Event, error) {
-	return query[[]loop.Event](ctx, cl, id, temporal.EventsQuery, 5*time.Second)
+	evs, err := query[[]loop.Event](ctx, cl, id, temporal.EventsQuery, 5*time.Second)
+	if err == nil && len(evs) > 0 && evs[0].Seq != 1 {
+		return nil, fmt.Errorf("run %s continued as new: its workflow holds its events from %d on, the earlier ones "+
+			"are in the workers' blob store (temporal.ReadLog with the status query's log)", id, evs[0].Seq)
+	}
+	return evs, err
 }
 
 // query asks the workflow id one of its queries, waiting at most wait.

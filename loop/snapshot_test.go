@@ -1,0 +1,89 @@
+package loop_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"testing"
+
+	"github.com/toolloop/toolloop/loop"
+)
+
+// roundTrip encodes a snapshot and decodes it again, as a driver that
+// carries it (a Temporal workflow's input) does.
+func roundTrip(t *testing.T, sn loop.Snapshot) loop.Snapshot {
+	t.Helper()
+	b, err := json.Marshal(sn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out loop.Snapshot
+	if err := json.Unmarshal(b, &out); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func snapshotJSON(t *testing.T, s *loop.State) []byte {
+	t.Helper()
+	b, err := json.Marshal(s.Snapshot())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// TestSnapshotDecidesAsReplay cuts every transcript after each of its
+// events: a state restored from the snapshot there (through JSON) must
+// call for the same effect at every later event as the state that played
+// every event, and reach the same state after each (compared through
+// their snapshots, which hold the unexported parts too), conversation
+// aside. The transcripts cover the spin rules, repeated writes, failed
+// calls, pauses and answers, budgets and deadlines.
+func TestSnapshotDecidesAsReplay(t *testing.T) {
+	for _, tr := range loadTranscripts(t) {
+		t.Run(tr.name, func(t *testing.T) {
+			events := tr.events
+			var full loop.State
+			want := make([]loop.Effect, len(events))
+			after := make([][]byte, len(events))
+			for i := range events {
+				want[i] = loop.Next(&full, &events[i])
+				after[i] = snapshotJSON(t, &full)
+			}
+			for k := 0; k <= len(events); k++ {
+				s := loop.Restore(roundTrip(t, loop.Replay(events[:k]).Snapshot()))
+				for i := k; i < len(events); i++ {
+					got := loop.Next(s, &events[i])
+					gb, _ := json.Marshal(got)
+					wb, _ := json.Marshal(want[i])
+					if !bytes.Equal(gb, wb) {
+						t.Fatalf("cut after %d events: event %d (%s) calls for %s; replayed, %s", k, events[i].Seq, events[i].Kind, gb, wb)
+					}
+					if sj := snapshotJSON(t, s); !bytes.Equal(sj, after[i]) {
+						t.Fatalf("cut after %d events: after event %d the state is\n%s\nreplayed, it is\n%s", k, events[i].Seq, sj, after[i])
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestSnapshotKeepsNoMessages checks the documented difference: a
+// restored state has an empty conversation, the rest is the same.
+func TestSnapshotKeepsNoMessages(t *testing.T) {
+	for _, tr := range loadTranscripts(t) {
+		if tr.name != "final_answer" {
+			continue
+		}
+		s := loop.Replay(tr.events)
+		if len(s.Messages) == 0 {
+			t.Fatal("the transcript has no conversation")
+		}
+		r := loop.Restore(roundTrip(t, s.Snapshot()))
+		if len(r.Messages) != 0 || r.Steps != s.Steps || r.Status != s.Status || r.Done != s.Done {
+			t.Fatalf("restored %+v from %+v", r, s)
+		}
+		return
+	}
+	t.Fatal("no final_answer transcript")
+}
