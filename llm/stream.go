@@ -122,8 +122,11 @@ const ErrorProtocol ErrorClass = "protocol_error"
 type Accumulator struct {
 	text      strings.Builder
 	reasoning []Reasoning
-	reasonTxt []strings.Builder
-	calls     []streamCall
+	// The parts are pointers because a strings.Builder must not be
+	// copied once written to, and the lists grow while earlier parts are
+	// still being written.
+	reasonTxt []*strings.Builder
+	calls     []*streamCall
 	ids       map[string]int
 	usage     Usage
 	finish    *Finish
@@ -153,7 +156,7 @@ func (a *Accumulator) Add(d Delta) error {
 			return a.protocol("reasoning part %d arrived after %d part(s); parts are numbered in order from 0", d.Index, len(a.reasoning))
 		case d.Index == len(a.reasoning):
 			a.reasoning = append(a.reasoning, Reasoning{})
-			a.reasonTxt = append(a.reasonTxt, strings.Builder{})
+			a.reasonTxt = append(a.reasonTxt, new(strings.Builder))
 		}
 		a.reasonTxt[d.Index].WriteString(d.Text)
 		if d.Hidden {
@@ -206,7 +209,7 @@ func (a *Accumulator) start(d Delta) error {
 	case d.Call == nil || d.Call.ID == "" || d.Call.Name == "":
 		return a.protocol("call %d was started without an ID and a name", d.Index)
 	case d.Index < len(a.calls):
-		c := &a.calls[d.Index]
+		c := a.calls[d.Index]
 		return a.protocol("call %d was started twice: as %q (%s), then as %q (%s)", d.Index, c.name, c.id, d.Call.Name, d.Call.ID)
 	case d.Index != len(a.calls):
 		return a.protocol("call %d was started after %d call(s); calls are numbered in order from 0", d.Index, len(a.calls))
@@ -218,7 +221,7 @@ func (a *Accumulator) start(d Delta) error {
 		a.ids = make(map[string]int)
 	}
 	a.ids[d.Call.ID] = d.Index
-	a.calls = append(a.calls, streamCall{id: d.Call.ID, name: d.Call.Name, state: d.Call.State})
+	a.calls = append(a.calls, &streamCall{id: d.Call.ID, name: d.Call.Name, state: d.Call.State})
 	return nil
 }
 
@@ -227,7 +230,7 @@ func (a *Accumulator) open(d Delta) (*streamCall, error) {
 	if d.Index < 0 || d.Index >= len(a.calls) {
 		return nil, a.protocol("a %s delta for call %d, which was never started", d.Kind, d.Index)
 	}
-	c := &a.calls[d.Index]
+	c := a.calls[d.Index]
 	if c.ended {
 		return nil, a.protocol("a %s delta for call %d (%s) after it ended", d.Kind, d.Index, c.id)
 	}
@@ -260,8 +263,7 @@ func (a *Accumulator) Response() *Response {
 		}
 		resp.Message.Reasoning = append(resp.Message.Reasoning, r)
 	}
-	for i := range a.calls {
-		c := &a.calls[i]
+	for _, c := range a.calls {
 		resp.Message.ToolCalls = append(resp.Message.ToolCalls, ToolCall{
 			ID: c.id, Name: c.name, Arguments: json.RawMessage(c.args.String()), State: c.state})
 	}
