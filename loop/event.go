@@ -111,6 +111,11 @@ const (
 	FailCanceled FailureKind = "canceled"
 	FailDeadline FailureKind = "deadline"
 	FailModel    FailureKind = "model"
+	// FailProtocol is a model reply that broke its provider's own
+	// protocol (llm.ErrorProtocol: a stream whose pieces contradict each
+	// other): the run stops with protocol_error, not model_error, since
+	// the fault is the reply's, not the request's.
+	FailProtocol FailureKind = "protocol"
 )
 
 // Failure describes why a request or the run's context failed.
