@@ -60,6 +60,11 @@ type Event struct {
 	Start *StartInfo `json:"start,omitempty"`
 	// ModelResponded.
 	Response *llm.Response `json:"response,omitempty"`
+	// ModelFailed keeps in Response what a stream had received before
+	// it broke (no finish reason; calls as far as their arguments came),
+	// so that the log shows what the run was shown; the decider does not
+	// read it.
+	//
 	// ModelResponded, ModelFailed: time spent on the request and attempts.
 	Latency  time.Duration `json:"latency,omitempty"`
 	Attempts int           `json:"attempts,omitempty"`
