@@ -122,11 +122,11 @@ const ErrorProtocol ErrorClass = "protocol_error"
 type Accumulator struct {
 	text      strings.Builder
 	reasoning []Reasoning
-	// The parts are pointers because a strings.Builder must not be
-	// copied once written to, and the lists grow while earlier parts are
-	// still being written.
-	reasonTxt []*strings.Builder
-	calls     []*streamCall
+	// The parts' text is kept in byte slices, which (unlike a
+	// strings.Builder) may be copied when the lists grow while earlier
+	// parts are still being written.
+	reasonTxt [][]byte
+	calls     []streamCall
 	ids       map[string]int
 	usage     Usage
 	finish    *Finish
@@ -135,7 +135,7 @@ type Accumulator struct {
 
 type streamCall struct {
 	id, name string
-	args     strings.Builder
+	args     []byte
 	state    *ProviderState
 	ended    bool
 }
@@ -156,9 +156,9 @@ func (a *Accumulator) Add(d Delta) error {
 			return a.protocol("reasoning part %d arrived after %d part(s); parts are numbered in order from 0", d.Index, len(a.reasoning))
 		case d.Index == len(a.reasoning):
 			a.reasoning = append(a.reasoning, Reasoning{})
-			a.reasonTxt = append(a.reasonTxt, new(strings.Builder))
+			a.reasonTxt = append(a.reasonTxt, nil)
 		}
-		a.reasonTxt[d.Index].WriteString(d.Text)
+		a.reasonTxt[d.Index] = append(a.reasonTxt[d.Index], d.Text...)
 		if d.Hidden {
 			a.reasoning[d.Index].Hidden = true
 		}
@@ -169,7 +169,7 @@ func (a *Accumulator) Add(d Delta) error {
 		if err != nil {
 			return err
 		}
-		c.args.WriteString(d.Text)
+		c.args = append(c.args, d.Text...)
 	case DeltaToolCallEnd:
 		c, err := a.open(d)
 		if err != nil {
@@ -209,7 +209,7 @@ func (a *Accumulator) start(d Delta) error {
 	case d.Call == nil || d.Call.ID == "" || d.Call.Name == "":
 		return a.protocol("call %d was started without an ID and a name", d.Index)
 	case d.Index < len(a.calls):
-		c := a.calls[d.Index]
+		c := &a.calls[d.Index]
 		return a.protocol("call %d was started twice: as %q (%s), then as %q (%s)", d.Index, c.name, c.id, d.Call.Name, d.Call.ID)
 	case d.Index != len(a.calls):
 		return a.protocol("call %d was started after %d call(s); calls are numbered in order from 0", d.Index, len(a.calls))
@@ -221,7 +221,7 @@ func (a *Accumulator) start(d Delta) error {
 		a.ids = make(map[string]int)
 	}
 	a.ids[d.Call.ID] = d.Index
-	a.calls = append(a.calls, &streamCall{id: d.Call.ID, name: d.Call.Name, state: d.Call.State})
+	a.calls = append(a.calls, streamCall{id: d.Call.ID, name: d.Call.Name, state: d.Call.State})
 	return nil
 }
 
@@ -230,7 +230,7 @@ func (a *Accumulator) open(d Delta) (*streamCall, error) {
 	if d.Index < 0 || d.Index >= len(a.calls) {
 		return nil, a.protocol("a %s delta for call %d, which was never started", d.Kind, d.Index)
 	}
-	c := a.calls[d.Index]
+	c := &a.calls[d.Index]
 	if c.ended {
 		return nil, a.protocol("a %s delta for call %d (%s) after it ended", d.Kind, d.Index, c.id)
 	}
@@ -257,15 +257,16 @@ func (a *Accumulator) Response() *Response {
 	resp := &Response{Usage: a.usage, Message: Message{Role: RoleAssistant, Text: a.text.String()}}
 	for i := range a.reasoning {
 		r := a.reasoning[i]
-		r.Text = a.reasonTxt[i].String()
+		r.Text = string(a.reasonTxt[i])
 		if a.finish != nil {
 			r.Provider = a.finish.Provider
 		}
 		resp.Message.Reasoning = append(resp.Message.Reasoning, r)
 	}
-	for _, c := range a.calls {
+	for i := range a.calls {
+		c := &a.calls[i]
 		resp.Message.ToolCalls = append(resp.Message.ToolCalls, ToolCall{
-			ID: c.id, Name: c.name, Arguments: json.RawMessage(c.args.String()), State: c.state})
+			ID: c.id, Name: c.name, Arguments: append(json.RawMessage{}, c.args...), State: c.state})
 	}
 	if f := a.finish; f != nil {
 		resp.ID, resp.Model, resp.FinishReason = f.ID, f.Model, f.FinishReason
