@@ -14,6 +14,7 @@ import (
 	"github.com/toolloop/toolloop/llm"
 	"github.com/toolloop/toolloop/llm/llmtest"
 	"github.com/toolloop/toolloop/loop"
+	"github.com/toolloop/toolloop/policy"
 	"github.com/toolloop/toolloop/store"
 )
 
@@ -380,5 +381,58 @@ func TestStreamModelTimeoutIsIdleTime(t *testing.T) {
 	mustStatus(t, res, err, loop.FinalAnswer)
 	if res.Events[1].Latency < timeout {
 		t.Errorf("the stream took %v, want longer than the timeout (%v) for this test to mean anything", res.Events[1].Latency, timeout)
+	}
+}
+
+// A run paused for confirmation tells its watcher of the decisions, that
+// its step finished as far as it went, and the pause; the drive that goes
+// on after the answer tells of the approved call, the step's end, and the
+// next turn.
+func TestWatchAcrossConfirmation(t *testing.T) {
+	r := &refunds{applied: map[string]int{}}
+	f := newFixture(t, r.tool(t, true))
+	var ups []string
+	cfg := loop.Config{
+		Model: llmtest.New(llmtest.Calls(call("c1", "query_order", `{"id":"A1"}`), call("c2", "refund_order", `{"order_id":"A1"}`)),
+			llmtest.Text("done")),
+		Tools: f.reg, Store: store.NewMemory(), Policy: policy.ConfirmWrites(),
+		Watch: func(_ context.Context, u loop.Update) {
+			s := string(u.Kind)
+			switch {
+			case u.Kind == loop.UpdateDelta:
+				if len(ups) > 0 && ups[len(ups)-1] == "delta" {
+					return
+				}
+			case u.Decision != nil:
+				s += " " + u.Call.ID + " " + string(u.Decision.Verdict)
+			case u.Call != nil:
+				s += " " + u.Call.ID
+			case u.Kind == loop.UpdateStepFinished:
+				s += " " + string(rune('0'+u.Step))
+			case u.Kind == loop.UpdateStopped:
+				s += " " + string(u.Status)
+			}
+			ups = append(ups, s)
+		}}
+	runner, err := loop.NewRunner(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	res, err := runner.Run(ctx, user("refund A1"))
+	mustStatus(t, res, err, loop.ConfirmationRequired)
+	want := "delta model_responded call_validated c1 call_validated c2 call_authorized c1 allow call_authorized c2 needs_confirmation step_finished 1 stopped confirmation_required"
+	if got := strings.Join(ups, " "); got != want {
+		t.Errorf("paused run's updates\n%s\nwant\n%s", got, want)
+	}
+	ups = nil
+	if err := loop.Decide(ctx, cfg.Store, res.RunID, loop.Confirmation{CallID: "c2", Approved: true, By: "alice"}, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	res, err = runner.Resume(ctx, res.RunID)
+	mustStatus(t, res, err, loop.FinalAnswer)
+	want = "stage_planned call_started c1 call_finished c1 call_started c2 call_finished c2 step_finished 1 delta model_responded step_finished 2 stopped final_answer"
+	if got := strings.Join(ups, " "); got != want {
+		t.Errorf("resumed run's updates\n%s\nwant\n%s", got, want)
 	}
 }
