@@ -201,10 +201,48 @@ type Outcome struct {
 // work to another goroutine and back costs more than a quick call), and
 // slow calls still run side by side.
 func (e *Executor) RunStage(ctx context.Context, calls []Call) []Outcome {
+	return e.RunStageWatched(ctx, calls, nil)
+}
+
+// CallEvent tells a stage's watcher that one of its calls started or
+// finished.
+type CallEvent struct {
+	// Index is the call's index in the stage's calls.
+	Index int
+	// Outcome is nil when the call starts, and its outcome once it has
+	// finished. It is the outcome RunStageWatched returns: read it, do
+	// not change it.
+	Outcome *Outcome
+}
+
+// RunStageWatched is RunStage that also tells watch, if not nil, when each
+// call starts (before its first attempt, or its look-up in the ledger)
+// and when it finishes, with its outcome: the hook for showing tool
+// activity while a stage runs, which the outcomes alone show only once
+// the whole stage is over. watch is called from whichever goroutine runs
+// the call, but never by two at once, so it needs no lock of its own; a
+// call's start comes before its finish, and every call of the stage has
+// both before RunStageWatched returns. The stage waits while watch runs,
+// so it should be quick.
+func (e *Executor) RunStageWatched(ctx context.Context, calls []Call, watch func(CallEvent)) []Outcome {
 	out := make([]Outcome, len(calls))
+	var wmu sync.Mutex
+	run := func(i int, first *binding) {
+		if watch != nil {
+			wmu.Lock()
+			watch(CallEvent{Index: i})
+			wmu.Unlock()
+		}
+		out[i] = e.runCall(ctx, calls[i], first)
+		if watch != nil {
+			wmu.Lock()
+			watch(CallEvent{Index: i, Outcome: &out[i]})
+			wmu.Unlock()
+		}
+	}
 	if len(calls) <= 1 || e.opts.MaxParallel == 1 {
 		for i := range calls {
-			out[i] = e.Run(ctx, calls[i])
+			run(i, nil)
 		}
 		return out
 	}
@@ -221,7 +259,7 @@ func (e *Executor) RunStage(ctx context.Context, calls []Call) []Outcome {
 			if i >= len(calls) {
 				return
 			}
-			out[i] = e.runCall(ctx, calls[i], &first[i])
+			run(i, &first[i])
 		}
 	}
 	// Helpers are added under mu, and only before over is set, so that

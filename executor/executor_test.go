@@ -1018,3 +1018,96 @@ func TestQuickStageStaysOnTheCaller(t *testing.T) {
 		t.Fatalf("calls ran on goroutines %v; the caller is %s", ran, caller)
 	}
 }
+
+// A stage's watcher hears of each call as it starts, while it is still
+// running, and as it finishes, in the order the calls finished, with the
+// outcome RunStageWatched returns. It is never called by two goroutines
+// at once: the events go into a plain slice, which the race detector
+// would flag otherwise.
+func TestRunStageWatched(t *testing.T) {
+	const n = 3
+	gates := make([]chan struct{}, n)
+	for i := range gates {
+		gates[i] = make(chan struct{})
+	}
+	tl := mkTool(t, tool.Spec[args]{Name: "gated"}, func(_ context.Context, in args) (any, error) {
+		<-gates[in.N]
+		return fmt.Sprintf("result %d", in.N), nil
+	})
+	calls := make([]executor.Call, n)
+	for i := range calls {
+		calls[i] = call(fmt.Sprintf("call_%d", i), tl, i)
+	}
+	var events []executor.CallEvent
+	var inWatch atomic.Int32
+	startedAll := make(chan struct{})
+	finishedOne := make(chan int, n)
+	watch := func(ev executor.CallEvent) {
+		if inWatch.Add(1) != 1 {
+			t.Error("watch called by two goroutines at once")
+		}
+		defer inWatch.Add(-1)
+		if ev.Outcome == nil {
+			// Slow enough that the helpers' starts would overlap if
+			// nothing kept them apart.
+			time.Sleep(5 * time.Millisecond)
+		}
+		events = append(events, ev)
+		starts := 0
+		for _, e := range events {
+			if e.Outcome == nil {
+				starts++
+			}
+		}
+		if ev.Outcome == nil && starts == n {
+			close(startedAll)
+		}
+		if ev.Outcome != nil {
+			finishedOne <- ev.Index
+		}
+	}
+	ex := executor.New(&executor.Options{MaxParallel: n, SpillAfter: time.Microsecond})
+	done := make(chan []executor.Outcome, 1)
+	go func() { done <- ex.RunStageWatched(context.Background(), calls, watch) }()
+	var closed [n]bool
+	var out []executor.Outcome
+	t.Cleanup(func() { // a failed test still lets its calls return
+		for i := range gates {
+			if !closed[i] {
+				close(gates[i])
+			}
+		}
+		if out == nil {
+			<-done
+		}
+	})
+	select { // every call started while none has finished
+	case <-startedAll:
+	case <-time.After(margin):
+		t.Fatal("the watcher did not hear of every call's start")
+	}
+	for _, i := range []int{2, 0, 1} {
+		close(gates[i])
+		closed[i] = true
+		if got := <-finishedOne; got != i {
+			t.Fatalf("call %d was reported finished, want %d", got, i)
+		}
+	}
+	out = <-done
+	if len(events) != 2*n {
+		t.Fatalf("%d events, want %d: %+v", len(events), 2*n, events)
+	}
+	for j, i := range []int{2, 0, 1} {
+		ev := events[n+j]
+		if ev.Index != i || ev.Outcome != &out[i] || ev.Outcome.Result.Status != llm.StatusOK {
+			t.Errorf("finish event %d = %+v, want call %d with its returned outcome", j, ev, i)
+		}
+	}
+
+	// One call alone runs on the calling goroutine, and is watched too.
+	events = nil
+	one := ex.RunStageWatched(context.Background(), calls[:1], func(ev executor.CallEvent) { events = append(events, ev) })
+	if len(events) != 2 || events[0].Outcome != nil || events[1].Outcome != &one[0] {
+		t.Errorf("a single call's events = %+v, want its start then its finish", events)
+	}
+}

@@ -122,7 +122,10 @@ const ErrorProtocol ErrorClass = "protocol_error"
 type Accumulator struct {
 	text      strings.Builder
 	reasoning []Reasoning
-	reasonTxt []strings.Builder
+	// The parts' text is kept in byte slices, which (unlike a
+	// strings.Builder) may be copied when the lists grow while earlier
+	// parts are still being written.
+	reasonTxt [][]byte
 	calls     []streamCall
 	ids       map[string]int
 	usage     Usage
@@ -132,7 +135,7 @@ type Accumulator struct {
 
 type streamCall struct {
 	id, name string
-	args     strings.Builder
+	args     []byte
 	state    *ProviderState
 	ended    bool
 }
@@ -153,9 +156,9 @@ func (a *Accumulator) Add(d Delta) error {
 			return a.protocol("reasoning part %d arrived after %d part(s); parts are numbered in order from 0", d.Index, len(a.reasoning))
 		case d.Index == len(a.reasoning):
 			a.reasoning = append(a.reasoning, Reasoning{})
-			a.reasonTxt = append(a.reasonTxt, strings.Builder{})
+			a.reasonTxt = append(a.reasonTxt, nil)
 		}
-		a.reasonTxt[d.Index].WriteString(d.Text)
+		a.reasonTxt[d.Index] = append(a.reasonTxt[d.Index], d.Text...)
 		if d.Hidden {
 			a.reasoning[d.Index].Hidden = true
 		}
@@ -166,7 +169,7 @@ func (a *Accumulator) Add(d Delta) error {
 		if err != nil {
 			return err
 		}
-		c.args.WriteString(d.Text)
+		c.args = append(c.args, d.Text...)
 	case DeltaToolCallEnd:
 		c, err := a.open(d)
 		if err != nil {
@@ -254,7 +257,7 @@ func (a *Accumulator) Response() *Response {
 	resp := &Response{Usage: a.usage, Message: Message{Role: RoleAssistant, Text: a.text.String()}}
 	for i := range a.reasoning {
 		r := a.reasoning[i]
-		r.Text = a.reasonTxt[i].String()
+		r.Text = string(a.reasonTxt[i])
 		if a.finish != nil {
 			r.Provider = a.finish.Provider
 		}
@@ -263,7 +266,7 @@ func (a *Accumulator) Response() *Response {
 	for i := range a.calls {
 		c := &a.calls[i]
 		resp.Message.ToolCalls = append(resp.Message.ToolCalls, ToolCall{
-			ID: c.id, Name: c.name, Arguments: json.RawMessage(c.args.String()), State: c.state})
+			ID: c.id, Name: c.name, Arguments: append(json.RawMessage{}, c.args...), State: c.state})
 	}
 	if f := a.finish; f != nil {
 		resp.ID, resp.Model, resp.FinishReason = f.ID, f.Model, f.FinishReason

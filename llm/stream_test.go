@@ -122,3 +122,35 @@ func TestCollectFailures(t *testing.T) {
 		t.Error("an empty stream assembled into a turn")
 	}
 }
+
+// Arguments for a call that arrive after a later call started, and text
+// for a reasoning part after a later part opened, still go to their part:
+// the parts the Accumulator has begun must survive it growing its lists
+// (a strings.Builder copied by value panics when written to).
+func TestAccumulatorWritesToEarlierPartsAfterLaterOnesOpen(t *testing.T) {
+	ds := []Delta{{Kind: DeltaReasoning, Index: 0, Text: "a"}}
+	for i := 1; i < 10; i++ {
+		ds = append(ds, Delta{Kind: DeltaReasoning, Index: i, Text: "b"}, Delta{Kind: DeltaReasoning, Index: 0, Text: "a"})
+	}
+	ds = append(ds, Delta{Kind: DeltaToolCallStart, Index: 0, Call: call("c0", "get")},
+		Delta{Kind: DeltaToolCallArguments, Index: 0, Text: "{"})
+	for i := 1; i < 10; i++ {
+		ds = append(ds, Delta{Kind: DeltaToolCallStart, Index: i, Call: call("c"+string(rune('0'+i)), "get")},
+			Delta{Kind: DeltaToolCallArguments, Index: i, Text: "{}"},
+			Delta{Kind: DeltaToolCallArguments, Index: 0, Text: " "})
+	}
+	ds = append(ds, Delta{Kind: DeltaToolCallArguments, Index: 0, Text: "}"}, Delta{Kind: DeltaFinish, Finish: &Finish{}})
+	resp, err := Collect(seq(ds, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := resp.Message.Reasoning[0].Text; got != strings.Repeat("a", 10) {
+		t.Errorf("reasoning part 0 = %q, want ten a's", got)
+	}
+	if got := string(resp.Message.ToolCalls[0].Arguments); got != "{"+strings.Repeat(" ", 9)+"}" {
+		t.Errorf("call 0's arguments = %q", got)
+	}
+	if len(resp.Message.ToolCalls) != 10 || string(resp.Message.ToolCalls[9].Arguments) != "{}" {
+		t.Errorf("calls = %+v", resp.Message.ToolCalls)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"iter"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -306,6 +307,60 @@ func BenchmarkRunDurable(b *testing.B) {
 			for b.Loop() {
 				if _, err := rr.Run(context.Background(), msgs); err != nil {
 					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// streamedBench is benchModel as a streaming model: each turn is built
+// by benchResponse and handed over in the pieces llmtest.Deltas cuts it
+// into (text and arguments a few bytes at a time), as an adapter would
+// yield them from the wire.
+type streamedBench struct{ llm.Model }
+
+func (m streamedBench) Stream(ctx context.Context, req *llm.Request) iter.Seq2[llm.Delta, error] {
+	return func(yield func(llm.Delta, error) bool) {
+		resp, err := benchResponse(req.Step)
+		if err != nil {
+			yield(llm.Delta{}, err)
+			return
+		}
+		for _, d := range llmtest.Deltas(resp) {
+			if !yield(d, nil) {
+				return
+			}
+		}
+	}
+}
+
+// BenchmarkRunStream measures BenchmarkRun's planned workload on a model
+// that streams: assembled from its deltas ("stream"), with a watcher that
+// is shown every update ("stream-watched"), and asked for whole turns
+// ("no-stream", Config.NoStream). The difference between the first and
+// the last is what assembling a turn from deltas costs the loop.
+func BenchmarkRunStream(b *testing.B) {
+	for _, bc := range []struct {
+		name            string
+		noStream, watch bool
+	}{{"stream", false, false}, {"stream-watched", false, true}, {"no-stream", true, false}} {
+		b.Run(bc.name, func(b *testing.B) {
+			cfg, msgs := benchConfig(b, nil, false, streamedBench{benchModel(0, nil)})
+			cfg.NoStream = bc.noStream
+			updates := 0
+			if bc.watch {
+				cfg.Watch = func(context.Context, loop.Update) { updates++ }
+			}
+			r, err := loop.NewRunner(cfg)
+			if err != nil {
+				b.Fatal(err)
+			}
+			ctx := context.Background()
+			b.ReportAllocs()
+			for b.Loop() {
+				res, err := r.Run(ctx, msgs)
+				if err != nil || res.ToolCalls != 15 {
+					b.Fatalf("run: %v, %d tool calls", err, res.ToolCalls)
 				}
 			}
 		})

@@ -240,6 +240,8 @@ func failure(ev *Event) (Status, string, bool) {
 		return DeadlineExceeded, "the run's time ran out: " + f.Message, true
 	case FailModel:
 		return ModelError, f.Message, true
+	case FailProtocol:
+		return ProtocolError, f.Message, true
 	}
 	return ProtocolError, "driver error: unknown failure kind " + string(f.Kind), true
 }

@@ -37,6 +37,16 @@
 // PlanCalls and StageCalls, then executor.Executor.Run. Observers see each
 // event as it is appended; they change nothing in the run or its log.
 //
+// The Runner streams a model that can (llm.StreamingModel) unless
+// Config.NoStream is set, and records the assembled turn, never its
+// deltas, so a streamed run's log is the same run's unstreamed. A stream
+// is retried like a request while it has shown nothing; one that breaks
+// after its first delta stops the run with model_error (protocol_error
+// for an inconsistent one), what it received kept in the model_failed
+// event. Config.Watch shows a run as it goes (Update): the deltas, each
+// call validated, authorized, started and finished, the plans, each
+// step's end with its usage, and the stop.
+//
 // Start with Run and Config, then Next, State and Event. The loop is the
 // one boundary that uses the other four (llm, tool, policy, executor)
 // and store; it goes around none of them, and nothing it imports depends

@@ -60,6 +60,11 @@ type Event struct {
 	Start *StartInfo `json:"start,omitempty"`
 	// ModelResponded.
 	Response *llm.Response `json:"response,omitempty"`
+	// ModelFailed keeps in Response what a stream had received before
+	// it broke (no finish reason; calls as far as their arguments came),
+	// so that the log shows what the run was shown; the decider does not
+	// read it.
+	//
 	// ModelResponded, ModelFailed: time spent on the request and attempts.
 	Latency  time.Duration `json:"latency,omitempty"`
 	Attempts int           `json:"attempts,omitempty"`
@@ -111,6 +116,11 @@ const (
 	FailCanceled FailureKind = "canceled"
 	FailDeadline FailureKind = "deadline"
 	FailModel    FailureKind = "model"
+	// FailProtocol is a model reply that broke its provider's own
+	// protocol (llm.ErrorProtocol: a stream whose pieces contradict each
+	// other): the run stops with protocol_error, not model_error, since
+	// the fault is the reply's, not the request's.
+	FailProtocol FailureKind = "protocol"
 )
 
 // Failure describes why a request or the run's context failed.

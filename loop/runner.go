@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/toolloop/toolloop/executor"
@@ -41,8 +42,44 @@ type Config struct {
 	// ModelTimeout bounds one model request: one that has not answered by
 	// then is abandoned (its context ends) and counts as a retryable
 	// failure (llm.ErrorTimeout), so that a hung request cannot spend the
-	// whole run's deadline. Default DefaultModelTimeout; negative for none.
+	// whole run's deadline. A streamed request is bounded by the time it
+	// goes quiet instead: the wait for its first delta, and for each
+	// delta after, so that a long turn that keeps coming is never cut off
+	// while a stalled connection is (the run's deadline bounds the whole).
+	// Default DefaultModelTimeout; negative for none.
 	ModelTimeout time.Duration
+	// NoStream makes the run ask for whole turns (Model.Generate) even of
+	// a model that can stream (an llm.StreamingModel), which is otherwise
+	// streamed. Streaming changes when the run sees a turn, not what it
+	// records: the log holds the assembled turn either way, never its
+	// deltas, and a stream is retried only while it has shown nothing (a
+	// stream that breaks after its first delta ends the run with
+	// model_error, what it received kept in the model_failed event; one
+	// whose pieces contradict each other, with protocol_error). Whether a
+	// run streams depends on this and on the model alone, never on
+	// whether anyone watches.
+	NoStream bool
+	// Watch, when set, is told what the run does as it goes: the model's
+	// deltas as they stream, each call validated, authorized, started and
+	// finished, each plan, each step's end with its usage, and the stop
+	// (see Update). It is for showing progress; Observer is for records.
+	//
+	// Watch is a plain callback rather than a channel or an iterator
+	// (iter.Seq2) because the run already has a goroutine that drives it
+	// in order: the callback runs there, so an update costs a function
+	// call, there is no goroutine to leak or buffer to size, a slow
+	// watcher slows the run (backpressure) rather than losing updates, and
+	// cancellation is the run's context, as everywhere. An iterator would
+	// need the run to move to a goroutine of its own the moment it must
+	// tell of tool calls that run on the executor's goroutines, and a
+	// loop body that breaks would have to mean "cancel the run", which is
+	// the context's job; and one callback covers Run, Resume and Continue
+	// alike. Updates come in order and never two at once; all come on
+	// the goroutine that drives the run except a stage's call started and
+	// finished, which come from the goroutine that runs the call (still
+	// one at a time). Watch sees what the run appends as it appends it,
+	// before a Store has it; a run's updates never change its log.
+	Watch func(ctx context.Context, u Update)
 	// RequestID, when set, derives write idempotency keys from the
 	// business request rather than the run: a retried request (a new run
 	// with the same RequestID) finds its writes already done. Tools with
@@ -307,6 +344,10 @@ func (r *Runner) continueFrom(ctx context.Context, events []Event, flushed int, 
 	for i := range d.log {
 		eff = Next(&d.state, &d.log[i])
 	}
+	if b := d.state.Batch; b != nil {
+		// A paused batch goes on: its step finishes in this drive.
+		d.openStep = b.Step
+	}
 	if eff.Kind == None && d.flushed == len(d.log) {
 		res := d.result()
 		return res, res.Err()
@@ -331,6 +372,11 @@ type drive struct {
 	lease *store.Lease
 	state State
 	log   []Event
+	// openStep is the step whose model turn was the last, until the
+	// watcher has been told it finished (0: none), and stepUsage that
+	// turn's usage.
+	openStep  int
+	stepUsage llm.Usage
 }
 
 // run appends first and performs effects until the run is over. A run
@@ -400,7 +446,7 @@ func (d *drive) perform(ctx context.Context, eff Effect) Event {
 		}
 		return Event{Kind: StagePlanned, Plan: &p}
 	case ExecuteStage:
-		outs := cfg.Executor.RunStage(ctx, StageCalls(s, eff.Calls, cfg.Tools))
+		outs := cfg.Executor.RunStageWatched(ctx, StageCalls(s, eff.Calls, cfg.Tools), d.stageWatch(ctx, eff.Stage, eff.Calls))
 		return Event{Kind: StageFinished, Stage: eff.Stage, Outcomes: outs, Failure: contextFailure(ctx)}
 	case Stop:
 		// The decider said stop on the event before: the run stops now.
@@ -429,7 +475,10 @@ func (d *drive) emit(ev Event) Effect {
 	if d.r.cfg.Store == nil {
 		d.observe()
 	}
-	return Next(&d.state, &d.log[len(d.log)-1])
+	before := d.state.Batch
+	eff := Next(&d.state, &d.log[len(d.log)-1])
+	d.watch(&d.log[len(d.log)-1], before, eff)
+	return eff
 }
 
 // observe shows the observer the committed events it has not seen.
@@ -484,14 +533,24 @@ const maxModelRetryWait = 30 * time.Second
 
 // requestModel asks the model for the next turn, retrying what the
 // provider says may succeed later. The request is the turn's own: the
-// model may keep it (see llm.Model).
+// model may keep it (see llm.Model). A model that streams is streamed
+// unless Config.NoStream says not to; a stream is retried like a request
+// while it has shown nothing, and never after (see Config.NoStream).
 func (d *drive) requestModel(ctx context.Context) Event {
 	s, cfg := &d.state, &d.r.cfg
 	req := &llm.Request{Model: cfg.ModelName, Messages: slices.Clip(s.Messages), Tools: cfg.Tools.Definitions(), Step: s.Steps + 1}
+	sm, streams := cfg.Model.(llm.StreamingModel)
+	streams = streams && !cfg.NoStream
 	start := cfg.Now()
 	wait := cfg.ModelRetryBackoff
 	for attempt := 1; ; attempt++ {
-		resp, err := d.generate(ctx, req)
+		var resp *llm.Response
+		var err error
+		if streams {
+			resp, err = d.stream(ctx, sm, req)
+		} else {
+			resp, err = d.generate(ctx, req)
+		}
 		if err == nil && resp == nil {
 			err = errors.New("the model client returned neither a response nor an error")
 		}
@@ -500,6 +559,18 @@ func (d *drive) requestModel(ctx context.Context) Event {
 			return Event{Kind: ModelResponded, At: end, Latency: end.Sub(start), Response: resp, Attempts: attempt}
 		}
 		f := contextFailure(ctx)
+		if streams && resp != nil {
+			// The stream broke after it began: what it showed stays in
+			// the log, and a retry would show something else.
+			if f == nil {
+				f = modelFailure(attempt, err)
+				if f.Kind == FailModel {
+					f.Message = fmt.Sprintf("the model's reply broke off after it began streaming (a stream is not retried once it has shown something): %v", err)
+				}
+			}
+			end := cfg.Now()
+			return Event{Kind: ModelFailed, At: end, Latency: end.Sub(start), Attempts: attempt, Failure: f, Response: resp}
+		}
 		var me *llm.Error
 		if f == nil && errors.As(err, &me) {
 			// A provider that asks to wait past the run's deadline ends
@@ -525,11 +596,22 @@ func (d *drive) requestModel(ctx context.Context) Event {
 			}
 		}
 		if f == nil {
-			f = &Failure{Kind: FailModel, Message: fmt.Sprintf("model request failed after %d attempt(s): %v", attempt, err)}
+			f = modelFailure(attempt, err)
 		}
 		end := cfg.Now()
 		return Event{Kind: ModelFailed, At: end, Latency: end.Sub(start), Attempts: attempt, Failure: f}
 	}
+}
+
+// modelFailure is the failure of a model request that will not be tried
+// again: a reply that broke its provider's protocol (llm.ErrorProtocol)
+// is a protocol failure, anything else a model failure.
+func modelFailure(attempt int, err error) *Failure {
+	var me *llm.Error
+	if errors.As(err, &me) && me.Kind == llm.ErrorProtocol {
+		return &Failure{Kind: FailProtocol, Message: fmt.Sprintf("the model's reply broke its protocol (attempt %d): %v", attempt, err)}
+	}
+	return &Failure{Kind: FailModel, Message: fmt.Sprintf("model request failed after %d attempt(s): %v", attempt, err)}
 }
 
 // generate makes one model request under Config.ModelTimeout. A request
@@ -548,6 +630,76 @@ func (d *drive) generate(ctx context.Context, req *llm.Request) (*llm.Response, 
 			Err: fmt.Errorf("the model did not answer within %v (the model request timeout): %w", timeout, err)}
 	}
 	return resp, err
+}
+
+// stream makes one streamed model request, shows each delta to
+// Config.Watch as it is accepted, and assembles the turn. It returns the
+// turn; or the error with no response when the stream failed before its
+// first delta, and with what it had received when it failed after. The
+// request's context ends when the stream has been quiet for
+// Config.ModelTimeout, which is then a retryable llm.ErrorTimeout (a
+// stream that had begun is not retried all the same). Leaving the range
+// loop early, on a refused delta or an ended context, is how the adapter
+// learns to close the connection (see llm.StreamingModel).
+func (d *drive) stream(ctx context.Context, m llm.StreamingModel, req *llm.Request) (*llm.Response, error) {
+	timeout, watch := d.r.cfg.ModelTimeout, d.r.cfg.Watch
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var idle *time.Timer
+	var quiet atomic.Bool
+	if timeout > 0 {
+		idle = time.AfterFunc(timeout, func() { quiet.Store(true); cancel() })
+		defer idle.Stop()
+	}
+	var acc llm.Accumulator
+	var err error
+	for delta, derr := range m.Stream(sctx, req) {
+		if derr == nil {
+			derr = acc.Add(delta)
+		}
+		if derr != nil {
+			err = derr
+			break
+		}
+		if watch != nil {
+			if idle != nil {
+				// The watcher's time is not the stream's.
+				idle.Stop()
+			}
+			watch(ctx, Update{Kind: UpdateDelta, Step: req.Step, Delta: delta})
+		}
+		if err = sctx.Err(); err != nil && !acc.Finished() {
+			// The run ended, or the stream went quiet too long, and the
+			// adapter has not noticed: stop reading, which closes it.
+			break
+		}
+		err = nil
+		if idle != nil {
+			idle.Reset(timeout)
+		}
+	}
+	if err == nil && acc.Finished() {
+		// Whatever ended meanwhile, the turn is complete.
+		return acc.Response(), nil
+	}
+	switch {
+	case ctx.Err() != nil:
+		if err == nil {
+			err = ctx.Err()
+		}
+	case quiet.Load():
+		if err == nil {
+			err = context.DeadlineExceeded
+		}
+		err = &llm.Error{Kind: llm.ErrorTimeout, Retryable: true,
+			Err: fmt.Errorf("the model sent nothing for %v (the model request timeout): %w", timeout, err)}
+	case err == nil:
+		err = &llm.Error{Kind: llm.ErrorProtocol, Err: errors.New("inconsistent stream: the stream ended without a finish")}
+	}
+	if !acc.Started() {
+		return nil, err
+	}
+	return acc.Response(), err
 }
 
 func randomID() string {

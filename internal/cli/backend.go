@@ -100,6 +100,12 @@ type Request struct {
 	Budgets loop.Budgets
 	// Detach asks Start to return as soon as the run is started.
 	Detach bool
+	// NoStream asks for whole model turns (loop.Config.NoStream).
+	NoStream bool
+	// Watch, if not nil, is shown the run as it goes
+	// (loop.Config.Watch); a backend that cannot (its runs go on
+	// elsewhere) leaves it out, and the answer is printed at the end.
+	Watch func(ctx context.Context, u loop.Update)
 
 	// prices is the price table: the built-in one and --prices FILE's.
 	prices map[string]loop.Price

@@ -280,7 +280,7 @@ func (c *cli) modelFor(ctx context.Context, f *sourceFlags) (llm.Model, string, 
 		}
 		return gemini.New(client, &opts), "gcp.gemini", nil
 	case providerSandbox:
-		return orders.DeskModel(), scriptedProvider, nil
+		return piecewise{orders.DeskModel()}, scriptedProvider, nil
 	case "":
 		return nil, "", &usageErr{"--provider is missing; want one of " + providerList}
 	default:

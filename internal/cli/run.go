@@ -22,6 +22,7 @@ func (c *cli) runCmd(ctx context.Context, drv Driver, args []string) int {
 	system := fs.String("system", "", "a system prompt `TEXT` (with --tools orders, the order desk's by default)")
 	id := fs.String("id", "", "the run's `ID` (default: a random one)")
 	detach := fs.Bool("detach", false, "print the run's ID and return at once, where the backend runs runs elsewhere")
+	noStream := fs.Bool("no-stream", false, "ask the model for whole turns, and print the answer once the run stops, without tool activity")
 	open := drv.Flags("run", fs)
 	pos, err := parseFlags(fs, args)
 	if err != nil {
@@ -40,7 +41,12 @@ func (c *cli) runCmd(ctx context.Context, drv Driver, args []string) int {
 		return c.fail("run", &usageErr{err.Error()})
 	}
 	req := &Request{ID: *id, Model: *model, System: *system, Prompt: pos[0], Identity: policy.Identity{Name: *identity},
-		Budgets: budgets, Detach: *detach, prices: prices}
+		Budgets: budgets, Detach: *detach, NoStream: *noStream, prices: prices}
+	var printer *streamPrinter
+	if !*noStream && !*detach {
+		printer = &streamPrinter{out: c.stdout, errw: c.stderr}
+		req.Watch = printer.watch
+	}
 	b, err := open(ctx, &Kit{c})
 	if err != nil {
 		return c.fail("run", err)
@@ -56,7 +62,7 @@ func (c *cli) runCmd(ctx context.Context, drv Driver, args []string) int {
 		fmt.Fprintf(c.stdout, "# follow it with: toolloop runs%s; toolloop trace show%s %s\n", info.Flags, info.Flags, shellQuote(res.RunID))
 		return exitOK
 	}
-	return c.printResult(res, b.Info())
+	return c.printResult(res, b.Info(), printer.answered(res))
 }
 
 // closeBackend closes b, reporting an error for cmd on standard error.
@@ -66,10 +72,11 @@ func (c *cli) closeBackend(cmd string, b Backend) {
 	}
 }
 
-// printResult prints a run's outcome: the final answer, if any, then the
-// stop line, then for a paused run the commands that answer it.
-func (c *cli) printResult(res *loop.Result, info Info) int {
-	if res.Status == loop.FinalAnswer {
+// printResult prints a run's outcome: the final answer, if any and not
+// printed already as it streamed, then the stop line, then for a paused
+// run the commands that answer it.
+func (c *cli) printResult(res *loop.Result, info Info, streamed bool) int {
+	if res.Status == loop.FinalAnswer && !streamed {
 		fmt.Fprintln(c.stdout, res.Answer())
 	}
 	if res.Truncated() {
@@ -94,7 +101,10 @@ func runUsage(w io.Writer) {
 
 Runs the tool loop once on a real provider and prints the final answer, then
 the stop line: status, model turns, tool calls, tokens, cost, run ID and stop
-detail. The run is recorded in the store as it goes (resume it, or answer its
+detail. The model's text is printed as it streams (each turn's, the answer
+last), and each tool call gets a line on standard error once it has run (name,
+call ID, status, duration) or was refused; --no-stream asks for whole turns and
+prints only the answer, at the end. The run is recorded in the store as it goes (resume it, or answer its
 confirmations, with toolloop approve/deny/resume) and its log is written to
 DIR/RUN_ID.jsonl (toolloop trace show RUN_ID).
 
@@ -137,6 +147,8 @@ Model and tools:
   --id ID                the run's ID (default: a random one); an ID in use is refused
   --detach               print the run's ID and return at once (on a backend whose runs
                          outlive the command, such as the Temporal build's --temporal)
+  --no-stream            ask the model for whole turns; print the answer once the run
+                         stops, and no tool activity
 
 Budgets (0 or absent means the default):
   --max-steps N          model turns (default 10)

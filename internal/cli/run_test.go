@@ -134,8 +134,14 @@ func TestRunOpenAICompatible(t *testing.T) {
 	db, logs := filepath.Join(dir, "toolloop.db"), filepath.Join(dir, "logs")
 	code, out, errOut := call("run", "--provider", "openai", "--base-url", srv.srv.URL+"/v1", "--model", "any",
 		"--tools", "orders", "--db", db, "--log", logs, "Where is my order A100?")
-	if code != exitOK || errOut != "" {
+	if code != exitOK {
 		t.Fatalf("exit %d, stderr:\n%s\nstdout:\n%s", code, errOut, out)
+	}
+	// Standard error has one line per tool call, in the order they
+	// finished, and nothing else.
+	toolLine := regexp.MustCompile(`^toolloop: tool (query_order \(call_a\)|track_shipment \(call_b\)): ok in \d\S*s$`)
+	if el := lines(errOut); len(el) != 2 || !toolLine.MatchString(el[0]) || !toolLine.MatchString(el[1]) || el[0] == el[1] {
+		t.Fatalf("stderr:\n%s\nwant a line for each call", errOut)
 	}
 	got := lines(out)
 	if len(got) != 2 || got[0] != "Your keyboard (A100) is at the Leipzig hub with DHL and should arrive on 2025-06-12." {

@@ -287,7 +287,7 @@ func (c *cli) resume(ctx context.Context, drv Driver, args []string) int {
 		if err != nil {
 			return c.fail("resume", err)
 		}
-		return c.printResult(res, b.Info())
+		return c.printResult(res, b.Info(), false)
 	}
 	res, book, err := sr.resumeScenario(ctx, s, runID)
 	if err != nil {

@@ -11,6 +11,15 @@
 // so a caller that edits a response cannot change the script. It needs no
 // API key and no network, and it is safe for concurrent use.
 //
+// Model is also an llm.StreamingModel: Stream plays the same turn as
+// deltas (Deltas: text and arguments in pieces of a few bytes, parallel
+// calls interleaved, usage, the finish), which an llm.Accumulator
+// assembles into exactly what Generate returns. A turn's OnDelta paces
+// or breaks its stream (BreakAfter fails it before the first delta or
+// part-way), and Abandoned counts the streams whose consumer went away
+// part-way, so that loop tests can check a canceled run closed its
+// connection.
+//
 // RunConformance drives an adapter through its real SDK against a test
 // server that serves the provider's own wire replies, one per Case: a final
 // answer with usage, one call, parallel calls, arguments that are not

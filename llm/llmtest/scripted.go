@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"iter"
 	"slices"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/toolloop/toolloop/llm"
 )
@@ -21,6 +23,26 @@ type Turn struct {
 	// depend on what the loop sent.
 	Func  func(req *llm.Request) (*llm.Response, error)
 	Delay time.Duration
+	// OnDelta, when set, is called by Stream before it yields delta i
+	// (from 0) of the turn's reply, with the request's context: a hook to
+	// pace a stream (it may block, and should then honour ctx) or to break
+	// it. An error ends the stream there, as a connection that failed:
+	// the consumer has the deltas before i, then the error. Generate does
+	// not call it.
+	OnDelta func(ctx context.Context, i int) error
+}
+
+// BreakAfter returns a copy of t whose stream fails with err after n
+// deltas: with n == 0 before the first, like a request that failed, and
+// otherwise part-way through the reply. Generate still answers in full.
+func (t Turn) BreakAfter(n int, err error) Turn {
+	t.OnDelta = func(_ context.Context, i int) error {
+		if i == n {
+			return err
+		}
+		return nil
+	}
+	return t
 }
 
 // Text returns a turn that answers with text and no tool calls.
@@ -75,9 +97,10 @@ type Model struct {
 	turns  []Turn
 	repeat bool
 
-	mu       sync.Mutex
-	next     int
-	requests []llm.Request
+	mu        sync.Mutex
+	next      int
+	requests  []llm.Request
+	abandoned int
 }
 
 // ErrScriptExhausted is returned when a request arrives after the last turn.
@@ -92,6 +115,13 @@ func Repeating(turns ...Turn) *Model { return &Model{turns: turns, repeat: true}
 
 // Generate answers with the next scripted turn.
 func (m *Model) Generate(ctx context.Context, req *llm.Request) (*llm.Response, error) {
+	resp, _, err := m.answer(ctx, req)
+	return resp, err
+}
+
+// answer plays the next turn: it records req, waits the turn's delay and
+// returns its reply, with the turn.
+func (m *Model) answer(ctx context.Context, req *llm.Request) (*llm.Response, Turn, error) {
 	// Record a deep copy of the messages: the loop never changes a request
 	// once sent, but other callers of a test model may edit theirs, and a
 	// test comparing provider state byte for byte needs what was sent.
@@ -110,7 +140,7 @@ func (m *Model) Generate(ctx context.Context, req *llm.Request) (*llm.Response, 
 
 	if i >= len(m.turns) {
 		if !m.repeat || len(m.turns) == 0 {
-			return nil, ErrScriptExhausted
+			return nil, Turn{}, ErrScriptExhausted
 		}
 		i = len(m.turns) - 1
 	}
@@ -120,26 +150,167 @@ func (m *Model) Generate(ctx context.Context, req *llm.Request) (*llm.Response, 
 		select {
 		case <-ctx.Done():
 			timer.Stop()
-			return nil, ctx.Err()
+			return nil, t, ctx.Err()
 		case <-timer.C:
 		}
 	}
 	if err := ctx.Err(); err != nil {
-		return nil, err
+		return nil, t, err
 	}
 	switch {
 	case t.Func != nil:
-		return t.Func(req)
+		resp, err := t.Func(req)
+		return resp, t, err
 	case t.Err != nil:
-		return nil, t.Err
+		return nil, t, t.Err
 	case t.Response != nil:
 		// A fresh copy each time, so a caller that edits its answer cannot
 		// change what the script plays next (Repeating replays the turn).
 		r := *t.Response
 		r.Message = cloneMessage(r.Message)
-		return &r, nil
+		return &r, t, nil
 	}
-	return nil, fmt.Errorf("llmtest: turn %d is empty", i+1)
+	return nil, t, fmt.Errorf("llmtest: turn %d is empty", i+1)
+}
+
+// Stream plays the next scripted turn as a stream, which makes Model an
+// llm.StreamingModel. It answers as Generate does (it records the request,
+// waits the turn's delay, and a turn's error, an exhausted script or an
+// ended context fail the stream before its first delta) and then yields
+// the reply as Deltas splits it, calling the turn's OnDelta before each.
+// If the consumer stops early, or the context ends part-way, the stream
+// stops at once: the scripted counterpart of closing the connection,
+// which Abandoned counts.
+func (m *Model) Stream(ctx context.Context, req *llm.Request) iter.Seq2[llm.Delta, error] {
+	return func(yield func(llm.Delta, error) bool) {
+		resp, t, err := m.answer(ctx, req)
+		if err == nil && resp == nil {
+			err = errors.New("llmtest: the turn's Func returned neither a response nor an error")
+		}
+		if err != nil {
+			yield(llm.Delta{}, err)
+			return
+		}
+		for i, d := range Deltas(resp) {
+			if t.OnDelta != nil {
+				err = t.OnDelta(ctx, i)
+			}
+			if err == nil {
+				err = ctx.Err()
+			}
+			if err != nil {
+				if ctx.Err() != nil {
+					m.abandon()
+				}
+				yield(llm.Delta{}, err)
+				return
+			}
+			if !yield(d, nil) {
+				m.abandon()
+				return
+			}
+		}
+	}
+}
+
+func (m *Model) abandon() {
+	m.mu.Lock()
+	m.abandoned++
+	m.mu.Unlock()
+}
+
+// Abandoned counts the streams that stopped part-way because their
+// consumer stopped ranging over them or their context ended: a test of
+// cancellation checks with it that the connection would have been
+// closed.
+func (m *Model) Abandoned() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.abandoned
+}
+
+// pieceBytes is the most text or argument bytes one scripted delta
+// carries: small, so that a reply of a few words streams in several
+// pieces.
+const pieceBytes = 8
+
+// Deltas splits resp into the deltas a provider might stream it as, which
+// an llm.Accumulator assembles back into resp: each reasoning part, the
+// input usage, the text in pieces of a few bytes, the tool calls with
+// their arguments in pieces, interleaved when there are several (call 1
+// starts before call 0's arguments are complete), the full usage, and
+// the finish. A reasoning part's provider is the first part's (the
+// stream's Finish carries one for all); a call's arguments are exactly
+// its bytes, so a call without any assembles with empty arguments.
+func Deltas(resp *llm.Response) []llm.Delta {
+	msg := &resp.Message
+	var ds []llm.Delta
+	for i, r := range msg.Reasoning {
+		pieces := split(r.Text)
+		if len(pieces) == 0 {
+			pieces = []string{""}
+		}
+		for _, p := range pieces {
+			ds = append(ds, llm.Delta{Kind: llm.DeltaReasoning, Index: i, Text: p, Hidden: r.Hidden})
+		}
+	}
+	if u := resp.Usage; u != (llm.Usage{}) {
+		ds = append(ds, llm.Delta{Kind: llm.DeltaUsage, Usage: &llm.Usage{
+			InputTokens: u.InputTokens, CachedInputTokens: u.CachedInputTokens, CacheWriteTokens: u.CacheWriteTokens}})
+	}
+	for _, p := range split(msg.Text) {
+		ds = append(ds, llm.Delta{Kind: llm.DeltaText, Text: p})
+	}
+	args := make([][]string, len(msg.ToolCalls))
+	for i, c := range msg.ToolCalls {
+		args[i] = split(string(c.Arguments))
+	}
+	for round := 0; ; round++ {
+		more := false
+		for i, c := range msg.ToolCalls {
+			if round == 0 {
+				ds = append(ds, llm.Delta{Kind: llm.DeltaToolCallStart, Index: i, Call: &llm.ToolCall{ID: c.ID, Name: c.Name}})
+			}
+			switch {
+			case round < len(args[i]):
+				ds = append(ds, llm.Delta{Kind: llm.DeltaToolCallArguments, Index: i, Text: args[i][round]})
+				more = true
+			case round == len(args[i]):
+				end := llm.Delta{Kind: llm.DeltaToolCallEnd, Index: i}
+				if c.State != nil {
+					end.Call = &llm.ToolCall{State: c.State}
+				}
+				ds = append(ds, end)
+				more = true
+			}
+		}
+		if !more {
+			break
+		}
+	}
+	if u := resp.Usage; u != (llm.Usage{}) {
+		ds = append(ds, llm.Delta{Kind: llm.DeltaUsage, Usage: &u})
+	}
+	f := &llm.Finish{ID: resp.ID, Model: resp.Model, FinishReason: resp.FinishReason, Truncated: resp.Truncated,
+		DroppedState: resp.DroppedState, State: msg.State}
+	if len(msg.Reasoning) > 0 {
+		f.Provider = msg.Reasoning[0].Provider
+	}
+	return append(ds, llm.Delta{Kind: llm.DeltaFinish, Finish: f})
+}
+
+// split cuts s into pieces of at most pieceBytes, on rune boundaries.
+func split(s string) []string {
+	var out []string
+	for len(s) > 0 {
+		n := min(pieceBytes, len(s))
+		for n < len(s) && !utf8.RuneStart(s[n]) {
+			n++
+		}
+		out = append(out, s[:n])
+		s = s[n:]
+	}
+	return out
 }
 
 // cloneMessage returns a copy of m that shares no memory with it: its
