@@ -337,7 +337,7 @@ func (m streamedBench) Stream(ctx context.Context, req *llm.Request) iter.Seq2[l
 // BenchmarkRunStream measures BenchmarkRun's planned workload on a model
 // that streams: assembled from its deltas ("stream"), with a watcher that
 // is shown every update ("stream-watched"), and asked for whole turns
-// ("no-stream", Config.NoStream). The difference between the first and
+// ("no-stream", Config.Stream false). The difference between the first and
 // the last is what assembling a turn from deltas costs the loop.
 func BenchmarkRunStream(b *testing.B) {
 	for _, bc := range []struct {
@@ -346,7 +346,7 @@ func BenchmarkRunStream(b *testing.B) {
 	}{{"stream", false, false}, {"stream-watched", false, true}, {"no-stream", true, false}} {
 		b.Run(bc.name, func(b *testing.B) {
 			cfg, msgs := benchConfig(b, nil, false, streamedBench{benchModel(0, nil)})
-			cfg.NoStream = bc.noStream
+			cfg.Stream = !bc.noStream
 			updates := 0
 			if bc.watch {
 				cfg.Watch = func(context.Context, loop.Update) { updates++ }

@@ -37,8 +37,8 @@
 // PlanCalls and StageCalls, then executor.Executor.Run. Observers see each
 // event as it is appended; they change nothing in the run or its log.
 //
-// The Runner streams a model that can (llm.StreamingModel) unless
-// Config.NoStream is set, and records the assembled turn, never its
+// The Runner streams a model that can (llm.StreamingModel) when
+// Config.Stream is set, and records the assembled turn, never its
 // deltas, so a streamed run's log is the same run's unstreamed. A stream
 // is retried like a request while it has shown nothing; one that breaks
 // after its first delta stops the run with model_error (protocol_error

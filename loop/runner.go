@@ -48,17 +48,20 @@ type Config struct {
 	// while a stalled connection is (the run's deadline bounds the whole).
 	// Default DefaultModelTimeout; negative for none.
 	ModelTimeout time.Duration
-	// NoStream makes the run ask for whole turns (Model.Generate) even of
-	// a model that can stream (an llm.StreamingModel), which is otherwise
-	// streamed. Streaming changes when the run sees a turn, not what it
-	// records: the log holds the assembled turn either way, never its
+	// Stream makes the run ask a model that can stream (an
+	// llm.StreamingModel) for each turn as a stream, which Watch then
+	// shows delta by delta; otherwise each turn is asked for whole
+	// (Model.Generate). It is opt-in because a stream is another request
+	// on the wire, which not every OpenAI-compatible server or proxy in
+	// front of a provider supports. Streaming changes when the run sees a
+	// turn, not what it records: the log holds the assembled turn either way, never its
 	// deltas, and a stream is retried only while it has shown nothing (a
 	// stream that breaks after its first delta ends the run with
 	// model_error, what it received kept in the model_failed event; one
 	// whose pieces contradict each other, with protocol_error). Whether a
 	// run streams depends on this and on the model alone, never on
 	// whether anyone watches.
-	NoStream bool
+	Stream bool
 	// Watch, when set, is told what the run does as it goes: the model's
 	// deltas as they stream, each call validated, authorized, started and
 	// finished, each plan, each step's end with its usage, and the stop
@@ -534,13 +537,13 @@ const maxModelRetryWait = 30 * time.Second
 // requestModel asks the model for the next turn, retrying what the
 // provider says may succeed later. The request is the turn's own: the
 // model may keep it (see llm.Model). A model that streams is streamed
-// unless Config.NoStream says not to; a stream is retried like a request
-// while it has shown nothing, and never after (see Config.NoStream).
+// when Config.Stream asks for it; a stream is retried like a request
+// while it has shown nothing, and never after (see Config.Stream).
 func (d *drive) requestModel(ctx context.Context) Event {
 	s, cfg := &d.state, &d.r.cfg
 	req := &llm.Request{Model: cfg.ModelName, Messages: slices.Clip(s.Messages), Tools: cfg.Tools.Definitions(), Step: s.Steps + 1}
 	sm, streams := cfg.Model.(llm.StreamingModel)
-	streams = streams && !cfg.NoStream
+	streams = streams && cfg.Stream
 	start := cfg.Now()
 	wait := cfg.ModelRetryBackoff
 	for attempt := 1; ; attempt++ {

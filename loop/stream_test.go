@@ -33,7 +33,7 @@ func streamScript() []llmtest.Turn {
 func TestWatchSequence(t *testing.T) {
 	f := newFixture(t)
 	var ups []loop.Update
-	res, err := loop.Run(context.Background(), loop.Config{Model: llmtest.New(streamScript()...), Tools: f.reg,
+	res, err := loop.Run(context.Background(), loop.Config{Stream: true, Model: llmtest.New(streamScript()...), Tools: f.reg,
 		Watch: func(_ context.Context, u loop.Update) { ups = append(ups, u) }}, user("where are A1 and A2?"))
 	mustStatus(t, res, err, loop.FinalAnswer)
 
@@ -142,8 +142,8 @@ func timeless(t *testing.T, events []loop.Event) string {
 }
 
 // A streamed run's durable log is the one the same run records with
-// NoStream (times apart): the assembled turns, no deltas. Whether the
-// model is streamed depends on NoStream alone, not on a watcher.
+// Stream false (times apart): the assembled turns, no deltas. Whether the
+// model is streamed depends on Stream alone, not on a watcher.
 func TestStreamedLogEqualsNoStream(t *testing.T) {
 	logs := map[string]string{}
 	for _, mode := range []string{"streamed+watched", "streamed", "no-stream"} {
@@ -154,7 +154,7 @@ func TestStreamedLogEqualsNoStream(t *testing.T) {
 			turns[i].OnDelta = func(context.Context, int) error { pieces.Add(1); return nil }
 		}
 		st := store.NewMemory()
-		cfg := loop.Config{Model: llmtest.New(turns...), Tools: f.reg, Store: st, NoStream: mode == "no-stream",
+		cfg := loop.Config{Model: llmtest.New(turns...), Tools: f.reg, Store: st, Stream: mode != "no-stream",
 			NewRunID: func() string { return "run-1" }}
 		if mode == "streamed+watched" {
 			cfg.Watch = func(context.Context, loop.Update) {}
@@ -185,7 +185,7 @@ func TestStreamRetriedBeforeFirstDelta(t *testing.T) {
 	busy := &llm.Error{Kind: llm.ErrorUnavailable, Retryable: true, Err: errors.New("busy")}
 	m := llmtest.New(llmtest.Text("first try").BreakAfter(0, busy), llmtest.Text("second try"))
 	var text string
-	res, err := loop.Run(context.Background(), loop.Config{Model: m, Tools: f.reg, ModelRetryBackoff: time.Millisecond,
+	res, err := loop.Run(context.Background(), loop.Config{Stream: true, Model: m, Tools: f.reg, ModelRetryBackoff: time.Millisecond,
 		Watch: func(_ context.Context, u loop.Update) {
 			if u.Kind == loop.UpdateDelta {
 				text += u.Delta.Text
@@ -208,7 +208,7 @@ func TestStreamBrokenAfterFirstDelta(t *testing.T) {
 	broke := &llm.Error{Kind: llm.ErrorUnavailable, Retryable: true, Err: llm.ErrStreamEnded}
 	turns := streamScript()
 	m := llmtest.New(turns[0].BreakAfter(5, broke), llmtest.Text("never"))
-	res, err := loop.Run(context.Background(), loop.Config{Model: m, Tools: f.reg, ModelRetryBackoff: time.Millisecond}, user("hi"))
+	res, err := loop.Run(context.Background(), loop.Config{Stream: true, Model: m, Tools: f.reg, ModelRetryBackoff: time.Millisecond}, user("hi"))
 	mustStatus(t, res, err, loop.ModelError)
 	if n := len(m.Requests()); n != 1 {
 		t.Errorf("the model was asked %d times, want once", n)
@@ -271,7 +271,7 @@ func TestStreamProtocolError(t *testing.T) {
 		{Kind: llm.DeltaToolCallArguments, Index: 0, Text: `{}`},
 		{Kind: llm.DeltaFinish, Finish: &llm.Finish{FinishReason: "tool_calls"}},
 	}}
-	res, err := loop.Run(context.Background(), loop.Config{Model: m, Tools: f.reg}, user("hi"))
+	res, err := loop.Run(context.Background(), loop.Config{Stream: true, Model: m, Tools: f.reg}, user("hi"))
 	mustStatus(t, res, err, loop.ProtocolError)
 	ev := res.Events[len(res.Events)-2]
 	if ev.Kind != loop.ModelFailed || ev.Failure.Kind != loop.FailProtocol || ev.Response == nil || ev.Response.Message.Text != "Looking" {
@@ -287,7 +287,7 @@ func TestStreamProtocolError(t *testing.T) {
 	bad := llm.ModelFunc(func(context.Context, *llm.Request) (*llm.Response, error) {
 		return nil, &llm.Error{Kind: llm.ErrorProtocol, Err: errors.New("inconsistent reply")}
 	})
-	res, err = loop.Run(context.Background(), loop.Config{Model: bad, Tools: f.reg}, user("hi"))
+	res, err = loop.Run(context.Background(), loop.Config{Stream: true, Model: bad, Tools: f.reg}, user("hi"))
 	mustStatus(t, res, err, loop.ProtocolError)
 }
 
@@ -310,7 +310,7 @@ func TestStreamCanceledMidStream(t *testing.T) {
 			return nil
 		}
 		m := llmtest.New(turn)
-		res, err := loop.Run(ctx, loop.Config{Model: m, Tools: f.reg}, user("hi"))
+		res, err := loop.Run(ctx, loop.Config{Stream: true, Model: m, Tools: f.reg}, user("hi"))
 		mustStatus(t, res, err, loop.Canceled)
 		if m.Abandoned() != 1 {
 			t.Errorf("Abandoned() = %d, want the stream closed", m.Abandoned())
@@ -326,7 +326,7 @@ func TestStreamCanceledMidStream(t *testing.T) {
 		defer cancel()
 		m := &seqModel{deltas: []llm.Delta{{Kind: llm.DeltaText, Text: "a"}, {Kind: llm.DeltaText, Text: "b"},
 			{Kind: llm.DeltaText, Text: "c"}, {Kind: llm.DeltaFinish, Finish: &llm.Finish{}}}}
-		res, err := loop.Run(ctx, loop.Config{Model: m, Tools: f.reg, Watch: func(_ context.Context, u loop.Update) {
+		res, err := loop.Run(ctx, loop.Config{Stream: true, Model: m, Tools: f.reg, Watch: func(_ context.Context, u loop.Update) {
 			if u.Kind == loop.UpdateDelta && u.Delta.Text == "b" {
 				cancel()
 			}
@@ -357,7 +357,7 @@ func TestStreamModelTimeoutIsIdleTime(t *testing.T) {
 	first := llmtest.Text("stalled")
 	first.OnDelta = stall(0)
 	m := llmtest.New(first, llmtest.Text("answered"))
-	res, err := loop.Run(context.Background(), loop.Config{Model: m, Tools: f.reg, ModelTimeout: timeout, ModelRetryBackoff: time.Millisecond}, user("hi"))
+	res, err := loop.Run(context.Background(), loop.Config{Stream: true, Model: m, Tools: f.reg, ModelTimeout: timeout, ModelRetryBackoff: time.Millisecond}, user("hi"))
 	mustStatus(t, res, err, loop.FinalAnswer)
 	if res.Answer() != "answered" || res.Events[1].Attempts != 2 {
 		t.Errorf("answer %q after %d attempt(s), want the second attempt's", res.Answer(), res.Events[1].Attempts)
@@ -366,7 +366,7 @@ func TestStreamModelTimeoutIsIdleTime(t *testing.T) {
 	mid := llmtest.Text("stalled part-way through")
 	mid.OnDelta = stall(2)
 	m = llmtest.New(mid, llmtest.Text("never"))
-	res, err = loop.Run(context.Background(), loop.Config{Model: m, Tools: f.reg, ModelTimeout: timeout, ModelRetryBackoff: time.Millisecond}, user("hi"))
+	res, err = loop.Run(context.Background(), loop.Config{Stream: true, Model: m, Tools: f.reg, ModelTimeout: timeout, ModelRetryBackoff: time.Millisecond}, user("hi"))
 	mustStatus(t, res, err, loop.ModelError)
 	if len(m.Requests()) != 1 || !strings.Contains(res.Detail, "model request timeout") {
 		t.Errorf("%d request(s), detail %q; want one, ended by the timeout", len(m.Requests()), res.Detail)
@@ -377,7 +377,7 @@ func TestStreamModelTimeoutIsIdleTime(t *testing.T) {
 		time.Sleep(timeout / 4)
 		return nil
 	}
-	res, err = loop.Run(context.Background(), loop.Config{Model: llmtest.New(slow), Tools: f.reg, ModelTimeout: timeout}, user("hi"))
+	res, err = loop.Run(context.Background(), loop.Config{Stream: true, Model: llmtest.New(slow), Tools: f.reg, ModelTimeout: timeout}, user("hi"))
 	mustStatus(t, res, err, loop.FinalAnswer)
 	if res.Events[1].Latency < timeout {
 		t.Errorf("the stream took %v, want longer than the timeout (%v) for this test to mean anything", res.Events[1].Latency, timeout)
@@ -392,7 +392,7 @@ func TestWatchAcrossConfirmation(t *testing.T) {
 	r := &refunds{applied: map[string]int{}}
 	f := newFixture(t, r.tool(t, true))
 	var ups []string
-	cfg := loop.Config{
+	cfg := loop.Config{Stream: true,
 		Model: llmtest.New(llmtest.Calls(call("c1", "query_order", `{"id":"A1"}`), call("c2", "refund_order", `{"order_id":"A1"}`)),
 			llmtest.Text("done")),
 		Tools: f.reg, Store: store.NewMemory(), Policy: policy.ConfirmWrites(),

@@ -100,7 +100,7 @@ type Request struct {
 	Budgets loop.Budgets
 	// Detach asks Start to return as soon as the run is started.
 	Detach bool
-	// NoStream asks for whole model turns (loop.Config.NoStream).
+	// NoStream asks for whole model turns (loop.Config.Stream false).
 	NoStream bool
 	// Watch, if not nil, is shown the run as it goes
 	// (loop.Config.Watch); a backend that cannot (its runs go on

@@ -231,7 +231,7 @@ func (b *local) Start(ctx context.Context, req *Request) (*loop.Result, error) {
 	cfg := runConfig(src, model, box.reg, st, obs)
 	cfg.Identity = req.Identity
 	cfg.Budgets = budgets
-	cfg.NoStream, cfg.Watch = req.NoStream, req.Watch
+	cfg.Stream, cfg.Watch = !req.NoStream, req.Watch
 	if req.ID != "" {
 		id := req.ID
 		cfg.NewRunID = func() string { return id }

@@ -15,6 +15,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/toolloop/toolloop/llm"
 	"github.com/toolloop/toolloop/loop"
@@ -71,11 +72,81 @@ func newChatServer(t *testing.T, replies ...string) *chatServer {
 		s.auth = append(s.auth, r.Header.Get("Authorization"))
 		reply := s.replies[min(n, len(s.replies)-1)]
 		s.mu.Unlock()
+		var asked struct {
+			Stream bool `json:"stream"`
+		}
+		if json.Unmarshal(body, &asked); asked.Stream {
+			w.Header().Set("Content-Type", "text/event-stream")
+			io.WriteString(w, chatChunks(t, reply))
+			return
+		}
 		w.Header().Set("Content-Type", "application/json")
 		io.WriteString(w, reply)
 	}))
 	t.Cleanup(s.srv.Close)
 	return s
+}
+
+// chatChunks turns a Chat Completions reply into the event stream the API
+// sends for it when asked to stream (stream_options.include_usage): a
+// chunk with the role, the text in two pieces, each call's ID and name and
+// then its arguments, the finish reason, the usage with no choices, and
+// [DONE].
+func chatChunks(t *testing.T, reply string) string {
+	t.Helper()
+	var r struct {
+		ID      string `json:"id"`
+		Created int64  `json:"created"`
+		Model   string `json:"model"`
+		Choices []struct {
+			FinishReason string `json:"finish_reason"`
+			Message      struct {
+				Content   *string `json:"content"`
+				ToolCalls []struct {
+					ID       string `json:"id"`
+					Function struct {
+						Name      string `json:"name"`
+						Arguments string `json:"arguments"`
+					} `json:"function"`
+				} `json:"tool_calls"`
+			} `json:"message"`
+		} `json:"choices"`
+		Usage json.RawMessage `json:"usage"`
+	}
+	if err := json.Unmarshal([]byte(reply), &r); err != nil || len(r.Choices) != 1 {
+		t.Fatalf("chatChunks: a reply that is not one Chat Completions choice (%v): %s", err, reply)
+	}
+	var b strings.Builder
+	chunk := func(choices any, usage json.RawMessage) {
+		m := map[string]any{"id": r.ID, "object": "chat.completion.chunk", "created": r.Created, "model": r.Model, "choices": choices}
+		if usage != nil {
+			m["usage"] = usage
+		}
+		j, _ := json.Marshal(m)
+		fmt.Fprintf(&b, "data: %s\n\n", j)
+	}
+	delta := func(d map[string]any) {
+		chunk([]any{map[string]any{"index": 0, "delta": d, "finish_reason": nil}}, nil)
+	}
+	c := r.Choices[0]
+	delta(map[string]any{"role": "assistant", "content": ""})
+	if text := c.Message.Content; text != nil && *text != "" {
+		half := len(*text) / 2
+		for half > 0 && !utf8.RuneStart((*text)[half]) {
+			half--
+		}
+		delta(map[string]any{"content": (*text)[:half]})
+		delta(map[string]any{"content": (*text)[half:]})
+	}
+	for i, tc := range c.Message.ToolCalls {
+		delta(map[string]any{"tool_calls": []any{map[string]any{"index": i, "id": tc.ID, "type": "function",
+			"function": map[string]any{"name": tc.Function.Name, "arguments": ""}}}})
+		delta(map[string]any{"tool_calls": []any{map[string]any{"index": i, "function": map[string]any{"arguments": tc.Function.Arguments}}}})
+	}
+	chunk([]any{map[string]any{"index": 0, "delta": map[string]any{}, "finish_reason": c.FinishReason}}, nil)
+	chunk([]any{}, r.Usage)
+	b.WriteString("data: [DONE]\n\n")
+	return b.String()
 }
 
 func (s *chatServer) requests() []chatRequest {
@@ -222,53 +293,89 @@ func TestRunKeyAndPrice(t *testing.T) {
 
 // TestRunProviders builds each provider's client against a stand-in for
 // its API: the key from the environment must arrive where the API expects
-// it (Gemini falls back to GOOGLE_API_KEY).
+// it (Gemini falls back to GOOGLE_API_KEY). Each provider is asked to
+// stream (the default), answering in its own event stream, and with
+// --no-stream for the whole reply.
 func TestRunProviders(t *testing.T) {
-	for _, tc := range []struct {
-		provider, model, path, header, key, reply string
-		env                                       map[string]string
-	}{
+	for _, tc := range []providerCase{
 		{"openai-responses", "gpt-5-mini", "/v1/responses", "Authorization", "Bearer sk-o", `{"id":"resp_1","object":"response","created_at":1,"status":"completed","model":"gpt-5-mini",
 			"output":[{"type":"message","id":"msg_1","status":"completed","role":"assistant","content":[{"type":"output_text","text":"Hi.","annotations":[]}]}],
 			"usage":{"input_tokens":5,"output_tokens":2,"total_tokens":7,"input_tokens_details":{"cached_tokens":0},"output_tokens_details":{"reasoning_tokens":0}}}`,
-			map[string]string{"OPENAI_API_KEY": "sk-o"}},
+			map[string]string{"OPENAI_API_KEY": "sk-o"}, "/v1/responses",
+			"event: response.output_text.delta\ndata: {\"type\":\"response.output_text.delta\",\"item_id\":\"msg_1\",\"output_index\":0,\"content_index\":0,\"delta\":\"Hi.\",\"sequence_number\":1}\n\n" +
+				"event: response.completed\ndata: {\"type\":\"response.completed\",\"sequence_number\":2,\"response\":{\"id\":\"resp_1\",\"object\":\"response\",\"created_at\":1,\"status\":\"completed\",\"model\":\"gpt-5-mini\"," +
+				"\"output\":[{\"type\":\"message\",\"id\":\"msg_1\",\"status\":\"completed\",\"role\":\"assistant\",\"content\":[{\"type\":\"output_text\",\"text\":\"Hi.\",\"annotations\":[]}]}]," +
+				"\"usage\":{\"input_tokens\":5,\"output_tokens\":2,\"total_tokens\":7,\"input_tokens_details\":{\"cached_tokens\":0},\"output_tokens_details\":{\"reasoning_tokens\":0}}}}\n\n"},
 		{"anthropic", "claude-haiku-4-5", "/v1/messages", "Authorization", "Bearer sk-ant", `{"id":"msg_1","type":"message","role":"assistant","model":"claude-haiku-4-5",
 			"content":[{"type":"text","text":"Hi."}],"stop_reason":"end_turn","stop_sequence":null,"usage":{"input_tokens":5,"output_tokens":2}}`,
-			map[string]string{"ANTHROPIC_API_KEY": "sk-ant"}},
+			map[string]string{"ANTHROPIC_API_KEY": "sk-ant"}, "/v1/messages",
+			"event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_1\",\"type\":\"message\",\"role\":\"assistant\",\"model\":\"claude-haiku-4-5\",\"content\":[],\"stop_reason\":null,\"stop_sequence\":null,\"usage\":{\"input_tokens\":5,\"output_tokens\":1}}}\n\n" +
+				"event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n" +
+				"event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"Hi.\"}}\n\n" +
+				"event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":0}\n\n" +
+				"event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\",\"stop_sequence\":null},\"usage\":{\"output_tokens\":2}}\n\n" +
+				"event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n"},
 		{"gemini", "gemini-2.5-flash", "/v1beta/models/gemini-2.5-flash:generateContent", "X-Goog-Api-Key", "g-key", `{"candidates":[{"content":{"parts":[{"text":"Hi."}],"role":"model"},"finishReason":"STOP","index":0}],
 			"usageMetadata":{"promptTokenCount":5,"candidatesTokenCount":2,"totalTokenCount":7},"modelVersion":"gemini-2.5-flash","responseId":"r1"}`,
-			map[string]string{"GOOGLE_API_KEY": "g-key"}},
+			map[string]string{"GOOGLE_API_KEY": "g-key"}, "/v1beta/models/gemini-2.5-flash:streamGenerateContent",
+			"data: {\"candidates\":[{\"content\":{\"parts\":[{\"text\":\"Hi.\"}],\"role\":\"model\"},\"finishReason\":\"STOP\",\"index\":0}]," +
+				"\"usageMetadata\":{\"promptTokenCount\":5,\"candidatesTokenCount\":2,\"totalTokenCount\":7},\"modelVersion\":\"gemini-2.5-flash\",\"responseId\":\"r1\"}\n\n"},
 	} {
-		t.Run(tc.provider, func(t *testing.T) {
-			var mu sync.Mutex
-			var seen []string
-			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				mu.Lock()
-				seen = append(seen, r.URL.Path+" "+r.Header.Get(tc.header))
-				mu.Unlock()
-				w.Header().Set("Content-Type", "application/json")
-				io.WriteString(w, tc.reply)
-			}))
-			defer srv.Close()
-			base := srv.URL
-			if tc.provider == "openai-responses" {
-				base += "/v1"
-			}
-			code, out, errOut := callEnv(tc.env, "run", "--provider", tc.provider, "--model", tc.model, "--base-url", base,
-				"--db", filepath.Join(t.TempDir(), "t.db"), "--log", t.TempDir(), "Say hi.")
-			if code != exitOK || lines(out)[0] != "Hi." {
-				t.Fatalf("exit %d, stdout %q, stderr %q", code, out, errOut)
-			}
-			mu.Lock()
-			defer mu.Unlock()
-			if len(seen) != 1 || seen[0] != tc.path+" "+tc.key {
-				t.Errorf("requests %q, want one to %s with %s %s", seen, tc.path, tc.header, tc.key)
-			}
-			// Priced from the built-in table.
-			if m := runLine.FindStringSubmatch(lines(out)[1]); m == nil || m[5] == "0.000000" {
-				t.Errorf("stop line %q, want a cost from the built-in price", lines(out)[1])
-			}
-		})
+		t.Run(tc.provider+"/streamed", func(t *testing.T) { tc.run(t, true) })
+		t.Run(tc.provider+"/whole", func(t *testing.T) { tc.run(t, false) })
+	}
+}
+
+// providerCase is a provider's stand-in API for TestRunProviders: where a
+// request goes, where its key goes, and the reply to it, whole and
+// streamed.
+type providerCase struct {
+	provider, model, path, header, key, reply string
+	env                                       map[string]string
+	// streamPath and stream are the streamed request's path and the
+	// provider's event stream for the same reply.
+	streamPath, stream string
+}
+
+// run runs toolloop run against the stand-in, streamed or with
+// --no-stream.
+func (tc providerCase) run(t *testing.T, streamed bool) {
+	args, path := []string{"run", "--no-stream"}, tc.path
+	if streamed {
+		args, path = []string{"run"}, tc.streamPath
+	}
+	var mu sync.Mutex
+	var seen []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		seen = append(seen, r.URL.Path+" "+r.Header.Get(tc.header))
+		mu.Unlock()
+		if streamed {
+			w.Header().Set("Content-Type", "text/event-stream")
+			io.WriteString(w, tc.stream)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, tc.reply)
+	}))
+	defer srv.Close()
+	base := srv.URL
+	if tc.provider == "openai-responses" {
+		base += "/v1"
+	}
+	code, out, errOut := callEnv(tc.env, append(args, "--provider", tc.provider, "--model", tc.model, "--base-url", base,
+		"--db", filepath.Join(t.TempDir(), "t.db"), "--log", t.TempDir(), "Say hi.")...)
+	if code != exitOK || lines(out)[0] != "Hi." {
+		t.Fatalf("exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(seen) != 1 || seen[0] != path+" "+tc.key {
+		t.Errorf("requests %q, want one to %s with %s %s", seen, path, tc.header, tc.key)
+	}
+	// Priced from the built-in table.
+	if m := runLine.FindStringSubmatch(lines(out)[1]); m == nil || m[5] == "0.000000" {
+		t.Errorf("stop line %q, want a cost from the built-in price", lines(out)[1])
 	}
 }
 
@@ -540,11 +647,12 @@ func TestRunTruncatedAnswerWarns(t *testing.T) {
 	}
 }
 
-// --max-response-bytes reaches the adapter: a reply over it fails the run.
+// --max-response-bytes reaches the adapter: a whole (unstreamed) reply
+// over it fails the run.
 func TestMaxResponseBytesFlag(t *testing.T) {
 	srv := newChatServer(t, chatText("Your keyboard (A100) is at the Leipzig hub with DHL and should arrive on 2025-06-12."))
 	dir := t.TempDir()
-	code, out, _ := call("run", "--provider", "openai", "--base-url", srv.srv.URL+"/v1", "--model", "any", "--max-response-bytes", "100",
+	code, out, _ := call("run", "--no-stream", "--provider", "openai", "--base-url", srv.srv.URL+"/v1", "--model", "any", "--max-response-bytes", "100",
 		"--db", filepath.Join(dir, "toolloop.db"), "--log", filepath.Join(dir, "logs"), "Where is my order A100?")
 	if code == exitOK || !strings.Contains(out, "status=model_error") || !strings.Contains(out, "the 100 bytes cap on a model response") {
 		t.Fatalf("exit %d, stdout:\n%s", code, out)

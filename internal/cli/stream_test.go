@@ -57,7 +57,7 @@ func TestStreamPrinterWritesAsDeltasArrive(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := loop.Run(context.Background(), loop.Config{Model: llmtest.New(turn), Tools: reg, Watch: p.watch},
+	res, err := loop.Run(context.Background(), loop.Config{Model: llmtest.New(turn), Tools: reg, Stream: true, Watch: p.watch},
 		[]llm.Message{llm.UserMessage("hi")})
 	if err != nil {
 		t.Fatal(err)
