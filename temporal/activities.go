@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"go.temporal.io/sdk/activity"
@@ -84,6 +85,10 @@ const (
 	ErrTypePayloadTooLarge = "ToolloopPayloadTooLarge"
 	// ErrTypeStore is a failure of the blob store.
 	ErrTypeStore = "ToolloopStoreError"
+	// ErrTypeProtocol is a model reply that broke its provider's protocol
+	// (llm.ErrorProtocol: a stream whose pieces contradict each other);
+	// never retried, and the run stops with protocol_error.
+	ErrTypeProtocol = "ToolloopProtocolError"
 )
 
 // MaxResponseBytes is the largest model response (JSON) a model activity
@@ -126,6 +131,18 @@ type Config struct {
 	// the price of a round trip through the server (three history events
 	// and a workflow task more per tool turn).
 	RemotePolicy bool
+	// Stream makes the model activity ask a model that can stream (an
+	// llm.StreamingModel) for each turn as a stream, as loop.Config.Stream
+	// does in process. The workflow still sees the assembled turn (the
+	// deltas stay on the worker), so its history and log are the same
+	// either way. While the stream runs, the activity's heartbeats carry
+	// its progress (StreamProgress), which is how a watcher follows a
+	// turn: the pending activity's last heartbeat details, as `temporal
+	// workflow describe` and Client.DescribeWorkflowExecution show them.
+	// A stream that fails before its first delta is retried like a
+	// request; one that breaks after it is not retried (the run stops
+	// with model_error), since a retry would produce another turn.
+	Stream bool
 	// Executor runs tool calls; nil means executor.New(nil). Its ledger
 	// must be shared by every worker of the task queue (an in-memory
 	// ledger only protects retries that land on the same process).
@@ -252,13 +269,31 @@ func (a *Activities) RequestModel(ctx context.Context, in ModelInput) (ModelOutp
 	}
 	req := llm.Request{Model: in.Model, Messages: msgs, Step: in.Step, Tools: a.cfg.Tools.Definitions()}
 	attempt := int(activity.GetInfo(ctx).Attempt)
-	resp, err := generateBeating(ctx, a.cfg.Model, &req)
+	var resp *llm.Response
+	broken := false // a stream that failed after its first delta
+	if sm, ok := a.cfg.Model.(llm.StreamingModel); ok && a.cfg.Stream {
+		resp, broken, err = streamBeating(ctx, sm, &req)
+		if err == nil {
+			broken = false
+		}
+	} else {
+		resp, err = generateBeating(ctx, a.cfg.Model, &req)
+	}
 	if err == nil && resp == nil {
 		err = errors.New("the model client returned neither a response nor an error")
 	}
 	if err != nil {
-		opts := sdktemporal.ApplicationErrorOptions{NonRetryable: !llm.IsRetryable(err), Details: []any{attempt}}
 		var me *llm.Error
+		if errors.As(err, &me) && me.Kind == llm.ErrorProtocol {
+			return ModelOutput{}, sdktemporal.NewApplicationErrorWithOptions(err.Error(), ErrTypeProtocol,
+				sdktemporal.ApplicationErrorOptions{NonRetryable: true, Details: []any{attempt}})
+		}
+		if broken {
+			return ModelOutput{}, sdktemporal.NewApplicationErrorWithOptions(
+				"the stream broke after its first delta (not retried: a retry would produce another turn): "+err.Error(),
+				ErrTypeModel, sdktemporal.ApplicationErrorOptions{NonRetryable: true, Details: []any{attempt}})
+		}
+		opts := sdktemporal.ApplicationErrorOptions{NonRetryable: !llm.IsRetryable(err), Details: []any{attempt}}
 		if errors.As(err, &me) && me.RetryAfter > 0 {
 			wait := in.RetryBackoff
 			for i := 1; i < attempt && wait < maxModelRetryWait; i++ {
@@ -377,6 +412,99 @@ func generateBeating(ctx context.Context, m llm.Model, req *llm.Request) (*llm.R
 			}
 		case <-tick.C:
 			activity.RecordHeartbeat(ctx)
+		}
+	}
+}
+
+// StreamProgress is what a streaming model activity's heartbeats carry
+// (Config.Stream): how far the turn has come. A watcher reads it from the
+// pending activity's heartbeat details.
+type StreamProgress struct {
+	// Deltas counts the deltas received so far.
+	Deltas int `json:"deltas"`
+	// TextBytes is the length of the answer text so far.
+	TextBytes int `json:"text_bytes"`
+	// ReasoningBytes is the length of the visible reasoning so far.
+	ReasoningBytes int `json:"reasoning_bytes,omitempty"`
+	// Calls counts the tool calls started so far.
+	Calls int `json:"calls,omitempty"`
+}
+
+// streamBeating streams one turn while the activity heartbeats with its
+// progress (every third of the heartbeat timeout, like generateBeating,
+// so that a quiet stream is not mistaken for a lost worker). started
+// reports whether any delta arrived before a failure.
+func streamBeating(ctx context.Context, m llm.StreamingModel, req *llm.Request) (resp *llm.Response, started bool, err error) {
+	var (
+		mu   sync.Mutex
+		prog StreamProgress
+		acc  llm.Accumulator
+	)
+	collect := func(ctx context.Context) (*llm.Response, bool, error) {
+		for d, derr := range m.Stream(ctx, req) {
+			if derr == nil {
+				derr = acc.Add(d)
+			}
+			if derr != nil {
+				return acc.Response(), acc.Started(), derr
+			}
+			mu.Lock()
+			prog.Deltas++
+			switch d.Kind {
+			case llm.DeltaText:
+				prog.TextBytes += len(d.Text)
+			case llm.DeltaReasoning:
+				prog.ReasoningBytes += len(d.Text)
+			case llm.DeltaToolCallStart:
+				prog.Calls++
+			}
+			mu.Unlock()
+			if ctx.Err() != nil && !acc.Finished() {
+				// The adapter did not notice: stop reading, which closes
+				// the stream.
+				return acc.Response(), true, ctx.Err()
+			}
+		}
+		if !acc.Finished() {
+			return acc.Response(), acc.Started(), &llm.Error{Kind: llm.ErrorProtocol,
+				Err: errors.New("inconsistent stream: the stream ended without a finish")}
+		}
+		return acc.Response(), true, nil
+	}
+	every := activity.GetInfo(ctx).HeartbeatTimeout / 3
+	if every <= 0 {
+		return collect(ctx)
+	}
+	type answer struct {
+		resp    *llm.Response
+		started bool
+		err     error
+	}
+	done := make(chan answer, 1)
+	go func() {
+		r, s, e := collect(ctx)
+		done <- answer{r, s, e}
+	}()
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	for {
+		select {
+		case a := <-done:
+			return a.resp, a.started, a.err
+		case <-ctx.Done():
+			// collect stops reading at its next delta; a stream that
+			// sends none is left to end alone (done is buffered).
+			select {
+			case a := <-done:
+				return a.resp, a.started, a.err
+			default:
+				return nil, false, ctx.Err()
+			}
+		case <-tick.C:
+			mu.Lock()
+			p := prog
+			mu.Unlock()
+			activity.RecordHeartbeat(ctx, p)
 		}
 	}
 }

@@ -63,6 +63,10 @@ type RunInput struct {
 	// call again elsewhere (a write is replayed from the ledger); the
 	// activity beats every third of it. Default 10s.
 	ToolHeartbeat time.Duration `json:"tool_heartbeat,omitempty"`
+	// ModelHeartbeat is the same for a model activity, whose heartbeats
+	// also carry a streamed turn's progress (Config.Stream,
+	// StreamProgress). Default 15s.
+	ModelHeartbeat time.Duration `json:"model_heartbeat,omitempty"`
 	// ConfirmationTimeout is how long a run paused for confirmation waits
 	// for its answers; when it passes, the workflow completes with status
 	// confirmation_required. Zero waits for ever.
@@ -180,16 +184,12 @@ const (
 	DefaultModelRetryBackoff    = 500 * time.Millisecond
 	DefaultToolActivityAttempts = 3
 	DefaultToolHeartbeat        = 10 * time.Second
+	DefaultModelHeartbeat       = 15 * time.Second
 )
 
 // localTimeout bounds the local activities (validation, authorization by
 // an in-memory policy, planning, storing the log's last events).
 const localTimeout = 30 * time.Second
-
-// modelHeartbeatTimeout is how long a model activity may go without a
-// heartbeat before Temporal counts its worker as gone; the activity beats
-// every third of it while the request runs.
-const modelHeartbeatTimeout = 15 * time.Second
 
 // RunLoop is the loop as a workflow. The decider (loop.Next) runs as
 // workflow code; model requests and tool calls run as activities; a
@@ -273,6 +273,9 @@ func newDriver(ctx workflow.Context, in RunInput) (*driver, error) {
 	}
 	if in.ToolHeartbeat <= 0 {
 		in.ToolHeartbeat = DefaultToolHeartbeat
+	}
+	if in.ModelHeartbeat <= 0 {
+		in.ModelHeartbeat = DefaultModelHeartbeat
 	}
 	if in.HistoryLimit < 0 || in.HistoryLimit > historyEventsGuard {
 		return nil, fmt.Errorf("temporal: HistoryLimit is %d; want 0 (default %d) or up to %d events", in.HistoryLimit, historyEventsGuard, historyEventsGuard)
@@ -627,7 +630,7 @@ func (d *driver) requestModel(ctx workflow.Context) loop.Event {
 		// end, which the heartbeats make prompt, since they carry the
 		// cancellation to the request's context.
 		WaitForCancellation: true,
-		HeartbeatTimeout:    modelHeartbeatTimeout,
+		HeartbeatTimeout:    d.in.ModelHeartbeat,
 	}
 	byDeadline := d.bound(ctx, &o)
 	o.RetryPolicy.NonRetryableErrorTypes = []string{ErrTypePayloadTooLarge}
@@ -654,8 +657,12 @@ func (d *driver) requestModel(ctx workflow.Context) loop.Event {
 		f := deadlineFailure
 		return loop.Event{Kind: loop.ModelFailed, Failure: &f, Latency: latency, Attempts: attempts}
 	}
+	kind := loop.FailModel
+	if app := (*sdktemporal.ApplicationError)(nil); errors.As(err, &app) && app.Type() == ErrTypeProtocol {
+		kind = loop.FailProtocol
+	}
 	return loop.Event{Kind: loop.ModelFailed, Latency: latency, Attempts: attempts, Failure: &loop.Failure{
-		Kind: loop.FailModel, Message: fmt.Sprintf("model request failed after %d attempt(s): %s", attempts, cause(err))}}
+		Kind: kind, Message: fmt.Sprintf("model request failed after %d attempt(s): %s", attempts, cause(err))}}
 }
 
 // attemptsOf reads how many attempts a failed activity made: the attempt

@@ -26,6 +26,7 @@ func workerCmd(ctx context.Context, k *cli.Kit, args []string) int {
 	cn := addConnFlags(fs, true)
 	src := k.AddSourceFlags(fs)
 	sf := addStoreFlags(fs)
+	noStream := fs.Bool("no-stream", false, "ask the model for whole turns rather than streams")
 	pos, err := k.ParseFlags(fs, args)
 	if err != nil {
 		return k.UsageError("worker", err, workerUsage)
@@ -62,7 +63,7 @@ func workerCmd(ctx context.Context, k *cli.Kit, args []string) int {
 		return k.Fail("worker", err)
 	}
 	defer closeTools()
-	acts, err := newActivities(model, reg, src.Policy(), st.shared)
+	acts, err := newActivities(model, reg, src.Policy(), st.shared, !*noStream)
 	if err != nil {
 		return k.Fail("worker", err)
 	}
@@ -101,10 +102,12 @@ type workerStore interface {
 }
 
 // newActivities builds a worker's activities over the store its task
-// queue shares.
-func newActivities(model llm.Model, reg *tool.Registry, pol policy.Policy, st workerStore) (*temporal.Activities, error) {
+// queue shares; stream asks a model that can stream for streams
+// (temporal.Config.Stream), whose progress the activity's heartbeats then
+// carry.
+func newActivities(model llm.Model, reg *tool.Registry, pol policy.Policy, st workerStore, stream bool) (*temporal.Activities, error) {
 	return temporal.NewActivities(temporal.Config{
-		Model: model, Tools: reg, Policy: pol, Blobs: st,
+		Model: model, Tools: reg, Policy: pol, Blobs: st, Stream: stream,
 		Executor: executor.New(&executor.Options{Ledger: st}),
 	})
 }
@@ -144,6 +147,10 @@ Flags:
                          postgres://USER:PASSWORD@HOST:PORT/DB (a schema of
                          its own: ?search_path=SCHEMA), for workers of one
                          task queue on several machines
+  --no-stream            ask the model for whole turns; by default a turn is
+                         streamed on the worker (the workflow sees it whole),
+                         and the model activity's heartbeat details show its
+                         progress: temporal workflow describe --workflow-id ID
 
 Every worker of a task queue must offer the same tools: a run records its
 tools' version when it starts. Set TOOLLOOP_TEMPORAL_LOG=info to see the
