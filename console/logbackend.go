@@ -29,6 +29,12 @@ func (b *LogBackend) Runs(ctx context.Context, status string) ([]Run, error) {
 	if err != nil {
 		return nil, err
 	}
+	return SummaryRuns(list)
+}
+
+// SummaryRuns converts a store's run summaries, whose pending calls are
+// JSON, into Runs.
+func SummaryRuns(list []store.RunSummary) ([]Run, error) {
 	out := make([]Run, len(list))
 	for i, r := range list {
 		out[i] = Run{RunID: r.RunID, Status: r.Status, Counted: true, Steps: r.Steps, ToolCalls: r.ToolCalls,

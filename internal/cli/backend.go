@@ -4,8 +4,8 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"time"
 
+	"github.com/toolloop/toolloop/console"
 	"github.com/toolloop/toolloop/examples/orders"
 	"github.com/toolloop/toolloop/llm"
 	"github.com/toolloop/toolloop/loop"
@@ -148,19 +148,7 @@ type Filter struct {
 }
 
 // RunInfo is one run as toolloop runs lists it.
-type RunInfo struct {
-	RunID string
-	// Status is a loop.Status, loop.RunningStatus, or the backend's word
-	// for a run that ended without one (workflow_terminated, ...).
-	Status string
-	// Counted reports whether Steps, ToolCalls and Tokens are known.
-	Counted   bool
-	Steps     int
-	ToolCalls int
-	Tokens    int64
-	StartedAt time.Time
-	// SessionID is the run's session, "" if unknown.
-	SessionID string
-	// Pending is the calls that await an answer.
-	Pending []loop.Pending
-}
+//
+// It is the web console's Run, so that toolloop serve shows what toolloop
+// runs lists without converting one into the other.
+type RunInfo = console.Run

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -11,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/toolloop/toolloop/console"
 	"github.com/toolloop/toolloop/examples/orders"
 	"github.com/toolloop/toolloop/executor"
 	"github.com/toolloop/toolloop/llm"
@@ -277,19 +277,7 @@ func (b *local) Runs(ctx context.Context, f Filter) ([]RunInfo, error) {
 }
 
 // runInfos converts a store's run summaries.
-func runInfos(list []store.RunSummary) ([]RunInfo, error) {
-	infos := make([]RunInfo, len(list))
-	for i, r := range list {
-		infos[i] = RunInfo{RunID: r.RunID, Status: r.Status, Counted: true, Steps: r.Steps, ToolCalls: r.ToolCalls,
-			Tokens: r.InputTokens + r.OutputTokens, StartedAt: r.StartedAt, SessionID: r.SessionID}
-		if len(r.Pending) > 0 {
-			if err := json.Unmarshal(r.Pending, &infos[i].Pending); err != nil {
-				return nil, fmt.Errorf("run %s: its pending calls: %w", r.RunID, err)
-			}
-		}
-	}
-	return infos, nil
-}
+func runInfos(list []store.RunSummary) ([]RunInfo, error) { return console.SummaryRuns(list) }
 
 // Events implements Backend: the run's log in the store.
 func (b *local) Events(ctx context.Context, runID string) ([]loop.Event, error) {

@@ -102,16 +102,7 @@ type consoleBackend struct {
 }
 
 func (cb *consoleBackend) Runs(ctx context.Context, status string) ([]console.Run, error) {
-	list, err := cb.b.Runs(ctx, Filter{Status: status})
-	if err != nil {
-		return nil, err
-	}
-	out := make([]console.Run, len(list))
-	for i, r := range list {
-		out[i] = console.Run{RunID: r.RunID, Status: r.Status, Counted: r.Counted, Steps: r.Steps, ToolCalls: r.ToolCalls,
-			Tokens: r.Tokens, StartedAt: r.StartedAt, SessionID: r.SessionID, Pending: r.Pending}
-	}
-	return out, nil
+	return cb.b.Runs(ctx, Filter{Status: status})
 }
 
 func (cb *consoleBackend) Events(ctx context.Context, runID string) ([]loop.Event, error) {
