@@ -75,11 +75,7 @@ func history(t *testing.T, c client.Client, id, runID string) *historypb.History
 // it when -temporal.record is set.
 func replay(t *testing.T, name string, h *historypb.History) {
 	t.Helper()
-	r := worker.NewWorkflowReplayer()
-	temporal.RegisterWorkflow(r)
-	if err := r.ReplayWorkflowHistory(testLogger(), h); err != nil {
-		t.Fatalf("replaying the history of %s: %v", name, err)
-	}
+	replayOnly(t, name, h)
 	if *record {
 		b, err := temporalproto.CustomJSONMarshalOptions{Indent: "  "}.Marshal(h)
 		if err != nil {
@@ -92,6 +88,17 @@ func replay(t *testing.T, name string, h *historypb.History) {
 		if err := os.WriteFile(filepath.Join(dir, name+".json"), b, 0o644); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// replayOnly replays a real history against the workflow code without
+// recording it.
+func replayOnly(t *testing.T, name string, h *historypb.History) {
+	t.Helper()
+	r := worker.NewWorkflowReplayer()
+	temporal.RegisterWorkflow(r)
+	if err := r.ReplayWorkflowHistory(testLogger(), h); err != nil {
+		t.Fatalf("replaying the history of %s: %v", name, err)
 	}
 }
 
@@ -113,47 +120,70 @@ func startWorker(t *testing.T, c client.Client, acts *temporal.Activities) strin
 // TestDevServer runs the sandbox scenarios on a real Temporal server,
 // compares them with the in-process runner, and replays each recorded
 // history with worker.NewWorkflowReplayer to prove the workflow
-// deterministic.
+// deterministic. Each scenario runs twice: with the model's activity and
+// with RunInput.LocalModel (the model's local activity, whose retries,
+// failures and budgets must end the run the same way).
 func TestDevServer(t *testing.T) {
 	c := devClient(t)
-	for _, name := range compared {
-		if name == "confirmation_required" {
-			continue // TestDevServerConfirm
+	for _, local := range []bool{false, true} {
+		for _, name := range compared {
+			if name == "confirmation_required" {
+				continue // TestDevServerConfirm
+			}
+			devServerScenario(t, c, name, local)
 		}
-		t.Run(name, func(t *testing.T) {
-			s := scenario(t, name)
-			s.Ledger = store.NewMemory()
-			want, wantBook, err := s.Run(context.Background())
-			if err != nil {
-				t.Fatal(err)
-			}
-			book, st, acts := sandboxActivities(t, s)
-			queue := startWorker(t, c, acts)
-			start := want.Events[0].Start
-			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-			defer cancel()
-			run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: "toolloop-test-" + name + "-" + suffix(), TaskQueue: queue},
-				temporal.WorkflowName, scenarioInput(s, start.RunID, start.SessionID))
-			if err != nil {
-				t.Fatal(err)
-			}
-			var small temporal.RunOutput
-			if err := run.Get(ctx, &small); err != nil {
-				t.Fatal(err)
-			}
-			got := readResult(t, st, small)
-			if got.Status != want.Status || got.Detail != want.Detail {
-				t.Fatalf("workflow: %s (%s)\nin-process: %s (%s)", got.Status, got.Detail, want.Status, want.Detail)
-			}
-			if g, w := jsonOf(t, got.Messages), jsonOf(t, want.Messages); g != w {
-				t.Fatalf("histories differ:\nworkflow:   %s\nin-process: %s", g, w)
-			}
-			if book.TotalRefunds() != wantBook.TotalRefunds() {
-				t.Fatalf("refunds: workflow %d, in-process %d", book.TotalRefunds(), wantBook.TotalRefunds())
-			}
-			replay(t, name, history(t, c, run.GetID(), run.GetRunID()))
-		})
 	}
+}
+
+// localModelRecorded are the scenarios whose LocalModel history is
+// recorded for TestReplayRecordedHistories (with -temporal.record).
+var localModelRecorded = []string{"normal", "model_error", "parallel", "cost_budget_exceeded"}
+
+func devServerScenario(t *testing.T, c client.Client, name string, local bool) {
+	test := name
+	if local {
+		test = "local_model_" + name
+	}
+	t.Run(test, func(t *testing.T) {
+		s := scenario(t, name)
+		s.Ledger = store.NewMemory()
+		want, wantBook, err := s.Run(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		book, st, acts := sandboxActivities(t, s)
+		queue := startWorker(t, c, acts)
+		start := want.Events[0].Start
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		in := scenarioInput(s, start.RunID, start.SessionID)
+		in.LocalModel = local
+		run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: "toolloop-test-" + test + "-" + suffix(), TaskQueue: queue},
+			temporal.WorkflowName, in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var small temporal.RunOutput
+		if err := run.Get(ctx, &small); err != nil {
+			t.Fatal(err)
+		}
+		got := readResult(t, st, small)
+		if got.Status != want.Status || got.Detail != want.Detail {
+			t.Fatalf("workflow: %s (%s)\nin-process: %s (%s)", got.Status, got.Detail, want.Status, want.Detail)
+		}
+		if g, w := jsonOf(t, got.Messages), jsonOf(t, want.Messages); g != w {
+			t.Fatalf("histories differ:\nworkflow:   %s\nin-process: %s", g, w)
+		}
+		if book.TotalRefunds() != wantBook.TotalRefunds() {
+			t.Fatalf("refunds: workflow %d, in-process %d", book.TotalRefunds(), wantBook.TotalRefunds())
+		}
+		h := history(t, c, run.GetID(), run.GetRunID())
+		if local && !slices.Contains(localModelRecorded, name) {
+			replayOnly(t, test, h)
+			return
+		}
+		replay(t, test, h)
+	})
 }
 
 // TestDevServerConfirm pauses a run for confirmation on a real server,
