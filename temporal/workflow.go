@@ -63,10 +63,11 @@ type RunInput struct {
 	// about every 8 seconds of a long request); there are no heartbeats,
 	// so a worker lost mid-request is noticed when the workflow task
 	// times out (10 s), and the request is then made again from the
-	// start by the next workflow task, on any worker; a canceled
-	// workflow does not wait for the response (a response that arrives
-	// as the workflow is canceled is not recorded); retries wait in the
-	// worker (or, past a minute, on a workflow timer); the workflow's
+	// start by the next workflow task, on any worker; a cancellation
+	// reaches the workflow after the workflow task that records the
+	// response has scheduled its calls, which are then canceled (the
+	// run stops before them otherwise); retries wait in the
+	// worker (or, past the workflow task timeout, on a workflow timer); the workflow's
 	// clock (workflow.Now) does not move during the request, so the
 	// event's latency is the activity's own time and the run's deadline
 	// is checked against the clock of the next workflow task. Leave it
