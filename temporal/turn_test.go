@@ -29,7 +29,9 @@ import (
 // SaveLog activity. The policy is asked once per call, no more. With
 // Config.RemotePolicy the policy is asked in its own activity, once per
 // call too (20 events a turn, as every turn was before), and the run ends
-// the same way.
+// the same way. With RunInput.LocalModel the model's request is a marker
+// where it was an activity and the workflow task after it: 8 events a
+// turn, and no model activity is scheduled.
 func TestDevServerTurnEvents(t *testing.T) {
 	c := devClient(t)
 	const turns = 4
