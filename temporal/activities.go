@@ -242,6 +242,10 @@ type ModelOutput struct {
 	// Log is the digest of the log's segment that ends with the input's
 	// New events.
 	Log string `json:"log,omitempty"`
+	// Took is how long the activity ran, for the latency of a request
+	// made as a local activity (RunInput.LocalModel), during which the
+	// workflow's clock does not move.
+	Took time.Duration `json:"took,omitempty"`
 }
 
 // storeError is a failure of the blob store, which Temporal retries.
@@ -255,6 +259,7 @@ func storeError(err error) error {
 // detail, and a provider's Retry-After as the next retry's delay. A
 // response larger than MaxResponseBytes is an ErrTypePayloadTooLarge.
 func (a *Activities) RequestModel(ctx context.Context, in ModelInput) (ModelOutput, error) {
+	began := time.Now()
 	head, err := appendLog(ctx, a.cfg.Blobs, a.cache, in.Log, in.New)
 	if err != nil {
 		return ModelOutput{}, storeError(err)
@@ -314,7 +319,7 @@ func (a *Activities) RequestModel(ctx context.Context, in ModelInput) (ModelOutp
 	// Whatever the arguments of its calls, the response travels as it is:
 	// llm.ToolCall encodes them byte for byte (valid JSON or not), so the
 	// workflow's log records what the model sent.
-	return ModelOutput{Response: resp, Attempt: attempt, Log: head}, nil
+	return ModelOutput{Response: resp, Attempt: attempt, Log: head, Took: time.Since(began)}, nil
 }
 
 // SaveLogInput is SaveLogActivity's input.

@@ -75,11 +75,7 @@ func history(t *testing.T, c client.Client, id, runID string) *historypb.History
 // it when -temporal.record is set.
 func replay(t *testing.T, name string, h *historypb.History) {
 	t.Helper()
-	r := worker.NewWorkflowReplayer()
-	temporal.RegisterWorkflow(r)
-	if err := r.ReplayWorkflowHistory(testLogger(), h); err != nil {
-		t.Fatalf("replaying the history of %s: %v", name, err)
-	}
+	replayOnly(t, name, h)
 	if *record {
 		b, err := temporalproto.CustomJSONMarshalOptions{Indent: "  "}.Marshal(h)
 		if err != nil {
@@ -92,6 +88,17 @@ func replay(t *testing.T, name string, h *historypb.History) {
 		if err := os.WriteFile(filepath.Join(dir, name+".json"), b, 0o644); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// replayOnly replays a real history against the workflow code without
+// recording it.
+func replayOnly(t *testing.T, name string, h *historypb.History) {
+	t.Helper()
+	r := worker.NewWorkflowReplayer()
+	temporal.RegisterWorkflow(r)
+	if err := r.ReplayWorkflowHistory(testLogger(), h); err != nil {
+		t.Fatalf("replaying the history of %s: %v", name, err)
 	}
 }
 
@@ -113,47 +120,70 @@ func startWorker(t *testing.T, c client.Client, acts *temporal.Activities) strin
 // TestDevServer runs the sandbox scenarios on a real Temporal server,
 // compares them with the in-process runner, and replays each recorded
 // history with worker.NewWorkflowReplayer to prove the workflow
-// deterministic.
+// deterministic. Each scenario runs twice: with the model's activity and
+// with RunInput.LocalModel (the model's local activity, whose retries,
+// failures and budgets must end the run the same way).
 func TestDevServer(t *testing.T) {
 	c := devClient(t)
-	for _, name := range compared {
-		if name == "confirmation_required" {
-			continue // TestDevServerConfirm
+	for _, local := range []bool{false, true} {
+		for _, name := range compared {
+			if name == "confirmation_required" {
+				continue // TestDevServerConfirm
+			}
+			devServerScenario(t, c, name, local)
 		}
-		t.Run(name, func(t *testing.T) {
-			s := scenario(t, name)
-			s.Ledger = store.NewMemory()
-			want, wantBook, err := s.Run(context.Background())
-			if err != nil {
-				t.Fatal(err)
-			}
-			book, st, acts := sandboxActivities(t, s)
-			queue := startWorker(t, c, acts)
-			start := want.Events[0].Start
-			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-			defer cancel()
-			run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: "toolloop-test-" + name + "-" + suffix(), TaskQueue: queue},
-				temporal.WorkflowName, scenarioInput(s, start.RunID, start.SessionID))
-			if err != nil {
-				t.Fatal(err)
-			}
-			var small temporal.RunOutput
-			if err := run.Get(ctx, &small); err != nil {
-				t.Fatal(err)
-			}
-			got := readResult(t, st, small)
-			if got.Status != want.Status || got.Detail != want.Detail {
-				t.Fatalf("workflow: %s (%s)\nin-process: %s (%s)", got.Status, got.Detail, want.Status, want.Detail)
-			}
-			if g, w := jsonOf(t, got.Messages), jsonOf(t, want.Messages); g != w {
-				t.Fatalf("histories differ:\nworkflow:   %s\nin-process: %s", g, w)
-			}
-			if book.TotalRefunds() != wantBook.TotalRefunds() {
-				t.Fatalf("refunds: workflow %d, in-process %d", book.TotalRefunds(), wantBook.TotalRefunds())
-			}
-			replay(t, name, history(t, c, run.GetID(), run.GetRunID()))
-		})
 	}
+}
+
+// localModelRecorded are the scenarios whose LocalModel history is
+// recorded for TestReplayRecordedHistories (with -temporal.record).
+var localModelRecorded = []string{"normal", "model_error", "parallel", "cost_budget_exceeded"}
+
+func devServerScenario(t *testing.T, c client.Client, name string, local bool) {
+	test := name
+	if local {
+		test = "local_model_" + name
+	}
+	t.Run(test, func(t *testing.T) {
+		s := scenario(t, name)
+		s.Ledger = store.NewMemory()
+		want, wantBook, err := s.Run(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		book, st, acts := sandboxActivities(t, s)
+		queue := startWorker(t, c, acts)
+		start := want.Events[0].Start
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		in := scenarioInput(s, start.RunID, start.SessionID)
+		in.LocalModel = local
+		run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: "toolloop-test-" + test + "-" + suffix(), TaskQueue: queue},
+			temporal.WorkflowName, in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var small temporal.RunOutput
+		if err := run.Get(ctx, &small); err != nil {
+			t.Fatal(err)
+		}
+		got := readResult(t, st, small)
+		if got.Status != want.Status || got.Detail != want.Detail {
+			t.Fatalf("workflow: %s (%s)\nin-process: %s (%s)", got.Status, got.Detail, want.Status, want.Detail)
+		}
+		if g, w := jsonOf(t, got.Messages), jsonOf(t, want.Messages); g != w {
+			t.Fatalf("histories differ:\nworkflow:   %s\nin-process: %s", g, w)
+		}
+		if book.TotalRefunds() != wantBook.TotalRefunds() {
+			t.Fatalf("refunds: workflow %d, in-process %d", book.TotalRefunds(), wantBook.TotalRefunds())
+		}
+		h := history(t, c, run.GetID(), run.GetRunID())
+		if local && !slices.Contains(localModelRecorded, name) {
+			replayOnly(t, test, h)
+			return
+		}
+		replay(t, test, h)
+	})
 }
 
 // TestDevServerConfirm pauses a run for confirmation on a real server,
@@ -206,8 +236,21 @@ func TestDevServerConfirm(t *testing.T) {
 // produces an answer (the canceled scenario, its caller played by
 // CancelWorkflow): the server waits for the activity, so the log is the
 // in-process one, answer recorded and its call skipped, and the history
-// of this path is recorded too.
+// of this path is recorded too. With RunInput.LocalModel the same: the
+// cancellation reaches the workflow at its next workflow task, after the
+// model's local activity has ended in this one and its answer is
+// recorded.
 func TestDevServerCanceled(t *testing.T) {
+	for _, local := range []bool{false, true} {
+		name := "canceled"
+		if local {
+			name = "local_model_canceled"
+		}
+		t.Run(name, func(t *testing.T) { devServerCanceled(t, name, local) })
+	}
+}
+
+func devServerCanceled(t *testing.T, name string, local bool) {
 	c := devClient(t)
 	s := scenario(t, "canceled")
 	s.Ledger = store.NewMemory()
@@ -229,8 +272,9 @@ func TestDevServerCanceled(t *testing.T) {
 	}
 	queue := startWorker(t, c, acts)
 	start := want.Events[0].Start
-	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: queue},
-		temporal.WorkflowName, scenarioInput(s, start.RunID, start.SessionID))
+	in := scenarioInput(s, start.RunID, start.SessionID)
+	in.LocalModel = local
+	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: queue}, temporal.WorkflowName, in)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -243,13 +287,54 @@ func TestDevServerCanceled(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := readResult(t, st, small)
+	if local {
+		devServerCanceledLocal(t, got, want)
+		replay(t, name, history(t, c, id, run.GetRunID()))
+		return
+	}
 	if got.Status != loop.Canceled || !slices.Equal(kinds(got.Events), kinds(want.Events)) {
 		t.Fatalf("workflow %s: %v\nin-process %s: %v", got.Status, kinds(got.Events), want.Status, kinds(want.Events))
 	}
 	if g, w := jsonOf(t, got.Messages), jsonOf(t, want.Messages); g != w {
 		t.Fatalf("histories differ:\nworkflow:   %s\nin-process: %s", g, w)
 	}
-	replay(t, "canceled", history(t, c, id, run.GetRunID()))
+	replay(t, name, history(t, c, id, run.GetRunID()))
+}
+
+// devServerCanceledLocal checks TestDevServerCanceled's run with
+// RunInput.LocalModel. The cancellation reaches the workflow at the
+// workflow task after the one whose local activity got the answer, and
+// that one went on: it recorded the answer (as in-process), prepared its
+// call and scheduled the call's activity. The next workflow task cancels
+// the activity: the call is skipped as canceled, or, had its activity
+// started first, its outcome is recorded (a write's is waited for). The
+// run ends canceled either way, its history well-formed.
+func devServerCanceledLocal(t *testing.T, got, want *loop.Result) {
+	t.Helper()
+	if got.Status != loop.Canceled {
+		t.Fatalf("workflow %s (%s), want canceled", got.Status, got.Detail)
+	}
+	responded := func(evs []loop.Event) (n int) {
+		for _, ev := range evs {
+			if ev.Kind == loop.ModelResponded {
+				n++
+			}
+		}
+		return n
+	}
+	if g, w := responded(got.Events), responded(want.Events); g != w {
+		t.Fatalf("%d model responses recorded, in-process %d: %v", g, w, kinds(got.Events))
+	}
+	o := outcome(got.Events, "call_t1")
+	if o == nil {
+		t.Fatalf("no outcome for the answer's call: %v", kinds(got.Events))
+	}
+	if o.Attempts == 0 && (o.Result.Status != llm.StatusSkipped || o.Result.ErrorKind != llm.ErrCanceled) {
+		t.Fatalf("the call that never ran: %+v", o.Result)
+	}
+	if err := llm.CheckHistory(got.Messages); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // waitPaused polls run id's status query until the run pauses for

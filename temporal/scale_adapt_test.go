@@ -2,6 +2,7 @@ package temporal_test
 
 import (
 	"context"
+	"os"
 	"testing"
 
 	"go.temporal.io/sdk/client"
@@ -32,8 +33,11 @@ func scaleActivities(t *testing.T, model llm.Model, reg *tool.Registry) *tempora
 	return acts
 }
 
+// scaleInput is a run's input; TOOLLOOP_SCALE_LOCAL_MODEL=1 makes its
+// model requests local activities (RunInput.LocalModel).
 func scaleInput(msgs []llm.Message, b loop.Budgets) temporal.RunInput {
-	return temporal.RunInput{Model: "scripted", Messages: msgs, Budgets: b}
+	return temporal.RunInput{Model: "scripted", Messages: msgs, Budgets: b,
+		LocalModel: os.Getenv("TOOLLOOP_SCALE_LOCAL_MODEL") == "1"}
 }
 
 func scaleGet(ctx context.Context, run client.WorkflowRun) (scaleEnd, error) {

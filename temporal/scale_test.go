@@ -31,6 +31,9 @@ import (
 // testdata/scale/before_adapt_test.go.txt (as scale_adapt_test.go) into a
 // checkout of that code.
 //
+// TOOLLOOP_SCALE_EAGER=1 starts the runs with eager workflow start
+// (client.StartWorkflowOptions.EnableEagerStart: the server hands the
+// first workflow task to this process's worker in the start's answer).
 // TOOLLOOP_SCALE picks the measurements (comma-separated: long, turn,
 // many); without it, or without TOOLLOOP_TEMPORAL_ADDR, the test skips.
 // TOOLLOOP_SCALE_TURNS and TOOLLOOP_SCALE_BYTES set the long run (500 x
@@ -116,6 +119,25 @@ func scaleParts(t *testing.T, turns, size int) (llm.Model, *tool.Registry) {
 	return model, reg
 }
 
+// startOptions are a measured run's start options.
+func startOptions(id, queue string) client.StartWorkflowOptions {
+	return client.StartWorkflowOptions{ID: id, TaskQueue: queue, EnableEagerStart: os.Getenv("TOOLLOOP_SCALE_EAGER") == "1"}
+}
+
+// isModelRequest reports whether ev schedules a model request: the model
+// activity, or the marker of the model's local activity.
+func isModelRequest(ev *historypb.HistoryEvent) bool {
+	if a := ev.GetActivityTaskScheduledEventAttributes(); a != nil {
+		return a.GetActivityType().GetName() == temporal.ModelActivity
+	}
+	m := ev.GetMarkerRecordedEventAttributes()
+	if m == nil || m.GetMarkerName() != "LocalActivity" || len(m.GetDetails()["data"].GetPayloads()) == 0 {
+		return false
+	}
+	var data struct{ ActivityType string }
+	return json.Unmarshal(m.GetDetails()["data"].GetPayloads()[0].GetData(), &data) == nil && data.ActivityType == temporal.ModelActivity
+}
+
 // scaleRun is one measured run: how it ended and its history over every
 // workflow run (the first and each continuation as new).
 type scaleRun struct {
@@ -154,7 +176,7 @@ func runScaled(t *testing.T, c client.Client, queue string, turns int, timeout t
 	in := scaleInput([]llm.Message{llm.UserMessage("read every page")},
 		loop.Budgets{MaxSteps: turns + 1, MaxToolCalls: turns, Deadline: timeout})
 	start := time.Now()
-	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: queue}, temporal.WorkflowName, in)
+	run, err := c.ExecuteWorkflow(ctx, startOptions(id, queue), temporal.WorkflowName, in)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -170,7 +192,7 @@ func runScaled(t *testing.T, c client.Client, queue string, turns int, timeout t
 		b := 0
 		for _, ev := range h.Events {
 			b += proto.Size(ev)
-			if a := ev.GetActivityTaskScheduledEventAttributes(); a != nil && a.GetActivityType().GetName() == temporal.ModelActivity {
+			if isModelRequest(ev) {
 				r.models++
 			}
 			if a := ev.GetActivityTaskScheduledEventAttributes(); a != nil && a.GetActivityType().GetName() == temporal.ToolActivity {
@@ -308,7 +330,7 @@ func scaleTurn(t *testing.T, c client.Client) {
 	var seen int
 	var turn []string
 	for _, ev := range many.histories[0].Events {
-		if a := ev.GetActivityTaskScheduledEventAttributes(); a != nil && a.GetActivityType().GetName() == temporal.ModelActivity {
+		if isModelRequest(ev) {
 			seen++
 		}
 		if seen == 2 {
@@ -373,7 +395,7 @@ func scaleMany(t *testing.T, c client.Client) {
 		wg.Go(func() {
 			in := scaleInput([]llm.Message{llm.UserMessage("read a page")}, loop.Budgets{MaxSteps: 2, MaxToolCalls: 1, Deadline: 15 * time.Minute})
 			status := ""
-			run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: fmt.Sprintf("toolloop-scale-many-%s-%d", suffix(), i), TaskQueue: queue},
+			run, err := c.ExecuteWorkflow(ctx, startOptions(fmt.Sprintf("toolloop-scale-many-%s-%d", suffix(), i), queue),
 				temporal.WorkflowName, in)
 			if err == nil {
 				var end scaleEnd
@@ -390,6 +412,6 @@ func scaleMany(t *testing.T, c client.Client) {
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
-	t.Logf("%d short runs at once, one worker (load before %s, after %s): %v, %.2f runs/s; endings %v",
-		runs, load, loadavg(), elapsed.Round(time.Millisecond), float64(runs)/elapsed.Seconds(), statuses)
+	t.Logf("%d short runs at once, one worker, eager start %v (load before %s, after %s): %v, %.2f runs/s; endings %v",
+		runs, startOptions("", "").EnableEagerStart, load, loadavg(), elapsed.Round(time.Millisecond), float64(runs)/elapsed.Seconds(), statuses)
 }

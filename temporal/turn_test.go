@@ -29,15 +29,25 @@ import (
 // SaveLog activity. The policy is asked once per call, no more. With
 // Config.RemotePolicy the policy is asked in its own activity, once per
 // call too (20 events a turn, as every turn was before), and the run ends
-// the same way.
+// the same way. With RunInput.LocalModel the model's request is a marker
+// where it was an activity and the workflow task after it: 8 events a
+// turn, and no model activity is scheduled.
 func TestDevServerTurnEvents(t *testing.T) {
 	c := devClient(t)
 	const turns = 4
-	for _, remote := range []bool{false, true} {
-		name := "local_policy"
-		if remote {
-			name = "remote_policy"
-		}
+	for _, v := range []struct {
+		name          string
+		remote, local bool
+		want          int
+	}{
+		{"local_policy", false, false, 13},
+		// The policy's activity, the workflow task after it, the plan's marker.
+		{"remote_policy", true, false, 20},
+		// RunInput.LocalModel: the model's marker replaces its activity
+		// and the workflow task after it.
+		{"local_model", false, true, 8},
+	} {
+		name, remote := v.name, v.remote
 		t.Run(name, func(t *testing.T) {
 			var asked atomic.Int32
 			pol := policy.Func(func(_ context.Context, req policy.Request) (policy.Decision, error) {
@@ -52,7 +62,7 @@ func TestDevServerTurnEvents(t *testing.T) {
 			defer cancel()
 			id := "toolloop-test-turn-" + name + "-" + suffix()
 			in := temporal.RunInput{Model: "scripted", Messages: []llm.Message{llm.UserMessage("read every page")},
-				Budgets: loop.Budgets{MaxSteps: turns + 1}}
+				Budgets: loop.Budgets{MaxSteps: turns + 1}, LocalModel: v.local}
 			run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: queue}, temporal.WorkflowName, in)
 			if err != nil {
 				t.Fatal(err)
@@ -73,7 +83,7 @@ func TestDevServerTurnEvents(t *testing.T) {
 			}
 			h := history(t, c, id, run.GetRunID())
 			scheduled := map[string]int{}
-			var models []int // index of each model activity's scheduling
+			var models []int // index of each model request's scheduling (or marker)
 			for i, ev := range h.Events {
 				if a := ev.GetActivityTaskScheduledEventAttributes(); a != nil {
 					scheduled[a.GetActivityType().GetName()]++
@@ -81,14 +91,17 @@ func TestDevServerTurnEvents(t *testing.T) {
 						models = append(models, i)
 					}
 				}
+				if v.local && isModelRequest(ev) {
+					models = append(models, i)
+				}
+			}
+			if v.local && scheduled[temporal.ModelActivity] != 0 {
+				t.Fatalf("%d model activities scheduled with LocalModel", scheduled[temporal.ModelActivity])
 			}
 			if len(models) != turns+1 {
-				t.Fatalf("%d model activities for %d turns", len(models), turns+1)
+				t.Fatalf("%d model requests for %d turns", len(models), turns+1)
 			}
-			want := 13
-			if remote {
-				want = 20 // the policy's activity, the workflow task after it, the plan's marker
-			}
+			want := v.want
 			for k := 1; k < len(models); k++ {
 				if n := models[k] - models[k-1]; n != want {
 					var kinds []string

@@ -53,6 +53,26 @@ type RunInput struct {
 	// first wait, doubled each time, at most 30s (default 500ms).
 	ModelRetries      int           `json:"model_retries,omitempty"`
 	ModelRetryBackoff time.Duration `json:"model_retry_backoff,omitempty"`
+	// LocalModel runs each model request as a local activity (the same
+	// RequestModel code, the same timeout and retry policy) instead of an
+	// activity: the worker that runs the workflow task calls the model and
+	// records the response in a marker, so a one-call tool turn is 8
+	// history events and two dispatches through the server's queues
+	// instead of 13 and four. The trade-offs: the request holds the
+	// workflow task (the SDK keeps it alive, a workflow task of 3 events
+	// about every 8 seconds of a long request); there are no heartbeats,
+	// so a worker lost mid-request is noticed when the workflow task times
+	// out (10 s), and the request is then made again from the start by the
+	// next workflow task, on any worker; a cancellation reaches the
+	// workflow after the workflow task that records the response has
+	// scheduled its calls, which are then canceled (the run stops before
+	// them otherwise); retries wait in the worker (or, past the workflow
+	// task timeout, on a workflow timer); the workflow's clock
+	// (workflow.Now) does not move during the request, so the event's
+	// latency is the activity's own time and the run's deadline is checked
+	// against the clock of the next workflow task. Leave it off for long
+	// or expensive requests; turn it on for many short ones.
+	LocalModel bool `json:"local_model,omitempty"`
 	// ToolActivityAttempts is how many times a tool call's activity is
 	// tried when its worker fails it (a crash, a lost connection); the
 	// tool's own retryable errors are retried inside the executor.
@@ -639,8 +659,23 @@ func (d *driver) requestModel(ctx workflow.Context) loop.Event {
 		RetryBackoff: d.in.ModelRetryBackoff,
 	}
 	var out ModelOutput
-	err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, o), ModelActivity, in).Get(ctx, &out)
+	var err error
+	if d.in.LocalModel {
+		lo := workflow.LocalActivityOptions{
+			ScheduleToCloseTimeout: o.ScheduleToCloseTimeout,
+			StartToCloseTimeout:    o.StartToCloseTimeout,
+			RetryPolicy:            o.RetryPolicy,
+		}
+		err = workflow.ExecuteLocalActivity(workflow.WithLocalActivityOptions(ctx, lo), ModelActivity, in).Get(ctx, &out)
+	} else {
+		err = workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, o), ModelActivity, in).Get(ctx, &out)
+	}
 	latency := workflow.Now(ctx).Sub(start)
+	if d.in.LocalModel {
+		// A local activity's time does not move the workflow's clock when
+		// it ends within the workflow task: its own measure is the latency.
+		latency = max(latency, out.Took)
+	}
 	d.turns++
 	if err == nil && (out.Response == nil || out.Log == "") {
 		err = errors.New("the model activity returned no response, or no log")

@@ -94,21 +94,32 @@ func (w *workerProc) log() string {
 // error). The workers share a SQLite file (--db), as on one machine, or a
 // PostgreSQL schema (--store), as on several; the postgres case needs
 // TOOLLOOP_POSTGRES_URL (see postgresSchema).
+//
+// sqlite_local_model is the SQLite case with RunInput.LocalModel: the
+// model requests run in the workflow tasks, so the kill also loses
+// requests in flight, which the surviving worker's workflow task makes
+// again once the lost one times out.
 func TestWorkerKill(t *testing.T) {
 	addr := devAddr(t)
-	t.Run("sqlite", func(t *testing.T) {
-		db := filepath.Join(t.TempDir(), "shared.db")
-		st, err := sqlite.Open(db, nil)
-		if err != nil {
-			t.Fatal(err)
+	for _, local := range []bool{false, true} {
+		name := "sqlite"
+		if local {
+			name = "sqlite_local_model"
 		}
-		defer st.Close()
-		book, err := orders.OpenSQLiteBook(context.Background(), st.DB())
-		if err != nil {
-			t.Fatal(err)
-		}
-		workerKill(t, addr, book, st, "; store "+db+"\n", "--db", db)
-	})
+		t.Run(name, func(t *testing.T) {
+			db := filepath.Join(t.TempDir(), "shared.db")
+			st, err := sqlite.Open(db, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer st.Close()
+			book, err := orders.OpenSQLiteBook(context.Background(), st.DB())
+			if err != nil {
+				t.Fatal(err)
+			}
+			workerKill(t, addr, book, st, "; store "+db+"\n", local, "--db", db)
+		})
+	}
 	t.Run("postgres", func(t *testing.T) {
 		// The server trusts local connections: the password is there to
 		// check that the workers never print it.
@@ -124,7 +135,7 @@ func TestWorkerKill(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		workerKill(t, addr, book, st, "?search_path="+schema+"\n", "--store", url)
+		workerKill(t, addr, book, st, "?search_path="+schema+"\n", false, "--store", url)
 	})
 }
 
@@ -138,7 +149,8 @@ type killBook interface {
 // workerKill is TestWorkerKill with the workers' store given by storeArgs
 // and book and st (where the runs' logs are) open on it; the workers'
 // startup line must name the store as wantStore (part of the line).
-func workerKill(t *testing.T, addr string, book killBook, st store.Blobs, wantStore string, storeArgs ...string) {
+// localModel sets the runs' RunInput.LocalModel.
+func workerKill(t *testing.T, addr string, book killBook, st store.Blobs, wantStore string, localModel bool, storeArgs ...string) {
 	ctx := context.Background()
 	n := *killRuns
 	var add []orders.Order
@@ -173,7 +185,7 @@ func workerKill(t *testing.T, addr string, book killBook, st store.Blobs, wantSt
 			llm.UserMessage(fmt.Sprintf("Please refund order K%03d.", i+1))},
 			// A tool activity lost with its worker is retried once its
 			// StartToClose timeout (tool timeout + slack) passes.
-			Budgets: loop.Budgets{ToolTimeout: 3 * time.Second, Deadline: 3 * time.Minute}}
+			Budgets: loop.Budgets{ToolTimeout: 3 * time.Second, Deadline: 3 * time.Minute}, LocalModel: localModel}
 		wr, err := cl.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: ids[i], TaskQueue: queue}, temporal.WorkflowName, in)
 		if err != nil {
 			t.Fatal(err)
