@@ -65,6 +65,9 @@ type sourceFlags struct {
 	// maxResponseBytes caps one reply's body (the adapters'
 	// MaxResponseBytes): 0 for llm.DefaultMaxResponseBytes.
 	maxResponseBytes int64
+	// maxStreamBytes caps one streamed reply's body (the adapters'
+	// MaxStreamBytes): 0 for llm.DefaultMaxStreamBytes.
+	maxStreamBytes int64
 	// How the model thinks, fixed for the run (a provider such as
 	// Anthropic refuses settings that change within a tool loop, so they
 	// are part of the record resume checks): reasoningEffort for OpenAI
@@ -91,6 +94,7 @@ func addSourceFlags(fs *flag.FlagSet) *sourceFlags {
 	fs.Var(&f.mcpURL, "mcp-url", "add the tools of the MCP server at `URL` (streamable HTTP); repeatable")
 	fs.DurationVar(&f.modelTimeout, "model-timeout", 0, "give up on a model request after `D` and try again, as for a rate limit (default 5m)")
 	fs.Int64Var(&f.maxResponseBytes, "max-response-bytes", 0, "fail a model reply larger than `N` bytes (default 8 MiB; -1 for no cap)")
+	fs.Int64Var(&f.maxStreamBytes, "max-stream-bytes", 0, "fail a streamed model reply larger than `N` bytes (default 64 MiB; -1 for no cap)")
 	fs.StringVar(&f.reasoningEffort, "reasoning-effort", "", "how hard a reasoning model thinks, `E`: minimal, low, medium, high (openai, openai-responses; gemini's thinking level)")
 	fs.Int64Var(&f.thinkingBudget, "thinking-budget", 0, "let the model think with up to `N` tokens a turn (anthropic: at least 1024, interleaved with tool calls; gemini: -1 lets the model decide)")
 	fs.BoolVar(&f.adaptiveThinking, "adaptive-thinking", false, "anthropic: the model decides how much to think")
@@ -226,7 +230,7 @@ func (c *cli) modelFor(ctx context.Context, f *sourceFlags) (llm.Model, string, 
 			k = "unused" // a compatible server that checks no key
 		}
 		ro := openAIOptions(base, k)
-		opts := &openai.ResponsesOptions{MaxResponseBytes: f.maxResponseBytes, ReasoningEffort: f.reasoningEffort}
+		opts := &openai.ResponsesOptions{MaxResponseBytes: f.maxResponseBytes, MaxStreamBytes: f.maxStreamBytes, ReasoningEffort: f.reasoningEffort}
 		if f.showReasoning {
 			opts.ReasoningSummary = "auto"
 		}
@@ -244,7 +248,7 @@ func (c *cli) modelFor(ctx context.Context, f *sourceFlags) (llm.Model, string, 
 		if f.baseURL != "" {
 			ro = append(ro, anthropicopt.WithBaseURL(f.baseURL))
 		}
-		opts := anthropic.Options{MaxResponseBytes: f.maxResponseBytes, ThinkingBudget: f.thinkingBudget,
+		opts := anthropic.Options{MaxResponseBytes: f.maxResponseBytes, MaxStreamBytes: f.maxStreamBytes, ThinkingBudget: f.thinkingBudget,
 			AdaptiveThinking: f.adaptiveThinking, InterleavedThinking: f.thinkingBudget > 0}
 		if err := opts.Validate(); err != nil {
 			return nil, "", &usageErr{fmt.Sprintf("--thinking-budget %d: %v", f.thinkingBudget, err)}
@@ -271,7 +275,7 @@ func (c *cli) modelFor(ctx context.Context, f *sourceFlags) (llm.Model, string, 
 		if err != nil {
 			return nil, "", fmt.Errorf("gemini client: %w", err)
 		}
-		opts := gemini.Options{MaxResponseBytes: f.maxResponseBytes, ThinkingLevel: f.reasoningEffort, IncludeThoughts: f.showReasoning}
+		opts := gemini.Options{MaxResponseBytes: f.maxResponseBytes, MaxStreamBytes: f.maxStreamBytes, ThinkingLevel: f.reasoningEffort, IncludeThoughts: f.showReasoning}
 		if f.thinkingBudget != 0 {
 			opts.ThinkingBudget = new(int32(f.thinkingBudget))
 		}
@@ -290,7 +294,7 @@ func (c *cli) modelFor(ctx context.Context, f *sourceFlags) (llm.Model, string, 
 
 // chatOptions are the Chat Completions adapter's options from the flags.
 func (f *sourceFlags) chatOptions() *openai.ChatOptions {
-	return &openai.ChatOptions{MaxResponseBytes: f.maxResponseBytes, ReasoningEffort: f.reasoningEffort}
+	return &openai.ChatOptions{MaxResponseBytes: f.maxResponseBytes, MaxStreamBytes: f.maxStreamBytes, ReasoningEffort: f.reasoningEffort}
 }
 
 // checkReasoning refuses the reasoning flags the provider has no use for,

@@ -124,6 +124,8 @@ Model and tools:
   --model M              the model name, e.g. gpt-4.1, claude-sonnet-4-6, gemini-2.5-flash
   --base-url URL         the provider's API somewhere else
   --max-response-bytes N fail a model reply larger than N bytes (default 8 MiB; -1: no cap)
+  --max-stream-bytes N   fail a streamed model reply larger than N bytes
+                         (default 64 MiB; -1: no cap)
   --tools orders         the order-desk tools over the order book in the store
   --mcp 'CMD ARGS'       the tools of an MCP server run as a command (stdio); repeatable
   --mcp-env NAME         pass NAME (or set NAME=VALUE) to the --mcp servers, which get

@@ -658,3 +658,22 @@ func TestMaxResponseBytesFlag(t *testing.T) {
 		t.Fatalf("exit %d, stdout:\n%s", code, out)
 	}
 }
+
+// --max-stream-bytes reaches the adapter: a streamed reply over it fails
+// the run, and --max-response-bytes does not cap a stream.
+func TestMaxStreamBytesFlag(t *testing.T) {
+	srv := newChatServer(t, chatText("Your keyboard (A100) is at the Leipzig hub with DHL and should arrive on 2025-06-12."))
+	dir := t.TempDir()
+	run := func(flags ...string) (int, string) {
+		args := append([]string{"run", "--provider", "openai", "--base-url", srv.srv.URL + "/v1", "--model", "any"}, flags...)
+		code, out, _ := call(append(args, "--db", filepath.Join(dir, "toolloop.db"), "--log", filepath.Join(dir, "logs"), "Where is my order A100?")...)
+		return code, out
+	}
+	if code, out := run("--max-stream-bytes", "300"); code == exitOK || !strings.Contains(out, "status=model_error") ||
+		!strings.Contains(out, "the 300 bytes cap on a streamed model response (MaxStreamBytes)") {
+		t.Fatalf("--max-stream-bytes 300: exit %d, stdout:\n%s", code, out)
+	}
+	if code, out := run("--max-response-bytes", "100"); code != exitOK {
+		t.Fatalf("--max-response-bytes 100 on a streamed reply: exit %d, stdout:\n%s", code, out)
+	}
+}
