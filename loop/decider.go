@@ -179,6 +179,11 @@ func next(s *State, ev *Event) Effect {
 			if ev.Kind == StageFinished {
 				record(s, ev)
 			}
+			if ev.Kind == ModelFailed && ev.Response != nil {
+				// A stream that broke part-way was paid for as far as it
+				// came: its usage counts, though the turn does not.
+				charge(s, ev.Response)
+			}
 			return stop(s, st, detail)
 		}
 	}
@@ -299,6 +304,11 @@ func modelResponded(s *State, ev *Event) Effect {
 // a replay clamps it the same way.
 func account(s *State, resp *llm.Response) {
 	s.Steps++
+	charge(s, resp)
+}
+
+// charge adds a response's usage, clamped, and its cost to the run's.
+func charge(s *State, resp *llm.Response) {
 	u := resp.Usage.Clamped()
 	s.Usage = s.Usage.Add(u)
 	if s.Price != nil {
