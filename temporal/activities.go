@@ -248,6 +248,17 @@ type ModelOutput struct {
 	Took time.Duration `json:"took,omitempty"`
 }
 
+// partialTurn is what a stream that broke part-way had sent, as a failed
+// model activity's second detail: the whole of it when it fits in
+// MaxResponseBytes, else only its usage and ID (the text would not fit a
+// payload; the tokens were paid for all the same).
+func partialTurn(resp *llm.Response) *llm.Response {
+	if b, err := json.Marshal(resp); err == nil && len(b) <= MaxResponseBytes {
+		return resp
+	}
+	return &llm.Response{ID: resp.ID, Model: resp.Model, Usage: resp.Usage}
+}
+
 // storeError is a failure of the blob store, which Temporal retries.
 func storeError(err error) error {
 	return sdktemporal.NewApplicationError(err.Error(), ErrTypeStore)
@@ -288,15 +299,22 @@ func (a *Activities) RequestModel(ctx context.Context, in ModelInput) (ModelOutp
 		err = errors.New("the model client returned neither a response nor an error")
 	}
 	if err != nil {
+		details := []any{attempt}
+		if broken && resp != nil {
+			// What a broken stream showed, and the usage it reported,
+			// travel with the failure: the workflow keeps them in its
+			// model_failed event and charges the usage, as in process.
+			details = append(details, partialTurn(resp))
+		}
 		var me *llm.Error
 		if errors.As(err, &me) && me.Kind == llm.ErrorProtocol {
 			return ModelOutput{}, sdktemporal.NewApplicationErrorWithOptions(err.Error(), ErrTypeProtocol,
-				sdktemporal.ApplicationErrorOptions{NonRetryable: true, Details: []any{attempt}})
+				sdktemporal.ApplicationErrorOptions{NonRetryable: true, Details: details})
 		}
 		if broken {
 			return ModelOutput{}, sdktemporal.NewApplicationErrorWithOptions(
 				"the stream broke after its first delta (not retried: a retry would produce another turn): "+err.Error(),
-				ErrTypeModel, sdktemporal.ApplicationErrorOptions{NonRetryable: true, Details: []any{attempt}})
+				ErrTypeModel, sdktemporal.ApplicationErrorOptions{NonRetryable: true, Details: details})
 		}
 		opts := sdktemporal.ApplicationErrorOptions{NonRetryable: !llm.IsRetryable(err), Details: []any{attempt}}
 		if errors.As(err, &me) && me.RetryAfter > 0 {

@@ -125,18 +125,53 @@ func TestStreamedModelActivityFailures(t *testing.T) {
 			out.Status, out.Detail, res.Answer(), starts)
 	}
 
-	out, _, starts, _ = streamedRun(t, llmtest.New(llmtest.Text("a turn that breaks part-way").BreakAfter(3, unavailable), llmtest.Text("never asked")))
+	// The usage delta (100 input tokens) comes first, then the text.
+	broken := llmtest.Text("a turn that breaks part-way").WithUsage(100, 20).BreakAfter(3, unavailable)
+	out, res, starts, _ = streamedRun(t, llmtest.New(broken, llmtest.Text("never asked")))
 	if out.Status != loop.ModelError || starts != 1 || !strings.Contains(out.Detail, "after its first delta") {
 		t.Errorf("broken after the first delta: status %s (%s), %d model activities; want model_error, asked once",
 			out.Status, out.Detail, starts)
 	}
+	// What the stream showed stays in the model_failed event, and the usage
+	// it reported counts (not as a step), as in process.
+	failed := lastOfKind(res.Events, loop.ModelFailed)
+	if failed == nil || failed.Response == nil || failed.Response.Message.Text == "" ||
+		!strings.HasPrefix("a turn that breaks part-way", failed.Response.Message.Text) {
+		t.Errorf("broken after the first delta: model_failed event %+v, want the text received so far", failed)
+	}
+	if res.Usage.InputTokens != 100 || res.Steps != 0 {
+		t.Errorf("broken after the first delta: usage %+v, %d steps; want the 100 input tokens reported, no step", res.Usage, res.Steps)
+	}
+
+	// A partial turn too large for a payload keeps only its usage.
+	huge := llmtest.Text(strings.Repeat("many words ", 120_000)).WithUsage(100, 20).BreakAfter(140_000, unavailable)
+	out, res, _, _ = streamedRun(t, llmtest.New(huge))
+	if f := lastOfKind(res.Events, loop.ModelFailed); out.Status != loop.ModelError || f == nil || f.Response == nil ||
+		f.Response.Message.Text != "" || res.Usage.InputTokens != 100 {
+		t.Errorf("broken after 1.1 MB: status %s, model_failed event %+v, usage %+v; want model_error, the usage without the text",
+			out.Status, f, res.Usage)
+	}
 
 	bad := llm.ModelFunc(func(context.Context, *llm.Request) (*llm.Response, error) { return nil, errors.New("not used") })
-	out, _, starts, _ = streamedRun(t, inconsistent{bad})
+	out, res, starts, _ = streamedRun(t, inconsistent{bad})
 	if out.Status != loop.ProtocolError || starts != 1 || !strings.Contains(out.Detail, "started twice") {
 		t.Errorf("inconsistent stream: status %s (%s), %d model activities; want protocol_error, asked once",
 			out.Status, out.Detail, starts)
 	}
+	if f := lastOfKind(res.Events, loop.ModelFailed); f == nil || f.Response == nil ||
+		len(f.Response.Message.ToolCalls) != 1 || f.Response.Message.ToolCalls[0].ID != "call_a" {
+		t.Errorf("inconsistent stream: model_failed event %+v, want the call started before the contradiction", f)
+	}
+}
+
+// lastOfKind is the last event of kind k, or nil.
+func lastOfKind(evs []loop.Event, k loop.EventKind) *loop.Event {
+	for i := len(evs) - 1; i >= 0; i-- {
+		if evs[i].Kind == k {
+			return &evs[i]
+		}
+	}
+	return nil
 }
 
 // inconsistent streams one call index under two IDs.

@@ -696,7 +696,7 @@ func (d *driver) requestModel(ctx workflow.Context) loop.Event {
 	if app := (*sdktemporal.ApplicationError)(nil); errors.As(err, &app) && app.Type() == ErrTypeProtocol {
 		kind = loop.FailProtocol
 	}
-	return loop.Event{Kind: loop.ModelFailed, Latency: latency, Attempts: attempts, Failure: &loop.Failure{
+	return loop.Event{Kind: loop.ModelFailed, Latency: latency, Attempts: attempts, Response: partialOf(err), Failure: &loop.Failure{
 		Kind: kind, Message: fmt.Sprintf("model request failed after %d attempt(s): %s", attempts, cause(err))}}
 }
 
@@ -716,6 +716,22 @@ func attemptsOf(err error, maxAttempts int) int {
 		return maxAttempts
 	}
 	return 1
+}
+
+// partialOf is what a model activity's stream had sent before it broke
+// (its failure's second detail), or nil: a failure from a worker that
+// does not send it, or from before the stream began.
+func partialOf(err error) *llm.Response {
+	var app *sdktemporal.ApplicationError
+	if !errors.As(err, &app) || !app.HasDetails() {
+		return nil
+	}
+	var n int
+	var resp *llm.Response
+	if app.Details(&n, &resp) != nil {
+		return nil
+	}
+	return resp
 }
 
 // cause is the text of an activity's failure without Temporal's wrapping.
