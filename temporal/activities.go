@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.temporal.io/sdk/activity"
@@ -231,6 +232,12 @@ type ModelInput struct {
 	// RetryBackoff is the retry policy's first interval, for waits that a
 	// provider's Retry-After raises.
 	RetryBackoff time.Duration `json:"retry_backoff,omitempty"`
+	// Timeout is RunInput.ModelTimeout, which the activity applies itself,
+	// as the in-process runner does: to the whole of a request, and to a
+	// stream's quiet time (before its first delta and between two), so
+	// that a long streamed turn that keeps coming is not cut off. Zero
+	// leaves the attempt bounded by the activity's own timeouts only.
+	Timeout time.Duration `json:"timeout,omitempty"`
 }
 
 // ModelOutput is ModelActivity's result.
@@ -287,13 +294,34 @@ func (a *Activities) RequestModel(ctx context.Context, in ModelInput) (ModelOutp
 	attempt := int(activity.GetInfo(ctx).Attempt)
 	var resp *llm.Response
 	broken := false // a stream that failed after its first delta
-	if sm, ok := a.cfg.Model.(llm.StreamingModel); ok && a.cfg.Stream {
-		resp, broken, err = streamBeating(ctx, sm, &req)
+	// mctx ends when the model has been quiet for in.Timeout: a request
+	// that has not answered, or a stream that sent nothing more (each
+	// delta resets the timer).
+	mctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var quiet atomic.Bool
+	heard := func() {}
+	if in.Timeout > 0 {
+		idle := time.AfterFunc(in.Timeout, func() { quiet.Store(true); cancel() })
+		defer idle.Stop()
+		heard = func() { idle.Reset(in.Timeout) }
+	}
+	sm, streams := a.cfg.Model.(llm.StreamingModel)
+	streams = streams && a.cfg.Stream
+	if streams {
+		resp, broken, err = streamBeating(mctx, sm, &req, heard)
 		if err == nil {
 			broken = false
 		}
 	} else {
-		resp, err = generateBeating(ctx, a.cfg.Model, &req)
+		resp, err = generateBeating(mctx, a.cfg.Model, &req)
+	}
+	if err != nil && quiet.Load() && ctx.Err() == nil {
+		what := fmt.Sprintf("the model did not answer within %v (the model request timeout)", in.Timeout)
+		if streams {
+			what = fmt.Sprintf("the model sent nothing for %v (the model request timeout)", in.Timeout)
+		}
+		err = &llm.Error{Kind: llm.ErrorTimeout, Retryable: true, Err: fmt.Errorf("%s: %w", what, err)}
 	}
 	if err == nil && resp == nil {
 		err = errors.New("the model client returned neither a response nor an error")
@@ -453,11 +481,17 @@ type StreamProgress struct {
 	Calls int `json:"calls,omitempty"`
 }
 
+// streamEndGrace is how long a streaming model activity whose context
+// ended waits for the adapter to close the stream and hand back the turn
+// so far.
+const streamEndGrace = time.Second
+
 // streamBeating streams one turn while the activity heartbeats with its
 // progress (every third of the heartbeat timeout, like generateBeating,
-// so that a quiet stream is not mistaken for a lost worker). started
-// reports whether any delta arrived before a failure.
-func streamBeating(ctx context.Context, m llm.StreamingModel, req *llm.Request) (resp *llm.Response, started bool, err error) {
+// so that a quiet stream is not mistaken for a lost worker), and calls
+// heard after each delta it accepts. started reports whether any delta
+// arrived before a failure.
+func streamBeating(ctx context.Context, m llm.StreamingModel, req *llm.Request, heard func()) (resp *llm.Response, started bool, err error) {
 	var (
 		mu   sync.Mutex
 		prog StreamProgress
@@ -471,6 +505,7 @@ func streamBeating(ctx context.Context, m llm.StreamingModel, req *llm.Request) 
 			if derr != nil {
 				return acc.Response(), acc.Started(), derr
 			}
+			heard()
 			mu.Lock()
 			prog.Deltas++
 			switch d.Kind {
@@ -515,13 +550,20 @@ func streamBeating(ctx context.Context, m llm.StreamingModel, req *llm.Request) 
 		case a := <-done:
 			return a.resp, a.started, a.err
 		case <-ctx.Done():
-			// collect stops reading at its next delta; a stream that
-			// sends none is left to end alone (done is buffered).
+			// An adapter that honours ctx ends the stream at once, and
+			// collect returns what it had: wait a moment for that. A
+			// stream that sends nothing more is left to end alone (done
+			// is buffered).
+			grace := time.NewTimer(streamEndGrace)
+			defer grace.Stop()
 			select {
 			case a := <-done:
 				return a.resp, a.started, a.err
-			default:
-				return nil, false, ctx.Err()
+			case <-grace.C:
+				mu.Lock()
+				started := prog.Deltas > 0
+				mu.Unlock()
+				return nil, started, ctx.Err()
 			}
 		case <-tick.C:
 			mu.Lock()

@@ -27,12 +27,19 @@ import (
 // progress each model heartbeat carried.
 func streamedRun(t *testing.T, model llm.Model) (temporal.RunOutput, *loop.Result, int, []temporal.StreamProgress) {
 	t.Helper()
+	return runModel(t, model, true, 0)
+}
+
+// runModel is streamedRun with Config.Stream set to stream and
+// RunInput.ModelTimeout to timeout (zero for the default).
+func runModel(t *testing.T, model llm.Model, stream bool, timeout time.Duration) (temporal.RunOutput, *loop.Result, int, []temporal.StreamProgress) {
+	t.Helper()
 	reg, err := tool.NewRegistry()
 	if err != nil {
 		t.Fatal(err)
 	}
 	blobs := store.NewMemory()
-	acts, err := temporal.NewActivities(temporal.Config{Model: model, Tools: reg, Blobs: blobs, Stream: true})
+	acts, err := temporal.NewActivities(temporal.Config{Model: model, Tools: reg, Blobs: blobs, Stream: stream})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,7 +71,7 @@ func streamedRun(t *testing.T, model llm.Model) (temporal.RunOutput, *loop.Resul
 	})
 	env.ExecuteWorkflow(temporal.WorkflowName, temporal.RunInput{RunID: "run-stream", Model: "scripted",
 		Messages: []llm.Message{llm.UserMessage("tell me slowly")}, ModelHeartbeat: 300 * time.Millisecond,
-		ModelRetryBackoff: time.Millisecond})
+		ModelRetryBackoff: time.Millisecond, ModelTimeout: timeout})
 	if err := env.GetWorkflowError(); err != nil {
 		t.Fatal(err)
 	}
@@ -161,6 +168,62 @@ func TestStreamedModelActivityFailures(t *testing.T) {
 	if f := lastOfKind(res.Events, loop.ModelFailed); f == nil || f.Response == nil ||
 		len(f.Response.Message.ToolCalls) != 1 || f.Response.Message.ToolCalls[0].ID != "call_a" {
 		t.Errorf("inconsistent stream: model_failed event %+v, want the call started before the contradiction", f)
+	}
+}
+
+// RunInput.ModelTimeout bounds how long the model may be quiet, as in
+// process: a streamed turn that keeps coming runs past it; a stream quiet
+// for longer before its first delta is tried again, and after it stops
+// the run with model_error; a request not answered within it is a
+// retryable timeout.
+func TestModelTimeoutIsQuietTime(t *testing.T) {
+	const timeout = 300 * time.Millisecond
+	// pause makes delta at waits 40ms each, and delta at stall wait until
+	// the attempt's context ends.
+	pause := func(turn llmtest.Turn, stall int) llmtest.Turn {
+		turn.OnDelta = func(ctx context.Context, i int) error {
+			wait := 40 * time.Millisecond
+			if i == stall {
+				wait = time.Minute
+			}
+			select {
+			case <-time.After(wait):
+				return nil
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		return turn
+	}
+	long := strings.Repeat("a steady stream ", 20) // 40 deltas, 1.6s in all
+
+	out, res, starts, _ := runModel(t, llmtest.New(pause(llmtest.Text(long), -1)), true, timeout)
+	if out.Status != loop.FinalAnswer || res.Answer() != long || starts != 1 {
+		t.Errorf("a 1.6s stream, never quiet for %v: status %s (%s), %d model activities; want final_answer at once",
+			timeout, out.Status, out.Detail, starts)
+	}
+
+	out, res, starts, _ = runModel(t, llmtest.New(pause(llmtest.Text("never shown"), 0), llmtest.Text("second try")), true, timeout)
+	if out.Status != loop.FinalAnswer || res.Answer() != "second try" || starts != 2 {
+		t.Errorf("quiet before the first delta: status %s (%s), answer %q, %d model activities; want final_answer on the retry",
+			out.Status, out.Detail, res.Answer(), starts)
+	}
+
+	out, res, starts, _ = runModel(t, llmtest.New(pause(llmtest.Text(long), 3), llmtest.Text("never asked")), true, timeout)
+	if f := lastOfKind(res.Events, loop.ModelFailed); out.Status != loop.ModelError || starts != 1 ||
+		!strings.Contains(out.Detail, "sent nothing for 300ms") || f == nil || f.Response == nil || f.Response.Message.Text == "" {
+		t.Errorf("quiet after the third delta: status %s (%s), %d model activities, model_failed %+v; want model_error naming the timeout, asked once, the text kept",
+			out.Status, out.Detail, starts, f)
+	}
+
+	slow := llm.ModelFunc(func(ctx context.Context, _ *llm.Request) (*llm.Response, error) {
+		<-ctx.Done()
+		return nil, ctx.Err()
+	})
+	out, _, starts, _ = runModel(t, slow, false, timeout)
+	if out.Status != loop.ModelError || starts != 3 || !strings.Contains(out.Detail, "did not answer within 300ms") {
+		t.Errorf("a request with no answer: status %s (%s), %d model activities; want model_error naming the timeout after 3 attempts",
+			out.Status, out.Detail, starts)
 	}
 }
 

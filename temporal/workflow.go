@@ -45,8 +45,12 @@ type RunInput struct {
 	// Messages opens the conversation.
 	Messages []llm.Message `json:"messages"`
 
-	// ModelTimeout bounds one model request attempt (StartToClose).
-	// Default 5 minutes; the run's remaining time bounds it too.
+	// ModelTimeout bounds how long one model request attempt may go
+	// without an answer: the whole of a request, and a stream's quiet
+	// time (before its first delta and between two, Config.Stream), as
+	// loop.Config.ModelTimeout does in process; the model activity
+	// applies it and fails a retryable timeout. Default 5 minutes; the
+	// run's remaining time bounds the attempt too.
 	ModelTimeout time.Duration `json:"model_timeout,omitempty"`
 	// ModelRetries is how many times a retryable model failure is tried
 	// again (default 2; negative for never). ModelRetryBackoff is the
@@ -613,6 +617,11 @@ func (d *driver) bound(ctx workflow.Context, o *workflow.ActivityOptions) (byDea
 	return false
 }
 
+// modelActivityBound is a model activity's StartToClose timeout when the
+// run has no deadline: Temporal needs one, and RunInput.ModelTimeout is
+// not it, since a streamed turn may last longer than it may be quiet.
+const modelActivityBound = 24 * time.Hour
+
 // deadlineFailure is the failure of an activity cut short by the run's
 // deadline.
 var deadlineFailure = loop.Failure{Kind: loop.FailDeadline, Message: "the deadline passed"}
@@ -623,7 +632,12 @@ func (d *driver) cutByDeadline(ctx workflow.Context, err error, byDeadline bool)
 	if left, ok := remaining(d.state.Deadline, workflow.Now(ctx)); ok && left <= 0 {
 		return true
 	}
-	return byDeadline && sdktemporal.IsTimeoutError(err)
+	if !byDeadline {
+		return false
+	}
+	// A heartbeat timeout is a lost worker, whatever the deadline.
+	var te *sdktemporal.TimeoutError
+	return errors.As(err, &te) && te.TimeoutType() != enumspb.TIMEOUT_TYPE_HEARTBEAT
 }
 
 func (d *driver) localCtx(ctx workflow.Context) workflow.Context {
@@ -637,7 +651,11 @@ func (d *driver) requestModel(ctx workflow.Context) loop.Event {
 	s := &d.state
 	start := workflow.Now(ctx)
 	o := workflow.ActivityOptions{
-		StartToCloseTimeout: d.in.ModelTimeout,
+		// The activity applies ModelTimeout itself (ModelInput.Timeout),
+		// to a stream's quiet time rather than its length; Temporal's
+		// bound is the run's remaining time (see bound), or a day when the
+		// run has no deadline. A lost worker is noticed by its heartbeats.
+		StartToCloseTimeout: modelActivityBound,
 		RetryPolicy: &sdktemporal.RetryPolicy{
 			InitialInterval:    d.in.ModelRetryBackoff,
 			BackoffCoefficient: 2,
@@ -656,7 +674,7 @@ func (d *driver) requestModel(ctx workflow.Context) loop.Event {
 	o.RetryPolicy.NonRetryableErrorTypes = []string{ErrTypePayloadTooLarge}
 	in := ModelInput{
 		Model: d.in.Model, Step: s.Steps + 1, Log: d.head, New: d.log[d.saved:],
-		RetryBackoff: d.in.ModelRetryBackoff,
+		RetryBackoff: d.in.ModelRetryBackoff, Timeout: d.in.ModelTimeout,
 	}
 	var out ModelOutput
 	var err error
