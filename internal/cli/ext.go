@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"time"
 
 	"github.com/toolloop/toolloop/llm"
 	"github.com/toolloop/toolloop/policy"
@@ -129,6 +130,9 @@ func (k *Kit) AddSourceFlags(fs *flag.FlagSet) *Source { return &Source{addSourc
 
 // ModelName is --model's value.
 func (s *Source) ModelName() string { return s.f.model }
+
+// ModelTimeout is --model-timeout's value (0 when not given).
+func (s *Source) ModelTimeout() time.Duration { return s.f.modelTimeout }
 
 // Provider is --provider's value.
 func (s *Source) Provider() string { return s.f.provider }

@@ -32,12 +32,13 @@ type driver struct{}
 
 // Flags implements cli.Driver: the connection flags (--temporal,
 // --namespace, and for run and demo --task-queue), and for run
-// --confirm-timeout.
+// --confirm-timeout and --model-timeout.
 func (driver) Flags(cmd string, fs *flag.FlagSet) cli.Opener {
 	b := &backend{cmd: cmd, cn: addConnFlags(fs, cmd == "run" || cmd == "demo"), logLevel: slog.LevelError}
 	switch cmd {
 	case "run":
 		fs.DurationVar(&b.confirmWait, "confirm-timeout", 0, "how long a run paused for confirmation waits for its answers (`D`; default: for ever)")
+		fs.DurationVar(&b.modelTimeout, "model-timeout", 0, "give up on a model request, or a stream, quiet for `D` and try again, as for a rate limit (default 5m)")
 	case "demo":
 		// The scenarios fail on purpose (a model that answers HTTP 500,
 		// tools that time out): the SDK's reports of it would only hide
@@ -54,6 +55,8 @@ type backend struct {
 	cn          *conn
 	logLevel    slog.Level
 	confirmWait time.Duration
+	// modelTimeout is run's RunInput.ModelTimeout (0 for the default).
+	modelTimeout time.Duration
 
 	k  *cli.Kit
 	mu sync.Mutex
@@ -112,12 +115,15 @@ func (b *backend) Start(ctx context.Context, req *cli.Request) (*loop.Result, er
 	if b.confirmWait < 0 {
 		return nil, cli.Usagef("--confirm-timeout must not be negative (0, or leaving it out, waits for ever)")
 	}
+	if b.modelTimeout < 0 {
+		return nil, cli.Usagef("--model-timeout must not be negative (0, or leaving it out, is 5m)")
+	}
 	price, err := req.Price(req.Model)
 	if err != nil {
 		return nil, err
 	}
 	in := temporal.RunInput{Model: req.Model, Identity: req.Identity, Budgets: req.Budgets, Price: price,
-		ConfirmationTimeout: b.confirmWait, Messages: req.Messages("")}
+		ConfirmationTimeout: b.confirmWait, ModelTimeout: b.modelTimeout, Messages: req.Messages("")}
 	id := req.ID
 	if id == "" {
 		id = newWorkflowID()

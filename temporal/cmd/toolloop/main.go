@@ -77,6 +77,8 @@ returns at once; a run paused for confirmation goes on by itself once every
 call is answered.
   --temporal HOST:PORT   the server; --namespace NS, --task-queue Q as for the worker
   --confirm-timeout D    how long a paused run waits for answers (default: for ever)
+  --model-timeout D      how long a model request, or a stream, may be quiet before
+                         it is tried again (default 5m)
 `)
 	case "runs":
 		fmt.Fprint(w, `On Temporal: toolloop runs --temporal HOST:PORT [--namespace NS] [--status S] [--limit N]

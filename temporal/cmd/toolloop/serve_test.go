@@ -12,11 +12,17 @@ import (
 	"testing"
 	"time"
 
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
+
 	"github.com/toolloop/toolloop/examples/orders"
 	"github.com/toolloop/toolloop/internal/cli"
+	"github.com/toolloop/toolloop/temporal"
 )
 
-// toolloop serve --temporal: the console lists a run paused on the server
+// toolloop serve --temporal (after a run started with --model-timeout,
+// which its input carries): the console lists a run paused on the server
 // with its pending call, an approval through the JSON API is signalled to
 // the workflow (which goes on by itself, on its worker), and the run's
 // page then shows it finished, with the approver's name and note in its
@@ -43,8 +49,23 @@ func TestServeOnTemporal(t *testing.T) {
 
 	id := "toolloop-serve-" + suffix()
 	if code, out, errOut := call(ctx, "run", "--temporal", addr, "--task-queue", queue, "--model", orders.DeskModelName,
-		"--id", id, "--detach", "Please refund A103, the arm arrived broken."); code != cli.ExitOK {
+		"--id", id, "--detach", "--model-timeout", "45s", "Please refund A103, the arm arrived broken."); code != cli.ExitOK {
 		t.Fatalf("run --detach: %d %s%s", code, out, errOut)
+	}
+	// run's --model-timeout is the workflow's input.
+	cl, err := client.Dial(client.Options{HostPort: addr, Logger: quietLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	first, err := cl.GetWorkflowHistory(ctx, id, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT).Next()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var in temporal.RunInput
+	if err := converter.GetDefaultDataConverter().FromPayloads(first.GetWorkflowExecutionStartedEventAttributes().GetInput(), &in); err != nil ||
+		in.ModelTimeout != 45*time.Second {
+		t.Fatalf("the run's input has ModelTimeout %v (%v), want --model-timeout's 45s", in.ModelTimeout, err)
 	}
 
 	users := filepath.Join(dir, "users")

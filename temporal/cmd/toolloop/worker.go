@@ -44,6 +44,9 @@ func workerCmd(ctx context.Context, k *cli.Kit, args []string) int {
 	if src.ModelName() != "" {
 		return k.Fail("worker", cli.Usagef("--model does not apply to a worker: each run names its model (toolloop run --temporal ... --model M)"))
 	}
+	if src.ModelTimeout() != 0 {
+		return k.Fail("worker", cli.Usagef("--model-timeout does not apply to a worker: each run sets its own (toolloop run --temporal ... --model-timeout D)"))
+	}
 	model, _, err := k.Model(ctx, src)
 	if err != nil {
 		return k.Fail("worker", err)
