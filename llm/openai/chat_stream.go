@@ -26,7 +26,8 @@ var _ llm.StreamingModel = (*Chat)(nil)
 // another ID or name is passed on as a second start, which the
 // llm.Accumulator refuses as a protocol error rather than merge the two.
 // A call without an ID (some compatible servers) gets its generated ID
-// once its arguments are complete, so it is yielded whole at the finish.
+// once its arguments are complete, so it is yielded whole at the finish,
+// and so are the calls after it: calls start in the order they came.
 // Calls end when the finish reason arrives; the finish itself follows the
 // usage, at the end of the stream.
 func (c *Chat) Stream(ctx context.Context, req *llm.Request) iter.Seq2[llm.Delta, error] {
@@ -139,15 +140,8 @@ func (s *chatStream) toolCall(tc *sdk.ChatCompletionChunkChoiceDeltaToolCall, ou
 		c.id, c.name = orElse(c.id, tc.ID), orElse(c.name, tc.Function.Name)
 	}
 	if c.index < 0 {
-		if c.id == "" || c.name == "" {
-			c.early.WriteString(frag)
-			return out, nil
-		}
-		c.index = s.started
-		s.started++
-		out = append(out, llm.Delta{Kind: llm.DeltaToolCallStart, Index: c.index, Call: &llm.ToolCall{ID: c.id, Name: c.name}})
-		frag = c.early.String() + frag
-		c.early.Reset()
+		c.early.WriteString(frag)
+		return s.startReady(out), nil
 	}
 	if c.ended {
 		// Arguments after the finish: passed on for the accumulator to
@@ -158,6 +152,29 @@ func (s *chatStream) toolCall(tc *sdk.ChatCompletionChunkChoiceDeltaToolCall, ou
 		out = append(out, llm.Delta{Kind: llm.DeltaToolCallArguments, Index: c.index, Text: a})
 	}
 	return out, nil
+}
+
+// startReady starts the calls whose ID and name are known, in the order
+// they appeared, up to the first that is still missing one: a call never
+// starts before one that appeared earlier, so that the turn's calls come
+// in Generate's order and a generated ID is made from the same position.
+// A call held back this way (behind one with no ID, from a server that
+// mixes them) starts at the finish. The arguments a call gathered before
+// it started go with its start.
+func (s *chatStream) startReady(out []llm.Delta) []llm.Delta {
+	for _, c := range s.calls[s.started:] {
+		if c.id == "" || c.name == "" {
+			break
+		}
+		c.index = s.started
+		s.started++
+		out = append(out, llm.Delta{Kind: llm.DeltaToolCallStart, Index: c.index, Call: &llm.ToolCall{ID: c.id, Name: c.name}})
+		if a := c.args.add(c.early.String()); a != "" {
+			out = append(out, llm.Delta{Kind: llm.DeltaToolCallArguments, Index: c.index, Text: a})
+		}
+		c.early.Reset()
+	}
+	return out
 }
 
 // endCalls ends every call at the finish reason, starting those that had

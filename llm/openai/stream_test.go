@@ -137,6 +137,7 @@ var streamPairs = map[string][][2]string{
 		{"stream_refusal.sse", "refusal.json"},
 		{"stream_compatible.sse", "compatible_stream.json"},
 		{"stream_empty_arguments.sse", "empty_arguments.json"},
+		{"stream_mixed_call_ids.sse", "mixed_call_ids.json"},
 	},
 	"responses": {
 		{"stream_final_answer.sse", "final_answer.json"},
