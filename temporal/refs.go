@@ -278,6 +278,17 @@ func ReadLog(ctx context.Context, blobs store.Blobs, log string) ([]loop.Event, 
 	return resolveEvents(ctx, blobs, evs)
 }
 
+// ResolveEvents returns events, as the events query gives them, with
+// every tool result stored by reference read back from the workers' blob
+// store, copying what it changes: the events the in-process runner would
+// have kept.
+func ResolveEvents(ctx context.Context, blobs store.Blobs, events []loop.Event) ([]loop.Event, error) {
+	if blobs == nil {
+		return nil, errors.New("temporal: ResolveEvents needs the workers' blob store")
+	}
+	return resolveEvents(ctx, blobs, events)
+}
+
 // ReadResult returns the whole loop.Result of a run from its small
 // output and the blob store its workers share: the log, and the history
 // with exactly one result per call, every tool result resolved, as the

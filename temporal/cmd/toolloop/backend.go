@@ -31,14 +31,18 @@ const pollEvery = 200 * time.Millisecond
 type driver struct{}
 
 // Flags implements cli.Driver: the connection flags (--temporal,
-// --namespace, and for run and demo --task-queue), and for run
-// --confirm-timeout and --model-timeout.
+// --namespace, and for run and demo --task-queue), for run
+// --confirm-timeout and --model-timeout, and for run, trace and serve the
+// workers' store (--db, --store), from which a run's log is read whole.
 func (driver) Flags(cmd string, fs *flag.FlagSet) cli.Opener {
 	b := &backend{cmd: cmd, cn: addConnFlags(fs, cmd == "run" || cmd == "demo"), logLevel: slog.LevelError}
 	switch cmd {
 	case "run":
 		fs.DurationVar(&b.confirmWait, "confirm-timeout", 0, "how long a run paused for confirmation waits for its answers (`D`; default: for ever)")
 		fs.DurationVar(&b.modelTimeout, "model-timeout", 0, "give up on a model request, or a stream, quiet for `D` and try again, as for a rate limit (default 5m)")
+		b.sf = addLogStoreFlags(fs)
+	case "trace", "serve":
+		b.sf = addLogStoreFlags(fs)
 	case "demo":
 		// The scenarios fail on purpose (a model that answers HTTP 500,
 		// tools that time out): the SDK's reports of it would only hide
@@ -58,13 +62,19 @@ type backend struct {
 	// modelTimeout is run's RunInput.ModelTimeout (0 for the default).
 	modelTimeout time.Duration
 
+	// sf names the workers' store for trace and serve (nil for other
+	// commands); logs is that store once opened, nil when none is named.
+	sf        *storeFlags
+	logs      store.Blobs
+	closeLogs func()
+
 	k  *cli.Kit
 	mu sync.Mutex
 	cl client.Client
 }
 
 // open implements cli.Opener.
-func (b *backend) open(_ context.Context, k *cli.Kit) (cli.Backend, error) {
+func (b *backend) open(ctx context.Context, k *cli.Kit) (cli.Backend, error) {
 	if b.cmd == "resume" {
 		return nil, errNoResume
 	}
@@ -72,6 +82,13 @@ func (b *backend) open(_ context.Context, k *cli.Kit) (cli.Backend, error) {
 		return nil, err
 	}
 	b.k = k
+	if b.sf != nil {
+		logs, closeLogs, err := b.sf.openLogs(ctx, k)
+		if err != nil {
+			return nil, err
+		}
+		b.logs, b.closeLogs = logs, closeLogs
+	}
 	return b, nil
 }
 
@@ -102,6 +119,10 @@ func (b *backend) Close() error {
 	if b.cl != nil {
 		b.cl.Close()
 		b.cl = nil
+	}
+	if b.closeLogs != nil {
+		b.closeLogs()
+		b.closeLogs, b.logs = nil, nil
 	}
 	return nil
 }
@@ -145,7 +166,7 @@ func (b *backend) Start(ctx context.Context, req *cli.Request) (*loop.Result, er
 	if req.Detach {
 		return &loop.Result{RunID: wr.GetID()}, nil
 	}
-	res, err := await(ctx, cl, wr)
+	res, err := await(ctx, cl, wr, b.logs)
 	if err != nil {
 		return nil, fmt.Errorf("run %s: %w; follow it with: toolloop runs%s", wr.GetID(), err, b.cn.flags())
 	}
@@ -153,8 +174,9 @@ func (b *backend) Start(ctx context.Context, req *cli.Request) (*loop.Result, er
 }
 
 // await waits until the run's workflow closes, or the run pauses for
-// confirmation, and returns the run's result.
-func await(ctx context.Context, cl client.Client, wr client.WorkflowRun) (*loop.Result, error) {
+// confirmation, and returns the run's result, its log read from logs
+// when given (the workers' store).
+func await(ctx context.Context, cl client.Client, wr client.WorkflowRun, logs store.Blobs) (*loop.Result, error) {
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	type closed struct {
@@ -163,7 +185,7 @@ func await(ctx context.Context, cl client.Client, wr client.WorkflowRun) (*loop.
 	}
 	done := make(chan closed, 1)
 	go func() {
-		res, err := outputOf(wctx, cl, wr.GetID(), wr.GetRunID())
+		res, err := outputOf(wctx, cl, wr.GetID(), wr.GetRunID(), logs)
 		done <- closed{res, err}
 	}()
 	tick := time.NewTicker(pollEvery)
@@ -179,7 +201,7 @@ func await(ctx context.Context, cl client.Client, wr client.WorkflowRun) (*loop.
 			if err != nil || st.Status != string(loop.ConfirmationRequired) {
 				continue // not paused, or closed meanwhile (done says)
 			}
-			evs, err := liveEvents(ctx, cl, wr.GetID())
+			evs, err := liveEvents(ctx, cl, wr.GetID(), logs)
 			if err != nil {
 				return nil, err
 			}
@@ -336,15 +358,27 @@ func (b *backend) Events(ctx context.Context, id string) ([]loop.Event, error) {
 		return nil, err
 	}
 	if desc.GetWorkflowExecutionInfo().GetStatus() == enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING {
-		events, err := liveEvents(ctx, cl, id)
+		events, err := liveEvents(ctx, cl, id, b.logs)
+		var cont *continuedError
+		if errors.As(err, &cont) {
+			return nil, err
+		}
 		if err != nil {
 			return nil, fmt.Errorf("run %s is running and no worker answered for its log: %w", id, err)
 		}
 		return events, nil
 	}
-	res, err := outputOf(ctx, cl, id, "")
+	res, err := outputOf(ctx, cl, id, "", b.logs)
 	if err != nil {
 		return nil, fmt.Errorf("run %s left no log: %w", id, err)
+	}
+	if len(res.Events) == 0 && b.logs == nil {
+		// No log from the events query: a run that continued as new is
+		// told apart, with where its events are.
+		var cont *continuedError
+		if _, err := liveEvents(ctx, cl, id, nil); errors.As(err, &cont) {
+			return nil, err
+		}
 	}
 	return res.Events, nil
 }

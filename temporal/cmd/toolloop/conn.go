@@ -17,6 +17,7 @@ import (
 	"github.com/toolloop/toolloop/internal/cli"
 	"github.com/toolloop/toolloop/llm"
 	"github.com/toolloop/toolloop/loop"
+	"github.com/toolloop/toolloop/store"
 	"github.com/toolloop/toolloop/temporal"
 )
 
@@ -102,14 +103,30 @@ func sdkLogger(k *cli.Kit, def slog.Level) sdklog.Logger {
 // output's status and counters but no log. A workflow the server
 // terminated (a limit passed, or an operator) is an error that gives the
 // reason.
-func outputOf(ctx context.Context, cl client.Client, id, runID string) (*loop.Result, error) {
+//
+// With the workers' blob store (logs, nil for none) the log is read from
+// there, all of it, continued as new or not, with no worker needed.
+func outputOf(ctx context.Context, cl client.Client, id, runID string, logs store.Blobs) (*loop.Result, error) {
 	out, err := smallOutput(ctx, cl, id, runID)
 	if err != nil {
 		return nil, err
 	}
 	res := &loop.Result{RunID: out.RunID, Status: out.Status, Detail: out.Detail, Steps: out.Steps, ToolCalls: out.ToolCalls,
 		Usage: out.Usage, Cost: out.Cost, Duration: out.Duration, Pending: out.Pending}
-	if evs, err := liveEvents(ctx, cl, id); err == nil && len(evs) == out.Events {
+	if logs != nil && out.Log != "" {
+		evs, err := temporal.ReadLog(ctx, logs, out.Log)
+		if err != nil {
+			return nil, fmt.Errorf("run %s: reading its log from the workers' store: %w", id, err)
+		}
+		if len(evs) != out.Events {
+			return nil, fmt.Errorf("run %s: the workers' store holds %d of its %d events (is it the store of the workers that ran it?)",
+				id, len(evs), out.Events)
+		}
+		full := loop.Replay(evs).Result(evs)
+		full.Duration = out.Duration
+		return full, nil
+	}
+	if evs, err := liveEvents(ctx, cl, id, nil); err == nil && len(evs) == out.Events {
 		full := loop.Replay(evs).Result(evs)
 		full.Duration = out.Duration
 		return full, nil
@@ -152,16 +169,53 @@ func liveStatus(ctx context.Context, cl client.Client, id string) (temporal.RunS
 }
 
 // liveEvents asks a running workflow for its log so far. After a
-// continuation as new the workflow holds only the events since (the
-// earlier ones are in the workers' blob store, which this command does
-// not open): that is an error rather than a log cut short.
-func liveEvents(ctx context.Context, cl client.Client, id string) ([]loop.Event, error) {
+// continuation as new the workflow holds only the events since; the
+// earlier ones are read from the workers' blob store (logs), and without
+// it that is an error rather than a log cut short. With the store, tool
+// results kept by reference are read back too.
+func liveEvents(ctx context.Context, cl client.Client, id string, logs store.Blobs) ([]loop.Event, error) {
 	evs, err := query[[]loop.Event](ctx, cl, id, temporal.EventsQuery, 5*time.Second)
-	if err == nil && len(evs) > 0 && evs[0].Seq != 1 {
-		return nil, fmt.Errorf("run %s continued as new: its workflow holds its events from %d on, the earlier ones "+
-			"are in the workers' blob store (temporal.ReadLog with the status query's log)", id, evs[0].Seq)
+	if err != nil || len(evs) == 0 {
+		return evs, err
 	}
-	return evs, err
+	if logs == nil {
+		if evs[0].Seq != 1 {
+			return nil, &continuedError{id: id, first: evs[0].Seq}
+		}
+		return evs, nil
+	}
+	if evs, err = temporal.ResolveEvents(ctx, logs, evs); err != nil {
+		return nil, fmt.Errorf("run %s: reading its tool results from the workers' store: %w", id, err)
+	}
+	if evs[0].Seq == 1 {
+		return evs, nil
+	}
+	st, err := liveStatus(ctx, cl, id)
+	if err != nil {
+		return nil, err
+	}
+	stored, err := temporal.ReadLog(ctx, logs, st.Log)
+	if err != nil {
+		return nil, fmt.Errorf("run %s: reading its events from before it continued as new from the workers' store: %w", id, err)
+	}
+	first := evs[0].Seq
+	if len(stored) < first-1 {
+		return nil, fmt.Errorf("run %s: the workers' store holds %d of the %d events from before it continued as new "+
+			"(is it the store of the workers that ran it?)", id, len(stored), first-1)
+	}
+	return append(stored[:first-1:first-1], evs...), nil
+}
+
+// continuedError is the log of a run that continued as new, asked for
+// without the workers' store, which holds its earlier events.
+type continuedError struct {
+	id    string
+	first int // the first event its workflow holds
+}
+
+func (e *continuedError) Error() string {
+	return fmt.Sprintf("run %s continued as new: its workflow holds its events from %d on, the earlier ones "+
+		"are in the workers' store: give it with --db PATH or --store URL to read them", e.id, e.first)
 }
 
 // query asks the workflow id one of its queries, waiting at most wait.

@@ -60,7 +60,7 @@ func (b *backend) RunScenario(ctx context.Context, s orders.Scenario, obs loop.O
 	if err != nil {
 		return nil, nil, err
 	}
-	res, err := outputOf(ctx, cl, wr.GetID(), wr.GetRunID())
+	res, err := outputOf(ctx, cl, wr.GetID(), wr.GetRunID(), nil)
 	if err != nil {
 		// Interrupted, most likely: the workflow's worker stops with this
 		// call, so the run must not stay open on a queue nobody serves.

@@ -71,14 +71,16 @@ worker, run and demo take --task-queue Q (default "toolloop"). A dev server:
 
 Starts the run as a workflow on the server, to be driven by the workers of
 the task queue (toolloop worker), which have the provider and the tools; the
-provider, tool and recording flags (--provider, --tools, --db, --log, ...)
-are theirs. The run ID is the workflow ID (--id). --detach prints it and
+provider, tool and recording flags (--provider, --tools, --log, ...) are
+theirs. The run ID is the workflow ID (--id). --detach prints it and
 returns at once; a run paused for confirmation goes on by itself once every
 call is answered.
   --temporal HOST:PORT   the server; --namespace NS, --task-queue Q as for the worker
   --confirm-timeout D    how long a paused run waits for answers (default: for ever)
   --model-timeout D      how long a model request, or a stream, may be quiet before
                          it is tried again (default 5m)
+  --db PATH, --store URL the workers' store, to print the whole log of a run
+                         that continued as new (a long one)
 `)
 	case "runs":
 		fmt.Fprint(w, `On Temporal: toolloop runs --temporal HOST:PORT [--namespace NS] [--status S] [--limit N]
@@ -95,10 +97,14 @@ a call that is not pending is refused and nothing is recorded. Once every
 pending call is answered, the run goes on by itself: no resume.
 `)
 	case "trace":
-		fmt.Fprint(w, `On Temporal: toolloop trace show|diagnose --temporal HOST:PORT [--namespace NS] RUN_ID [--width N] [--json]
+		fmt.Fprint(w, `On Temporal: toolloop trace show|diagnose --temporal HOST:PORT [--namespace NS] [--db PATH | --store URL] RUN_ID [--width N] [--json]
 
 Reads the run's event log from the server (a running run's from a worker):
-the same log, the same output as from a log file.
+the same log, the same output as from a log file. A run that continued as
+new (a long one) keeps its earlier events in the workers' store: name it
+with --db PATH (SQLite) or --store URL (PostgreSQL), which also reads
+large tool results kept there by reference and a closed run's log with no
+worker running.
 `)
 	case "demo":
 		fmt.Fprint(w, `On Temporal: toolloop demo --temporal HOST:PORT [--namespace NS] [--task-queue Q] [--mode NAME]
@@ -110,10 +116,12 @@ confirm_refund needs workers that outlive the command: see 'toolloop help tempor
 	case "resume":
 		fmt.Fprintln(w, "On Temporal: no resume; a paused run goes on by itself once every call is answered.")
 	case "serve":
-		fmt.Fprint(w, `On Temporal: toolloop serve --temporal HOST:PORT [--namespace NS] --users FILE [--addr HOST:PORT]
+		fmt.Fprint(w, `On Temporal: toolloop serve --temporal HOST:PORT [--namespace NS] [--db PATH | --store URL] --users FILE [--addr HOST:PORT]
 
 Serves the web console over the server's runs: an approval goes to the
-workflow, and the run goes on by itself once every call is answered.
+workflow, and the run goes on by itself once every call is answered. With
+the workers' store (--db, --store) a run that continued as new shows its
+whole log, as with toolloop trace.
 `)
 	default:
 		return false

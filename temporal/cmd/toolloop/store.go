@@ -10,6 +10,7 @@ import (
 
 	"github.com/toolloop/toolloop/examples/orders"
 	"github.com/toolloop/toolloop/internal/cli"
+	"github.com/toolloop/toolloop/store"
 	"github.com/toolloop/toolloop/store/postgres"
 )
 
@@ -85,6 +86,43 @@ func (f *storeFlags) open(ctx context.Context, k *cli.Kit) (*sharedStore, error)
 		db.Close()
 		st.Close()
 	}}, nil
+}
+
+// addLogStoreFlags defines --db and --store for a command that reads runs'
+// logs (trace, serve): the workers' store, which holds the events of a run
+// from before it continued as new.
+func addLogStoreFlags(fs *flag.FlagSet) *storeFlags {
+	f := &storeFlags{}
+	fs.StringVar(&f.db, "db", "", "the workers' SQLite store at `PATH`, to read the events of runs that continued as new")
+	fs.StringVar(&f.url, "store", "", "the workers' PostgreSQL store at `URL` (postgres://...), instead of --db")
+	return f
+}
+
+// openLogs opens the store the flags name for reading runs' logs: nil when
+// neither flag was given, and an existing SQLite file only.
+func (f *storeFlags) openLogs(ctx context.Context, k *cli.Kit) (store.Blobs, func(), error) {
+	if err := f.check(); err != nil {
+		return nil, nil, err
+	}
+	switch {
+	case f.url != "":
+		st, err := postgres.Open(ctx, f.url, nil)
+		if err != nil {
+			return nil, nil, err
+		}
+		return st, func() { st.Close() }, nil
+	case f.db != "":
+		path, err := k.DBPath(f.db)
+		if err != nil {
+			return nil, nil, cli.Usagef("%v", err)
+		}
+		st, err := k.OpenStore(path, false)
+		if err != nil {
+			return nil, nil, err
+		}
+		return st, func() { st.Close() }, nil
+	}
+	return nil, func() {}, nil
 }
 
 // redactStoreURL returns a PostgreSQL URL fit to print: the user, host,
