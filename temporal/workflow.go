@@ -264,6 +264,20 @@ type driver struct {
 	continued  int
 	turns      int
 	stateBytes int
+	// closing is set once a paused run stopped waiting (its confirmation
+	// timeout passed, or the workflow was canceled): an answer that comes
+	// while the workflow stores its log and ends is refused, not recorded
+	// after the output was made.
+	closing bool
+}
+
+// checkAnswer is loop.CheckAnswer, refusing every answer once the
+// workflow is closing.
+func (d *driver) checkAnswer(a loop.Confirmation) error {
+	if d.closing {
+		return fmt.Errorf("run %s no longer waits for answers: its confirmation timeout passed or it was canceled", d.state.RunID)
+	}
+	return loop.CheckAnswer(&d.state, a)
 }
 
 func newDriver(ctx workflow.Context, in RunInput) (*driver, error) {
@@ -339,14 +353,14 @@ func (d *driver) handlers(ctx workflow.Context) error {
 		func(ctx workflow.Context, a loop.Confirmation) (RunStatus, error) {
 			// Checked again: another answer may have been recorded since
 			// this one was validated.
-			if err := loop.CheckAnswer(&d.state, a); err != nil {
+			if err := d.checkAnswer(a); err != nil {
 				return RunStatus{}, err
 			}
 			d.decide(ctx, a)
 			return d.status(), nil
 		},
 		workflow.UpdateHandlerOptions{Validator: func(_ workflow.Context, a loop.Confirmation) error {
-			return loop.CheckAnswer(&d.state, a)
+			return d.checkAnswer(a)
 		}},
 	); err != nil {
 		return err
@@ -358,7 +372,7 @@ func (d *driver) handlers(ctx workflow.Context) error {
 			if !signals.Receive(ctx, &a) {
 				return
 			}
-			if err := loop.CheckAnswer(&d.state, a); err != nil {
+			if err := d.checkAnswer(a); err != nil {
 				workflow.GetLogger(ctx).Warn("toolloop: confirmation signal dropped", "call_id", a.CallID, "error", err.Error())
 				continue
 			}
@@ -462,6 +476,7 @@ func (d *driver) run(ctx workflow.Context) (RunOutput, error) {
 			}
 			resumed, err := d.await(ctx)
 			if err != nil || !resumed {
+				d.closing = true
 				return d.finishPaused(ctx, err)
 			}
 			eff = d.emit(ctx, loop.Event{Kind: loop.Resumed})
@@ -557,7 +572,7 @@ func (d *driver) saveLog(ctx workflow.Context) error {
 	if err := workflow.ExecuteLocalActivity(workflow.WithLocalActivityOptions(ctx, o), SaveLogActivity, in).Get(ctx, &head); err != nil {
 		return err
 	}
-	d.head, d.saved = head, len(d.log)
+	d.head, d.saved = head, d.saved+len(in.New)
 	return nil
 }
 

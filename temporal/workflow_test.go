@@ -291,6 +291,50 @@ func TestCancelWhilePaused(t *testing.T) {
 	}
 }
 
+// An answer that comes once a paused run stopped waiting (its confirmation
+// timeout passed, or the workflow was canceled), while the workflow stores
+// its log and ends, is refused: the output is the paused run's, and the
+// stored log holds every event the output counts.
+func TestAnswerWhileClosing(t *testing.T) {
+	for _, mode := range []string{"timeout", "cancel"} {
+		t.Run(mode, func(t *testing.T) {
+			sb := newSandbox(t, scenario(t, "confirmation_required"))
+			sb.register()
+			in := sb.input("run-closing", "sandbox")
+			var upd *updateResult
+			answer := func() {
+				st := sb.status(t)
+				upd = sb.update("run-closing", loop.Confirmation{CallID: st.Pending[0].CallID, Approved: true, By: "ops"})
+			}
+			if mode == "cancel" {
+				sb.env.RegisterDelayedCallback(func() { sb.env.CancelWorkflow(); answer() }, time.Minute)
+			} else {
+				in.ConfirmationTimeout = time.Minute
+				sb.env.RegisterDelayedCallback(answer, time.Minute)
+			}
+			sb.env.ExecuteWorkflow(temporal.WorkflowName, in)
+			var out temporal.RunOutput
+			err := sb.env.GetWorkflowResult(&out)
+			if ce := (*sdktemporal.CanceledError)(nil); errors.As(err, &ce) {
+				err = ce.Details(&out)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if upd == nil || upd.rejected == nil || upd.accepted {
+				t.Fatalf("the answer: %+v; want it refused", upd)
+			}
+			if out.Status != loop.ConfirmationRequired || len(out.Pending) != 1 || sb.book.Refunds("A103") != 0 {
+				t.Fatalf("output status %q, pending %v, %d refunds; want the paused run", out.Status, out.Pending, sb.book.Refunds("A103"))
+			}
+			res, err := temporal.ReadResult(context.Background(), sb.ledger, out)
+			if err != nil || len(res.Events) != out.Events {
+				t.Fatalf("stored log: %v, %d events; the output counts %d", err, len(res.Events), out.Events)
+			}
+		})
+	}
+}
+
 // TestCanceledMidRun is the sandbox's canceled scenario with the caller's
 // cancel played by canceling the workflow while the model's second answer
 // is being produced. The run stops with status canceled and the answer's
