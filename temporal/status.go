@@ -61,7 +61,7 @@ func Status(ctx context.Context, c client.Client, workflowID string) (RunStatus,
 			return RunStatus{}, err
 		}
 		return RunStatus{RunID: out.RunID, Status: string(out.Status), Detail: out.Detail, Steps: out.Steps, ToolCalls: out.ToolCalls,
-			Usage: out.Usage, Cost: out.Cost, Pending: out.Pending, Events: out.Events, ContinuedAsNew: out.ContinuedAsNew}, nil
+			Usage: out.Usage, Cost: out.Cost, Pending: out.Pending, Events: out.Events, ContinuedAsNew: out.ContinuedAsNew, Log: out.Log}, nil
 	default:
 		st, qerr := query() // the counters reached, if a worker answers
 		if qerr != nil || st.RunID == "" {

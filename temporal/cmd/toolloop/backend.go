@@ -139,6 +139,9 @@ func (b *backend) Start(ctx context.Context, req *cli.Request) (*loop.Result, er
 	if b.modelTimeout < 0 {
 		return nil, cli.Usagef("--model-timeout must not be negative (0, or leaving it out, is 5m)")
 	}
+	if req.NoStream {
+		return nil, cli.Usagef("--no-stream does not apply to a run on Temporal: whether the model streams is the workers' choice (toolloop worker --no-stream)")
+	}
 	price, err := req.Price(req.Model)
 	if err != nil {
 		return nil, err
@@ -153,12 +156,16 @@ func (b *backend) Start(ctx context.Context, req *cli.Request) (*loop.Result, er
 	if err != nil {
 		return nil, err
 	}
+	// A run ID is never used twice, finished or not, as in process: the
+	// default idempotency keys of a run's writes are made from it, so a
+	// second run under it would find the first one's writes in the ledger.
 	wr, err := cl.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: b.cn.queue,
-		WorkflowExecutionErrorWhenAlreadyStarted: true}, temporal.WorkflowName, in)
+		WorkflowExecutionErrorWhenAlreadyStarted: true, WorkflowIDReusePolicy: enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE},
+		temporal.WorkflowName, in)
 	var started *serviceerror.WorkflowExecutionAlreadyStarted
 	if errors.As(err, &started) {
-		return nil, cli.Usagef("run ID %s is already in use by a running run; pick another --id, or follow it with: toolloop trace show%s %s",
-			id, b.cn.flags(), cli.ShellQuote(id))
+		return nil, cli.Usagef("run ID %s is already in use on %s (by a run running or finished); pick another --id, or look at that run with: toolloop trace show%s %s",
+			id, b.cn.addr, b.cn.flags(), cli.ShellQuote(id))
 	}
 	if err != nil {
 		return nil, fmt.Errorf("starting the run: %w", err)
@@ -274,7 +281,9 @@ func (b *backend) Runs(ctx context.Context, f cli.Filter) ([]cli.RunInfo, error)
 	for len(list) < limit {
 		resp, err := cl.ListWorkflow(ctx, &workflowservice.ListWorkflowExecutionsRequest{
 			Namespace: b.cn.namespace, PageSize: int32(min(limit, 100)), NextPageToken: token,
-			Query: fmt.Sprintf("WorkflowType = '%s'", temporal.WorkflowName),
+			// A run that continued as new is one run: its last workflow
+			// execution stands for it.
+			Query: fmt.Sprintf("WorkflowType = '%s' AND ExecutionStatus != 'ContinuedAsNew'", temporal.WorkflowName),
 		})
 		if err != nil {
 			return nil, fmt.Errorf("listing the runs: %w", err)
@@ -373,11 +382,12 @@ func (b *backend) Events(ctx context.Context, id string) ([]loop.Event, error) {
 		return nil, fmt.Errorf("run %s left no log: %w", id, err)
 	}
 	if len(res.Events) == 0 && b.logs == nil {
-		// No log from the events query: a run that continued as new is
-		// told apart, with where its events are.
-		var cont *continuedError
-		if _, err := liveEvents(ctx, cl, id, nil); errors.As(err, &cont) {
-			return nil, err
+		// No log from the events query: say why, and where the log is.
+		if out, err := smallOutput(ctx, cl, id, ""); err == nil && out.ContinuedAsNew > 0 {
+			return nil, &continuedError{id: id}
+		} else if err == nil && out.Events > 0 {
+			return nil, fmt.Errorf("run %s: its log (%d events) comes from a worker of its task queue, and none answered; "+
+				"start one, or give the workers' store with --db PATH or --store URL", id, out.Events)
 		}
 	}
 	return res.Events, nil

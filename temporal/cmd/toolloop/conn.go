@@ -210,10 +210,14 @@ func liveEvents(ctx context.Context, cl client.Client, id string, logs store.Blo
 // without the workers' store, which holds its earlier events.
 type continuedError struct {
 	id    string
-	first int // the first event its workflow holds
+	first int // the first event its workflow holds; 0 when not known
 }
 
 func (e *continuedError) Error() string {
+	if e.first == 0 {
+		return fmt.Sprintf("run %s continued as new: its events are in the workers' store: "+
+			"give it with --db PATH or --store URL to read them", e.id)
+	}
 	return fmt.Sprintf("run %s continued as new: its workflow holds its events from %d on, the earlier ones "+
 		"are in the workers' store: give it with --db PATH or --store URL to read them", e.id, e.first)
 }

@@ -69,6 +69,15 @@ func TestTraceContinuedRun(t *testing.T) {
 		t.Fatalf("run: %+v; want final_answer after a continuation as new, two calls", out)
 	}
 
+	// One run, however many workflow executions: listed once, and its
+	// status names the stored log.
+	if code, stdout, stderr := call(ctx, "runs", "--temporal", addr); code != cli.ExitOK || strings.Count(stdout, id) != 1 {
+		t.Errorf("runs: exit %d, %d rows for %s\n%s%s", code, strings.Count(stdout, id), id, stdout, stderr)
+	}
+	if st, err := temporal.Status(ctx, cl, id); err != nil || st.Log != out.Log {
+		t.Errorf("status of the finished run: %+v, %v; want its log %s", st, err, out.Log)
+	}
+
 	// Without the store: where the events are, not a log cut short.
 	code, stdout, stderr := call(ctx, "trace", "show", "--temporal", addr, id)
 	if code == cli.ExitOK || !strings.Contains(stderr, "continued as new") || !strings.Contains(stderr, "--db PATH or --store URL") {
@@ -97,6 +106,10 @@ func TestTraceContinuedRun(t *testing.T) {
 	check("worker running")
 	stop()
 	check("no worker")
+	code, stdout, stderr = call(ctx, "trace", "show", "--temporal", addr, id)
+	if code == cli.ExitOK || !strings.Contains(stderr, "--db PATH or --store URL") {
+		t.Errorf("trace show with no worker and no store: exit %d\n%s%s\nwant an error naming --db and --store", code, stdout, stderr)
+	}
 
 	if code, _, stderr := call(ctx, "trace", "show", "--temporal", addr, "--db", filepath.Join(t.TempDir(), "none.db"), id); code != cli.ExitUsage && code != 1 ||
 		!strings.Contains(stderr, "none.db") {

@@ -108,6 +108,7 @@ func TestTemporalUsage(t *testing.T) {
 			"--model-timeout does not apply to a worker"},
 		{[]string{"run", "--temporal", "127.0.0.1:7233", "hello"}, "--model is missing"},
 		{[]string{"run", "--temporal", "127.0.0.1:7233", "--model", "m", "--model-timeout", "-1s", "hello"}, "--model-timeout must not be negative"},
+		{[]string{"run", "--temporal", "127.0.0.1:7233", "--model", "m", "--no-stream", "hello"}, "--no-stream does not apply to a run on Temporal"},
 		{[]string{"run", "--temporal", "127.0.0.1:7233", "--model", "m"}, "want one prompt"},
 		{[]string{"approve", "--temporal", "127.0.0.1:7233", "run-1", "call-1"}, "--by NAME is missing"},
 		{[]string{"resume", "--temporal", "127.0.0.1:7233", "run-1"}, "needs no resume"},

@@ -176,6 +176,11 @@ func TestServeOnTemporal(t *testing.T) {
 	if ev := string(run.Events); !strings.Contains(ev, `"dana"`) || !strings.Contains(ev, "photo checked") {
 		t.Errorf("the run's events do not record dana's approval and note:\n%s", ev)
 	}
+	// The run ID stays its own once the run has finished.
+	if code, out, errOut := call(ctx, "run", "--temporal", addr, "--task-queue", queue, "--model", orders.DeskModelName,
+		"--id", id, "--detach", "Please refund A103 again."); code != cli.ExitUsage || !strings.Contains(errOut, "already in use") {
+		t.Errorf("a second run under a finished run's ID: exit %d\n%s%s\nwant it refused", code, out, errOut)
+	}
 	if code := api("GET", "/api/runs/"+id+"-nope", nil, nil); code != http.StatusNotFound {
 		t.Errorf("a run that does not exist: HTTP %d, want 404", code)
 	}
