@@ -130,7 +130,9 @@ type Accumulator struct {
 	ids       map[string]int
 	usage     Usage
 	finish    *Finish
-	deltas    int
+	// shown is set by the first delta with something to show: text,
+	// reasoning text, a tool call.
+	shown bool
 }
 
 type streamCall struct {
@@ -146,9 +148,9 @@ func (a *Accumulator) Add(d Delta) error {
 	if a.finish != nil {
 		return a.protocol("a %s delta came after the turn finished", d.Kind)
 	}
-	a.deltas++
 	switch d.Kind {
 	case DeltaText:
+		a.shown = a.shown || d.Text != ""
 		a.text.WriteString(d.Text)
 	case DeltaReasoning:
 		switch {
@@ -158,6 +160,7 @@ func (a *Accumulator) Add(d Delta) error {
 			a.reasoning = append(a.reasoning, Reasoning{})
 			a.reasonTxt = append(a.reasonTxt, nil)
 		}
+		a.shown = a.shown || d.Text != ""
 		a.reasonTxt[d.Index] = append(a.reasonTxt[d.Index], d.Text...)
 		if d.Hidden {
 			a.reasoning[d.Index].Hidden = true
@@ -208,6 +211,8 @@ func (a *Accumulator) start(d Delta) error {
 	switch {
 	case d.Call == nil || d.Call.ID == "" || d.Call.Name == "":
 		return a.protocol("call %d was started without an ID and a name", d.Index)
+	case d.Index < 0:
+		return a.protocol("call %d was started; calls are numbered in order from 0", d.Index)
 	case d.Index < len(a.calls):
 		c := &a.calls[d.Index]
 		return a.protocol("call %d was started twice: as %q (%s), then as %q (%s)", d.Index, c.name, c.id, d.Call.Name, d.Call.ID)
@@ -222,6 +227,7 @@ func (a *Accumulator) start(d Delta) error {
 	}
 	a.ids[d.Call.ID] = d.Index
 	a.calls = append(a.calls, streamCall{id: d.Call.ID, name: d.Call.Name, state: d.Call.State})
+	a.shown = true
 	return nil
 }
 
@@ -241,11 +247,13 @@ func (a *Accumulator) protocol(format string, args ...any) error {
 	return &Error{Kind: ErrorProtocol, Err: fmt.Errorf("inconsistent stream: "+format, args...)}
 }
 
-// Started reports whether any delta has been added: a stream that fails
-// before its first delta failed like a request, and may be retried like
-// one; one that fails after has shown something that a retry would show
-// again, differently.
-func (a *Accumulator) Started() bool { return a.deltas > 0 }
+// Started reports whether the stream has shown something: text,
+// reasoning text or a tool call. A stream that fails before that failed
+// like a request, and may be retried like one, even after deltas with
+// nothing to show (usage, an empty piece: a provider may send those at
+// once, before an overload error); one that fails after has shown
+// something that a retry would show again, differently.
+func (a *Accumulator) Started() bool { return a.shown }
 
 // Finished reports whether the turn's finish has been added.
 func (a *Accumulator) Finished() bool { return a.finish != nil }

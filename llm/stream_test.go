@@ -83,6 +83,7 @@ func TestAccumulatorRefusesInconsistentChunks(t *testing.T) {
 		{"arguments after the call ended", []Delta{start(0, "a", "get"), {Kind: DeltaToolCallEnd, Index: 0}, args(0, "{}")}, "after it ended"},
 		{"ended under another ID", []Delta{start(0, "a", "get"), {Kind: DeltaToolCallEnd, Index: 0, Call: call("b", "")}}, "ended as"},
 		{"a call without an ID", []Delta{{Kind: DeltaToolCallStart, Index: 0, Call: call("", "get")}}, "without an ID"},
+		{"a negative index", []Delta{start(-1, "a", "get")}, "call -1 was started"},
 		{"text after the finish", []Delta{fin, {Kind: DeltaText, Text: "x"}}, "after the turn finished"},
 		{"reasoning part skipped", []Delta{{Kind: DeltaReasoning, Index: 1}}, "reasoning part 1"},
 		{"unknown kind", []Delta{{Kind: 99}}, "delta_kind(99)"},
@@ -97,6 +98,38 @@ func TestAccumulatorRefusesInconsistentChunks(t *testing.T) {
 				t.Errorf("err = %q, want it to say %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// Started counts only what a stream shows: text, reasoning text, a call.
+// Usage and empty pieces, which providers send at once before an error
+// may come, leave a failed stream retryable.
+func TestAccumulatorStarted(t *testing.T) {
+	var a Accumulator
+	for _, d := range []Delta{
+		{Kind: DeltaUsage, Usage: &Usage{InputTokens: 10}},
+		{Kind: DeltaText},
+		{Kind: DeltaReasoning, Index: 0, Hidden: true},
+	} {
+		if err := a.Add(d); err != nil {
+			t.Fatal(err)
+		}
+		if a.Started() {
+			t.Fatalf("started after a %s delta with nothing to show", d.Kind)
+		}
+	}
+	for _, d := range []Delta{
+		{Kind: DeltaText, Text: "h"},
+		{Kind: DeltaReasoning, Index: 0, Text: "h"},
+		{Kind: DeltaToolCallStart, Index: 0, Call: call("a", "get")},
+	} {
+		var b Accumulator
+		if err := b.Add(d); err != nil {
+			t.Fatal(err)
+		}
+		if !b.Started() {
+			t.Errorf("not started after a %s delta", d.Kind)
+		}
 	}
 }
 

@@ -228,6 +228,21 @@ func TestStreamBrokenAfterFirstDelta(t *testing.T) {
 	}
 }
 
+// A stream that fails after deltas with nothing to show (the usage a
+// provider sends at once, then an overload error) has shown nothing: it is
+// retried like a request.
+func TestStreamRetriedAfterUsageOnly(t *testing.T) {
+	f := newFixture(t)
+	overloaded := &llm.Error{Kind: llm.ErrorUnavailable, Retryable: true, Err: errors.New("overloaded_error")}
+	// Text's first delta is its input usage.
+	m := llmtest.New(llmtest.Text("never shown").WithUsage(100, 0).BreakAfter(1, overloaded), llmtest.Text("second try"))
+	res, err := loop.Run(context.Background(), loop.Config{Stream: true, Model: m, Tools: f.reg, ModelRetryBackoff: time.Millisecond}, user("hi"))
+	mustStatus(t, res, err, loop.FinalAnswer)
+	if n := len(m.Requests()); n != 2 || res.Answer() != "second try" {
+		t.Errorf("the model was asked %d times, answer %q; want a retry that answered", n, res.Answer())
+	}
+}
+
 // seqModel streams fixed deltas; it counts the streams it was asked for
 // and those its consumer stopped early (yield returned false). It ignores
 // its context, as a careless adapter might: the loop must still stop.

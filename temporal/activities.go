@@ -561,7 +561,7 @@ func streamBeating(ctx context.Context, m llm.StreamingModel, req *llm.Request, 
 				return a.resp, a.started, a.err
 			case <-grace.C:
 				mu.Lock()
-				started := prog.Deltas > 0
+				started := prog.TextBytes+prog.ReasoningBytes+prog.Calls > 0 // as llm.Accumulator.Started
 				mu.Unlock()
 				return nil, started, ctx.Err()
 			}
