@@ -8,6 +8,7 @@ import (
 	"iter"
 	"net"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/anthropics/anthropic-sdk-go/v2"
@@ -96,8 +97,10 @@ type streamBlock struct {
 	kind  uint8
 	index int // the call's or the reasoning part's index
 	// sent is set once a tool_use block's arguments have had a fragment
-	// that was not empty.
+	// that was not empty or white space; blank holds the white space that
+	// came before it.
 	sent    bool
+	blank   string
 	stopped bool
 	// text and signature gather a text or thinking block's pieces until
 	// it stops (see delta).
@@ -132,6 +135,22 @@ func (s *streamer) event(ev anthropic.MessageStreamEventUnion) bool {
 	}
 	if err := s.msg.Accumulate(ev); err != nil {
 		return s.fail(protocolError("%v", err))
+	}
+	switch ev.Type {
+	case "message_start":
+		// Blocks come with content_block_start, each in its own event;
+		// this adapter keeps a record per block beside msg's content.
+		if n := len(s.msg.Content); n > 0 {
+			return s.fail(protocolError("message_start carried %d content block(s); blocks come with content_block_start", n))
+		}
+	case "content_block_start":
+		if i := int(ev.Index); i != len(s.blocks) || i != len(s.msg.Content)-1 {
+			return s.fail(protocolError("content block %d started after %d block(s); blocks are numbered in order from 0", i, len(s.blocks)))
+		}
+	case "content_block_stop":
+		if i := int(ev.Index); i < 0 || i >= len(s.blocks) {
+			return s.fail(protocolError("content block %d stopped, and %d blocks have started", i, len(s.blocks)))
+		}
 	}
 	switch ev.Type {
 	case "message_start", "message_delta":
@@ -230,8 +249,19 @@ func (s *streamer) delta(i int, ev anthropic.MessageStreamEventUnion) bool {
 		return s.fail(protocolError("%v", err))
 	}
 	if d.Type == "input_json_delta" && b.kind == kindToolUse && d.PartialJSON != "" {
+		piece := d.PartialJSON
+		if !b.sent {
+			// Arguments that are only white space come out as "{}" in
+			// the SDK's message, as in Generate's: hold white space back
+			// until something else comes (stop sends "{}" otherwise).
+			b.blank += piece
+			if strings.TrimSpace(b.blank) == "" {
+				return true
+			}
+			piece, b.blank = b.blank, ""
+		}
 		b.sent = true
-		return s.yield(llm.Delta{Kind: llm.DeltaToolCallArguments, Index: b.index, Text: d.PartialJSON}, nil)
+		return s.yield(llm.Delta{Kind: llm.DeltaToolCallArguments, Index: b.index, Text: piece}, nil)
 	}
 	return true
 }
@@ -265,7 +295,7 @@ func (s *streamer) stop(i int) bool {
 	case kindToolUse:
 		if !b.sent {
 			args := string(cb.Input)
-			if args == "" {
+			if strings.TrimSpace(args) == "" {
 				args = string(emptyObject)
 			}
 			if !s.yield(llm.Delta{Kind: llm.DeltaToolCallArguments, Index: b.index, Text: args}, nil) {

@@ -172,6 +172,7 @@ func TestStreamEqualsGenerate(t *testing.T) {
 		{"stream_parallel_calls.sse", "parallel_calls.json"},
 		{"stream_thinking_calls.sse", "thinking_calls.json"},
 		{"stream_empty_input.sse", "empty_input.json"},
+		{"stream_blank_input.sse", "empty_input.json"},
 	} {
 		t.Run(c.sse, func(t *testing.T) {
 			req := streamRequest()
@@ -552,6 +553,10 @@ func TestStreamProtocolErrors(t *testing.T) {
 		{"delta after its block stopped", strings.Replace(body, "event: message_delta", "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"x\"}}\n\nevent: message_delta", 1),
 			llm.ErrorProtocol, "after it stopped"},
 		{"refusal", strings.Replace(body, `"stop_reason":"end_turn"`, `"stop_reason":"refusal"`, 1), llm.ErrorRefusal, "refused"},
+		{"content in message_start", strings.Replace(body, `"content":[]`, `"content":[{"type":"text","text":"x"}]`, 1),
+			llm.ErrorProtocol, "message_start carried 1 content block"},
+		{"a block started out of order", strings.Replace(body, `"type":"content_block_start","index":0`, `"type":"content_block_start","index":1`, 1),
+			llm.ErrorProtocol, "index 1"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			ss := newSSEServer(t, []byte(c.body), 4, 0)
