@@ -50,6 +50,11 @@ type responsesStream struct {
 	text      strings.Builder
 	reasoning []*streamReasoning
 	calls     []*streamFnCall // in the order they started
+	// fnItems counts the function call items seen, each numbered in turn
+	// (streamItem.fnPos): a call starts only when every call before it
+	// has, so the calls started are the response's first ones, in its
+	// order.
+	fnItems int
 }
 
 // streamItem is an output item by its output_index.
@@ -58,6 +63,9 @@ type streamItem struct {
 	hasText   bool // a message item whose text has begun
 	reasoning *streamReasoning
 	call      *streamFnCall
+	// fnPos is a function call item's place among the calls, -1 before
+	// it is seen.
+	fnPos int
 }
 
 type streamReasoning struct {
@@ -80,7 +88,7 @@ func (s *responsesStream) item(i int64, typ string) *streamItem {
 		if s.items == nil {
 			s.items = make(map[int64]*streamItem)
 		}
-		it = &streamItem{typ: typ}
+		it = &streamItem{typ: typ, fnPos: -1}
 		s.items[i] = it
 	}
 	return it
@@ -100,8 +108,11 @@ func (s *responsesStream) event(ev responses.ResponseStreamEventUnion, out []llm
 			}
 		case "function_call":
 			// A call without a call_id gets a generated ID from its
-			// complete arguments: it starts when it is done.
-			if it.call == nil && ev.Item.CallID != "" {
+			// complete arguments: it starts when it is done. A call
+			// after one that has not started waits for the response's
+			// end, when the rest start in order.
+			s.numberCall(it)
+			if it.call == nil && ev.Item.CallID != "" && it.fnPos == len(s.calls) {
 				it.call = &streamFnCall{index: len(s.calls), id: ev.Item.CallID, name: ev.Item.Name}
 				s.calls = append(s.calls, it.call)
 				out = append(out, llm.Delta{Kind: llm.DeltaToolCallStart, Index: it.call.index,
@@ -176,8 +187,12 @@ func (s *responsesStream) itemDone(ev *responses.ResponseStreamEventUnion, out [
 		return out, false, err
 	case "function_call":
 		it := s.item(ev.OutputIndex, item.Type)
+		s.numberCall(it)
 		fc := item.AsFunctionCall()
 		args := string(rawArguments(fc.JSON.Arguments, fc.Arguments))
+		if it.call == nil && it.fnPos != len(s.calls) {
+			return out, false, nil // behind a call not started: sent at the end
+		}
 		if it.call == nil {
 			c := &streamFnCall{index: len(s.calls), id: fc.CallID, name: fc.Name}
 			if c.id == "" {
@@ -198,6 +213,15 @@ func (s *responsesStream) itemDone(ev *responses.ResponseStreamEventUnion, out [
 			Call: &llm.ToolCall{ID: fc.CallID, Name: fc.Name}}), false, nil
 	}
 	return out, false, nil
+}
+
+// numberCall gives a function call item its place among the calls, the
+// first time it is seen.
+func (s *responsesStream) numberCall(it *streamItem) {
+	if it.fnPos < 0 {
+		it.fnPos = s.fnItems
+		s.fnItems++
+	}
 }
 
 // complete sends what the reasoning's events left out of r, or fails if

@@ -150,6 +150,7 @@ var streamPairs = map[string][][2]string{
 		{"stream_reasoning_cut.sse", "reasoning_cut.json"},
 		{"stream_invalid_arguments.sse", "invalid_arguments.json"},
 		{"stream_missing_call_id.sse", "missing_call_id.json"},
+		{"stream_mixed_call_ids.sse", "mixed_call_ids.json"},
 		{"stream_refusal.sse", "refusal.json"},
 		{"stream_failed.sse", "failed.json"},
 		{"stream_two_messages.sse", "two_messages.json"},
