@@ -80,16 +80,20 @@ type segment struct {
 type logCache struct {
 	mu   sync.Mutex
 	logs map[string][]loop.Event
+	// events counts the events logs holds.
+	events int
 	// blobs keeps resolved tool results, by digest.
 	blobs map[string][]byte
 	size  int
 }
 
-// logCacheRuns and logCacheBytes bound a worker's cache: the logs of this
-// many runs' latest turns, and this many bytes of resolved results.
+// logCacheRuns, logCacheEvents and logCacheBytes bound a worker's cache:
+// the logs of this many runs' latest turns, this many events in all, and
+// this many bytes of resolved results.
 const (
-	logCacheRuns  = 256
-	logCacheBytes = 64 << 20
+	logCacheRuns   = 256
+	logCacheEvents = 1 << 20
+	logCacheBytes  = 64 << 20
 )
 
 func newLogCache() *logCache {
@@ -112,10 +116,30 @@ func (c *logCache) keepLog(head string, evs []loop.Event) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if len(c.logs) >= logCacheRuns {
+	if len(c.logs) >= logCacheRuns || c.events+len(evs) > logCacheEvents {
 		clear(c.logs)
+		c.events = 0
+	}
+	if old, ok := c.logs[head]; ok {
+		c.events -= len(old)
 	}
 	c.logs[head] = slices.Clip(evs)
+	c.events += len(evs)
+}
+
+// dropLog forgets the log whose head was head: a run's next turn extends
+// it under a new head, and only a retried activity would ask for the old
+// one again (it is read from the store then).
+func (c *logCache) dropLog(head string) {
+	if c == nil {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if old, ok := c.logs[head]; ok {
+		c.events -= len(old)
+		delete(c.logs, head)
+	}
 }
 
 func (c *logCache) blob(d string) ([]byte, bool) {
@@ -158,6 +182,7 @@ func appendLog(ctx context.Context, blobs store.Blobs, c *logCache, head string,
 	}
 	if prev, ok := c.log(head); ok || head == "" {
 		c.keepLog(d, slices.Concat(prev, events))
+		c.dropLog(head)
 	}
 	return d, nil
 }
