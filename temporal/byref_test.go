@@ -3,6 +3,7 @@ package temporal_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"go.temporal.io/sdk/testsuite"
 
 	"github.com/toolloop/toolloop/llm"
+	"github.com/toolloop/toolloop/llm/llmtest"
 	"github.com/toolloop/toolloop/loop"
 	"github.com/toolloop/toolloop/store"
 	"github.com/toolloop/toolloop/temporal"
@@ -210,5 +212,77 @@ func TestToolActivityHeartbeats(t *testing.T) {
 	r := toolResult(res.Messages, "call_s1")
 	if out.Status != loop.FinalAnswer || r == nil || r.Status != llm.StatusOK || attempts != 1 || beats < 2 {
 		t.Fatalf("status %s, result %+v, %d attempts, %d heartbeats", out.Status, r, attempts, beats)
+	}
+}
+
+// A turn too large for the model activity's input to carry (a long reply,
+// then 80 results just under RefThreshold: about 1.3 MB of events) is
+// stored before the next request, whose input then carries none of it;
+// the run ends as it would anyway, every result whole.
+func TestLargeTurnStoredBeforeTheRequest(t *testing.T) {
+	const calls, size = 80, temporal.RefThreshold - 100
+	page, err := tool.New(tool.Spec[struct {
+		N int `json:"n"`
+	}]{Name: "page", Description: "a page", Effect: tool.ReadOnly},
+		func(_ context.Context, in struct {
+			N int `json:"n"`
+		}) (string, error) {
+			return strings.Repeat(string(rune('a'+in.N%26)), size-2), nil
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg, err := tool.NewRegistry(page)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var batch []llm.ToolCall
+	for i := range calls {
+		batch = append(batch, llmtest.Call(fmt.Sprintf("c%d", i), "page", map[string]int{"n": i}))
+	}
+	first := llmtest.Calls(batch...)
+	first.Response.Message.Text = strings.Repeat("Reading them all. ", 30_000) // 540 KB
+	model := llmtest.New(first, llmtest.Text("read them all"))
+	blobs := store.NewMemory()
+	acts, err := temporal.NewActivities(temporal.Config{Model: model, Tools: reg, Blobs: blobs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var suite testsuite.WorkflowTestSuite
+	suite.SetLogger(testLogger())
+	env := suite.NewTestWorkflowEnvironment()
+	env.SetTestTimeout(30 * time.Second)
+	temporal.RegisterWorkflow(env)
+	acts.Register(env)
+	var inputs []int
+	env.SetOnActivityStartedListener(func(info *activity.Info, _ context.Context, args converter.EncodedValues) {
+		if info.ActivityType.Name != temporal.ModelActivity {
+			return
+		}
+		var in temporal.ModelInput
+		if err := args.Get(&in); err != nil {
+			t.Error(err)
+		}
+		b, _ := json.Marshal(in)
+		inputs = append(inputs, len(b))
+	})
+	env.ExecuteWorkflow(temporal.WorkflowName, temporal.RunInput{RunID: "run-large-turn", Model: "scripted",
+		Messages: []llm.Message{llm.UserMessage("read every page")}, Budgets: loop.Budgets{MaxToolCalls: calls}})
+	if err := env.GetWorkflowError(); err != nil {
+		t.Fatal(err)
+	}
+	var out temporal.RunOutput
+	if err := env.GetWorkflowResult(&out); err != nil {
+		t.Fatal(err)
+	}
+	if out.Status != loop.FinalAnswer || out.ToolCalls != calls {
+		t.Fatalf("output %+v", out)
+	}
+	if len(inputs) != 2 || inputs[1] > 64<<10 {
+		t.Fatalf("model inputs of %v bytes: the second should carry none of the large turn", inputs)
+	}
+	res := readResult(t, blobs, out)
+	if r := res.Messages[len(res.Messages)-2].Result; r == nil || len(r.Content) != size {
+		t.Fatalf("the last result read back is not whole: %+v", r)
 	}
 }

@@ -632,6 +632,10 @@ func (d *driver) bound(ctx workflow.Context, o *workflow.ActivityOptions) (byDea
 	return false
 }
 
+// maxModelInputNew is the most JSON a model activity's input carries of
+// the turn's events; a larger turn is stored before the request.
+const maxModelInputNew = 512 << 10
+
 // modelActivityBound is a model activity's StartToClose timeout when the
 // run has no deadline: Temporal needs one, and RunInput.ModelTimeout is
 // not it, since a streamed turn may last longer than it may be quiet.
@@ -687,6 +691,16 @@ func (d *driver) requestModel(ctx workflow.Context) loop.Event {
 	}
 	byDeadline := d.bound(ctx, &o)
 	o.RetryPolicy.NonRetryableErrorTypes = []string{ErrTypePayloadTooLarge}
+	if b, err := json.Marshal(d.log[d.saved:]); err == nil && len(b) > maxModelInputNew {
+		// A turn's events travel in the model activity's input, which the
+		// history keeps and Temporal bounds (2 MB): a large turn (a long
+		// reply and many results) is stored first, by a local activity
+		// whose input the history does not keep, and the input carries
+		// none of it. If that fails the input carries it as before.
+		if err := d.saveLog(ctx); err != nil {
+			workflow.GetLogger(ctx).Warn("toolloop: storing a large turn before the model request failed", "error", err.Error())
+		}
+	}
 	in := ModelInput{
 		Model: d.in.Model, Step: s.Steps + 1, Log: d.head, New: d.log[d.saved:],
 		RetryBackoff: d.in.ModelRetryBackoff, Timeout: d.in.ModelTimeout,
