@@ -12,6 +12,7 @@ import (
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/testsuite"
 
+	"github.com/toolloop/toolloop/executor"
 	"github.com/toolloop/toolloop/llm"
 	"github.com/toolloop/toolloop/llm/llmtest"
 	"github.com/toolloop/toolloop/loop"
@@ -284,5 +285,58 @@ func TestLargeTurnStoredBeforeTheRequest(t *testing.T) {
 	res := readResult(t, blobs, out)
 	if r := res.Messages[len(res.Messages)-2].Result; r == nil || len(r.Content) != size {
 		t.Fatalf("the last result read back is not whole: %+v", r)
+	}
+}
+
+// A write still running when the run's time runs out may have happened:
+// its activity is cut off with the run, which stops deadline_exceeded, and
+// the log says the write's outcome is unknown, never that the call was
+// cut short before it could write.
+func TestWriteCutByTheDeadline(t *testing.T) {
+	type in struct {
+		Order string `json:"order"`
+	}
+	refund, err := tool.New(tool.Spec[in]{Name: "refund", Description: "refunds an order", Effect: tool.Write,
+		HonorsContext: true, IdempotencyKey: func(a in) string { return "refund/" + a.Order }},
+		func(ctx context.Context, _ in) (string, error) {
+			select { // a slow payment service
+			case <-time.After(3 * time.Second):
+				return "refunded", nil
+			case <-ctx.Done():
+				return "", ctx.Err()
+			}
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg, err := tool.NewRegistry(refund)
+	if err != nil {
+		t.Fatal(err)
+	}
+	model := llmtest.New(llmtest.Calls(llmtest.Call("r1", "refund", map[string]string{"order": "A1"})), llmtest.Text("never"))
+	blobs := store.NewMemory()
+	acts, err := temporal.NewActivities(temporal.Config{Model: model, Tools: reg, Blobs: blobs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var suite testsuite.WorkflowTestSuite
+	suite.SetLogger(testLogger())
+	env := suite.NewTestWorkflowEnvironment()
+	env.SetTestTimeout(30 * time.Second)
+	temporal.RegisterWorkflow(env)
+	acts.Register(env)
+	env.ExecuteWorkflow(temporal.WorkflowName, temporal.RunInput{RunID: "run-cut-write", Model: "scripted",
+		Messages: []llm.Message{llm.UserMessage("refund A1")}, Budgets: loop.Budgets{Deadline: time.Second}})
+	if err := env.GetWorkflowError(); err != nil {
+		t.Fatal(err)
+	}
+	var out temporal.RunOutput
+	if err := env.GetWorkflowResult(&out); err != nil {
+		t.Fatal(err)
+	}
+	res := readResult(t, blobs, out)
+	r := toolResult(res.Messages, "r1")
+	if out.Status != loop.DeadlineExceeded || r == nil || r.ErrorKind != executor.ErrOutcomeUnknown {
+		t.Fatalf("status %s (%s), result %+v; want the write's outcome unknown", out.Status, out.Detail, r)
 	}
 }

@@ -915,15 +915,26 @@ func (d *driver) execute(ctx workflow.Context, stage int, idx []int) loop.Event 
 	return ev
 }
 
-// failedCall is the outcome of a call whose activity failed for good. If
-// the run was canceled or ran out of time (late: the run's deadline ended
-// the activity), the call was cut short (as in-process); otherwise a write's outcome is unknown (its worker may have
-// written before failing), and a read failed for a reason the model may
-// hear about.
+// failedCall is the outcome of a call whose activity failed for good. A
+// write the run's deadline cut off (late) may have happened: its outcome
+// is unknown, as in process when no status look-up settles it. Otherwise,
+// if the run was canceled or ran out of time, the call was cut short (as
+// in process); a write whose activity failed otherwise has an unknown
+// outcome too (its worker may have written before failing), and a read
+// failed for a reason the model may hear about.
 func (d *driver) failedCall(ctx workflow.Context, c CallInput, err error, late bool) executor.Outcome {
 	r := llm.ToolResult{CallID: c.Call.ID, Name: c.Call.Name}
 	o := executor.Outcome{Err: err.Error(), IdempotencyKey: c.IdempotencyKey, Started: workflow.Now(ctx)}
 	switch {
+	case late && c.IdempotencyKey != "":
+		// The run's time ran out while the write's activity ran: its
+		// worker may have written (the executor's reconciling, which
+		// would tell, is cut off with it).
+		r.Status, r.ErrorKind = llm.StatusSkipped, executor.ErrOutcomeUnknown
+		r.Content = llm.ErrorContent(r.ErrorKind, fmt.Sprintf(
+			"the run's time ran out while the write with idempotency key %q ran; the write may or may not have happened",
+			c.IdempotencyKey))
+		o.OutcomeUnknown, o.StopRun = true, true
 	case late || d.interruption(ctx) != nil || sdktemporal.IsCanceledError(err):
 		r.Status, r.ErrorKind = llm.StatusSkipped, llm.ErrCanceled
 		r.Content = llm.ErrorContent(r.ErrorKind, "the run ended before this call finished")
