@@ -123,8 +123,10 @@ func (s *Server) listRuns(ctx context.Context, l listQuery) (*runList, error) {
 		sel = append(sel, r)
 	}
 	out := &runList{Page: l.Page, PerPage: l.PerPage, Total: len(sel), Pages: (len(sel) + l.PerPage - 1) / l.PerPage}
-	from := (l.Page - 1) * l.PerPage
-	if from < len(sel) {
+	// A page past the last is empty (compared before multiplying, which
+	// a page number near the int limit would overflow).
+	if l.Page <= out.Pages {
+		from := (l.Page - 1) * l.PerPage
 		out.Runs = sel[from:min(from+l.PerPage, len(sel))]
 	}
 	if out.Runs == nil {
@@ -148,8 +150,9 @@ func writeError(w http.ResponseWriter, code int, msg string) {
 	writeJSON(w, code, map[string]string{"error": msg})
 }
 
-// apiFail answers with err: its own code for an httpError, 500 otherwise
-// (logged, and not shown: it may hold what the client should not see).
+// apiFail answers with err: its own code for an httpError, 500 otherwise,
+// logged and shown (only people in the users file get this far, and the
+// backend's errors say what to do, e.g. which flag names a store).
 func apiFail(w http.ResponseWriter, r *http.Request, err error) {
 	var he *httpError
 	if errors.As(err, &he) {

@@ -222,8 +222,9 @@ type who struct {
 // the session cookie.
 func (s *Server) authenticate(r *http.Request) (*who, bool) {
 	if h := r.Header.Get("Authorization"); h != "" {
-		token, ok := strings.CutPrefix(h, "Bearer ")
-		if !ok {
+		// The scheme's name is case-insensitive (RFC 9110, 11.1).
+		scheme, token, ok := strings.Cut(h, " ")
+		if !ok || !strings.EqualFold(scheme, "Bearer") {
 			return nil, false
 		}
 		name, ok := s.opts.Users.lookup(strings.TrimSpace(token))
@@ -271,7 +272,7 @@ func (s *Server) page(h func(http.ResponseWriter, *http.Request, *who)) http.Han
 			return
 		}
 		if r.Method == http.MethodPost {
-			r.Body = http.MaxBytesReader(w, r.Body, maxBody)
+			limitBody(w, r)
 			if !csrfOK(r, u) {
 				http.Error(w, "the form's CSRF token is missing or wrong: reload the page and try again", http.StatusForbidden)
 				return
@@ -292,7 +293,7 @@ func (s *Server) api(h func(http.ResponseWriter, *http.Request, *who)) http.Hand
 			return
 		}
 		if r.Method == http.MethodPost {
-			r.Body = http.MaxBytesReader(w, r.Body, maxBody)
+			limitBody(w, r)
 			if u.session != "" && subtle.ConstantTimeCompare([]byte(r.Header.Get(csrfHeader)), []byte(u.csrf)) != 1 {
 				writeError(w, http.StatusForbidden, "a request signed in with the session cookie needs the session's CSRF token in "+csrfHeader)
 				return
@@ -320,7 +321,7 @@ func (s *Server) renderSignin(w http.ResponseWriter, r *http.Request, msg string
 
 // signin checks the token from the form and starts a session.
 func (s *Server) signin(w http.ResponseWriter, r *http.Request) {
-	r.Body = http.MaxBytesReader(w, r.Body, maxBody)
+	limitBody(w, r)
 	c, err := r.Cookie(signinCookie)
 	if err != nil || subtle.ConstantTimeCompare([]byte(c.Value), []byte(r.PostFormValue(csrfField))) != 1 {
 		s.renderSignin(w, r, "The sign-in form expired or was not sent by this site; try again.", http.StatusForbidden)
@@ -347,10 +348,33 @@ func (s *Server) signout(w http.ResponseWriter, r *http.Request, u *who) {
 }
 
 // safeNext keeps a sign-in's destination on this site: a path, never
-// another host ("//evil", "/\evil").
+// another host. Browsers read "//evil", "/\\evil" and "/<TAB>/evil" as
+// another host, and http.Redirect cleans the path ("/a/../\\evil" becomes
+// "/\\evil"), so a backslash or a control character anywhere is refused.
 func safeNext(next string) string {
-	if next == "" || next[0] != '/' || strings.HasPrefix(next, "//") || strings.HasPrefix(next, "/\\") {
-		return "/runs"
+	const home = "/runs"
+	if next == "" || next[0] != '/' || strings.ContainsFunc(next, func(r rune) bool {
+		return r == '\\' || r < 0x20 || r == 0x7f
+	}) {
+		return home
+	}
+	if strings.HasPrefix(next, "//") {
+		return home
 	}
 	return next
+}
+
+// bodyReadTimeout bounds how long a client may take to send a form or an
+// answer's body.
+const bodyReadTimeout = 30 * time.Second
+
+// limitBody bounds r's body in size (maxBody) and in time
+// (bodyReadTimeout), so that a client sending it slowly cannot hold the
+// connection and its goroutine. The server sets no ReadTimeout: that
+// would also end the live streams, whose requests have no body.
+func limitBody(w http.ResponseWriter, r *http.Request) {
+	r.Body = http.MaxBytesReader(w, r.Body, maxBody)
+	// A ResponseWriter that cannot set deadlines (a test's recorder) is
+	// left without one.
+	_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(bodyReadTimeout))
 }

@@ -4,12 +4,14 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -17,8 +19,11 @@ import (
 
 	"github.com/toolloop/toolloop/console"
 	"github.com/toolloop/toolloop/console/consoletest"
+	"github.com/toolloop/toolloop/examples/orders"
 	"github.com/toolloop/toolloop/llm"
+	"github.com/toolloop/toolloop/llm/llmtest"
 	"github.com/toolloop/toolloop/loop"
+	"github.com/toolloop/toolloop/policy"
 	"github.com/toolloop/toolloop/store"
 )
 
@@ -270,13 +275,28 @@ func TestSignIn(t *testing.T) {
 	if resp.StatusCode != http.StatusForbidden || len(sessionCookies(resp)) > 0 {
 		t.Errorf("sign in without the form's cookie: %d, cookies %v", resp.StatusCode, resp.Header["Set-Cookie"])
 	}
-	// A destination off the site is not followed.
-	resp, page = e.do(req{path: "/signin"})
-	m = csrfRE.FindStringSubmatch(page)
-	resp, _ = e.do(req{method: "POST", path: "/signin", cookies: resp.Cookies(),
-		form: url.Values{"csrf": {m[1]}, "token": {aliceToken}, "next": {"//evil.example/"}}})
-	if loc := resp.Header.Get("Location"); resp.StatusCode != http.StatusSeeOther || loc != "/runs" {
-		t.Errorf("sign in with next=//evil.example/: %d to %q, want /runs", resp.StatusCode, loc)
+	// A destination off the site is not followed, however it is spelled
+	// (browsers take a backslash or a tab for a slash); one on it is.
+	for next, want := range map[string]string{
+		"//evil.example/":       "/runs",
+		"/\\evil.example":       "/runs",
+		"/a/../\\evil.example":  "/runs",
+		"/\t/evil.example":      "/runs",
+		"https://evil.example/": "/runs",
+		"/approvals":            "/approvals",
+		"/runs?status=running":  "/runs?status=running",
+	} {
+		resp, page = e.do(req{path: "/signin"})
+		m = csrfRE.FindStringSubmatch(page)
+		resp, _ = e.do(req{method: "POST", path: "/signin", cookies: resp.Cookies(),
+			form: url.Values{"csrf": {m[1]}, "token": {aliceToken}, "next": {next}}})
+		if loc := resp.Header.Get("Location"); resp.StatusCode != http.StatusSeeOther || loc != want {
+			t.Errorf("sign in with next=%q: %d to %q, want %s", next, resp.StatusCode, loc, want)
+		}
+	}
+	// The bearer scheme's name in any case.
+	if resp, _ := e.do(req{path: "/api/runs", header: map[string]string{"Authorization": "bearer " + aliceToken}}); resp.StatusCode != http.StatusOK {
+		t.Errorf("Authorization: bearer (lower case): %d, want 200", resp.StatusCode)
 	}
 
 	// Signing out ends the session.
@@ -601,6 +621,11 @@ func TestRunsList(t *testing.T) {
 	if len(l.Runs) != 0 || l.Total != 5 {
 		t.Errorf("a page past the end: %+v", l)
 	}
+	// A page number whose offset would overflow an int.
+	e.getJSON("/api/runs?per_page=200&page=368934881474191034", &l)
+	if len(l.Runs) != 0 || l.Total != 5 {
+		t.Errorf("a page far past the end: %+v", l)
+	}
 	e.getJSON("/api/runs?status=final_answer", &l)
 	if l.Total != 3 {
 		t.Errorf("status=final_answer: %d runs, want 3", l.Total)
@@ -862,5 +887,80 @@ func TestNewChecks(t *testing.T) {
 	}
 	if _, err := console.New(console.Options{Backend: consoletest.Backend(store.NewMemory())}); err == nil {
 		t.Error("New without users: no error")
+	}
+}
+
+// slowDecide makes each answer take a moment to record, as a busy store
+// would.
+type slowDecide struct{ console.Backend }
+
+func (b slowDecide) Decide(ctx context.Context, runID string, a loop.Confirmation) error {
+	time.Sleep(100 * time.Millisecond)
+	return b.Backend.Decide(ctx, runID, a)
+}
+
+// Two people answer the two calls of one batch at the same moment: the
+// answer recorded last sees the batch complete and carries the run on;
+// neither is left waiting for the other.
+func TestConcurrentAnswersResume(t *testing.T) {
+	e := newEnv(t, func(o *console.Options) {
+		o.Backend = slowDecide{o.Backend}
+	})
+	s := orders.Scenario{Name: "two_refunds", Want: loop.ConfirmationRequired, Ask: "Refund A101 and A103, please.",
+		Policy: policy.ConfirmWrites(),
+		Script: func(context.CancelFunc) []llmtest.Turn {
+			return []llmtest.Turn{
+				llmtest.Calls(llmtest.Call("c1", orders.RefundOrder, map[string]string{"order_id": "A101", "reason": "late"}),
+					llmtest.Call("c2", orders.RefundOrder, map[string]string{"order_id": "A103", "reason": "broken"})),
+				llmtest.Text("Both refunded."),
+			}
+		}}
+	res, _, err := s.RunWith(context.Background(), orders.RunOptions{Store: e.mem, Ledger: e.mem})
+	if err != nil || res.Status != loop.ConfirmationRequired || len(res.Pending) != 2 {
+		t.Fatalf("the run: %v, %+v; want it paused on two calls", err, res)
+	}
+	var wg sync.WaitGroup
+	ds := make([]console.Decision, 2)
+	for i, who := range []string{aliceToken, bobToken} {
+		wg.Go(func() {
+			code, d, raw := e.decision(who, res.RunID, fmt.Sprintf("c%d", i+1), "approve", `{}`)
+			if code != http.StatusOK {
+				t.Errorf("approve c%d: %d %s", i+1, code, raw)
+			}
+			ds[i] = d
+		})
+	}
+	wg.Wait()
+	if ds[0].Resume == console.ResumeWaiting && ds[1].Resume == console.ResumeWaiting {
+		t.Fatalf("both answers wait for the other: %+v; the run would stay paused", ds)
+	}
+}
+
+// A call the model named ".." (call IDs are the model's) can be answered
+// from its run's page: the form's address escapes the dots, which a
+// browser would otherwise resolve away.
+func TestDotCallID(t *testing.T) {
+	e := newEnv(t, func(o *console.Options) { o.GoesOn = true })
+	s := orders.Scenario{Name: "dot_call", Want: loop.ConfirmationRequired, Ask: "Refund A101, please.",
+		Policy: policy.ConfirmWrites(),
+		Script: func(context.CancelFunc) []llmtest.Turn {
+			return []llmtest.Turn{llmtest.Calls(llmtest.Call("..", orders.RefundOrder, map[string]string{"order_id": "A101", "reason": "late"}))}
+		}}
+	res, _, err := s.RunWith(context.Background(), orders.RunOptions{Store: e.mem, Ledger: e.mem})
+	if err != nil || res.Status != loop.ConfirmationRequired {
+		t.Fatalf("the run: %v, %+v; want it paused", err, res)
+	}
+	sess, csrf := e.signIn(aliceToken)
+	_, page := e.do(req{path: "/runs/" + res.RunID, cookies: []*http.Cookie{sess}})
+	action := "/runs/" + res.RunID + "/calls/%2E%2E/approve"
+	if !strings.Contains(page, `action="`+action+`"`) {
+		t.Fatalf("the run page has no form posting to %s:\n%s", action, page)
+	}
+	resp, body := e.do(req{method: "POST", path: action, cookies: []*http.Cookie{sess}, form: url.Values{"csrf": {csrf}}})
+	if resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("approve from the page: %d %s", resp.StatusCode, body)
+	}
+	if got := e.confirmations(res.RunID); len(got) != 1 || got[0].CallID != ".." || got[0].By != "alice" {
+		t.Errorf("answers recorded: %+v; want alice's to call ..", got)
 	}
 }

@@ -129,7 +129,31 @@ func (s *Server) decide(ctx context.Context, runID, callID string, approve bool,
 		if ae := (*loop.AnsweredError)(nil); errors.As(err, &ae) {
 			return nil, answered(ae)
 		}
+		// The run may have stopped waiting since the checks above (its
+		// pause timed out, it was canceled): that is a conflict, as it
+		// would have been a moment earlier, not a failure of the console.
+		if events, rerr := s.runEvents(ctx, runID); rerr == nil {
+			if st := loop.Replay(events); !st.Done || st.Status != loop.ConfirmationRequired {
+				status := string(st.Status)
+				if !st.Done {
+					status = loop.RunningStatus
+				}
+				return nil, &httpError{http.StatusConflict, fmt.Sprintf("cannot %s call %s: run %s stopped waiting for confirmation (status %s): %v", verb, callID, runID, status, err)}
+			}
+		}
 		return nil, err
+	}
+	// Another person may have answered another call of the batch
+	// meanwhile: what still waits is read from the log as it is now, so
+	// that of two answers given at once, the one recorded last resumes
+	// the run (from the log read before, each would wait for the other).
+	if events, err := s.runEvents(ctx, runID); err == nil {
+		still = still[:0]
+		for _, p := range loop.Replay(events).Pending {
+			if p.Confirmation == nil && p.CallID != callID {
+				still = append(still, p.CallID)
+			}
+		}
 	}
 	d := &Decision{RunID: runID, CallID: callID, Approved: approve, By: by, Note: note, StillPending: still}
 	done := "denied"

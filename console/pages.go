@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"strings"
 	"time"
 
 	"github.com/toolloop/toolloop/loop"
@@ -23,12 +24,22 @@ var assets embed.FS
 // pageNames are the pages, each assets/NAME.html in assets/layout.html.
 var pageNames = []string{"signin", "runs", "run", "approvals", "error"}
 
+// pathSegment escapes s for one segment of a URL path. "." and ".." are
+// escaped too (url.PathEscape leaves them): a browser would resolve them,
+// and a call the model named ".." could not be answered from its page.
+func pathSegment(s string) string {
+	if s == "." || s == ".." {
+		return strings.Repeat("%2E", len(s))
+	}
+	return url.PathEscape(s)
+}
+
 func parsePages() (map[string]*template.Template, error) {
 	funcs := template.FuncMap{
 		"content": content,
 		"when":    func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05Z") },
 		"dur":     func(d time.Duration) string { return d.Round(time.Millisecond).String() },
-		"pathesc": url.PathEscape,
+		"pathesc": pathSegment,
 		"dict":    dict,
 	}
 	pages := map[string]*template.Template{}
@@ -67,7 +78,8 @@ func (s *Server) common(u *who, title string) map[string]any {
 }
 
 // pageFail shows err on the error page with its code (500 for an error
-// that is not an httpError, whose text is logged, not shown).
+// that is not an httpError, whose text is logged and shown, as apiFail
+// does).
 func (s *Server) pageFail(w http.ResponseWriter, r *http.Request, u *who, err error) {
 	code, msg := http.StatusInternalServerError, "internal error"
 	var he *httpError
@@ -164,7 +176,7 @@ func (s *Server) decidePage(w http.ResponseWriter, r *http.Request, u *who) {
 	if u.session != "" {
 		s.sessions.setFlash(u.session, dec.Message)
 	}
-	back := "/runs/" + url.PathEscape(runID)
+	back := "/runs/" + pathSegment(runID)
 	if r.PostFormValue("back") == "approvals" {
 		back = "/approvals"
 	}

@@ -66,7 +66,9 @@ func (c *cli) serve(ctx context.Context, drv Driver, args []string) int {
 		srv.Close()
 		return c.fail("serve", &usageErr{fmt.Sprintf("cannot listen on %s: %v; pick another --addr", *addr, err)})
 	}
-	hs := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second}
+	// No ReadTimeout or WriteTimeout: they would end the live streams.
+	// The console bounds each request body's reading itself.
+	hs := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
 	fmt.Fprintf(c.stdout, "toolloop console on http://%s for %d user(s), runs %s; stop it with Ctrl-C\n",
 		ln.Addr(), len(users.Names()), info.Where)
 	served := make(chan error, 1)
