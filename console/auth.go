@@ -315,7 +315,7 @@ func (s *Server) signinPage(w http.ResponseWriter, r *http.Request) {
 func (s *Server) renderSignin(w http.ResponseWriter, r *http.Request, msg string, code int) {
 	token := randomID()
 	http.SetCookie(w, &http.Cookie{Name: signinCookie, Value: token, Path: "/signin", HttpOnly: true,
-		SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil, MaxAge: 600})
+		SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil || s.opts.SecureCookies, MaxAge: 600})
 	s.render(w, code, "signin", map[string]any{"CSRF": token, "Next": safeNext(r.FormValue("next")), "Error": msg})
 }
 
@@ -334,7 +334,7 @@ func (s *Server) signin(w http.ResponseWriter, r *http.Request) {
 	}
 	id := s.sessions.create(name)
 	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: id, Path: "/", HttpOnly: true,
-		SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil, MaxAge: int(s.opts.SessionTTL / time.Second)})
+		SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil || s.opts.SecureCookies, MaxAge: int(s.opts.SessionTTL / time.Second)})
 	http.SetCookie(w, &http.Cookie{Name: signinCookie, Value: "", Path: "/signin", MaxAge: -1})
 	http.Redirect(w, r, safeNext(r.PostFormValue("next")), http.StatusSeeOther)
 }

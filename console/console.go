@@ -76,6 +76,12 @@ type Options struct {
 	Now func() time.Time
 	// SessionTTL is how long a browser session lasts; default 12 hours.
 	SessionTTL time.Duration
+	// SecureCookies marks the session cookies Secure (sent over HTTPS
+	// only) whatever the request came over: set it when the console is
+	// reached through a proxy that ends TLS, where every request reaches
+	// the console over plain HTTP. Without it they are Secure only on a
+	// request that came over TLS.
+	SecureCookies bool
 	// Poll is how often a live view looks for new events; default 500ms.
 	Poll time.Duration
 	// StreamFor bounds one live stream; the browser reconnects after it.

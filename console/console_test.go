@@ -964,3 +964,25 @@ func TestDotCallID(t *testing.T) {
 		t.Errorf("answers recorded: %+v; want alice's to call ..", got)
 	}
 }
+
+// With SecureCookies (a console behind a proxy that ends TLS) the
+// sign-in's cookies are Secure though the request came over plain HTTP;
+// without it they are not (TestSignIn's console).
+func TestSecureCookies(t *testing.T) {
+	e := newEnv(t, func(o *console.Options) { o.SecureCookies = true })
+	resp, _ := e.do(req{path: "/signin"})
+	for _, c := range resp.Cookies() {
+		if !c.Secure {
+			t.Errorf("sign-in page cookie %s is not Secure", c.Name)
+		}
+	}
+	sess, _ := e.signIn(aliceToken)
+	if !sess.Secure {
+		t.Errorf("the session cookie is not Secure")
+	}
+	plain := newEnv(t, nil)
+	if sess, _ := plain.signIn(aliceToken); sess.Secure {
+		t.Errorf("the session cookie is Secure on plain HTTP without SecureCookies")
+	}
+}
+

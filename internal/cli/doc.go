@@ -13,7 +13,7 @@
 //	toolloop deny RUN_ID CALL_ID --by NAME [--note TEXT] [--db PATH]
 //	toolloop resume RUN_ID [--db PATH] [provider flags]
 //	toolloop trace show|diagnose FILE|RUN_ID [--log DIR]
-//	toolloop serve --users FILE [--db PATH] [--addr HOST:PORT] [--allow-remote]
+//	toolloop serve --users FILE [--db PATH] [--addr HOST:PORT] [--allow-remote] [--secure-cookies]
 //	toolloop help [COMMAND]
 //
 // The demo subcommand runs the order-desk sandbox (package

@@ -22,6 +22,7 @@ func (c *cli) serve(ctx context.Context, drv Driver, args []string) int {
 	addr := fs.String("addr", defaultServeAddr, "listen on `HOST:PORT`")
 	allowRemote := fs.Bool("allow-remote", false, "allow an --addr beyond loopback")
 	usersFile := fs.String("users", "", "who may sign in: `FILE` with one NAME TOKEN a line")
+	secure := fs.Bool("secure-cookies", false, "mark the sign-in cookies Secure (HTTPS only): for a console reached through a proxy that ends TLS")
 	open := drv.Flags("serve", fs)
 	pos, err := parseFlags(fs, args)
 	if err != nil {
@@ -51,9 +52,10 @@ func (c *cli) serve(ctx context.Context, drv Driver, args []string) int {
 	defer c.closeBackend("serve", b)
 	info := b.Info()
 	srv, err := console.New(console.Options{
-		Backend: &consoleBackend{b: b},
-		Users:   users,
-		GoesOn:  info.GoesOn,
+		Backend:       &consoleBackend{b: b},
+		Users:         users,
+		GoesOn:        info.GoesOn,
+		SecureCookies: *secure,
 		ResumeCommand: func(runID string) string {
 			return "toolloop resume " + shellQuote(runID) + info.Flags
 		},
@@ -129,7 +131,7 @@ func (cb *consoleBackend) Resume(ctx context.Context, runID string) error {
 }
 
 func serveUsage(w io.Writer) {
-	fmt.Fprint(w, `Usage: toolloop serve --users FILE [--db PATH] [--addr HOST:PORT] [--allow-remote]
+	fmt.Fprint(w, `Usage: toolloop serve --users FILE [--db PATH] [--addr HOST:PORT] [--allow-remote] [--secure-cookies]
 
 Serves the web console: the runs in the store (filter by status, session,
 calls awaiting approval), each run's messages, timeline, plans, policy
@@ -151,6 +153,8 @@ Flags:
   --addr HOST:PORT where to listen (default 127.0.0.1:8080)
   --allow-remote   allow an --addr beyond loopback; without TLS in front of
                    it, tokens and cookies then cross the network in clear
+  --secure-cookies mark the sign-in cookies Secure (sent over HTTPS only),
+                   for a console behind a proxy that ends TLS
 
 Runs until interrupted (Ctrl-C).
 `)
