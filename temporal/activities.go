@@ -278,15 +278,22 @@ func storeError(err error) error {
 // response larger than MaxResponseBytes is an ErrTypePayloadTooLarge.
 func (a *Activities) RequestModel(ctx context.Context, in ModelInput) (ModelOutput, error) {
 	began := time.Now()
+	// Storing the turn and reading a long log back (a worker that has not
+	// seen the run, a slow store) may take longer than the heartbeat
+	// timeout: the activity beats meanwhile, as it does during the request.
+	stop := beating(ctx)
 	head, err := appendLog(ctx, a.cfg.Blobs, a.cache, in.Log, in.New)
 	if err != nil {
+		stop()
 		return ModelOutput{}, storeError(err)
 	}
 	events, err := readLog(ctx, a.cfg.Blobs, a.cache, head)
 	if err != nil {
+		stop()
 		return ModelOutput{}, storeError(err)
 	}
 	msgs, err := resolveMessages(ctx, a.cfg.Blobs, a.cache, loop.Replay(events).History())
+	stop()
 	if err != nil {
 		return ModelOutput{}, storeError(err)
 	}
@@ -427,6 +434,36 @@ func (a *Activities) LoadLog(ctx context.Context, in LoadLogInput) (LoadLogOutpu
 		out.Events = append(out.Events, evs[i])
 	}
 	return out, nil
+}
+
+// beating heartbeats the activity every third of its heartbeat timeout
+// until stop is called, for work that has no progress of its own to
+// report; an activity without heartbeats (a local one) is left alone.
+func beating(ctx context.Context) (stop func()) {
+	every := activity.GetInfo(ctx).HeartbeatTimeout / 3
+	if every <= 0 {
+		return func() {}
+	}
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		tick := time.NewTicker(every)
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+				activity.RecordHeartbeat(ctx)
+			}
+		}
+	})
+	return func() {
+		close(done)
+		wg.Wait()
+	}
 }
 
 // generateBeating asks the model while the activity heartbeats, when its

@@ -340,3 +340,55 @@ func TestWriteCutByTheDeadline(t *testing.T) {
 		t.Fatalf("status %s (%s), result %+v; want the write's outcome unknown", out.Status, out.Detail, r)
 	}
 }
+
+// slowBlobs takes a second to store anything, as a distant store might.
+type slowBlobs struct{ *store.Memory }
+
+func (b slowBlobs) PutBlob(ctx context.Context, data []byte) (string, error) {
+	time.Sleep(time.Second)
+	return b.Memory.PutBlob(ctx, data)
+}
+
+// The model activity beats while it stores the turn and reads the log
+// back, not only during the request: a store slower than the heartbeat
+// timeout (300ms here) is not taken for a lost worker.
+func TestModelActivityBeatsWhileStoring(t *testing.T) {
+	blobs := slowBlobs{store.NewMemory()}
+	acts, err := temporal.NewActivities(temporal.Config{Model: llmtest.New(llmtest.Text("done")), Tools: mustRegistry(t), Blobs: blobs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var suite testsuite.WorkflowTestSuite
+	suite.SetLogger(testLogger())
+	env := suite.NewTestWorkflowEnvironment()
+	env.SetTestTimeout(30 * time.Second)
+	temporal.RegisterWorkflow(env)
+	acts.Register(env)
+	attempts := 0
+	env.SetOnActivityStartedListener(func(info *activity.Info, _ context.Context, _ converter.EncodedValues) {
+		if info.ActivityType.Name == temporal.ModelActivity {
+			attempts++
+		}
+	})
+	env.ExecuteWorkflow(temporal.WorkflowName, temporal.RunInput{RunID: "run-slow-store", Model: "scripted",
+		Messages: []llm.Message{llm.UserMessage("hello")}, ModelHeartbeat: 300 * time.Millisecond})
+	if err := env.GetWorkflowError(); err != nil {
+		t.Fatal(err)
+	}
+	var out temporal.RunOutput
+	if err := env.GetWorkflowResult(&out); err != nil {
+		t.Fatal(err)
+	}
+	if out.Status != loop.FinalAnswer || attempts != 1 {
+		t.Fatalf("status %s (%s), %d model attempts; want final_answer at the first", out.Status, out.Detail, attempts)
+	}
+}
+
+func mustRegistry(t *testing.T) *tool.Registry {
+	t.Helper()
+	reg, err := tool.NewRegistry()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return reg
+}
