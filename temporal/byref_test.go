@@ -249,33 +249,20 @@ func TestLargeTurnStoredBeforeTheRequest(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var suite testsuite.WorkflowTestSuite
-	suite.SetLogger(testLogger())
-	env := suite.NewTestWorkflowEnvironment()
-	env.SetTestTimeout(30 * time.Second)
-	temporal.RegisterWorkflow(env)
-	acts.Register(env)
 	var inputs []int
-	env.SetOnActivityStartedListener(func(info *activity.Info, _ context.Context, args converter.EncodedValues) {
-		if info.ActivityType.Name != temporal.ModelActivity {
-			return
-		}
-		var in temporal.ModelInput
-		if err := args.Get(&in); err != nil {
-			t.Error(err)
-		}
-		b, _ := json.Marshal(in)
-		inputs = append(inputs, len(b))
-	})
-	env.ExecuteWorkflow(temporal.WorkflowName, temporal.RunInput{RunID: "run-large-turn", Model: "scripted",
-		Messages: []llm.Message{llm.UserMessage("read every page")}, Budgets: loop.Budgets{MaxToolCalls: calls}})
-	if err := env.GetWorkflowError(); err != nil {
-		t.Fatal(err)
-	}
-	var out temporal.RunOutput
-	if err := env.GetWorkflowResult(&out); err != nil {
-		t.Fatal(err)
-	}
+	out := runInTestEnv(t, acts, temporal.RunInput{RunID: "run-large-turn", Model: "scripted",
+		Messages: []llm.Message{llm.UserMessage("read every page")}, Budgets: loop.Budgets{MaxToolCalls: calls}},
+		func(info *activity.Info, args converter.EncodedValues) {
+			if info.ActivityType.Name != temporal.ModelActivity {
+				return
+			}
+			var in temporal.ModelInput
+			if err := args.Get(&in); err != nil {
+				t.Error(err)
+			}
+			b, _ := json.Marshal(in)
+			inputs = append(inputs, len(b))
+		})
 	if out.Status != loop.FinalAnswer || out.ToolCalls != calls {
 		t.Fatalf("output %+v", out)
 	}
@@ -319,21 +306,8 @@ func TestWriteCutByTheDeadline(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var suite testsuite.WorkflowTestSuite
-	suite.SetLogger(testLogger())
-	env := suite.NewTestWorkflowEnvironment()
-	env.SetTestTimeout(30 * time.Second)
-	temporal.RegisterWorkflow(env)
-	acts.Register(env)
-	env.ExecuteWorkflow(temporal.WorkflowName, temporal.RunInput{RunID: "run-cut-write", Model: "scripted",
-		Messages: []llm.Message{llm.UserMessage("refund A1")}, Budgets: loop.Budgets{Deadline: time.Second}})
-	if err := env.GetWorkflowError(); err != nil {
-		t.Fatal(err)
-	}
-	var out temporal.RunOutput
-	if err := env.GetWorkflowResult(&out); err != nil {
-		t.Fatal(err)
-	}
+	out := runInTestEnv(t, acts, temporal.RunInput{RunID: "run-cut-write", Model: "scripted",
+		Messages: []llm.Message{llm.UserMessage("refund A1")}, Budgets: loop.Budgets{Deadline: time.Second}}, nil)
 	res := readResult(t, blobs, out)
 	r := toolResult(res.Messages, "r1")
 	if out.Status != loop.DeadlineExceeded || r == nil || r.ErrorKind != executor.ErrOutcomeUnknown {
@@ -358,27 +332,14 @@ func TestModelActivityBeatsWhileStoring(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var suite testsuite.WorkflowTestSuite
-	suite.SetLogger(testLogger())
-	env := suite.NewTestWorkflowEnvironment()
-	env.SetTestTimeout(30 * time.Second)
-	temporal.RegisterWorkflow(env)
-	acts.Register(env)
 	attempts := 0
-	env.SetOnActivityStartedListener(func(info *activity.Info, _ context.Context, _ converter.EncodedValues) {
-		if info.ActivityType.Name == temporal.ModelActivity {
-			attempts++
-		}
-	})
-	env.ExecuteWorkflow(temporal.WorkflowName, temporal.RunInput{RunID: "run-slow-store", Model: "scripted",
-		Messages: []llm.Message{llm.UserMessage("hello")}, ModelHeartbeat: 300 * time.Millisecond})
-	if err := env.GetWorkflowError(); err != nil {
-		t.Fatal(err)
-	}
-	var out temporal.RunOutput
-	if err := env.GetWorkflowResult(&out); err != nil {
-		t.Fatal(err)
-	}
+	out := runInTestEnv(t, acts, temporal.RunInput{RunID: "run-slow-store", Model: "scripted",
+		Messages: []llm.Message{llm.UserMessage("hello")}, ModelHeartbeat: 300 * time.Millisecond},
+		func(info *activity.Info, _ converter.EncodedValues) {
+			if info.ActivityType.Name == temporal.ModelActivity {
+				attempts++
+			}
+		})
 	if out.Status != loop.FinalAnswer || attempts != 1 {
 		t.Fatalf("status %s (%s), %d model attempts; want final_answer at the first", out.Status, out.Detail, attempts)
 	}
@@ -391,4 +352,31 @@ func mustRegistry(t *testing.T) *tool.Registry {
 		t.Fatal(err)
 	}
 	return reg
+}
+
+// runInTestEnv runs one workflow of in over acts in the SDK's test
+// environment and returns its output; started, when set, sees each
+// activity start with its input.
+func runInTestEnv(t *testing.T, acts *temporal.Activities, in temporal.RunInput, started func(*activity.Info, converter.EncodedValues)) temporal.RunOutput {
+	t.Helper()
+	var suite testsuite.WorkflowTestSuite
+	suite.SetLogger(testLogger())
+	env := suite.NewTestWorkflowEnvironment()
+	env.SetTestTimeout(30 * time.Second)
+	temporal.RegisterWorkflow(env)
+	acts.Register(env)
+	if started != nil {
+		env.SetOnActivityStartedListener(func(info *activity.Info, _ context.Context, args converter.EncodedValues) {
+			started(info, args)
+		})
+	}
+	env.ExecuteWorkflow(temporal.WorkflowName, in)
+	if err := env.GetWorkflowError(); err != nil {
+		t.Fatal(err)
+	}
+	var out temporal.RunOutput
+	if err := env.GetWorkflowResult(&out); err != nil {
+		t.Fatal(err)
+	}
+	return out
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"go.temporal.io/sdk/client"
@@ -28,23 +29,7 @@ func TestTraceContinuedRun(t *testing.T) {
 	ctx := context.Background()
 	db := filepath.Join(t.TempDir(), "worker.db")
 	queue := "continued-test-" + suffix()
-	wctx, stopWorker := context.WithCancel(ctx)
-	workerDone := make(chan int, 1)
-	var wout syncBuffer
-	go func() {
-		workerDone <- cli.Main(wctx, []string{"worker", "--temporal", addr, "--task-queue", queue, "--provider", "sandbox",
-			"--tools", "orders", "--db", db}, &wout, &wout, func(string) string { return "" }, extension())
-	}()
-	workerUp := true
-	stop := func() {
-		if workerUp {
-			workerUp = false
-			stopWorker()
-			if code := <-workerDone; code != cli.ExitOK {
-				t.Errorf("worker exit %d\n%s", code, wout.String())
-			}
-		}
-	}
+	stop := runWorker(t, "--temporal", addr, "--task-queue", queue, "--provider", "sandbox", "--tools", "orders", "--db", db)
 	defer stop()
 
 	cl, err := client.Dial(client.Options{HostPort: addr, Logger: quietLogger()})
@@ -183,5 +168,27 @@ func TestTraceContinuedRunPaused(t *testing.T) {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("trace show --db does not show %q:\n%s", want, stdout)
 		}
+	}
+}
+
+// runWorker runs toolloop worker with args in this process until stop
+// is called (at most once needed; later calls do nothing), which fails
+// the test if the worker did not exit cleanly.
+func runWorker(t *testing.T, args ...string) (stop func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan int, 1)
+	var out syncBuffer
+	go func() {
+		done <- cli.Main(ctx, append([]string{"worker"}, args...), &out, &out, func(string) string { return "" }, extension())
+	}()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			cancel()
+			if code := <-done; code != cli.ExitOK {
+				t.Errorf("worker exit %d\n%s", code, out.String())
+			}
+		})
 	}
 }

@@ -185,19 +185,9 @@ func TestRunConfirmOnTemporal(t *testing.T) {
 	ctx := context.Background()
 	db := filepath.Join(t.TempDir(), "worker.db")
 	queue := "cli-test-" + suffix()
-	wctx, stop := context.WithCancel(ctx)
-	workerDone := make(chan int, 1)
-	var wout syncBuffer
-	go func() {
-		workerDone <- cli.Main(wctx, []string{"worker", "--temporal", addr, "--task-queue", queue, "--provider", "sandbox",
-			"--tools", "orders", "--confirm-writes", "--db", db}, &wout, &wout, func(string) string { return "" }, extension())
-	}()
-	defer func() {
-		stop()
-		if code := <-workerDone; code != cli.ExitOK {
-			t.Errorf("worker exit %d\n%s", code, wout.String())
-		}
-	}()
+	stopWorker := runWorker(t, "--temporal", addr, "--task-queue", queue, "--provider", "sandbox",
+		"--tools", "orders", "--confirm-writes", "--db", db)
+	defer stopWorker()
 
 	id := "toolloop-test-" + suffix()
 	code, out, errOut := call(ctx, "run", "--temporal", addr, "--task-queue", queue, "--model", orders.DeskModelName,
@@ -205,7 +195,7 @@ func TestRunConfirmOnTemporal(t *testing.T) {
 	if code != cli.ExitOK || !strings.Contains(out, "status=confirmation_required") ||
 		!strings.Contains(out, "# the run waits on "+addr+"; to approve (it goes on once every call is answered):\n") ||
 		!strings.Contains(out, "toolloop approve "+id+" desk_1_1 --by NAME --temporal "+addr) || strings.Contains(out, "toolloop resume") {
-		t.Fatalf("run: exit %d\n%s%s\nworker: %s", code, out, errOut, wout.String())
+		t.Fatalf("run: exit %d\n%s%s", code, out, errOut)
 	}
 	// The core's checks and words, on this backend too.
 	if code, _, errOut := call(ctx, "approve", "--temporal", addr, id, "desk_9_9", "--by", "ops"); code != cli.ExitUsage ||

@@ -32,20 +32,9 @@ func TestServeOnTemporal(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	queue := "serve-test-" + suffix()
-	wctx, stopWorker := context.WithCancel(ctx)
-	workerDone := make(chan int, 1)
-	var wout syncBuffer
-	go func() {
-		workerDone <- cli.Main(wctx, []string{"worker", "--temporal", addr, "--task-queue", queue, "--provider", "sandbox",
-			"--tools", "orders", "--confirm-writes", "--db", filepath.Join(dir, "worker.db")}, &wout, &wout,
-			func(string) string { return "" }, extension())
-	}()
-	defer func() {
-		stopWorker()
-		if code := <-workerDone; code != cli.ExitOK {
-			t.Errorf("worker exit %d\n%s", code, wout.String())
-		}
-	}()
+	stopWorker := runWorker(t, "--temporal", addr, "--task-queue", queue, "--provider", "sandbox",
+		"--tools", "orders", "--confirm-writes", "--db", filepath.Join(dir, "worker.db"))
+	defer stopWorker()
 
 	id := "toolloop-serve-" + suffix()
 	if code, out, errOut := call(ctx, "run", "--temporal", addr, "--task-queue", queue, "--model", orders.DeskModelName,
