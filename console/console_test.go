@@ -985,4 +985,3 @@ func TestSecureCookies(t *testing.T) {
 		t.Errorf("the session cookie is Secure on plain HTTP without SecureCookies")
 	}
 }
-
