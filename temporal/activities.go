@@ -282,17 +282,7 @@ func (a *Activities) RequestModel(ctx context.Context, in ModelInput) (ModelOutp
 	// seen the run, a slow store) may take longer than the heartbeat
 	// timeout: the activity beats meanwhile, as it does during the request.
 	stop := beating(ctx)
-	head, err := appendLog(ctx, a.cfg.Blobs, a.cache, in.Log, in.New)
-	if err != nil {
-		stop()
-		return ModelOutput{}, storeError(err)
-	}
-	events, err := readLog(ctx, a.cfg.Blobs, a.cache, head)
-	if err != nil {
-		stop()
-		return ModelOutput{}, storeError(err)
-	}
-	msgs, err := resolveMessages(ctx, a.cfg.Blobs, a.cache, loop.Replay(events).History())
+	head, msgs, err := a.conversation(ctx, in)
 	stop()
 	if err != nil {
 		return ModelOutput{}, storeError(err)
@@ -436,6 +426,21 @@ func (a *Activities) LoadLog(ctx context.Context, in LoadLogInput) (LoadLogOutpu
 	return out, nil
 }
 
+// conversation stores the turn's new events as the log's next segment
+// and returns its head and the conversation the log holds, every tool
+// result resolved.
+func (a *Activities) conversation(ctx context.Context, in ModelInput) (head string, msgs []llm.Message, err error) {
+	if head, err = appendLog(ctx, a.cfg.Blobs, a.cache, in.Log, in.New); err != nil {
+		return "", nil, err
+	}
+	events, err := readLog(ctx, a.cfg.Blobs, a.cache, head)
+	if err != nil {
+		return "", nil, err
+	}
+	msgs, err = resolveMessages(ctx, a.cfg.Blobs, a.cache, loop.Replay(events).History())
+	return head, msgs, err
+}
+
 // beating heartbeats the activity every third of its heartbeat timeout
 // until stop is called, for work that has no progress of its own to
 // report; an activity without heartbeats (a local one) is left alone.
@@ -532,7 +537,9 @@ func streamBeating(ctx context.Context, m llm.StreamingModel, req *llm.Request, 
 	var (
 		mu   sync.Mutex
 		prog StreamProgress
-		acc  llm.Accumulator
+		// shown is acc.Started(), for the heartbeat goroutine.
+		shown bool
+		acc   llm.Accumulator
 	)
 	collect := func(ctx context.Context) (*llm.Response, bool, error) {
 		for d, derr := range m.Stream(ctx, req) {
@@ -544,6 +551,7 @@ func streamBeating(ctx context.Context, m llm.StreamingModel, req *llm.Request, 
 			}
 			heard()
 			mu.Lock()
+			shown = acc.Started()
 			prog.Deltas++
 			switch d.Kind {
 			case llm.DeltaText:
@@ -557,7 +565,7 @@ func streamBeating(ctx context.Context, m llm.StreamingModel, req *llm.Request, 
 			if ctx.Err() != nil && !acc.Finished() {
 				// The adapter did not notice: stop reading, which closes
 				// the stream.
-				return acc.Response(), true, ctx.Err()
+				return acc.Response(), acc.Started(), ctx.Err()
 			}
 		}
 		if !acc.Finished() {
@@ -598,7 +606,7 @@ func streamBeating(ctx context.Context, m llm.StreamingModel, req *llm.Request, 
 				return a.resp, a.started, a.err
 			case <-grace.C:
 				mu.Lock()
-				started := prog.TextBytes+prog.ReasoningBytes+prog.Calls > 0 // as llm.Accumulator.Started
+				started := shown
 				mu.Unlock()
 				return nil, started, ctx.Err()
 			}

@@ -136,21 +136,12 @@ func (s *streamer) event(ev anthropic.MessageStreamEventUnion) bool {
 	if err := s.msg.Accumulate(ev); err != nil {
 		return s.fail(protocolError("%v", err))
 	}
-	switch ev.Type {
-	case "message_start":
-		// Blocks come with content_block_start, each in its own event;
-		// this adapter keeps a record per block beside msg's content.
-		if n := len(s.msg.Content); n > 0 {
-			return s.fail(protocolError("message_start carried %d content block(s); blocks come with content_block_start", n))
-		}
-	case "content_block_start":
-		if i := int(ev.Index); i != len(s.blocks) || i != len(s.msg.Content)-1 {
-			return s.fail(protocolError("content block %d started after %d block(s); blocks are numbered in order from 0", i, len(s.blocks)))
-		}
-	case "content_block_stop":
-		if i := int(ev.Index); i < 0 || i >= len(s.blocks) {
-			return s.fail(protocolError("content block %d stopped, and %d blocks have started", i, len(s.blocks)))
-		}
+	// Blocks come with content_block_start, each in its own event; this
+	// adapter keeps a record per block beside msg's content, in step with
+	// it, so that the indexes the SDK checks against msg's content are
+	// good for s.blocks too.
+	if n := len(s.msg.Content); ev.Type == "message_start" && n > 0 {
+		return s.fail(protocolError("message_start carried %d content block(s); blocks come with content_block_start", n))
 	}
 	switch ev.Type {
 	case "message_start", "message_delta":
@@ -295,7 +286,7 @@ func (s *streamer) stop(i int) bool {
 	case kindToolUse:
 		if !b.sent {
 			args := string(cb.Input)
-			if strings.TrimSpace(args) == "" {
+			if args == "" {
 				args = string(emptyObject)
 			}
 			if !s.yield(llm.Delta{Kind: llm.DeltaToolCallArguments, Index: b.index, Text: args}, nil) {

@@ -377,18 +377,9 @@ func (b *backend) Events(ctx context.Context, id string) ([]loop.Event, error) {
 		}
 		return events, nil
 	}
-	res, err := outputOf(ctx, cl, id, "", b.logs)
+	out, err := smallOutput(ctx, cl, id, "")
 	if err != nil {
 		return nil, fmt.Errorf("run %s left no log: %w", id, err)
 	}
-	if len(res.Events) == 0 && b.logs == nil {
-		// No log from the events query: say why, and where the log is.
-		if out, err := smallOutput(ctx, cl, id, ""); err == nil && out.ContinuedAsNew > 0 {
-			return nil, &continuedError{id: id}
-		} else if err == nil && out.Events > 0 {
-			return nil, fmt.Errorf("run %s: its log (%d events) comes from a worker of its task queue, and none answered; "+
-				"start one, or give the workers' store with --db PATH or --store URL", id, out.Events)
-		}
-	}
-	return res.Events, nil
+	return closedLog(ctx, cl, id, out, b.logs)
 }

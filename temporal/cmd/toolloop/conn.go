@@ -113,28 +113,48 @@ func outputOf(ctx context.Context, cl client.Client, id, runID string, logs stor
 	}
 	res := &loop.Result{RunID: out.RunID, Status: out.Status, Detail: out.Detail, Steps: out.Steps, ToolCalls: out.ToolCalls,
 		Usage: out.Usage, Cost: out.Cost, Duration: out.Duration, Pending: out.Pending}
-	if logs != nil && out.Log != "" {
-		evs, err := temporal.ReadLog(ctx, logs, out.Log)
-		if err != nil {
-			return nil, fmt.Errorf("run %s: reading its log from the workers' store: %w", id, err)
-		}
-		if len(evs) != out.Events {
-			return nil, fmt.Errorf("run %s: the workers' store holds %d of its %d events (is it the store of the workers that ran it?)",
-				id, len(evs), out.Events)
-		}
+	evs, err := closedLog(ctx, cl, id, out, logs)
+	switch {
+	case err == nil && len(evs) > 0:
 		full := loop.Replay(evs).Result(evs)
 		full.Duration = out.Duration
 		return full, nil
-	}
-	if evs, err := liveEvents(ctx, cl, id, nil); err == nil && len(evs) == out.Events {
-		full := loop.Replay(evs).Result(evs)
-		full.Duration = out.Duration
-		return full, nil
+	case err != nil && logs != nil:
+		return nil, err // the store was named: its failure is the answer
 	}
 	if out.Answer != "" {
 		res.Messages = []llm.Message{{Role: llm.RoleAssistant, Text: out.Answer}}
 	}
 	return res, nil
+}
+
+// closedLog returns the log of the closed run whose output is out: from
+// the workers' store (logs) when given, else from the events query, which
+// a worker answers; an error says why there is none.
+func closedLog(ctx context.Context, cl client.Client, id string, out *temporal.RunOutput, logs store.Blobs) ([]loop.Event, error) {
+	if out.Events == 0 {
+		return nil, nil // ended before its first event
+	}
+	var evs []loop.Event
+	var err error
+	switch {
+	case logs != nil && out.Log != "":
+		if evs, err = temporal.ReadLog(ctx, logs, out.Log); err != nil {
+			return nil, fmt.Errorf("run %s: reading its log from the workers' store: %w", id, err)
+		}
+	case logs == nil && out.ContinuedAsNew > 0:
+		// The workflow holds only the events since its last run began.
+		return nil, &continuedError{id: id}
+	default:
+		if evs, err = liveEvents(ctx, cl, id, logs); err != nil {
+			return nil, fmt.Errorf("run %s: its log (%d events) comes from a worker of its task queue, and none answered (%w); "+
+				"start one, or give the workers' store with --db PATH or --store URL", id, out.Events, err)
+		}
+	}
+	if len(evs) != out.Events {
+		return nil, fmt.Errorf("run %s: %d of its %d events were found (is the store that of the workers that ran it?)", id, len(evs), out.Events)
+	}
+	return evs, nil
 }
 
 // smallOutput reads a closed workflow's RunOutput, as outputOf, without
