@@ -7,7 +7,7 @@
 // Planning. A Planner turns a batch into a Plan: stages of call indexes,
 // run one after another, and a decision table (call, tool, effect,
 // resources, stage, mode, reason) that the loop writes into the run's log.
-// RulePlanner applies DESIGN.md §6 (confirmed calls alone, writes one at a
+// RulePlanner applies docs/DESIGN.md §6 (confirmed calls alone, writes one at a
 // time in the model's order, a read of a written resource after the
 // write, exclusive groups serial, independent reads in parallel up to
 // MaxParallel); SerialPlanner runs every call alone. Plans must be

@@ -8,7 +8,7 @@ import (
 	"github.com/toolloop/toolloop/tool"
 )
 
-// RulePlanner plans a batch by the rules of DESIGN.md §6, in order:
+// RulePlanner plans a batch by the rules of docs/DESIGN.md §6, in order:
 //
 //  1. a call that needs confirmation runs alone, after every call the
 //     model gave before it;

@@ -1075,7 +1075,7 @@ func (c *campaign) checkFinal() campFinal {
 					// knows, still be running: recoverable, and expected.
 				case tool.KindUnavailable:
 					// Recoverable too; the ledger's claim can fail
-					// spuriously under contention (see RELIABILITY.md).
+					// spuriously under contention (see docs/RELIABILITY.md).
 					t.Logf("run %s: refund %s: %s", id, r.CallID, r.Content)
 				default:
 					t.Errorf("run %s: refund %s failed with %s: %s", id, r.CallID, r.ErrorKind, r.Content)

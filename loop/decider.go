@@ -18,10 +18,10 @@ import (
 // EffectKind names what the driver must do next.
 type EffectKind string
 
-// Effects. DESIGN.md names RequestModel, ExecuteStage, AwaitConfirmation
-// and Stop; validation, authorization and planning are effects of their own
-// here because each may do I/O (a policy service) or must be recorded (the
-// plan), and a pure decider can do neither.
+// Effects. Validation, authorization and planning are effects of their own
+// (docs/DESIGN.md §2) because each may do I/O (a policy service) or must be
+// recorded (the plan), and a pure decider can do neither; a pause for
+// confirmation is a Stop, not an effect of its own.
 const (
 	RequestModel   EffectKind = "request_model"
 	ValidateCalls  EffectKind = "validate_calls"

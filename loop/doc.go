@@ -16,7 +16,7 @@
 // transcripts in testdata/decider show each status reached event by
 // event.
 //
-// What a run guarantees: it ends with one Status of DESIGN.md §5, and
+// What a run guarantees: it ends with one Status of docs/DESIGN.md §5, and
 // Result.Err is nil only for final_answer (a budget stop never looks like
 // success); Budgets (steps, deadline, tool calls, tokens, money) are
 // checked by the decider and recorded in the Started event; every tool

@@ -109,7 +109,7 @@ func Authorize(ctx context.Context, p policy.Policy, who policy.Identity, tools 
 
 // PlanCalls plans the calls of a batch listed in idx (a PlanBatch effect)
 // with planner: approved marks, by batch index, calls a human approved,
-// which the planner runs alone (DESIGN.md §6, rule 1). It fails only when
+// which the planner runs alone (docs/DESIGN.md §6, rule 1). It fails only when
 // a call names a tool tools does not have, or an index is out of range.
 func PlanCalls(planner executor.Planner, tools *tool.Registry, calls []llm.ToolCall, idx []int, approved []bool) (executor.Plan, error) {
 	pcs := make([]executor.PlanCall, len(idx))

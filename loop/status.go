@@ -4,7 +4,7 @@ package loop
 // errors.Is(err, loop.MaxStepsExceeded) reads naturally on a run's error.
 type Status string
 
-// The statuses of DESIGN.md §5.
+// The statuses of docs/DESIGN.md §5.
 const (
 	FinalAnswer          Status = "final_answer"
 	ToolNotAllowed       Status = "tool_not_allowed"

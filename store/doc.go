@@ -1,8 +1,8 @@
 // Package store holds what a run keeps beyond its own memory: the run's
 // append-only event log and the idempotency ledger that stops a retried
 // write from happening twice. Memory and store/sqlite implement both, so
-// one store can keep a run's progress and its writes together (DESIGN.md
-// §7).
+// one store can keep a run's progress and its writes together
+// (docs/DESIGN.md §7).
 //
 // It takes encoded records and gives them back; it never interprets them.
 // An EventLog stores a run's events as opaque JSON (EventRecord) beside a
@@ -39,8 +39,8 @@
 // Leaser, which the durable runner uses when an event log has it (with
 // TestLeaser as its suite).
 //
-// In DESIGN.md's terms a store is an adapter beside the five boundaries:
-// the loop controller's durable runner appends to the log, the tool
-// executor reads and writes the ledger, and the package imports nothing
-// from either.
+// In the terms of docs/DESIGN.md §1 a store is an adapter beside the five
+// boundaries: the loop controller's durable runs append to the log, the
+// tool executor reads and writes the ledger, and the package imports
+// nothing from either.
 package store

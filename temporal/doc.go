@@ -1,6 +1,6 @@
-// Package temporal runs the toolloop loop as a Temporal workflow: the third
-// driver of DESIGN.md §2, beside the in-process runner and the durable
-// runner of package loop.
+// Package temporal runs the toolloop loop as a Temporal workflow: one of
+// the two drivers of docs/DESIGN.md §2, beside the in-process runner of
+// package loop (which makes a run durable when given a store).
 //
 // The decider (loop.Next) runs unchanged as workflow code, so budgets, spin
 // detection and statuses behave exactly as in-process, and the run's event

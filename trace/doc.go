@@ -23,8 +23,8 @@
 // FileObserver for recording, Spans and Show for reading, and Diagnose for
 // a log that ended badly.
 //
-// In DESIGN.md's terms this is an exporter beside the five boundaries: it
-// depends on loop (and the types of llm, tool, policy and executor), and
-// none of them depends on it. Heavy dependencies stay out: the
+// In the terms of docs/DESIGN.md §1 this is an exporter beside the five
+// boundaries: it depends on loop (and the types of llm, tool, policy and
+// executor), and none of them depends on it. Heavy dependencies stay out: the
 // OpenTelemetry export lives in trace/otel.
 package trace

@@ -17,7 +17,7 @@
 // messages alone, so a run resumed in another process, or on another
 // Temporal worker, goes on as an uninterrupted one would. What it
 // guarantees is that each scenario ends with its Want status (every status
-// of DESIGN.md §5 is reached by at least one); the tests hold it to that.
+// of docs/DESIGN.md §5 is reached by at least one); the tests hold it to that.
 // Start with Scenarios and Scenario.Run for the
 // runs, Tools for the tool set (reads, writes with idempotency keys and a
 // status look-up), and Book for the data.

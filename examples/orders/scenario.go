@@ -362,8 +362,8 @@ func script(turns ...llmtest.Turn) func(context.CancelFunc) []llmtest.Turn {
 }
 
 // Scenarios returns the sandbox's scenarios. The first three are the ones
-// DESIGN.md §9 requires; after them comes one scenario for each other exit
-// of the loop, then four about several calls in one turn (DESIGN.md §6) and
+// docs/DESIGN.md §9 requires; after them comes one scenario for each other exit
+// of the loop, then four about several calls in one turn (docs/DESIGN.md §6) and
 // idempotent writes (§7): parallel, refund_retry, refund_twice and
 // refund_unknown. Among these, every status is reached by exactly one
 // scenario, except final_answer, which normal, not_found, parallel,

@@ -72,7 +72,7 @@ func (r refundRef) resources() []string { return []string{"order:" + r.OrderID} 
 //
 // Every tool that takes an order ID declares the resource "order:ID".
 //
-// refund_order is an idempotent write in the sense of DESIGN.md §7: its key
+// refund_order is an idempotent write in the sense of docs/DESIGN.md §7: its key
 // is the business action, "refund:" + the order ID, so the same refund asked
 // for again (with the same arguments, under any call ID, in any run sharing
 // the ledger) is done once, and its status look-up asks the book whether

@@ -16,7 +16,7 @@ import (
 )
 
 // contractLines is how many of the first scenarios have stop lines that
-// DESIGN.md §9 fixes exactly ("mode=NAME status=STATUS", nothing after).
+// docs/DESIGN.md §9 fixes exactly ("mode=NAME status=STATUS", nothing after).
 // The other scenarios' stop lines add the run's counters and detail.
 const contractLines = 3
 

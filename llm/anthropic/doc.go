@@ -2,7 +2,7 @@
 // (github.com/anthropics/anthropic-sdk-go/v2) to llm.Model, over the
 // Messages API.
 //
-// It is the model boundary of DESIGN.md for Claude: New takes an
+// It is the model boundary (docs/DESIGN.md §1) for Claude: New takes an
 // anthropic.Client the caller built and Options (nil is fine), and the
 // Model's Generate turns one llm.Request into one Messages API call and the
 // reply into an llm.Response. The Model is also an llm.StreamingModel: its

@@ -1,7 +1,7 @@
 // Package gemini adapts the Gemini API, through the official
 // google.golang.org/genai SDK, to the llm.Model interface.
 //
-// It is the model boundary of DESIGN.md for Gemini: New takes a
+// It is the model boundary (docs/DESIGN.md §1) for Gemini: New takes a
 // *genai.Client the caller built and Options (nil is fine), and the Model's
 // Generate turns one llm.Request into one generateContent call and the
 // first candidate into an llm.Response. It never executes a tool, adds no

@@ -11,7 +11,7 @@
 //     from its own log, reasoning models' reasoning included (see Reasoning
 //     models).
 //
-// Both are the model boundary of DESIGN.md: Generate turns one llm.Request
+// Both are the model boundary (docs/DESIGN.md §1): Generate turns one llm.Request
 // into one API call and the reply into an llm.Response, and never executes
 // a tool or keeps the request. They pass llmtest.RunConformance. Both are
 // also llm.StreamingModel: Stream sends the same request as a stream (see

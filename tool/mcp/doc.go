@@ -50,7 +50,7 @@
 // only as a task (execution.taskSupport "required") cannot be told apart
 // and is built like any other; leave it out with Options.Filter.
 //
-// The package is an adapter on the tool-registry boundary of DESIGN.md:
+// The package is an adapter on the tool-registry boundary of docs/DESIGN.md §1:
 // what it gives are ordinary *tool.Tool values, so an MCP tool goes through
 // the same validation, policy, plan, timeouts and idempotency as a Go one.
 // It never calls the model and never decides whether a call is allowed.
