@@ -9,9 +9,8 @@ import (
 // Fingerprint hashes a decoded JSON value canonically: object keys are
 // visited in sorted order and white space never enters, so two encodings of
 // the same value hash alike. This is the definition of the argument
-// fingerprint that (*Tool).Validate returns and CallKey keys; Validate
-// computes the same value from the raw bytes (fastschema.go), and tests
-// hold the two equal and pin the results. v must be what encoding/json decodes into an
+// fingerprint that (*Tool).Validate returns and CallKey keys, and tests
+// pin the results. v must be what encoding/json decodes into an
 // any (nil, bool, float64, string, []any, map[string]any); json.Number is
 // accepted too.
 func Fingerprint(v any) uint64 {
