@@ -81,10 +81,7 @@ func (h *fnv64) value(v any) {
 		h.byte('N')
 		h.string(string(x))
 	case string:
-		// Length-prefixed, so ["ab"] and ["a","b"] differ.
-		h.byte('"')
-		h.uint(uint64(len(x)))
-		h.string(x)
+		h.str(x)
 	case []any:
 		h.byte('[')
 		for _, e := range x {
@@ -92,14 +89,17 @@ func (h *fnv64) value(v any) {
 		}
 		h.byte(']')
 	case map[string]any:
-		keys := make([]string, 0, len(x))
+		// The keys of a small object are sorted on the stack: Validate
+		// fingerprints every call's arguments.
+		var small [16]string
+		keys := small[:0]
 		for k := range x {
 			keys = append(keys, k)
 		}
 		slices.Sort(keys)
 		h.byte('{')
 		for _, k := range keys {
-			h.value(k)
+			h.str(k)
 			h.value(x[k])
 		}
 		h.byte('}')
@@ -114,6 +114,14 @@ func (h *fnv64) value(v any) {
 		h.byte('~')
 		h.string(string(b))
 	}
+}
+
+// str hashes a string value: '"', its length, its bytes. Length-prefixed,
+// so ["ab"] and ["a","b"] differ.
+func (h *fnv64) str(s string) {
+	h.byte('"')
+	h.uint(uint64(len(s)))
+	h.string(s)
 }
 
 // CallKey combines a tool name and an argument fingerprint into the key by
