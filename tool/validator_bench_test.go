@@ -23,11 +23,13 @@ func BenchmarkValidate(b *testing.B) {
 		args := json.RawMessage(c.args)
 		b.Run(c.name, func(b *testing.B) {
 			b.ReportAllocs()
+			start := processCPU()
 			for b.Loop() {
 				if _, err := c.tl.Validate(args); err != nil {
 					b.Fatal(err)
 				}
 			}
+			reportCPU(b, start)
 		})
 		var schema jsonschema.Schema
 		if err := json.Unmarshal(c.tl.def.InputSchema, &schema); err != nil {
@@ -39,6 +41,7 @@ func BenchmarkValidate(b *testing.B) {
 		}
 		b.Run(c.name+"/jsonschema-go", func(b *testing.B) {
 			b.ReportAllocs()
+			start := processCPU()
 			for b.Loop() {
 				var v any
 				if err := json.Unmarshal(args, &v); err != nil {
@@ -49,6 +52,7 @@ func BenchmarkValidate(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
+			reportCPU(b, start)
 		})
 	}
 }
