@@ -588,6 +588,9 @@ func TestValidateCases(t *testing.T) {
 	}
 }
 
+// Without Limits, arguments may nest as deep as encoding/json decodes
+// (10,000 levels); deeper is not JSON to it. Validate and Fingerprint
+// recurse that deep without trouble.
 func TestValidateDepth(t *testing.T) {
 	tl := vtTyped[vtOrder](t)
 	for _, n := range []int{9998, 9999, 10000, 10001} {
@@ -689,6 +692,8 @@ func TestValidateFingerprints(t *testing.T) {
 	}
 }
 
+// FuzzValidate checks vtCheck's properties of Validate on the test schemas,
+// with arguments from the fuzzer or made JSON by vtGenerate.
 func FuzzValidate(f *testing.F) {
 	for i, s := range vtSchemas {
 		for _, c := range s.cases {
