@@ -3,6 +3,7 @@ package tool_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -77,5 +78,36 @@ func TestSchemaCheckedAgainstMetaSchema(t *testing.T) {
 	// Earlier drafts, named by $schema, have their own rules.
 	if _, err := rawTool(`{"$schema":"http://json-schema.org/draft-07/schema#","type":"object","properties":{"a":{"items":[{"type":"string"}]}}}`); err != nil {
 		t.Errorf("draft-07 tuple items: %v", err)
+	}
+}
+
+// A tool is shared by every run: its compiled schema validates from many
+// goroutines at once (run with -race).
+func TestValidateConcurrently(t *testing.T) {
+	tl, err := rawTool(`{"type":"object","$defs":{"n":{"type":"integer","minimum":1}},"properties":{"a":{"$ref":"#/$defs/n"},"s":{"pattern":"^x","maxLength":3},"u":{"unevaluatedProperties":false,"properties":{"k":true}}},"required":["a"]}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan string)
+	for g := range 8 {
+		go func() {
+			var bad string
+			for i := range 200 {
+				args := `{"a":1,"s":"xy","u":{"k":1}}`
+				if (i+g)%2 == 1 {
+					args = `{"a":0,"s":"yyyy","u":{"z":1}}`
+				}
+				_, err := tl.Validate(json.RawMessage(args))
+				if (err == nil) != ((i+g)%2 == 0) && bad == "" {
+					bad = args + ": " + fmt.Sprint(err)
+				}
+			}
+			done <- bad
+		}()
+	}
+	for range 8 {
+		if bad := <-done; bad != "" {
+			t.Error(bad)
+		}
 	}
 }
