@@ -37,7 +37,7 @@ const schemaURL = "https://toolloop.invalid/input-schema.json"
 type noLoader struct{}
 
 func (noLoader) Load(url string) (any, error) {
-	return nil, fmt.Errorf("$ref to %s: an input schema may refer only to itself", url)
+	return nil, fmt.Errorf("loading %s: an input schema may refer only to itself and to the JSON Schema meta-schemas", url)
 }
 
 // compileSchema compiles a raw JSON Schema. Without $schema it is read as
