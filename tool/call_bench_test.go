@@ -1,12 +1,10 @@
-package tool_test
+package tool
 
 import (
 	"context"
 	"encoding/json"
 	"fmt"
 	"testing"
-
-	"github.com/toolloop/toolloop/tool"
 )
 
 type benchIn struct {
@@ -21,9 +19,9 @@ type benchOut struct {
 // of 15 calls (3 tools, 5 argument values), what the loop and the executor
 // ask of a typed tool: Validate, CallKey and Invoke.
 func BenchmarkCall(b *testing.B) {
-	var tools []*tool.Tool
+	var tools []*Tool
 	for _, name := range []string{"read_a", "read_b", "read_c"} {
-		tools = append(tools, tool.MustNew(tool.Spec[benchIn]{Name: name},
+		tools = append(tools, MustNew(Spec[benchIn]{Name: name},
 			func(context.Context, benchIn) (benchOut, error) { return benchOut{OK: true}, nil }))
 	}
 	var args []json.RawMessage
@@ -32,6 +30,7 @@ func BenchmarkCall(b *testing.B) {
 	}
 	ctx := context.Background()
 	b.ReportAllocs()
+	start := processCPU()
 	var keys uint64
 	for b.Loop() {
 		for _, a := range args {
@@ -40,12 +39,13 @@ func BenchmarkCall(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				keys ^= tool.CallKey(tl.Name(), fp)
+				keys ^= CallKey(tl.Name(), fp)
 				if _, err := tl.Invoke(ctx, a); err != nil {
 					b.Fatal(err)
 				}
 			}
 		}
 	}
+	reportCPU(b, start)
 	_ = keys
 }

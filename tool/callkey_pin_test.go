@@ -41,7 +41,7 @@ func pinTools(t *testing.T) map[string]*tool.Tool {
 			func(context.Context, pinIn) (bool, error) { return true, nil }),
 		"refund": tool.MustNew(tool.Spec[map[string]any]{Name: "refund", Effect: tool.Write},
 			func(context.Context, map[string]any) (bool, error) { return true, nil }),
-		// A schema outside the compiled subset: jsonschema-go validates.
+		// A raw schema with a pattern.
 		"search": raw("search", `{"type":"object","properties":{"q":{"type":"string","pattern":"^[a-z]"}},"required":["q"]}`),
 		"x":      raw("x", `{"type":"object"}`),
 	}

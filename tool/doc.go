@@ -13,11 +13,15 @@
 // whether every call needs confirmation, and for writes an idempotency key
 // and a status look-up. The application declares these; the model cannot.
 //
-// Validate checks a call's arguments and returns a fingerprint of them that
-// ignores key order and white space (CallKey turns it into the key by
-// which the loop spots repeated calls). Invalid arguments are a recoverable
-// failure: an *Error of kind invalid_arguments that the loop sends back to
-// the model as a result it can correct. Handlers classify their own
+// Validate checks a call's arguments against the input schema (JSON Schema
+// draft 2020-12 unless the schema's $schema names another draft; $ref
+// within the schema; nothing loaded from elsewhere) and returns a
+// fingerprint of them that ignores key order and white space (CallKey
+// turns it into the key by which the loop spots repeated calls). Invalid
+// arguments are a recoverable failure: an *Error of kind
+// invalid_arguments, naming the path of each value at fault, that the
+// loop sends back to the model as a result it can correct. Limits bound
+// the arguments' size and depth before anything parses them. Handlers classify their own
 // failures with NotFound, NeedsInput, RateLimited and Unavailable; any
 // other error counts as internal. Deterministic and Retryable say which
 // kinds another attempt cannot change and which it may.
@@ -26,7 +30,9 @@
 // Version hashes the tool set, so a run's log records which tools it saw.
 // The package never calls a model and never decides whether a call is
 // allowed or when it runs: that is the policy engine's (package policy)
-// and the executor's. It depends only on llm and a JSON Schema library.
+// and the executor's. It depends only on llm and two JSON Schema
+// libraries: github.com/google/jsonschema-go infers typed tools' schemas,
+// github.com/santhosh-tekuri/jsonschema/v6 compiles and checks them.
 // Start with Spec, New and Registry; tool/mcp builds tools from an MCP
 // server's.
 package tool

@@ -121,7 +121,7 @@ const (
 	// maxQuoted is the most bytes of one value a message quotes.
 	maxQuoted = 200
 	// maxMessage is the most bytes kept of a message from another
-	// library (jsonschema-go, encoding/json), which may quote values
+	// library (the JSON Schema library, encoding/json), which may quote values
 	// whole and whose pieces this package cannot tell apart.
 	maxMessage = 1000
 )

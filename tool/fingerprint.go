@@ -9,9 +9,8 @@ import (
 // Fingerprint hashes a decoded JSON value canonically: object keys are
 // visited in sorted order and white space never enters, so two encodings of
 // the same value hash alike. This is the definition of the argument
-// fingerprint that (*Tool).Validate returns and CallKey keys; Validate
-// computes the same value from the raw bytes (fastschema.go), and tests
-// hold the two equal and pin the results. v must be what encoding/json decodes into an
+// fingerprint that (*Tool).Validate returns and CallKey keys, and tests
+// pin the results. v must be what encoding/json decodes into an
 // any (nil, bool, float64, string, []any, map[string]any); json.Number is
 // accepted too.
 func Fingerprint(v any) uint64 {
@@ -82,10 +81,7 @@ func (h *fnv64) value(v any) {
 		h.byte('N')
 		h.string(string(x))
 	case string:
-		// Length-prefixed, so ["ab"] and ["a","b"] differ.
-		h.byte('"')
-		h.uint(uint64(len(x)))
-		h.string(x)
+		h.str(x)
 	case []any:
 		h.byte('[')
 		for _, e := range x {
@@ -93,14 +89,17 @@ func (h *fnv64) value(v any) {
 		}
 		h.byte(']')
 	case map[string]any:
-		keys := make([]string, 0, len(x))
+		// The keys of a small object are sorted on the stack: Validate
+		// fingerprints every call's arguments.
+		var small [16]string
+		keys := small[:0]
 		for k := range x {
 			keys = append(keys, k)
 		}
 		slices.Sort(keys)
 		h.byte('{')
 		for _, k := range keys {
-			h.value(k)
+			h.str(k)
 			h.value(x[k])
 		}
 		h.byte('}')
@@ -115,6 +114,14 @@ func (h *fnv64) value(v any) {
 		h.byte('~')
 		h.string(string(b))
 	}
+}
+
+// str hashes a string value: '"', its length, its bytes. Length-prefixed,
+// so ["ab"] and ["a","b"] differ.
+func (h *fnv64) str(s string) {
+	h.byte('"')
+	h.uint(uint64(len(s)))
+	h.string(s)
 }
 
 // CallKey combines a tool name and an argument fingerprint into the key by

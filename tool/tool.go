@@ -1,6 +1,7 @@
 package tool
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"github.com/google/jsonschema-go/jsonschema"
+	sjs "github.com/santhosh-tekuri/jsonschema/v6"
 )
 
 // Effect says whether a tool changes the world.
@@ -117,8 +119,7 @@ type Spec[In any] struct {
 // and a handler. Build one with New or NewRaw.
 type Tool struct {
 	def       Definition
-	schema    *jsonschema.Resolved
-	fast      *fastSchema // nil if the schema needs jsonschema-go
+	schema    *sjs.Schema // the compiled InputSchema (schema.go)
 	bind      func(args json.RawMessage) (Bound, error)
 	encode    func(out any) (json.RawMessage, error)
 	resources func(args json.RawMessage) []string
@@ -176,7 +177,7 @@ func New[In, Out any](spec Spec[In], fn func(ctx context.Context, in In) (Out, e
 			return spec.Resources(in)
 		}
 	}
-	t, err := build(def, schema, resources)
+	t, err := build(def, resources)
 	if err != nil {
 		return nil, err
 	}
@@ -209,13 +210,9 @@ func NewRaw(def Definition, fn RawHandler, resources func(args json.RawMessage) 
 	if len(def.InputSchema) == 0 {
 		return nil, fmt.Errorf("tool %q: InputSchema is required", def.Name)
 	}
-	var schema jsonschema.Schema
-	if err := json.Unmarshal(def.InputSchema, &schema); err != nil {
-		return nil, fmt.Errorf("tool %q: input schema is not a JSON Schema: %w", def.Name, err)
-	}
 	def.InputSchema = append(json.RawMessage(nil), def.InputSchema...)
 	def.Sensitive = append([]string(nil), def.Sensitive...)
-	t, err := build(def, &schema, resources)
+	t, err := build(def, resources)
 	if err != nil {
 		return nil, err
 	}
@@ -235,12 +232,22 @@ func NewRaw(def Definition, fn RawHandler, resources func(args json.RawMessage) 
 	return t, nil
 }
 
-func build(def Definition, schema *jsonschema.Schema, resources func(json.RawMessage) []string) (*Tool, error) {
+// build checks a definition, fills in its defaults and compiles its
+// InputSchema.
+func build(def Definition, resources func(json.RawMessage) []string) (*Tool, error) {
 	if !validName.MatchString(def.Name) {
 		return nil, fmt.Errorf("tool name %q: want 1 to 64 letters, digits, '_' or '-'", def.Name)
 	}
-	if schema.Type != "object" {
-		return nil, fmt.Errorf("tool %q: input schema must describe a JSON object, not %q", def.Name, schema.Type)
+	doc, err := sjs.UnmarshalJSON(bytes.NewReader(def.InputSchema))
+	if err != nil {
+		return nil, fmt.Errorf("tool %q: input schema is not a JSON Schema: %w", def.Name, err)
+	}
+	obj, ok := doc.(map[string]any)
+	if !ok {
+		return nil, fmt.Errorf("tool %q: input schema is not a JSON Schema: want a JSON object, got %.40s", def.Name, def.InputSchema)
+	}
+	if typ, _ := obj["type"].(string); typ != "object" {
+		return nil, fmt.Errorf("tool %q: input schema must describe a JSON object, not %q", def.Name, typ)
 	}
 	switch def.Effect {
 	case "":
@@ -269,11 +276,11 @@ func build(def Definition, schema *jsonschema.Schema, resources func(json.RawMes
 	if def.Timeout < 0 {
 		return nil, fmt.Errorf("tool %q: negative timeout %v", def.Name, def.Timeout)
 	}
-	resolved, err := schema.Resolve(nil)
+	schema, err := compileSchemaDoc(doc)
 	if err != nil {
-		return nil, fmt.Errorf("tool %q: resolving input schema: %w", def.Name, err)
+		return nil, fmt.Errorf("tool %q: resolving input schema: %s", def.Name, clipMessage(err.Error()))
 	}
-	return &Tool{def: def, schema: resolved, fast: compileFast(schema), resources: resources}, nil
+	return &Tool{def: def, schema: schema, resources: resources}, nil
 }
 
 // Name returns the tool's name.
@@ -304,26 +311,15 @@ func (t *Tool) MaxResultBytes() int { return t.def.MaxResultBytes }
 // of the arguments that is equal for argument objects differing only in
 // key order or white space (the loop uses it to spot a model that repeats
 // itself), and an *Error of kind invalid_arguments when they do not conform.
+//
+// The message of the *Error names each violation by the path of the value
+// at fault, a JSON pointer without its leading slash: `argument
+// "items/2/qty": got number, want integer`, `missing required argument
+// "order_id"`, `unexpected argument "orderId"`. Arguments that repeat a
+// key in an object are refused too ("duplicate argument"), since decoding
+// would silently keep only the last value.
 func (t *Tool) Validate(args json.RawMessage) (uint64, error) {
-	// The compiled validator checks the bytes in one pass (fastschema.go).
-	// For a schema it cannot compile (t.fast is nil), it checks only
-	// syntax and duplicate keys, and jsonschema-go, with the schema
-	// resolved once in build, checks the decoded value.
-	fp, err := t.fast.validate(args)
-	if err != nil || t.fast != nil {
-		return fp, err
-	}
-	if len(args) == 0 {
-		args = emptyObject()
-	}
-	var v any
-	if err := json.Unmarshal(args, &v); err != nil {
-		return fingerprintBytes(args), &Error{Kind: KindInvalidArguments, Msg: "arguments are not valid JSON: " + clipMessage(err.Error())}
-	}
-	if err := t.schema.Validate(v); err != nil {
-		return fp, &Error{Kind: KindInvalidArguments, Msg: "arguments do not match the schema: " + clipMessage(err.Error())}
-	}
-	return fp, nil
+	return validateArgs(t.schema, args)
 }
 
 // Invoke runs the handler on arguments that Validate accepted. It does not

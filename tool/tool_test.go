@@ -750,8 +750,8 @@ func TestClassification(t *testing.T) {
 	}
 }
 
-// Schemas with keywords beyond the common subset (pattern, oneOf, ...) are
-// validated by jsonschema-go; the behaviour seen by the caller is the same.
+// Schemas with keywords the inferred schemas do not use (pattern, oneOf,
+// ...) are validated alike.
 func TestNewRawRichSchema(t *testing.T) {
 	tl, err := tool.NewRaw(tool.Definition{
 		Name: "lookup",
