@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/toolloop/toolloop/store"
@@ -23,11 +24,23 @@ const DefaultLeaseTTL = 30 * time.Second
 type leaseHold struct {
 	st    store.Leaser
 	lease *store.Lease
-	stop  chan struct{}
-	done  chan struct{}
+	// stop ends the renewals, also one under way (release need not
+	// wait for a renewal a frozen store holds).
+	stop context.CancelFunc
+	done chan struct{}
 	// cancel ends the drive's context when the lease is lost.
 	cancel context.CancelCauseFunc
+	// until is the call deadline of the drive's last append (unix
+	// nanoseconds; 0 for none): the release gives up by then too, so
+	// that a frozen store holds the run no longer than its appends.
+	until atomic.Int64
 }
+
+// leaseHoldKey finds a drive's leaseHold in its context.
+type leaseHoldKey struct{}
+
+// releaseBy bounds the release by t.
+func (h *leaseHold) releaseBy(t time.Time) { h.until.Store(t.UnixNano()) }
 
 // holdLease takes runID's lease for a new owner when Config.Store has
 // leases (store.Leaser) and keeps it renewed every third of Config.LeaseTTL
@@ -57,8 +70,11 @@ func (r *Runner) holdLease(ctx context.Context, runID string) (context.Context, 
 		return ctx, nil, fmt.Errorf("loop: taking the lease of run %s: %w", runID, err)
 	}
 	ctx, cancel := context.WithCancelCause(ctx)
-	h := &leaseHold{st: l, lease: &lease, stop: make(chan struct{}), done: make(chan struct{}), cancel: cancel}
-	go h.renew(context.WithoutCancel(ctx), ttl)
+	h := &leaseHold{st: l, lease: &lease, done: make(chan struct{}), cancel: cancel}
+	ctx = context.WithValue(ctx, leaseHoldKey{}, h)
+	rctx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	h.stop = stop
+	go h.renew(rctx, ttl)
 	return ctx, h, nil
 }
 
@@ -71,14 +87,17 @@ func (h *leaseHold) renew(ctx context.Context, ttl time.Duration) {
 	defer t.Stop()
 	for {
 		select {
-		case <-h.stop:
+		case <-ctx.Done():
 			return
 		case <-t.C:
+		}
+		if ctx.Err() != nil {
+			return // released while the tick came
 		}
 		rctx, cancel := context.WithTimeout(ctx, every)
 		_, err := h.st.RenewLease(rctx, h.lease.RunID, h.lease.Owner, ttl)
 		cancel()
-		if errors.Is(err, store.ErrLeaseLost) {
+		if errors.Is(err, store.ErrLeaseLost) && ctx.Err() == nil {
 			h.cancel(err)
 			return
 		}
@@ -93,10 +112,14 @@ func (h *leaseHold) release(ctx context.Context) {
 	if h.lease == nil {
 		return
 	}
-	close(h.stop)
+	h.stop()
 	<-h.done
 	h.cancel(nil)
-	_ = h.st.ReleaseLease(context.WithoutCancel(ctx), h.lease.RunID, h.lease.Owner)
+	rctx := context.WithoutCancel(ctx)
+	if until := h.until.Load(); until != 0 {
+		rctx = store.WithCallDeadline(rctx, time.Unix(0, until))
+	}
+	_ = h.st.ReleaseLease(rctx, h.lease.RunID, h.lease.Owner)
 }
 
 // defaultLeaseOwner names this process in leases: host and process ID.

@@ -120,6 +120,12 @@ type Config struct {
 	// of it, on the real clock): the longest a crashed driver's run waits
 	// before another may take it over. Default DefaultLeaseTTL.
 	LeaseTTL time.Duration
+	// StoreTimeout bounds each call to Store, whether or not the store
+	// honours its context; the calls that record how a run ended are
+	// also bounded by the run's deadline plus store.DeadlineGrace. A
+	// frozen store thus interrupts the run (*InterruptedError) instead of
+	// holding it. Default store.DefaultCallTimeout.
+	StoreTimeout time.Duration
 	// Now is the clock that stamps the run's events; nil means time.Now.
 	// The run's deadline and tool timeouts always run on the real clock.
 	Now func() time.Time
@@ -187,6 +193,10 @@ func NewRunner(cfg Config) (*Runner, error) {
 	if r.cfg.LeaseOwner == "" {
 		r.cfg.LeaseOwner = defaultLeaseOwner()
 	}
+	if r.cfg.StoreTimeout <= 0 {
+		r.cfg.StoreTimeout = store.DefaultCallTimeout
+	}
+	r.cfg.Store = store.BoundEventLog(r.cfg.Store, r.cfg.StoreTimeout)
 	return r, nil
 }
 
