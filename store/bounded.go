@@ -74,24 +74,29 @@ func Detach(ctx context.Context) context.Context {
 	return out
 }
 
-// callWithin runs f with a context that ends at the earliest of ctx's end,
-// ctx's call deadline and timeout from now, and returns when f does or
-// when that context ends, whichever is first. In the second case f may
-// still be running; it is left to finish on its own (its result is
-// dropped), so that a store that ignores its context cannot hold the
-// caller either.
+// callWithin runs f with ctx bounded by the earliest of ctx's deadline,
+// its call deadline and timeout from now, and returns when f does or when that
+// time comes, whichever is first. In the second case f may still be
+// running; it is left to finish on its own (its result is dropped), so
+// that a store that ignores its context cannot hold the caller either.
+// The caller's own cancellation is left to f, as without the bound: a
+// store decides what a canceled call did.
 func callWithin[T any](ctx context.Context, timeout time.Duration, op string, f func(context.Context) (T, error)) (T, error) {
 	start := time.Now()
 	end := start.Add(timeout)
 	if t, ok := CallDeadline(ctx); ok && t.Before(end) {
 		end = t
 	}
+	if t, ok := ctx.Deadline(); ok && t.Before(end) {
+		end = t
+	}
+	var zero T
+	wait := time.Until(end)
+	if wait <= 0 {
+		return zero, &CallTimeoutError{Op: op, Err: context.DeadlineExceeded}
+	}
 	cctx, cancel := context.WithDeadline(ctx, end)
 	defer cancel()
-	var zero T
-	if err := cctx.Err(); err != nil {
-		return zero, expired(ctx, op, time.Since(start), err)
-	}
 	type answer struct {
 		v   T
 		err error
@@ -101,26 +106,22 @@ func callWithin[T any](ctx context.Context, timeout time.Duration, op string, f 
 		v, err := f(cctx)
 		done <- answer{v, err}
 	}()
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
 	select {
 	case a := <-done:
-		if a.err != nil && cctx.Err() != nil {
-			return a.v, expired(ctx, op, time.Since(start), a.err)
+		if a.err != nil && ctx.Err() == nil && cctx.Err() != nil {
+			// The store gave up on the bound's deadline itself.
+			return a.v, timedOut(op, time.Since(start), a.err)
 		}
 		return a.v, a.err
-	case <-cctx.Done():
-		return zero, expired(ctx, op, time.Since(start), cctx.Err())
+	case <-timer.C:
+		return zero, timedOut(op, time.Since(start), context.DeadlineExceeded)
 	}
 }
 
-// expired is the error of a call whose context ended: the caller's own
-// cancellation as it is, a timeout as a *CallTimeoutError.
-func expired(ctx context.Context, op string, after time.Duration, err error) error {
-	if cerr := ctx.Err(); cerr != nil {
-		if errors.Is(err, cerr) {
-			return err
-		}
-		return fmt.Errorf("store: %s: %w (%v)", op, cerr, err)
-	}
+// timedOut is the error of a call that ran out of time.
+func timedOut(op string, after time.Duration, err error) error {
 	if !errors.Is(err, context.DeadlineExceeded) {
 		err = fmt.Errorf("%w: %v", context.DeadlineExceeded, err)
 	}
