@@ -114,7 +114,9 @@ type Config struct {
 	// LeaseOwner names this driver in run leases, so that a refused
 	// driver learns who holds the run; empty means host:pid. Every drive
 	// adds a random suffix, so that two drives never share a lease, not
-	// even in one process.
+	// even in one process, and on Linux a mark of this process (its ID,
+	// start time and machine), by which a driver on the same machine
+	// takes over at once the lease of a process that has exited.
 	LeaseOwner string
 	// LeaseTTL is how long a run's lease lasts unless renewed (every third
 	// of it, on the real clock): the longest a crashed driver's run waits
