@@ -41,6 +41,13 @@ type Options struct {
 	// pruned as the executor goes. Default 7 days; negative keeps them
 	// forever.
 	LedgerRetention time.Duration
+	// LedgerTimeout bounds each ledger call, whether or not the ledger
+	// honours its context: a frozen store then makes a write fail (or its
+	// outcome unknown) instead of holding the run. The record of a
+	// write's outcome, made after the run's context may have ended, is
+	// also bounded by that context's deadline plus store.DeadlineGrace.
+	// Default store.DefaultCallTimeout.
+	LedgerTimeout time.Duration
 	// MaxResultBytes caps the size of a result the model is shown, for
 	// tools that set no cap of their own (tool.Definition.MaxResultBytes):
 	// a longer result is cut to its head, in a JSON object that says how
@@ -133,7 +140,10 @@ func New(opts *Options) *Executor {
 	if o.MaxResultBytes == 0 {
 		o.MaxResultBytes = 64 << 10
 	}
-	return &Executor{opts: o, ledger: o.Ledger}
+	if o.LedgerTimeout <= 0 {
+		o.LedgerTimeout = store.DefaultCallTimeout
+	}
+	return &Executor{opts: o, ledger: store.BoundLedger(o.Ledger, o.LedgerTimeout)}
 }
 
 // Options returns the executor's effective options, defaults filled in.

@@ -53,7 +53,7 @@ func (e *Executor) guardedWrite(ctx context.Context, c Call, first *binding) Out
 	if !claimed {
 		return e.existing(ctx, c, old, start)
 	}
-	return e.finishClaimed(c, rec, e.run(ctx, c, first))
+	return e.finishClaimed(ctx, c, rec, e.run(ctx, c, first))
 }
 
 // release deletes claim's record if it is still that claim. A ledger that
@@ -71,10 +71,12 @@ func (e *Executor) release(ctx context.Context, claim store.Record) error {
 	return err
 }
 
-// finishClaimed records what became of a write this executor claimed.
-func (e *Executor) finishClaimed(c Call, claim store.Record, o Outcome) Outcome {
+// finishClaimed records what became of a write this executor claimed,
+// also once ctx has ended, but by its deadline plus store.DeadlineGrace:
+// a frozen ledger leaves the key in flight rather than hold the run.
+func (e *Executor) finishClaimed(ctx context.Context, c Call, claim store.Record, o Outcome) Outcome {
 	o.IdempotencyKey = c.IdempotencyKey
-	ctx := context.WithoutCancel(context.Background())
+	ctx = store.Detach(ctx)
 	switch {
 	case o.Result.Status == llm.StatusOK:
 		if err := e.finish(ctx, c.IdempotencyKey, o.Result); err != nil {
@@ -87,7 +89,7 @@ func (e *Executor) finishClaimed(c Call, claim store.Record, o Outcome) Outcome 
 	case o.TimedOut || o.StopRun || o.Result.ErrorKind == tool.KindOutcomeUnknown:
 		// Timed out, cut short, or its answer lost: the write may or may
 		// not have happened.
-		return e.reconcile(c, o)
+		return e.reconcile(ctx, c, o)
 	}
 	// The handler reported a failure: nothing was written, so a later
 	// attempt with this key may run.
@@ -154,14 +156,14 @@ func (e *Executor) unknown(c Call, start time.Time, msg string) Outcome {
 
 // reconcile resolves a write this executor claimed whose outcome is
 // unknown: the tool's status look-up decides, and without one the outcome
-// stays unknown.
-func (e *Executor) reconcile(c Call, o Outcome) Outcome {
+// stays unknown. ctx bounds the ledger calls (it is detached from the
+// run's cancellation already).
+func (e *Executor) reconcile(ctx context.Context, c Call, o Outcome) Outcome {
 	if !c.Tool.CanReconcile() {
 		o.OutcomeUnknown, o.StopRun = true, true
 		return o
 	}
 	content, applied, err := e.lookup(c)
-	ctx := context.Background()
 	switch {
 	case err != nil:
 		o.OutcomeUnknown, o.StopRun = true, true

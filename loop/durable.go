@@ -66,8 +66,15 @@ func (d *drive) flush() error {
 		}
 		recs = append(recs, store.EventRecord{Seq: ev.Seq, Kind: string(ev.Kind), At: ev.At, Data: data})
 	}
-	// A canceled run still records how it ended.
-	ctx := context.WithoutCancel(d.ctx)
+	// A canceled run still records how it ended, but by its deadline
+	// plus a grace: a frozen store interrupts the run then (each call is
+	// bounded by Config.StoreTimeout as well).
+	ctx := store.Detach(d.ctx)
+	if until, ok := store.CallDeadline(ctx); ok {
+		if h, ok := d.ctx.Value(leaseHoldKey{}).(*leaseHold); ok {
+			h.releaseBy(until)
+		}
+	}
 	var err error
 	if d.lease != nil {
 		// The store has leases (holdLease found a store.Leaser).

@@ -1,11 +1,17 @@
 package loop
 
 import (
+	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
 	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/toolloop/toolloop/store"
@@ -23,11 +29,23 @@ const DefaultLeaseTTL = 30 * time.Second
 type leaseHold struct {
 	st    store.Leaser
 	lease *store.Lease
-	stop  chan struct{}
-	done  chan struct{}
+	// stop ends the renewals, also one under way (release need not
+	// wait for a renewal a frozen store holds).
+	stop context.CancelFunc
+	done chan struct{}
 	// cancel ends the drive's context when the lease is lost.
 	cancel context.CancelCauseFunc
+	// until is the call deadline of the drive's last append (unix
+	// nanoseconds; 0 for none): the release gives up by then too, so
+	// that a frozen store holds the run no longer than its appends.
+	until atomic.Int64
 }
+
+// leaseHoldKey finds a drive's leaseHold in its context.
+type leaseHoldKey struct{}
+
+// releaseBy bounds the release by t.
+func (h *leaseHold) releaseBy(t time.Time) { h.until.Store(t.UnixNano()) }
 
 // holdLease takes runID's lease for a new owner when Config.Store has
 // leases (store.Leaser) and keeps it renewed every third of Config.LeaseTTL
@@ -47,18 +65,31 @@ func (r *Runner) holdLease(ctx context.Context, runID string) (context.Context, 
 		return ctx, &leaseHold{}, nil
 	}
 	ttl := r.cfg.LeaseTTL
-	owner := r.cfg.LeaseOwner + ":" + randomID()[:8]
+	owner := r.cfg.LeaseOwner + ":" + randomID()[:8] + processMark()
 	lease, err := l.AcquireLease(ctx, runID, owner, ttl)
+	var held *store.LeaseHeldError
+	if errors.As(err, &held) && holderGone(held.Owner) {
+		// Its holder was a process on this machine that has exited (a
+		// crash, or a store that failed as it stopped): nobody renews the
+		// lease, so it is taken over now rather than at its expiry.
+		// Releasing it only while that holder still has it keeps two
+		// drivers that both find it from both taking it.
+		if rerr := l.ReleaseLease(ctx, runID, held.Owner); rerr == nil {
+			lease, err = l.AcquireLease(ctx, runID, owner, ttl)
+		}
+	}
 	if err != nil {
-		var held *store.LeaseHeldError
 		if errors.As(err, &held) {
 			return ctx, nil, err
 		}
 		return ctx, nil, fmt.Errorf("loop: taking the lease of run %s: %w", runID, err)
 	}
 	ctx, cancel := context.WithCancelCause(ctx)
-	h := &leaseHold{st: l, lease: &lease, stop: make(chan struct{}), done: make(chan struct{}), cancel: cancel}
-	go h.renew(context.WithoutCancel(ctx), ttl)
+	h := &leaseHold{st: l, lease: &lease, done: make(chan struct{}), cancel: cancel}
+	ctx = context.WithValue(ctx, leaseHoldKey{}, h)
+	rctx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	h.stop = stop
+	go h.renew(rctx, ttl)
 	return ctx, h, nil
 }
 
@@ -71,14 +102,17 @@ func (h *leaseHold) renew(ctx context.Context, ttl time.Duration) {
 	defer t.Stop()
 	for {
 		select {
-		case <-h.stop:
+		case <-ctx.Done():
 			return
 		case <-t.C:
+		}
+		if ctx.Err() != nil {
+			return // released while the tick came
 		}
 		rctx, cancel := context.WithTimeout(ctx, every)
 		_, err := h.st.RenewLease(rctx, h.lease.RunID, h.lease.Owner, ttl)
 		cancel()
-		if errors.Is(err, store.ErrLeaseLost) {
+		if errors.Is(err, store.ErrLeaseLost) && ctx.Err() == nil {
 			h.cancel(err)
 			return
 		}
@@ -93,10 +127,14 @@ func (h *leaseHold) release(ctx context.Context) {
 	if h.lease == nil {
 		return
 	}
-	close(h.stop)
+	h.stop()
 	<-h.done
 	h.cancel(nil)
-	_ = h.st.ReleaseLease(context.WithoutCancel(ctx), h.lease.RunID, h.lease.Owner)
+	rctx := context.WithoutCancel(ctx)
+	if until := h.until.Load(); until != 0 {
+		rctx = store.WithCallDeadline(rctx, time.Unix(0, until))
+	}
+	_ = h.st.ReleaseLease(rctx, h.lease.RunID, h.lease.Owner)
 }
 
 // defaultLeaseOwner names this process in leases: host and process ID.
@@ -106,4 +144,104 @@ func defaultLeaseOwner() string {
 		host = "unknown-host"
 	}
 	return host + ":" + strconv.Itoa(os.Getpid())
+}
+
+// A lease's owner ends in a mark of the process that holds it, on Linux:
+// "/PID.START.MACHINE", its process ID, its start time (field 22 of
+// /proc/PID/stat, in clock ticks since boot) and a digest of the boot and
+// PID namespace it runs in. Another driver on the same machine that finds
+// the lease held by a process that no longer runs takes it over at once
+// (holderGone). The start time tells a process from a later one that got
+// its ID; the machine digest keeps a driver from judging a process ID of
+// another machine or container, whose host name may well be the same.
+// Holders without a mark (other systems, older versions) are waited for
+// until their lease expires.
+
+// processMark returns this process's mark, or "" where there is none.
+func processMark() string {
+	markOnce.Do(func() {
+		machine := machineID()
+		start, ok := processStart(os.Getpid())
+		if machine == "" || !ok {
+			return
+		}
+		mark = "/" + strconv.Itoa(os.Getpid()) + "." + strconv.FormatUint(start, 10) + "." + machine
+	})
+	return mark
+}
+
+var (
+	markOnce sync.Once
+	mark     string
+)
+
+// machineID is a digest of this boot of this machine and of the PID
+// namespace of this process: two processes with the same machineID see
+// the same processes under the same IDs. "" when it cannot be read.
+func machineID() string {
+	boot, err := os.ReadFile("/proc/sys/kernel/random/boot_id")
+	if err != nil || len(bytes.TrimSpace(boot)) == 0 {
+		return ""
+	}
+	ns, err := os.Readlink("/proc/self/ns/pid")
+	if err != nil || ns == "" {
+		return ""
+	}
+	sum := sha256.Sum256([]byte(string(bytes.TrimSpace(boot)) + "\n" + ns))
+	return hex.EncodeToString(sum[:6])
+}
+
+// processStart returns when process pid started (clock ticks since boot,
+// field 22 of /proc/PID/stat), and false if no such process runs: it does
+// not exist, or has exited and not yet been reaped (a zombie).
+func processStart(pid int) (uint64, bool) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, false
+	}
+	// The command name (field 2) is in parentheses and may hold spaces
+	// and parentheses itself: the fields after it follow the last ')'.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0, false
+	}
+	fields := strings.Fields(string(b[i+1:]))
+	// fields[0] is field 3 (the state), so field 22 is fields[19].
+	if len(fields) < 20 || fields[0] == "Z" || fields[0] == "X" {
+		return 0, false
+	}
+	start, err := strconv.ParseUint(fields[19], 10, 64)
+	if err != nil {
+		return 0, false
+	}
+	return start, true
+}
+
+// holderGone reports whether owner's mark names a process of this machine
+// (same boot, same PID namespace) that no longer runs: its ID is free, a
+// zombie's, or another process's that started at another time. An owner
+// without a mark, or of another machine, is not judged: false.
+func holderGone(owner string) bool {
+	i := strings.LastIndexByte(owner, '/')
+	if i < 0 {
+		return false
+	}
+	parts := strings.Split(owner[i+1:], ".")
+	if len(parts) != 3 {
+		return false
+	}
+	machine := machineID()
+	if machine == "" || parts[2] != machine {
+		return false
+	}
+	pid, err := strconv.Atoi(parts[0])
+	if err != nil || pid <= 0 {
+		return false
+	}
+	start, err := strconv.ParseUint(parts[1], 10, 64)
+	if err != nil {
+		return false
+	}
+	now, running := processStart(pid)
+	return !running || now != start
 }

@@ -114,12 +114,20 @@ type Config struct {
 	// LeaseOwner names this driver in run leases, so that a refused
 	// driver learns who holds the run; empty means host:pid. Every drive
 	// adds a random suffix, so that two drives never share a lease, not
-	// even in one process.
+	// even in one process, and on Linux a mark of this process (its ID,
+	// start time and machine), by which a driver on the same machine
+	// takes over at once the lease of a process that has exited.
 	LeaseOwner string
 	// LeaseTTL is how long a run's lease lasts unless renewed (every third
 	// of it, on the real clock): the longest a crashed driver's run waits
 	// before another may take it over. Default DefaultLeaseTTL.
 	LeaseTTL time.Duration
+	// StoreTimeout bounds each call to Store, whether or not the store
+	// honours its context; the calls that record how a run ended are
+	// also bounded by the run's deadline plus store.DeadlineGrace. A
+	// frozen store thus interrupts the run (*InterruptedError) instead of
+	// holding it. Default store.DefaultCallTimeout.
+	StoreTimeout time.Duration
 	// Now is the clock that stamps the run's events; nil means time.Now.
 	// The run's deadline and tool timeouts always run on the real clock.
 	Now func() time.Time
@@ -187,6 +195,10 @@ func NewRunner(cfg Config) (*Runner, error) {
 	if r.cfg.LeaseOwner == "" {
 		r.cfg.LeaseOwner = defaultLeaseOwner()
 	}
+	if r.cfg.StoreTimeout <= 0 {
+		r.cfg.StoreTimeout = store.DefaultCallTimeout
+	}
+	r.cfg.Store = store.BoundEventLog(r.cfg.Store, r.cfg.StoreTimeout)
 	return r, nil
 }
 

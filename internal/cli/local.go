@@ -313,7 +313,9 @@ func (b *local) Resume(ctx context.Context, runID string) (*loop.Result, error) 
 	recorded := resumeFlagsOf(start)
 	if s := loop.Replay(events); s.Done {
 		// Ended, or still waiting for answers: nothing to drive, so no
-		// provider is needed.
+		// provider is needed. Its log file may lag behind the store (its
+		// writer was killed between a commit and the line): mend it.
+		b.mendLog(events)
 		return loop.Replay(events).Result(events), nil
 	}
 	src := b.src
@@ -409,7 +411,23 @@ func (b *local) resumeScenario(ctx context.Context, s orders.Scenario, runID str
 	}
 	b.closers = append(b.closers, func() error { return shutdown(context.WithoutCancel(ctx)) })
 	opts.Observer = obs
-	return s.Resume(ctx, runID, opts)
+	res, book, err := s.Resume(ctx, runID, opts)
+	if res != nil && b.tf.logDir != "" {
+		// An ended run is not driven, so nothing rewrites its log: mend
+		// it if its writer died before the last lines.
+		b.c.mendRunLog(b.cmd, b.tf.logDir, res.Events)
+	}
+	return res, book, err
+}
+
+// mendLog mends the log file of a run that is not driven now, in the
+// --log directory or the default one, from events, its log in the store.
+func (b *local) mendLog(events []loop.Event) {
+	dir := b.tf.logDir
+	if dir == "" {
+		dir, _ = b.c.defaultLogDir()
+	}
+	b.c.mendRunLog(b.cmd, dir, events)
 }
 
 // readLog reads a run's log for toolloop trace: with --db (and no --log)
@@ -433,7 +451,49 @@ func (b *local) readLog(ctx context.Context, ref string) ([]loop.Event, string, 
 	if errors.Is(err, trace.ErrNoLog) {
 		return nil, "", &usageErr{err.Error()}
 	}
+	if mended := b.mendFromStore(ctx, path, events); mended != nil {
+		return mended, path, nil
+	}
 	return events, path, err
+}
+
+// mendFromStore mends the log file at path, whose events are read, when
+// the store (--db, else the default one if there is one) holds more of
+// the run's log, and returns the file's events then; nil when it did not
+// mend it. The store is opened read-only; the file is written only when
+// it is a prefix of the store's log.
+func (b *local) mendFromStore(ctx context.Context, path string, read []loop.Event) []loop.Event {
+	if len(read) == 0 || read[0].Start == nil || read[0].Start.RunID == "" {
+		return nil
+	}
+	if last := read[len(read)-1]; last.Kind == loop.Stopped {
+		return nil // a whole run: nothing can be missing
+	}
+	dbPath, err := b.c.dbPath(b.db)
+	if err != nil {
+		return nil
+	}
+	if _, err := os.Stat(dbPath); err != nil {
+		return nil // no store to mend from
+	}
+	st, err := b.store(false)
+	if err != nil {
+		return nil
+	}
+	stored, err := loop.LoadEvents(ctx, st, read[0].Start.RunID)
+	if err != nil || len(stored) <= len(read) {
+		return nil
+	}
+	n, err := mendLog(path, stored)
+	if err != nil {
+		fmt.Fprintf(b.c.stderr, "toolloop %s: note: %s lags behind the store %s and was left as it is: %v\n", b.cmd, path, dbPath, err)
+		return nil
+	}
+	if n == 0 {
+		return nil
+	}
+	fmt.Fprintf(b.c.stderr, "toolloop %s: note: %s lacked the last %d events of the run's log in %s (its writer died); they were added\n", b.cmd, path, n, dbPath)
+	return stored
 }
 
 // openStore opens the SQLite store at path. With create, a missing file

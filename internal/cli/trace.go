@@ -68,7 +68,9 @@ Flags:
   --log DIR   where run logs are (default: the runs directory in
               $XDG_DATA_HOME/toolloop, or ~/.local/share/toolloop)
   --db PATH   read the run's log from the SQLite store at PATH instead
-              (RUN_ID only): every run recorded there, logged or not
+              (RUN_ID only): every run recorded there, logged or not; with
+              --log, the store a log file that lags behind it (its writer
+              was killed) is completed from (default: the default store)
   --width N   show: width of the timeline's bars (default 40)
   --json      diagnose: print the findings as JSON, one per line
   -h, --help  show this help

@@ -138,6 +138,11 @@ func Open(path string, opts *Options) (*Store, error) {
 	// Write transactions take the write lock when they begin, so two
 	// writers queue on the busy timeout instead of deadlocking on upgrade.
 	q.Add("_txlock", "immediate")
+	// The file is checked, and its tables made, before anything else
+	// touches it: WAL mode, once set, is written into the file.
+	if err := prepare(path, o.BusyTimeout); err != nil {
+		return nil, err
+	}
 	db, err := sql.Open("sqlite", path+"?"+q.Encode())
 	if err != nil {
 		return nil, fmt.Errorf("sqlite store %s: %w", path, err)
@@ -145,18 +150,185 @@ func Open(path string, opts *Options) (*Store, error) {
 	// One writer at a time is all SQLite allows; a small pool keeps lock
 	// waits inside SQLite's busy handler rather than piling up connections.
 	db.SetMaxOpenConns(4)
-	if _, err := db.Exec(schema); err != nil {
+	if err := db.Ping(); err != nil {
 		db.Close()
-		return nil, fmt.Errorf("sqlite store %s: creating tables: %w", path, err)
+		return nil, fmt.Errorf("sqlite store %s: %w", path, err)
 	}
 	return &Store{db: db, now: o.Now}, nil
 }
 
-// tables are the tables a file must have to be a store. run_leases and
-// blobs came later and are not among them: a store made before them is
-// still one (Open adds the tables when it may write; a read-only store
-// takes no leases, and its Blob finds nothing in a file without blobs).
-var tables = []string{"idempotency_ledger", "runs", "run_events"}
+// ApplicationID is the mark of a toolloop store in its file's header
+// (PRAGMA application_id): the bytes "TlLp". Other programs that mark
+// their files use other numbers, so a file with another mark is never
+// taken for a store.
+const ApplicationID = 0x546c4c70
+
+// SchemaVersion is the version of the store's tables this package makes
+// and reads, kept in the file's user_version. A file with a later version
+// was made by a later toolloop and is refused.
+const SchemaVersion = 1
+
+// prepare makes path a store, in one transaction, if it is one already, a
+// store made before stores were marked (recognised by its tables, and
+// marked now), or a new or empty database; anything else is refused with
+// an error that names the file and why, and left as it was, byte for byte:
+// the check runs in rollback-journal mode, before WAL mode is set.
+func prepare(path string, busy time.Duration) error {
+	q := url.Values{}
+	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", busy.Milliseconds()))
+	q.Add("_txlock", "immediate")
+	db, err := sql.Open("sqlite", path+"?"+q.Encode())
+	if err != nil {
+		return fmt.Errorf("sqlite store %s: %w", path, err)
+	}
+	defer db.Close()
+	db.SetMaxOpenConns(1)
+	tx, err := db.Begin()
+	if err != nil && strings.Contains(err.Error(), "not a database") {
+		return fmt.Errorf("sqlite store %s: not a SQLite database, so toolloop leaves it alone: %w", path, err)
+	}
+	if err != nil {
+		return fmt.Errorf("sqlite store %s: %w", path, err)
+	}
+	defer tx.Rollback() // after Commit, a no-op
+	f, err := inspect(tx)
+	if err != nil {
+		return fmt.Errorf("sqlite store %s: %w", path, err)
+	}
+	if err := f.usable(path); err != nil {
+		return err
+	}
+	if f.kind == fileStore && f.version == SchemaVersion && f.complete {
+		return nil // nothing to write: the transaction ends unchanged
+	}
+	if _, err := tx.Exec(schema); err != nil {
+		return fmt.Errorf("sqlite store %s: creating tables: %w", path, err)
+	}
+	// Both pragmas write the file's header, inside the transaction.
+	if _, err := tx.Exec(fmt.Sprintf("PRAGMA application_id = %d; PRAGMA user_version = %d", ApplicationID, SchemaVersion)); err != nil {
+		return fmt.Errorf("sqlite store %s: marking the file as a store: %w", path, err)
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("sqlite store %s: creating tables: %w", path, err)
+	}
+	return nil
+}
+
+// fileKind is what a SQLite file holds, as far as a store is concerned.
+type fileKind int
+
+const (
+	fileForeign  fileKind = iota // another program's database
+	fileEmpty                    // no tables, indexes, views or triggers, no mark
+	fileStore                    // marked as a store
+	fileUnmarked                 // a store made before stores were marked
+)
+
+// fileFacts is what inspect found in a file.
+type fileFacts struct {
+	kind    fileKind
+	version int
+	// complete says every table of the schema is there.
+	complete bool
+	// why says, for a foreign file, why it is not a store.
+	why string
+}
+
+// usable returns nil if a store may use the file, else the error that
+// refuses it.
+func (f fileFacts) usable(path string) error {
+	switch {
+	case f.kind == fileForeign:
+		return fmt.Errorf("sqlite store %s: a SQLite database, but not a toolloop store (%s); toolloop keeps its runs only in a new file or a store of its own, so it leaves this one alone", path, f.why)
+	case f.kind == fileStore && f.version > SchemaVersion:
+		return fmt.Errorf("sqlite store %s: made by a later toolloop (schema version %d; this one knows %d): upgrade toolloop to use it", path, f.version, SchemaVersion)
+	}
+	return nil
+}
+
+// storeTables are the columns of each table of the schema. The first three
+// make a store; run_leases and blobs came later, and a store made before
+// them lacks them.
+var storeTables = []struct {
+	name    string
+	columns string
+}{
+	{"idempotency_ledger", "key,args_hash,state,result,run_id,call_id,tool,created_at,updated_at"},
+	{"runs", "run_id,session_id,status,detail,steps,tool_calls,input_tokens,output_tokens,started_at,updated_at,pending"},
+	{"run_events", "run_id,seq,kind,at,data"},
+	{"run_leases", "run_id,owner,expires"},
+	{"blobs", "digest,data"},
+}
+
+// coreTables counts the tables at the head of storeTables that every store
+// has.
+const coreTables = 3
+
+// inspect says what the database q reads holds: its mark, its version and
+// its tables, with their columns. Reading a file that is not a database
+// fails here.
+func inspect(q interface {
+	QueryRow(string, ...any) *sql.Row
+	Query(string, ...any) (*sql.Rows, error)
+}) (fileFacts, error) {
+	var app, version, objects int
+	if err := q.QueryRow(`PRAGMA application_id`).Scan(&app); err != nil {
+		return fileFacts{}, fmt.Errorf("not a SQLite database: %w", err)
+	}
+	if err := q.QueryRow(`PRAGMA user_version`).Scan(&version); err != nil {
+		return fileFacts{}, fmt.Errorf("not a SQLite database: %w", err)
+	}
+	if err := q.QueryRow(`SELECT count(*) FROM sqlite_master`).Scan(&objects); err != nil {
+		return fileFacts{}, fmt.Errorf("not a SQLite database: %w", err)
+	}
+	f := fileFacts{version: version, complete: true}
+	var missing, differ []string
+	for i, t := range storeTables {
+		var cols []string
+		rows, err := q.Query(`SELECT name FROM pragma_table_info(?) ORDER BY cid`, t.name)
+		if err != nil {
+			return fileFacts{}, err
+		}
+		for rows.Next() {
+			var c string
+			if err := rows.Scan(&c); err != nil {
+				rows.Close()
+				return fileFacts{}, err
+			}
+			cols = append(cols, c)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return fileFacts{}, err
+		}
+		switch {
+		case len(cols) == 0:
+			f.complete = false
+			if i < coreTables {
+				missing = append(missing, t.name)
+			}
+		case strings.Join(cols, ",") != t.columns:
+			differ = append(differ, fmt.Sprintf("its table %s has the columns (%s), not toolloop's (%s)", t.name, strings.Join(cols, ", "), strings.ReplaceAll(t.columns, ",", ", ")))
+		}
+	}
+	switch {
+	case app == ApplicationID:
+		f.kind = fileStore
+	case app != 0:
+		f.why = fmt.Sprintf("its application_id is %#x, another program's mark", uint32(app))
+	case objects == 0 && version == 0:
+		f.kind = fileEmpty
+	case len(differ) > 0:
+		f.why = strings.Join(differ, "; ")
+	case len(missing) > 0:
+		f.why = "it lacks toolloop's tables " + strings.Join(missing, ", ")
+	case version != 0:
+		f.why = fmt.Sprintf("its user_version is %d, which toolloop never set on an unmarked store", version)
+	default:
+		f.kind = fileUnmarked
+	}
+	return f, nil
+}
 
 // openReadOnly opens an existing store without writing to its file, and
 // checks that the file is a store.
@@ -179,15 +351,18 @@ func openReadOnly(path string, busy time.Duration) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("sqlite store %s: %w", path, err)
 	}
-	var n int
-	q := "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name IN (?, ?, ?)"
-	if err := db.QueryRow(q, tables[0], tables[1], tables[2]).Scan(&n); err != nil {
-		db.Close()
-		return nil, fmt.Errorf("sqlite store %s: not a SQLite database: %w", path, err)
+	f, err := inspect(db)
+	if err == nil && f.kind == fileEmpty {
+		f.kind, f.why = fileForeign, "it has no tables"
 	}
-	if n != len(tables) {
+	if err == nil {
+		err = f.usable(path)
+	} else {
+		err = fmt.Errorf("sqlite store %s: %w", path, err)
+	}
+	if err != nil {
 		db.Close()
-		return nil, fmt.Errorf("sqlite store %s: a SQLite database, but not a toolloop store (it lacks its tables %s)", path, strings.Join(tables, ", "))
+		return nil, err
 	}
 	return &Store{db: db, now: time.Now}, nil
 }

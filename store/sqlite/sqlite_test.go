@@ -1,9 +1,11 @@
 package sqlite_test
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -247,5 +249,196 @@ func TestStoreWithoutBlobTable(t *testing.T) {
 	defer again.Close()
 	if got, err := again.Blob(ctx, d); err != nil || string(got) != string(data) {
 		t.Fatalf("after reopening: %q, %v", got, err)
+	}
+}
+
+// makeDB writes a SQLite database of another program at path, made by
+// stmts, and returns its bytes.
+func makeDB(t *testing.T, path string, stmts ...string) []byte {
+	t.Helper()
+	db, err := sql.Open("sqlite", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range stmts {
+		if _, err := db.Exec(s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// dirNames lists the files in dir.
+func dirNames(t *testing.T, dir string) []string {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	return names
+}
+
+// pragma reads an integer pragma of the file at path.
+func pragma(t *testing.T, path, name string) int {
+	t.Helper()
+	db, err := sql.Open("sqlite", "file:"+path+"?mode=ro")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var n int
+	if err := db.QueryRow("PRAGMA " + name).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// Open makes a store only in a new or empty file or in a store: another
+// program's database is refused, by name and with the reason, and left
+// exactly as it was, without a journal, WAL or shared-memory file beside
+// it. (Open used to add its tables and WAL mode to any SQLite file, and to
+// stop half-way, a table and the WAL left behind, on a file whose runs
+// table was another's.)
+func TestOpenLeavesAnotherProgramsDatabaseAlone(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		stmts []string
+		want  string
+	}{
+		{"a database with tables of its own", []string{"CREATE TABLE notes (text TEXT)", "INSERT INTO notes VALUES ('keep me')"}, "lacks toolloop's tables idempotency_ledger, runs, run_events"},
+		{"a database with a runs table of its own", []string{"CREATE TABLE runs (id INTEGER PRIMARY KEY, km REAL)", "INSERT INTO runs (km) VALUES (5.2)"}, "its table runs has the columns (id, km)"},
+		{"a database marked by another program", []string{"PRAGMA application_id = 1196444487"}, "its application_id is 0x47504b47"},
+		{"toolloop's tables under another program's mark", []string{"PRAGMA application_id = 7", "CREATE TABLE idempotency_ledger (key TEXT)"}, "its application_id is 0x7"},
+		{"a database with a user_version of its own", []string{"PRAGMA user_version = 3"}, "lacks toolloop's tables"},
+		{"toolloop's tables with a user_version of another program", []string{"CREATE TABLE idempotency_ledger (key TEXT, args_hash TEXT, state TEXT, result BLOB, run_id TEXT, call_id TEXT, tool TEXT, created_at INTEGER, updated_at INTEGER)",
+			"CREATE TABLE runs (run_id TEXT, session_id TEXT, status TEXT, detail TEXT, steps INTEGER, tool_calls INTEGER, input_tokens INTEGER, output_tokens INTEGER, started_at INTEGER, updated_at INTEGER, pending BLOB)",
+			"CREATE TABLE run_events (run_id TEXT, seq INTEGER, kind TEXT, at INTEGER, data BLOB)", "PRAGMA user_version = 3"}, "its user_version is 3"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			path := filepath.Join(dir, "theirs.db")
+			before := makeDB(t, path, tc.stmts...)
+			st, err := sqlite.Open(path, nil)
+			if err == nil {
+				st.Close()
+				t.Fatal("Open took another program's database for a store")
+			}
+			if msg := err.Error(); !strings.Contains(msg, path) || !strings.Contains(msg, "not a toolloop store") || !strings.Contains(msg, tc.want) {
+				t.Errorf("refusal %q: want the path, \"not a toolloop store\" and %q", msg, tc.want)
+			}
+			after, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(before, after) {
+				t.Error("the refused file changed")
+			}
+			if names := dirNames(t, dir); len(names) != 1 {
+				t.Errorf("files beside the refused one: %v, want only theirs.db", names)
+			}
+		})
+	}
+	t.Run("a file that is not a database", func(t *testing.T) {
+		dir := t.TempDir()
+		path := filepath.Join(dir, "notes.txt")
+		before := []byte("a text file, long enough to hold a database header if it were one, but it is not\n")
+		if err := os.WriteFile(path, before, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		_, err := sqlite.Open(path, nil)
+		if err == nil || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), "not a SQLite database") {
+			t.Fatalf("Open of a text file: %v, want an error naming it and saying it is not a SQLite database", err)
+		}
+		if after, _ := os.ReadFile(path); !bytes.Equal(before, after) {
+			t.Error("the refused file changed")
+		}
+		if names := dirNames(t, dir); len(names) != 1 {
+			t.Errorf("files beside the refused one: %v", names)
+		}
+	})
+}
+
+// A new file, an empty one and an empty database become stores, marked
+// with the application ID and the schema version; a store made before the
+// mark (toolloop's tables, no mark) keeps opening, also read-only, and is
+// marked when opened to write.
+func TestOpenMarksItsStores(t *testing.T) {
+	dir := t.TempDir()
+	fresh := filepath.Join(dir, "new.db")
+	empty := filepath.Join(dir, "empty.db")
+	if err := os.WriteFile(empty, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	emptyDB := filepath.Join(dir, "emptydb.db")
+	makeDB(t, emptyDB, "PRAGMA journal_mode = DELETE")
+	for _, path := range []string{fresh, empty, emptyDB} {
+		st, err := sqlite.Open(path, nil)
+		if err != nil {
+			t.Fatalf("%s: %v", filepath.Base(path), err)
+		}
+		st.Close()
+		if app, v := pragma(t, path, "application_id"), pragma(t, path, "user_version"); app != sqlite.ApplicationID || v != sqlite.SchemaVersion {
+			t.Errorf("%s: application_id %#x, user_version %d; want %#x, %d", filepath.Base(path), app, v, sqlite.ApplicationID, sqlite.SchemaVersion)
+		}
+	}
+
+	// A store from before the mark: the same tables, with a run in them,
+	// and extra tables of the programs that share its file.
+	old := filepath.Join(dir, "old.db")
+	st, err := sqlite.Open(old, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	rec := store.EventRecord{Seq: 1, Kind: "started", At: time.Now(), Data: []byte(`{}`)}
+	if err := st.Append(ctx, "r1", []store.EventRecord{rec}, store.RunSummary{StartedAt: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.DB().Exec(`PRAGMA application_id = 0; PRAGMA user_version = 0; DROP TABLE blobs; CREATE TABLE sandbox_orders (id TEXT)`); err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
+	if pragma(t, old, "application_id") != 0 {
+		t.Fatal("the old store kept its mark")
+	}
+	ro, err := sqlite.Open(old, &sqlite.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatalf("read-only open of a store made before the mark: %v", err)
+	}
+	ro.Close()
+	if pragma(t, old, "application_id") != 0 {
+		t.Fatal("a read-only open marked the store")
+	}
+	rw, err := sqlite.Open(old, nil)
+	if err != nil {
+		t.Fatalf("open of a store made before the mark: %v", err)
+	}
+	defer rw.Close()
+	if recs, err := rw.Events(ctx, "r1"); err != nil || len(recs) != 1 {
+		t.Fatalf("the old store's run: %d events, %v", len(recs), err)
+	}
+	if _, err := rw.PutBlob(ctx, []byte("x")); err != nil {
+		t.Fatalf("the old store did not get its blobs table: %v", err)
+	}
+	if app := pragma(t, old, "application_id"); app != sqlite.ApplicationID {
+		t.Errorf("the old store's application_id is %#x after opening it, want %#x", app, sqlite.ApplicationID)
+	}
+
+	// A store of a later toolloop is refused.
+	later := filepath.Join(dir, "later.db")
+	makeDB(t, later, fmt.Sprintf("PRAGMA application_id = %d", sqlite.ApplicationID), fmt.Sprintf("PRAGMA user_version = %d", sqlite.SchemaVersion+1))
+	if _, err := sqlite.Open(later, nil); err == nil || !strings.Contains(err.Error(), "later toolloop") {
+		t.Errorf("open of a later store: %v, want it refused", err)
 	}
 }
