@@ -20,7 +20,7 @@ import (
 func (c *cli) serve(ctx context.Context, drv Driver, args []string) int {
 	fs := flag.NewFlagSet("toolloop serve", flag.ContinueOnError)
 	addr := fs.String("addr", defaultServeAddr, "listen on `HOST:PORT`")
-	allowRemote := fs.Bool("allow-remote", false, "allow an --addr beyond loopback")
+	allowRemote := fs.Bool("allow-remote", false, "allow an --addr beyond loopback, and requests for any host name")
 	usersFile := fs.String("users", "", "who may sign in: `FILE` with one NAME TOKEN a line")
 	secure := fs.Bool("secure-cookies", false, "mark the sign-in cookies Secure (HTTPS only): for a console reached through a proxy that ends TLS")
 	open := drv.Flags("serve", fs)
@@ -56,6 +56,7 @@ func (c *cli) serve(ctx context.Context, drv Driver, args []string) int {
 		Users:         users,
 		GoesOn:        info.GoesOn,
 		SecureCookies: *secure,
+		AllowRemote:   *allowRemote,
 		ResumeCommand: func(runID string) string {
 			return "toolloop resume " + shellQuote(runID) + info.Flags
 		},
@@ -151,8 +152,11 @@ Flags:
   --db PATH        the SQLite store (default: toolloop.db in $XDG_DATA_HOME/toolloop
                    or ~/.local/share/toolloop)
   --addr HOST:PORT where to listen (default 127.0.0.1:8080)
-  --allow-remote   allow an --addr beyond loopback; without TLS in front of
-                   it, tokens and cookies then cross the network in clear
+  --allow-remote   allow an --addr beyond loopback, and requests for any host
+                   name (without it, a request whose Host header is not
+                   localhost, 127.0.0.1 or [::1] with the console's port is
+                   refused with 421); without TLS in front of it, tokens and
+                   cookies then cross the network in clear
   --secure-cookies mark the sign-in cookies Secure (sent over HTTPS only),
                    for a console behind a proxy that ends TLS
 
