@@ -13,6 +13,7 @@ import (
 
 	"github.com/toolloop/toolloop/console"
 	"github.com/toolloop/toolloop/loop"
+	"github.com/toolloop/toolloop/store"
 )
 
 // serve runs the "serve" subcommand: the web console over the backend,
@@ -52,7 +53,7 @@ func (c *cli) serve(ctx context.Context, drv Driver, args []string) int {
 	defer c.closeBackend("serve", b)
 	info := b.Info()
 	srv, err := console.New(console.Options{
-		Backend:       &consoleBackend{b: b},
+		Backend:       newConsoleBackend(b),
 		Users:         users,
 		GoesOn:        info.GoesOn,
 		SecureCookies: *secure,
@@ -104,6 +105,41 @@ const defaultServeAddr = "127.0.0.1:8080"
 type consoleBackend struct {
 	b  Backend
 	mu sync.Mutex
+}
+
+// newConsoleBackend adapts b for the console: over the local store, with
+// the stored events themselves (console.RecordReader), which the console
+// decodes with large payloads cut and, following a run live, only from
+// where it got to.
+func newConsoleBackend(b Backend) console.Backend {
+	cb := &consoleBackend{b: b}
+	if l, ok := b.(*local); ok {
+		return &storeConsoleBackend{consoleBackend: cb, l: l}
+	}
+	return cb
+}
+
+// storeConsoleBackend is a consoleBackend over the local store.
+type storeConsoleBackend struct {
+	*consoleBackend
+	l *local
+}
+
+// Records implements console.RecordReader.
+func (sb *storeConsoleBackend) Records(ctx context.Context, runID string, after int) ([]store.EventRecord, error) {
+	st, err := sb.l.store(false)
+	if err != nil {
+		return nil, err
+	}
+	recs, err := st.Events(ctx, runID)
+	if err != nil {
+		return nil, fmt.Errorf("run %s: %w", runID, err)
+	}
+	i := 0
+	for i < len(recs) && recs[i].Seq <= after {
+		i++
+	}
+	return recs[i:], nil
 }
 
 func (cb *consoleBackend) Runs(ctx context.Context, status string) ([]console.Run, error) {
