@@ -84,7 +84,8 @@ type Options struct {
 	// the console over plain HTTP. Without it they are Secure only on a
 	// request that came over TLS.
 	SecureCookies bool
-	// Poll is how often a live view looks for new events; default 500ms.
+	// Poll is how often the live views of a run look for new events (one
+	// reader per run, for all its viewers); default 500ms.
 	Poll time.Duration
 	// StreamFor bounds one live stream; the browser reconnects after it.
 	// Default 10 minutes.

@@ -18,14 +18,16 @@ import (
 )
 
 // countingBackend counts the reads of runs' logs, and fails those after
-// failAfter of them if it is set.
+// failAfter of them if it is set. Records sends on read, if not nil,
+// after each read.
 type countingBackend struct {
 	*console.LogBackend
 	reads     atomic.Int64
 	failAfter int64
+	read      chan struct{}
 }
 
-func (b *countingBackend) read() error {
+func (b *countingBackend) count() error {
 	if n := b.reads.Add(1); b.failAfter > 0 && n > b.failAfter {
 		return errors.New("the store is unreachable")
 	}
@@ -33,14 +35,17 @@ func (b *countingBackend) read() error {
 }
 
 func (b *countingBackend) Events(ctx context.Context, runID string) ([]loop.Event, error) {
-	if err := b.read(); err != nil {
+	if err := b.count(); err != nil {
 		return nil, err
 	}
 	return b.LogBackend.Events(ctx, runID)
 }
 
 func (b *countingBackend) Records(ctx context.Context, runID string, after int) ([]store.EventRecord, error) {
-	if err := b.read(); err != nil {
+	if b.read != nil {
+		defer func() { b.read <- struct{}{} }()
+	}
+	if err := b.count(); err != nil {
 		return nil, err
 	}
 	return b.LogBackend.Records(ctx, runID, after)
@@ -150,7 +155,7 @@ func TestStreamShared(t *testing.T) {
 	var cb *countingBackend
 	tick := make(chan time.Time)
 	e := newEnv(t, func(o *console.Options) {
-		cb = &countingBackend{LogBackend: o.Backend.(*console.LogBackend)}
+		cb = &countingBackend{LogBackend: o.Backend.(*console.LogBackend), read: make(chan struct{}, 100)}
 		o.Backend = cb
 		o.MaxStreamsPerUser = 100
 	})
@@ -167,6 +172,7 @@ func TestStreamShared(t *testing.T) {
 			t.Fatalf("view %d: %d %s", i, streams[i].resp.StatusCode, streams[i].body)
 		}
 	}
+	<-cb.read
 	if n := cb.reads.Load(); n != 1 {
 		t.Fatalf("%d views opened with %d reads of the log; want 1", viewers, n)
 	}
@@ -178,6 +184,7 @@ func TestStreamShared(t *testing.T) {
 		t.Fatal(err)
 	}
 	tick <- time.Now()
+	<-cb.read
 	for i, s := range streams {
 		m, ok := s.next(t)
 		var ev loop.Event
@@ -193,7 +200,9 @@ func TestStreamShared(t *testing.T) {
 	}
 	// A poll with nothing new sends nothing.
 	tick <- time.Now()
-	tick <- time.Now() // the first one's read has finished once this is taken
+	<-cb.read
+	tick <- time.Now() // taken once the first poll has sent what it had
+	<-cb.read
 	for i, s := range streams {
 		select {
 		case m := <-s.msgs:
@@ -212,7 +221,7 @@ func TestStreamShared(t *testing.T) {
 		}
 	}
 	if n := cb.reads.Load(); n != 4 {
-		t.Errorf("the log was read %d times; want 4 (first read, three polls)", n)
+		t.Errorf("the log was read %d times; want 4 (the first read, three polls), the late view none", n)
 	}
 
 	for _, s := range append(streams, late) {
