@@ -131,8 +131,10 @@ func (s *Server) poll(f *follower) {
 		news := s.readNews(f.runID, &st, &after, &start)
 		f.mu.Lock()
 		f.events = append(f.events, news.events...)
-		if len(f.events) > 0 {
+		if len(news.events) > 0 {
 			f.sum = news.sum
+		} else {
+			news.sum = f.sum // nothing new: the summary is as it was
 		}
 		f.end, f.err = news.end, news.err
 		if len(news.events) > 0 || news.end || news.err != nil {

@@ -220,6 +220,9 @@ func TestStreamShared(t *testing.T) {
 			t.Fatalf("the late view's message %d: %+v", want, m)
 		}
 	}
+	if m, _ := late.next(t); m.name != "summary" || !strings.Contains(m.data, `"last_seq":`+itoa(after+1)) {
+		t.Fatalf("the late view's summary, after polls that found nothing new: %+v", m)
+	}
 	if n := cb.reads.Load(); n != 4 {
 		t.Errorf("the log was read %d times; want 4 (the first read, three polls), the late view none", n)
 	}
