@@ -3,6 +3,7 @@ package console
 import (
 	"fmt"
 	"net"
+	"net/http"
 	"strings"
 )
 
@@ -35,4 +36,37 @@ func isLoopback(host string) bool {
 	}
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
+}
+
+// checkHost refuses a request whose Host header does not name this
+// machine's loopback interface on the port the request came in on. A web
+// page elsewhere can make a browser send requests to 127.0.0.1 under a
+// name it controls (DNS rebinding); the Host header keeps that name, and
+// a console for this machine only answers to its own. It returns "" for a
+// request to serve, else the reason to refuse it.
+func checkHost(r *http.Request) string {
+	host, port := r.Host, ""
+	if h, p, err := net.SplitHostPort(r.Host); err == nil {
+		host, port = h, p
+	}
+	name := strings.TrimSuffix(strings.ToLower(host), ".")
+	if name == "" || !isLoopback(name) {
+		return fmt.Sprintf("this console answers to loopback names only (localhost, 127.0.0.1, [::1]), not to host %q: a console meant to be reached by another name needs toolloop serve --allow-remote (Options.AllowRemote)", r.Host)
+	}
+	// The port the connection came in on, when the server says it: a
+	// name of this machine with another port is another service.
+	if la, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr); ok {
+		if _, lport, err := net.SplitHostPort(la.String()); err == nil {
+			if port == "" {
+				port = "80"
+				if r.TLS != nil {
+					port = "443"
+				}
+			}
+			if port != lport {
+				return fmt.Sprintf("host %q names port %s, but this console listens on port %s", r.Host, port, lport)
+			}
+		}
+	}
+	return ""
 }

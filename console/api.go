@@ -1,6 +1,7 @@
 package console
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/toolloop/toolloop/llm"
 	"github.com/toolloop/toolloop/loop"
+	"github.com/toolloop/toolloop/store"
 	"github.com/toolloop/toolloop/trace"
 )
 
@@ -135,14 +137,23 @@ func (s *Server) listRuns(ctx context.Context, l listQuery) (*runList, error) {
 	return out, nil
 }
 
-// writeJSON answers with v as JSON.
+// writeJSON answers with v as JSON. It encodes to a buffer first: a value
+// that cannot be encoded (a number JSON has no word for) is a 500 that
+// says so, not a 200 with half a body or none.
 func writeJSON(w http.ResponseWriter, code int, v any) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(v); err != nil {
+		slog.Error("console: encoding an answer", "err", err)
+		buf.Reset()
+		code = http.StatusInternalServerError
+		enc.Encode(map[string]string{"error": "internal error: the answer could not be encoded as JSON: " + err.Error()})
+	}
 	w.Header().Set("Content-Type", "application/json; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(code)
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	enc.Encode(v)
+	w.Write(buf.Bytes())
 }
 
 // writeError answers with {"error": msg}.
@@ -187,15 +198,16 @@ type runDoc struct {
 	// Answered those answered in earlier pauses.
 	Pending  []loop.Pending `json:"pending"`
 	Answered []loop.Pending `json:"answered,omitempty"`
-	Events   []loop.Event   `json:"events,omitempty"`
+	Events   []shownEvent   `json:"events,omitempty"`
 }
 
 func (s *Server) apiRun(w http.ResponseWriter, r *http.Request, _ *who) {
-	events, err := s.runEvents(r.Context(), r.PathValue("id"))
+	shown, err := s.viewEvents(r.Context(), r.PathValue("id"))
 	if err != nil {
 		apiFail(w, r, err)
 		return
 	}
+	events := plainEvents(shown)
 	sum, st := summarize(events)
 	doc := runDoc{Summary: sum, Budgets: budgets(st, sum), Findings: trace.Diagnose(events),
 		Messages: st.Result(events).Messages, Pending: st.Pending, Answered: st.Answered}
@@ -206,7 +218,7 @@ func (s *Server) apiRun(w http.ResponseWriter, r *http.Request, _ *who) {
 		doc.Pending = []loop.Pending{}
 	}
 	if r.URL.Query().Get("events") != "0" {
-		doc.Events = events
+		doc.Events = shown
 	}
 	writeJSON(w, http.StatusOK, doc)
 }
@@ -223,18 +235,66 @@ func (s *Server) apiEvents(w http.ResponseWriter, r *http.Request, u *who) {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	events, err := s.runEvents(r.Context(), r.PathValue("id"))
+	runID := r.PathValue("id")
+	out, err := s.readShown(r.Context(), runID, after)
+	if err == nil && after == 0 && (len(out) == 0 || out[0].Start == nil) {
+		err = &httpError{http.StatusNotFound, fmt.Sprintf("run %s has no events yet", runID)}
+	}
 	if err != nil {
 		apiFail(w, r, err)
 		return
 	}
-	out := []loop.Event{}
-	for _, ev := range events {
-		if ev.Seq > after {
-			out = append(out, ev)
-		}
+	if out == nil {
+		out = []shownEvent{}
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"events": out})
+}
+
+// apiEvent is one event of a run whole, however large: where the pages
+// and the other answers, which cut large events short, point to.
+func (s *Server) apiEvent(w http.ResponseWriter, r *http.Request, _ *who) {
+	runID, v := r.PathValue("id"), r.PathValue("seq")
+	seq, err := strconv.Atoi(v)
+	if err != nil || seq < 1 {
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("event %q: want a sequence number (1 or more)", v))
+		return
+	}
+	missing := &httpError{http.StatusNotFound, fmt.Sprintf("run %s has no event %d", runID, seq)}
+	if rr, ok := s.opts.Backend.(RecordReader); ok {
+		// The stored JSON as it is: one copy of the event, not two.
+		recs, err := rr.Records(r.Context(), runID, seq-1)
+		if errors.Is(err, store.ErrUnknownRun) {
+			err = &httpError{http.StatusNotFound, fmt.Sprintf("no run %s", runID)}
+		}
+		if err == nil && (len(recs) == 0 || recs[0].Seq != seq) {
+			err = missing
+		}
+		if err != nil {
+			apiFail(w, r, err)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json; charset=utf-8")
+		w.Header().Set("Cache-Control", "no-store")
+		w.Header().Set("Content-Length", strconv.Itoa(len(recs[0].Data)))
+		w.WriteHeader(http.StatusOK)
+		w.Write(recs[0].Data)
+		return
+	}
+	events, err := s.opts.Backend.Events(r.Context(), runID)
+	if errors.Is(err, store.ErrUnknownRun) {
+		err = &httpError{http.StatusNotFound, fmt.Sprintf("no run %s", runID)}
+	}
+	if err != nil {
+		apiFail(w, r, err)
+		return
+	}
+	for i := range events {
+		if events[i].Seq == seq {
+			writeJSON(w, http.StatusOK, &events[i])
+			return
+		}
+	}
+	apiFail(w, r, missing)
 }
 
 // afterSeq reads where a client's copy of a log ends: the Last-Event-ID

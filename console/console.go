@@ -7,7 +7,9 @@ import (
 	"html/template"
 	"io/fs"
 	"net/http"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/toolloop/toolloop/loop"
@@ -82,11 +84,19 @@ type Options struct {
 	// the console over plain HTTP. Without it they are Secure only on a
 	// request that came over TLS.
 	SecureCookies bool
-	// Poll is how often a live view looks for new events; default 500ms.
+	// Poll is how often the live views of a run look for new events (one
+	// reader per run, for all its viewers); default 500ms.
 	Poll time.Duration
 	// StreamFor bounds one live stream; the browser reconnects after it.
 	// Default 10 minutes.
 	StreamFor time.Duration
+	// MaxStreamsPerUser caps the live streams one person has open at
+	// once (a run page each); beyond it a stream is refused with 429.
+	// Default DefaultMaxStreamsPerUser.
+	MaxStreamsPerUser int
+	// MaxStreams caps the live streams of everyone at once; beyond it a
+	// stream is refused with 503. Default DefaultMaxStreams.
+	MaxStreams int
 	// ResumeWait is how long an approval waits for the resumed run to stop
 	// before it answers that the run goes on in the background; default
 	// 5 seconds.
@@ -98,6 +108,13 @@ type Options struct {
 	// every call is answered (a Temporal server), so the console never
 	// calls Resume.
 	GoesOn bool
+	// AllowRemote serves requests whatever host their Host header names.
+	// Without it the console answers only to the loopback names
+	// (localhost, 127.0.0.1, [::1]) on the port it listens on, and refuses
+	// other hosts with 421 Misdirected Request: a page elsewhere that
+	// rebinds its own name to 127.0.0.1 gets nothing. Set it for a
+	// console reached by another name (behind a proxy, --allow-remote).
+	AllowRemote bool
 }
 
 // Server is the console's handler. Close it to stop the runs it resumes
@@ -117,6 +134,16 @@ type Server struct {
 	mu      sync.Mutex
 	closed  bool
 	resumes map[string]*resumeState // by run ID
+
+	// The live streams: one follower per followed run, and the open
+	// streams counted, in all and per person.
+	liveMu      sync.Mutex
+	followers   map[string]*follower // by run ID
+	userStreams map[string]int       // by user name
+	streams     int
+	pollers     atomic.Int64 // followers' goroutines running, for tests
+	// tick, if not nil, replaces the followers' tickers (tests).
+	tick <-chan time.Time
 }
 
 // resumeState is what the console knows about a resume it started.
@@ -145,6 +172,12 @@ func New(opts Options) (*Server, error) {
 	if opts.StreamFor <= 0 {
 		opts.StreamFor = 10 * time.Minute
 	}
+	if opts.MaxStreamsPerUser <= 0 {
+		opts.MaxStreamsPerUser = DefaultMaxStreamsPerUser
+	}
+	if opts.MaxStreams <= 0 {
+		opts.MaxStreams = DefaultMaxStreams
+	}
 	if opts.ResumeWait <= 0 {
 		opts.ResumeWait = 5 * time.Second
 	}
@@ -166,6 +199,9 @@ func New(opts Options) (*Server, error) {
 		ctx:      ctx,
 		cancel:   cancel,
 		resumes:  map[string]*resumeState{},
+
+		followers:   map[string]*follower{},
+		userStreams: map[string]int{},
 	}
 	s.routes()
 	return s, nil
@@ -190,6 +226,16 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("X-Frame-Options", "DENY")
 	h.Set("Referrer-Policy", "no-referrer")
+	if !s.opts.AllowRemote {
+		if msg := checkHost(r); msg != "" {
+			if strings.HasPrefix(r.URL.Path, "/api/") {
+				writeError(w, http.StatusMisdirectedRequest, msg)
+			} else {
+				http.Error(w, msg, http.StatusMisdirectedRequest)
+			}
+			return
+		}
+	}
 	s.mux.ServeHTTP(w, r)
 }
 
@@ -214,5 +260,6 @@ func (s *Server) routes() {
 	m.HandleFunc("GET /api/runs", s.api(s.apiRuns))
 	m.HandleFunc("GET /api/runs/{id}", s.api(s.apiRun))
 	m.HandleFunc("GET /api/runs/{id}/events", s.api(s.apiEvents))
+	m.HandleFunc("GET /api/runs/{id}/events/{seq}", s.api(s.apiEvent))
 	m.HandleFunc("POST /api/runs/{id}/calls/{call}/{verb}", s.api(s.apiDecide))
 }

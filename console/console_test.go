@@ -79,6 +79,7 @@ func (e *env) scenario(name string) string {
 type req struct {
 	method, path string
 	token        string
+	host         string // the Host header, if not the server's address
 	cookies      []*http.Cookie
 	header       map[string]string
 	form         url.Values
@@ -102,6 +103,9 @@ func (e *env) do(r req) (*http.Response, string) {
 	hr, err := http.NewRequest(r.method, e.ts.URL+r.path, body)
 	if err != nil {
 		e.t.Fatal(err)
+	}
+	if r.host != "" {
+		hr.Host = r.host
 	}
 	if r.form != nil {
 		hr.Header.Set("Content-Type", "application/x-www-form-urlencoded")

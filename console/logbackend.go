@@ -48,9 +48,37 @@ func SummaryRuns(list []store.RunSummary) ([]Run, error) {
 	return out, nil
 }
 
+// RecordReader is a Backend that can also hand over a run's events as
+// stored, each as its JSON, from a sequence number on. The console then
+// decodes the events itself, with large payloads cut short for its pages
+// (a page view's memory does not grow with them), and the live view
+// decodes only what is new. LogBackend is one; without it the console
+// reads Backend.Events.
+type RecordReader interface {
+	// Records returns the events of runID whose Seq is greater than
+	// after, in order; a run the backend does not have is an error
+	// wrapping store.ErrUnknownRun.
+	Records(ctx context.Context, runID string, after int) ([]store.EventRecord, error)
+}
+
 // Events implements Backend.
 func (b *LogBackend) Events(ctx context.Context, runID string) ([]loop.Event, error) {
 	return loop.LoadEvents(ctx, b.Log, runID)
+}
+
+// Records implements RecordReader. store.EventLog reads a run's log
+// whole, so the records before after are read and dropped: what is saved
+// is decoding them.
+func (b *LogBackend) Records(ctx context.Context, runID string, after int) ([]store.EventRecord, error) {
+	recs, err := b.Log.Events(ctx, runID)
+	if err != nil {
+		return nil, err
+	}
+	i := 0
+	for i < len(recs) && recs[i].Seq <= after {
+		i++
+	}
+	return recs[i:], nil
 }
 
 // Decide implements Backend.

@@ -41,6 +41,7 @@ func parsePages() (map[string]*template.Template, error) {
 		"dur":     func(d time.Duration) string { return d.Round(time.Millisecond).String() },
 		"pathesc": pathSegment,
 		"dict":    dict,
+		"size":    byteSize,
 	}
 	pages := map[string]*template.Template{}
 	for _, name := range pageNames {
@@ -123,12 +124,12 @@ func (s *Server) runsPage(w http.ResponseWriter, r *http.Request, u *who) {
 
 func (s *Server) runPage(w http.ResponseWriter, r *http.Request, u *who) {
 	runID := r.PathValue("id")
-	events, err := s.runEvents(r.Context(), runID)
+	events, err := s.viewEvents(r.Context(), runID)
 	if err != nil {
 		s.pageFail(w, r, u, err)
 		return
 	}
-	v := buildRun(events)
+	v := buildRun(plainEvents(events))
 	d := s.common(u, "Run "+runID)
 	d["Run"], d["Events"] = v, events
 	d["Resume"] = s.lastResume(runID)
@@ -202,3 +203,16 @@ func dict(kv ...any) (map[string]any, error) {
 
 // urlQueryEscape escapes a query value.
 func urlQueryEscape(s string) string { return url.QueryEscape(s) }
+
+// byteSize says a number of bytes for a person: 512 bytes, 64.0 KiB,
+// 64.0 MiB.
+func byteSize(n int) string {
+	switch {
+	case n < 1<<10:
+		return fmt.Sprintf("%d bytes", n)
+	case n < 1<<20:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	default:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	}
+}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/toolloop/toolloop/console"
 	"github.com/toolloop/toolloop/loop"
+	"github.com/toolloop/toolloop/store"
 )
 
 // serve runs the "serve" subcommand: the web console over the backend,
@@ -20,7 +21,7 @@ import (
 func (c *cli) serve(ctx context.Context, drv Driver, args []string) int {
 	fs := flag.NewFlagSet("toolloop serve", flag.ContinueOnError)
 	addr := fs.String("addr", defaultServeAddr, "listen on `HOST:PORT`")
-	allowRemote := fs.Bool("allow-remote", false, "allow an --addr beyond loopback")
+	allowRemote := fs.Bool("allow-remote", false, "allow an --addr beyond loopback, and requests for any host name")
 	usersFile := fs.String("users", "", "who may sign in: `FILE` with one NAME TOKEN a line")
 	secure := fs.Bool("secure-cookies", false, "mark the sign-in cookies Secure (HTTPS only): for a console reached through a proxy that ends TLS")
 	open := drv.Flags("serve", fs)
@@ -52,10 +53,11 @@ func (c *cli) serve(ctx context.Context, drv Driver, args []string) int {
 	defer c.closeBackend("serve", b)
 	info := b.Info()
 	srv, err := console.New(console.Options{
-		Backend:       &consoleBackend{b: b},
+		Backend:       newConsoleBackend(b),
 		Users:         users,
 		GoesOn:        info.GoesOn,
 		SecureCookies: *secure,
+		AllowRemote:   *allowRemote,
 		ResumeCommand: func(runID string) string {
 			return "toolloop resume " + shellQuote(runID) + info.Flags
 		},
@@ -105,6 +107,41 @@ type consoleBackend struct {
 	mu sync.Mutex
 }
 
+// newConsoleBackend adapts b for the console: over the local store, with
+// the stored events themselves (console.RecordReader), which the console
+// decodes with large payloads cut and, following a run live, only from
+// where it got to.
+func newConsoleBackend(b Backend) console.Backend {
+	cb := &consoleBackend{b: b}
+	if l, ok := b.(*local); ok {
+		return &storeConsoleBackend{consoleBackend: cb, l: l}
+	}
+	return cb
+}
+
+// storeConsoleBackend is a consoleBackend over the local store.
+type storeConsoleBackend struct {
+	*consoleBackend
+	l *local
+}
+
+// Records implements console.RecordReader.
+func (sb *storeConsoleBackend) Records(ctx context.Context, runID string, after int) ([]store.EventRecord, error) {
+	st, err := sb.l.store(false)
+	if err != nil {
+		return nil, err
+	}
+	recs, err := st.Events(ctx, runID)
+	if err != nil {
+		return nil, fmt.Errorf("run %s: %w", runID, err)
+	}
+	i := 0
+	for i < len(recs) && recs[i].Seq <= after {
+		i++
+	}
+	return recs[i:], nil
+}
+
 func (cb *consoleBackend) Runs(ctx context.Context, status string) ([]console.Run, error) {
 	return cb.b.Runs(ctx, Filter{Status: status})
 }
@@ -151,8 +188,11 @@ Flags:
   --db PATH        the SQLite store (default: toolloop.db in $XDG_DATA_HOME/toolloop
                    or ~/.local/share/toolloop)
   --addr HOST:PORT where to listen (default 127.0.0.1:8080)
-  --allow-remote   allow an --addr beyond loopback; without TLS in front of
-                   it, tokens and cookies then cross the network in clear
+  --allow-remote   allow an --addr beyond loopback, and requests for any host
+                   name (without it, a request whose Host header is not
+                   localhost, 127.0.0.1 or [::1] with the console's port is
+                   refused with 421); without TLS in front of it, tokens and
+                   cookies then cross the network in clear
   --secure-cookies mark the sign-in cookies Secure (sent over HTTPS only),
                    for a console behind a proxy that ends TLS
 

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/toolloop/toolloop/console"
+	"github.com/toolloop/toolloop/loop"
 )
 
 const serveToken = "alice-serve-token-0123"
@@ -139,8 +140,31 @@ func TestServeWalkthrough(t *testing.T) {
 			t.Errorf("approve %s: %d %+v", r.RunID, code, d)
 		}
 	}
+	// The run's page reads the store's events (console.RecordReader).
+	for _, r := range list.Runs {
+		var doc struct {
+			Summary console.Summary
+			Events  []loop.Event
+		}
+		var ev loop.Event
+		if code := do("GET", "/api/runs/"+r.RunID, "", &doc); code != http.StatusOK || doc.Summary.Status != "final_answer" || len(doc.Events) == 0 {
+			t.Errorf("GET /api/runs/%s: %d %+v", r.RunID, code, doc.Summary)
+		}
+		if code := do("GET", "/api/runs/"+r.RunID+"/events/1", "", &ev); code != http.StatusOK || ev.Kind != loop.Started {
+			t.Errorf("GET /api/runs/%s/events/1: %d %+v", r.RunID, code, ev)
+		}
+	}
 	if code := do("GET", "/api/runs?pending=1", "", &list); code != http.StatusOK || len(list.Runs) != 0 {
 		t.Errorf("pending runs after approving: %+v", list.Runs)
+	}
+	// Another host name for the same address (DNS rebinding) is refused.
+	req, _ := http.NewRequest("GET", base+"/api/runs", nil)
+	req.Host = "rebound.example:" + base[strings.LastIndex(base, ":")+1:]
+	req.Header.Set("Authorization", "Bearer "+serveToken)
+	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != http.StatusMisdirectedRequest {
+		t.Errorf("a request for host %s: %v %v; want 421", req.Host, resp, err)
+	} else {
+		resp.Body.Close()
 	}
 	cancel()
 	select {

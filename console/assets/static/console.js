@@ -33,6 +33,14 @@
       code.textContent = String(ev.seq);
       li.appendChild(code);
       li.appendChild(document.createTextNode(" " + ev.kind + " " + ev.at));
+      if (ev.cut) {
+        // A large event comes cut short, as on the page: link the whole.
+        li.appendChild(document.createTextNode(" " + ev.cut.bytes + " bytes: its long text is cut short on this page; "));
+        var a = document.createElement("a");
+        a.setAttribute("href", ev.cut.whole);
+        a.textContent = "the whole event";
+        li.appendChild(a);
+      }
       list.appendChild(li);
     }
   });
@@ -45,12 +53,28 @@
   });
   src.addEventListener("end", function () {
     src.close();
+    if (failed) {
+      live.textContent = "Live updates stopped: " + failed + " Reload the page to try again.";
+      return;
+    }
     live.textContent = "The run has stopped.";
     if (changed && !leaving) {
       window.location.reload();
     }
   });
-  src.addEventListener("error", function () {
+  // "error" is both the browser's (the connection failed; it reconnects
+  // unless the answer was not a stream) and the server's (the log could
+  // not be read or sent; an "end" follows): the server's carries data.
+  var failed = "";
+  src.addEventListener("error", function (e) {
+    if (e.data) {
+      try {
+        failed = JSON.parse(e.data).error || "";
+      } catch (err) {
+        failed = String(e.data);
+      }
+      return;
+    }
     if (src.readyState === EventSource.CLOSED) {
       live.textContent = "Live updates stopped; reload the page to see more.";
     }
