@@ -176,7 +176,7 @@ func usage(u *genai.GenerateContentResponseUsageMetadata) llm.Usage {
 		OutputTokens:      int64(u.CandidatesTokenCount) + int64(u.ThoughtsTokenCount),
 		CachedInputTokens: int64(u.CachedContentTokenCount),
 		ReasoningTokens:   int64(u.ThoughtsTokenCount),
-	}
+	}.WithTotal(int64(u.TotalTokenCount))
 }
 
 func suffix(msg string) string {
