@@ -86,6 +86,9 @@ func (m *Model) response(req *llm.Request, model string, r *genai.GenerateConten
 			}
 		}
 	}
+	if err := llm.CheckCallIDs(out.Message.ToolCalls); err != nil {
+		return nil, err
+	}
 	out.Message.Text = text.String()
 	if hiddenReasoning(thoughts, &out.Usage) {
 		// The model thought and showed none of it (no thought summaries
