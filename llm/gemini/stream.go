@@ -379,7 +379,6 @@ func (w *readWatch) failure() error {
 // readWatch to that watch. Other requests pass through untouched.
 type watchTransport struct{ next http.RoundTripper }
 
-//
 // A successful reply to such a request that is not an event stream is the
 // whole reply as JSON (a server or proxy that does not stream): it is read
 // (the guard below caps it at MaxResponseBytes and refuses an HTML page)
