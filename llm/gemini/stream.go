@@ -377,13 +377,14 @@ func (w *readWatch) failure() error {
 
 // watchTransport hands the body of a request whose context carries a
 // readWatch to that watch. Other requests pass through untouched.
-type watchTransport struct{ next http.RoundTripper }
-
+//
 // A successful reply to such a request that is not an event stream is the
 // whole reply as JSON (a server or proxy that does not stream): it is read
 // (the guard below caps it at MaxResponseBytes and refuses an HTML page)
 // and kept in the watch, and the SDK is given an empty stream; Stream then
 // reads the reply's chunks from the watch.
+type watchTransport struct{ next http.RoundTripper }
+
 func (t watchTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	resp, err := t.next.RoundTrip(req)
 	w, ok := req.Context().Value(watchKey{}).(*readWatch)
