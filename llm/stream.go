@@ -28,6 +28,15 @@ import (
 // Response an Accumulator assembles from them, which must equal what
 // Generate would have returned for the same reply. Stream follows the
 // same rules as Generate about req: it must not modify it.
+//
+// Nothing comes after the finish: the Accumulator refuses any delta after
+// DeltaFinish as ErrorProtocol, and adapters hold the provider's own end
+// of the answer (a finish or stop reason that arrives before the stream's
+// last chunk) to the same rule: text or a call after it is an
+// ErrorProtocol failure, never part of the answer. Usage after it is
+// expected (OpenAI's last chunk). A server that answers a streamed
+// request with the whole reply (not an event stream) is not a failure:
+// adapters yield that reply's Deltas, marked Response.NotStreamed.
 type StreamingModel interface {
 	Model
 	Stream(ctx context.Context, req *Request) iter.Seq2[Delta, error]
