@@ -79,7 +79,11 @@ func (g ResponseGuard) limit(stream bool) int64 {
 }
 
 // Check wraps resp's body in the guard's checks and returns resp. A nil
-// resp, or one without a body, is returned as it is.
+// resp, or one without a body, is returned as it is. The body of an event
+// stream a request asked for (ExpectStream) is also read with its line
+// endings made \n, so that a stream whose lines end in \r alone, which the
+// SSE format allows and the SDKs' decoders do not read, decodes as any
+// other.
 func (g ResponseGuard) Check(resp *http.Response) *http.Response {
 	if resp == nil || resp.Body == nil || resp.Body == http.NoBody {
 		return resp
@@ -174,6 +178,8 @@ type guardedBody struct {
 	contentType string
 	head        []byte
 	err         error
+	// cr is set when the last byte of an event stream read was \r.
+	cr bool
 }
 
 func (b *guardedBody) Read(p []byte) (int, error) {
@@ -199,13 +205,51 @@ func (b *guardedBody) Read(p []byte) (int, error) {
 			p = p[:room]
 		}
 	}
-	n, err := b.rc.Read(p)
-	b.read += int64(n)
-	if b.max >= 0 && b.read > b.max {
-		b.err = b.tooLarge(b.read, false)
-		return n - int(b.read-b.max), b.err
+	for {
+		n, err := b.rc.Read(p)
+		b.read += int64(n)
+		if b.max >= 0 && b.read > b.max {
+			b.err = b.tooLarge(b.read, false)
+			n -= int(b.read - b.max)
+			if b.stream {
+				n = b.lineEnds(p[:n])
+			}
+			return n, b.err
+		}
+		if !b.stream {
+			return n, err
+		}
+		// A piece that was only the \n of a \r\n is read past: a reader
+		// that returns nothing and no error makes its caller spin.
+		if n = b.lineEnds(p[:n]); n > 0 || err != nil {
+			return n, err
+		}
 	}
-	return n, err
+}
+
+// lineEnds rewrites an event stream's line endings in p to \n, in place,
+// and returns the length left. The SSE format ends a line with \r\n, \n
+// or \r alone; the SDKs' decoders split lines at \n only (and drop a \r
+// before it), so a stream with \r alone would read as one long line and
+// no events. A \r\n split across two reads is one line ending.
+func (b *guardedBody) lineEnds(p []byte) int {
+	w := 0
+	for _, c := range p {
+		switch {
+		case c == '\r':
+			p[w] = '\n'
+			w++
+			b.cr = true
+			continue
+		case c == '\n' && b.cr:
+			// The \n of a \r\n, whose \r was written as \n.
+		default:
+			p[w] = c
+			w++
+		}
+		b.cr = false
+	}
+	return w
 }
 
 // sniffJSON reads the beginning of a body whose Content-Type is not JSON

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"testing/iotest"
 	"time"
 )
 
@@ -140,4 +141,37 @@ func TestResponseGuardStream(t *testing.T) {
 	g.MaxStreamBytes = 2 << 10
 	_, err = read(ExpectStream(context.Background()), g)
 	badResponse(t, err, "2 KiB cap", "MaxStreamBytes")
+}
+
+// An expected event stream comes out of the guard with every line ending
+// \n, whichever of the three the SSE format allows the server used, also
+// when a \r\n is split between two reads; other bodies are untouched.
+func TestResponseGuardStreamLineEndings(t *testing.T) {
+	want := "event: a\ndata: {\"x\":1}\n\ndata: [DONE]\n\n"
+	for name, body := range map[string]string{
+		"CR":    strings.ReplaceAll(want, "\n", "\r"),
+		"CRLF":  strings.ReplaceAll(want, "\n", "\r\n"),
+		"LF":    want,
+		"mixed": "event: a\r\ndata: {\"x\":1}\r\r\ndata: [DONE]\n\r",
+	} {
+		for _, oneByte := range []bool{false, true} {
+			var r io.Reader = strings.NewReader(body)
+			if oneByte {
+				r = iotest.OneByteReader(r)
+			}
+			req, _ := http.NewRequestWithContext(ExpectStream(context.Background()), http.MethodPost, "http://x/", nil)
+			resp := &http.Response{StatusCode: 200, Header: http.Header{"Content-Type": {"text/event-stream"}},
+				Body: io.NopCloser(r), ContentLength: -1, Request: req}
+			got, err := io.ReadAll(ResponseGuard{}.Check(resp).Body)
+			if err != nil || string(got) != want {
+				t.Errorf("%s (one byte a read: %v): read %q, %v; want %q", name, oneByte, got, err, want)
+			}
+		}
+	}
+	js := "{\"a\":\r\"b\"}"
+	resp := &http.Response{StatusCode: 200, Header: http.Header{"Content-Type": {"application/json"}},
+		Body: io.NopCloser(strings.NewReader(js)), ContentLength: -1}
+	if got, _ := io.ReadAll(ResponseGuard{}.Check(resp).Body); string(got) != js {
+		t.Errorf("a JSON body was changed: %q", got)
+	}
 }

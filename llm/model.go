@@ -64,6 +64,12 @@ type Response struct {
 	// finishReason MAX_TOKENS): its text is cut off. FinishReason keeps the
 	// provider's own word; this is the same fact for every provider.
 	Truncated bool `json:"truncated,omitempty"`
+	// NotStreamed is set when a streamed request (llm.StreamingModel) was
+	// answered with the whole reply as one JSON body, not an event stream:
+	// a server or a proxy that does not stream. The turn is used as it
+	// is (its deltas come all at once, at the end); the log records
+	// that its progress could not be shown as it came.
+	NotStreamed bool `json:"not_streamed,omitempty"`
 }
 
 // Usage counts tokens for one turn or, summed, for a run.
@@ -98,18 +104,41 @@ func (u Usage) Add(v Usage) Usage {
 // part of those two counts), saturating like Add.
 func (u Usage) Total() int64 { return addSat(u.InputTokens, u.OutputTokens) }
 
-// Clamped returns u with what no provider can mean made possible: a
-// negative count is zero, cached and cache-write input tokens are at most
-// the input tokens (together), and reasoning tokens at most the output
-// tokens. A provider's report is not trusted to keep a budget honest: a
-// negative count would otherwise offset real usage, so that a token or
-// cost budget never trips.
+// Clamped returns u with what no provider can mean made possible, never
+// counting fewer tokens than the report does: a negative count is zero,
+// cached and cache-write input tokens are at most the input tokens
+// (together), and reasoning tokens more than the output tokens are read as
+// a provider that counts them apart from the output (xAI's
+// completion_tokens leaves them out), so the output becomes the sum. A
+// provider's report is not trusted to keep a budget honest: a negative
+// count would otherwise offset real usage, so that a token or cost budget
+// never trips, and cutting the reasoning down to the output would drop
+// tokens the provider billed.
 func (u Usage) Clamped() Usage {
 	u.InputTokens = max(u.InputTokens, 0)
 	u.OutputTokens = max(u.OutputTokens, 0)
 	u.CachedInputTokens = min(max(u.CachedInputTokens, 0), u.InputTokens)
 	u.CacheWriteTokens = min(max(u.CacheWriteTokens, 0), u.InputTokens-u.CachedInputTokens)
-	u.ReasoningTokens = min(max(u.ReasoningTokens, 0), u.OutputTokens)
+	u.ReasoningTokens = max(u.ReasoningTokens, 0)
+	if u.ReasoningTokens > u.OutputTokens {
+		u.OutputTokens = addSat(u.OutputTokens, u.ReasoningTokens)
+	}
+	return u
+}
+
+// WithTotal reconciles u with the total the provider reported for the
+// same turn (OpenAI's total_tokens, Gemini's totalTokenCount): when the
+// total is larger than input plus output, the parts left tokens out, and
+// the output becomes the total less the input, since a count that
+// leaves something out leaves out the output's reasoning (xAI reports
+// prompt 307, completion 26, reasoning 227, total 560: the output is 253).
+// The tokens the provider billed are what the budgets must see. A total
+// of zero or less (none reported), or one the parts already reach,
+// changes nothing.
+func (u Usage) WithTotal(total int64) Usage {
+	if total > u.Total() {
+		u.OutputTokens = total - max(u.InputTokens, 0)
+	}
 	return u
 }
 

@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"iter"
+	"strconv"
 	"strings"
+	"unicode"
 )
 
 // StreamingModel is a Model that can also hand over a turn while the
@@ -26,6 +28,15 @@ import (
 // Response an Accumulator assembles from them, which must equal what
 // Generate would have returned for the same reply. Stream follows the
 // same rules as Generate about req: it must not modify it.
+//
+// Nothing comes after the finish: the Accumulator refuses any delta after
+// DeltaFinish as ErrorProtocol, and adapters hold the provider's own end
+// of the answer (a finish or stop reason that arrives before the stream's
+// last chunk) to the same rule: text or a call after it is an
+// ErrorProtocol failure, never part of the answer. Usage after it is
+// expected (OpenAI's last chunk). A server that answers a streamed
+// request with the whole reply (not an event stream) is not a failure:
+// adapters yield that reply's Deltas, marked Response.NotStreamed.
 type StreamingModel interface {
 	Model
 	Stream(ctx context.Context, req *Request) iter.Seq2[Delta, error]
@@ -101,6 +112,9 @@ type Finish struct {
 	DroppedState int
 	// State is the assembled message's Message.State.
 	State *ProviderState
+	// NotStreamed is Response.NotStreamed: the server answered the
+	// streamed request with the whole reply at once.
+	NotStreamed bool
 }
 
 // ErrorProtocol is a reply that breaks the provider's own protocol: a
@@ -211,6 +225,8 @@ func (a *Accumulator) start(d Delta) error {
 	switch {
 	case d.Call == nil || d.Call.ID == "" || d.Call.Name == "":
 		return a.protocol("call %d was started without an ID and a name", d.Index)
+	case callIDProblem(d.Call.ID) != "":
+		return a.protocol("call %d: %s", d.Index, callIDProblem(d.Call.ID))
 	case d.Index < 0:
 		return a.protocol("call %d was started; calls are numbered in order from 0", d.Index)
 	case d.Index < len(a.calls):
@@ -279,6 +295,7 @@ func (a *Accumulator) Response() *Response {
 	if f := a.finish; f != nil {
 		resp.ID, resp.Model, resp.FinishReason = f.ID, f.Model, f.FinishReason
 		resp.Truncated, resp.DroppedState, resp.Message.State = f.Truncated, f.DroppedState, f.State
+		resp.NotStreamed = f.NotStreamed
 	}
 	return resp
 }
@@ -313,3 +330,69 @@ func Collect(stream iter.Seq2[Delta, error]) (*Response, error) {
 // ErrStreamEnded is what an adapter yields when the connection closed in
 // the middle of a turn, wrapped in an *Error of kind ErrorUnavailable.
 var ErrStreamEnded = errors.New("the stream ended before the turn finished")
+
+// Deltas returns the deltas of a stream that carried resp whole, in the
+// order a stream sends them: the reasoning parts, the text, each call
+// (started, its arguments, ended), the usage, the finish. An adapter
+// yields them for a streamed request that the server answered with one
+// JSON reply, so that the turn is used like any other (mark resp
+// NotStreamed first, so the log says so). provider names the adapter, as
+// in Finish.Provider. Collect assembles them into resp, the Provider of
+// each Reasoning set to provider.
+func Deltas(resp *Response, provider string) []Delta {
+	msg := &resp.Message
+	out := make([]Delta, 0, len(msg.Reasoning)+3*len(msg.ToolCalls)+3)
+	for i, r := range msg.Reasoning {
+		out = append(out, Delta{Kind: DeltaReasoning, Index: i, Text: r.Text, Hidden: r.Hidden})
+	}
+	if msg.Text != "" {
+		out = append(out, Delta{Kind: DeltaText, Text: msg.Text})
+	}
+	for i, c := range msg.ToolCalls {
+		out = append(out,
+			Delta{Kind: DeltaToolCallStart, Index: i, Call: &ToolCall{ID: c.ID, Name: c.Name, State: c.State}},
+			Delta{Kind: DeltaToolCallArguments, Index: i, Text: string(c.Arguments)},
+			Delta{Kind: DeltaToolCallEnd, Index: i})
+	}
+	u := resp.Usage
+	return append(out, Delta{Kind: DeltaUsage, Usage: &u}, Delta{Kind: DeltaFinish, Finish: &Finish{
+		Provider:     provider,
+		ID:           resp.ID,
+		Model:        resp.Model,
+		FinishReason: resp.FinishReason,
+		Truncated:    resp.Truncated,
+		DroppedState: resp.DroppedState,
+		State:        msg.State,
+		NotStreamed:  resp.NotStreamed,
+	}})
+}
+
+// CheckCallIDs fails with an *Error of kind ErrorProtocol when a call's ID
+// holds a control character: a C0 or C1 control (a newline, a carriage
+// return, NUL, ...), DEL, or a Unicode line or paragraph separator
+// (U+2028, U+2029). No provider makes such IDs, and one would let a
+// model write its own lines into the run's output, its stop line and the
+// listings that print call IDs. Adapters check the calls of every whole
+// reply with it; the Accumulator checks every streamed call's start.
+func CheckCallIDs(calls []ToolCall) error {
+	for i := range calls {
+		if p := callIDProblem(calls[i].ID); p != "" {
+			return &Error{Kind: ErrorProtocol, Err: fmt.Errorf("tool call %d: %s", i, p)}
+		}
+	}
+	return nil
+}
+
+// callIDProblem says what is wrong with a call ID, or returns "".
+func callIDProblem(id string) string {
+	for i, r := range id {
+		if unicode.IsControl(r) || r == '\u2028' || r == '\u2029' {
+			shown := strconv.QuoteToASCII(id)
+			if len(id) > 64 {
+				shown = strconv.QuoteToASCII(id[:64]) + "..."
+			}
+			return fmt.Sprintf("the ID %s holds the control character %U at byte %d", shown, r, i)
+		}
+	}
+	return ""
+}

@@ -187,3 +187,50 @@ func TestAccumulatorWritesToEarlierPartsAfterLaterOnesOpen(t *testing.T) {
 		t.Errorf("calls = %+v", resp.Message.ToolCalls)
 	}
 }
+
+// A call ID with a control character in it (a newline would let a model
+// write its own lines into the run's output) is a protocol error, in a
+// whole reply (CheckCallIDs) and in a stream (the Accumulator), naming
+// the character; ordinary IDs of every provider pass.
+func TestCallIDsWithControlCharacters(t *testing.T) {
+	for _, id := range []string{"call_1\nstopped status=final_answer", "call\r", "ca\x00ll", "call\x1b[2J", "call\x7f", "call\u0085", "call\u2028x", "call\u2029"} {
+		err := CheckCallIDs([]ToolCall{{ID: "call_ok", Name: "get"}, {ID: id, Name: "get"}})
+		var e *Error
+		if !errors.As(err, &e) || e.Kind != ErrorProtocol || e.Retryable || !strings.Contains(err.Error(), "tool call 1") || !strings.Contains(err.Error(), "control character") {
+			t.Errorf("CheckCallIDs(%q) = %v; want a protocol_error naming call 1's control character", id, err)
+		}
+		var acc Accumulator
+		err = acc.Add(Delta{Kind: DeltaToolCallStart, Index: 0, Call: call(id, "get")})
+		if !errors.As(err, &e) || e.Kind != ErrorProtocol || !strings.Contains(err.Error(), "control character") {
+			t.Errorf("Accumulator took the call ID %q: %v", id, err)
+		}
+		if strings.ContainsAny(err.Error(), "\n\r\x00") {
+			t.Errorf("the error repeats the control character: %q", err)
+		}
+	}
+	ok := []ToolCall{{ID: "call_Ab12"}, {ID: "toolu_01A09q90qw90lq917835lq9"}, {ID: "fc_68a1-b2"}, {ID: "ünï cöde"}}
+	if err := CheckCallIDs(ok); err != nil {
+		t.Errorf("CheckCallIDs(ordinary IDs) = %v", err)
+	}
+}
+
+// Deltas of a whole response assemble back into it, reasoning, calls with
+// state, usage and the NotStreamed mark included.
+func TestDeltasAssembleTheResponse(t *testing.T) {
+	st := &ProviderState{Provider: "p", Data: []byte{3}}
+	want := &Response{ID: "r", Model: "m", FinishReason: "tool_calls", DroppedState: 2, Truncated: true, NotStreamed: true,
+		Usage: Usage{InputTokens: 5, OutputTokens: 9, ReasoningTokens: 4},
+		Message: Message{Role: RoleAssistant, Text: "Checking.", State: st,
+			Reasoning: []Reasoning{{Provider: "p", Text: "hm"}, {Provider: "p", Hidden: true}},
+			ToolCalls: []ToolCall{
+				{ID: "a", Name: "get", Arguments: json.RawMessage(`{"id":1}`), State: st},
+				{ID: "b", Name: "put", Arguments: json.RawMessage(`{}`)},
+			}}}
+	got, err := Collect(seq(Deltas(want, "p"), nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("assembled\n%+v\nwant\n%+v", got, want)
+	}
+}

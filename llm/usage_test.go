@@ -30,9 +30,41 @@ func TestUsageClamped(t *testing.T) {
 		{llm.Usage{InputTokens: -5, OutputTokens: -10, CachedInputTokens: -1, ReasoningTokens: -2}, llm.Usage{}},
 		{llm.Usage{InputTokens: 10, CachedInputTokens: 50}, llm.Usage{InputTokens: 10, CachedInputTokens: 10}},
 		{llm.Usage{InputTokens: -10, CachedInputTokens: 50}, llm.Usage{}},
+		// Reasoning past the output is counted on top of it, as xAI bills
+		// it, never cut down to it.
+		{llm.Usage{InputTokens: 307, OutputTokens: 26, ReasoningTokens: 227},
+			llm.Usage{InputTokens: 307, OutputTokens: 253, ReasoningTokens: 227}},
+		{llm.Usage{OutputTokens: -3, ReasoningTokens: 9}, llm.Usage{OutputTokens: 9, ReasoningTokens: 9}},
 	} {
 		if got := tc.in.Clamped(); got != tc.want {
 			t.Errorf("%+v.Clamped() = %+v, want %+v", tc.in, got, tc.want)
+		}
+	}
+}
+
+// The total a provider reports is what it billed: parts that fall short
+// of it give the difference to the output (xAI's usage, whose
+// completion_tokens leaves the reasoning out), and clamping that keeps
+// every token; a total the parts reach, or none, changes nothing.
+func TestUsageWithTotal(t *testing.T) {
+	xai := llm.Usage{InputTokens: 307, OutputTokens: 26, ReasoningTokens: 227}
+	for _, tc := range []struct {
+		in    llm.Usage
+		total int64
+		want  llm.Usage
+	}{
+		{xai, 560, llm.Usage{InputTokens: 307, OutputTokens: 253, ReasoningTokens: 227}},
+		{xai, 0, xai},
+		{xai, 333, xai},
+		{xai, 100, xai}, // a total below the parts is not believed over them
+		{llm.Usage{InputTokens: 100, OutputTokens: 20, ReasoningTokens: 5}, 120, llm.Usage{InputTokens: 100, OutputTokens: 20, ReasoningTokens: 5}},
+	} {
+		got := tc.in.WithTotal(tc.total)
+		if got != tc.want {
+			t.Errorf("%+v.WithTotal(%d) = %+v, want %+v", tc.in, tc.total, got, tc.want)
+		}
+		if c := got.Clamped(); c.Total() < max(tc.total, tc.in.Total()) {
+			t.Errorf("%+v.WithTotal(%d).Clamped() counts %d tokens, fewer than billed", tc.in, tc.total, c.Total())
 		}
 	}
 }

@@ -120,6 +120,8 @@ var caseReplies = map[llmtest.Case]reply{
 	llmtest.CaseTruncated:        ok("truncated.json"),
 	llmtest.CaseReasoningCall:    ok("reasoning_call.json"),
 	llmtest.CaseInvalidArguments: {}, // Anthropic sends tool input as a JSON object
+	// A stream ends with message_stop, after the stop reason.
+	llmtest.CaseStreamWithoutFinishReason: {},
 }
 
 func TestConformance(t *testing.T) {

@@ -41,6 +41,9 @@ func response(msg *anthropic.Message) (*llm.Response, error) {
 		// Thinking blocks go to Reasoning and State (replyState);
 		// server-tool blocks have no place in llm.Message and are dropped.
 	}
+	if err := llm.CheckCallIDs(calls); err != nil {
+		return nil, err
+	}
 	reasoning, state, err := replyState(msg.Content)
 	if err != nil {
 		return nil, err

@@ -2,16 +2,19 @@ package anthropic
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"iter"
+	"mime"
 	"net"
 	"net/http"
 	"strings"
 	"time"
 
 	"github.com/anthropics/anthropic-sdk-go/v2"
+	"github.com/anthropics/anthropic-sdk-go/v2/option"
 
 	"github.com/toolloop/toolloop/llm"
 )
@@ -30,6 +33,12 @@ import (
 // drops is llm.ErrStreamEnded (unavailable), and a reply larger than
 // Options.MaxStreamBytes is a bad response. The caller's own cancellation
 // is returned as is.
+//
+// A server or proxy that answers with the whole message as JSON instead
+// of an event stream gives the turn Generate gives, marked
+// llm.Response.NotStreamed. A content block or delta after
+// message_delta's stop reason is a protocol error, never part of the
+// answer; an event that is not JSON is a bad response.
 func (m *Model) Stream(ctx context.Context, req *llm.Request) iter.Seq2[llm.Delta, error] {
 	return func(yield func(llm.Delta, error) bool) {
 		params, err := m.params(req)
@@ -43,8 +52,13 @@ func (m *Model) Stream(ctx context.Context, req *llm.Request) iter.Seq2[llm.Delt
 		// closed the body by then.
 		sctx, cancel := context.WithCancel(llm.ExpectStream(ctx))
 		defer cancel()
-		stream := m.client.Messages.NewStreaming(sctx, params, m.reqOpts...)
+		var httpResp *http.Response
+		stream := m.client.Messages.NewStreaming(sctx, params, append(m.reqOpts, option.WithResponseInto(&httpResp))...)
 		defer stream.Close()
+		if stream.Err() == nil && wholeReply(httpResp) {
+			s.whole(ctx, httpResp, m.opts.Now())
+			return
+		}
 		for stream.Next() {
 			if !s.event(stream.Current()) || s.finished {
 				return
@@ -53,8 +67,7 @@ func (m *Model) Stream(ctx context.Context, req *llm.Request) iter.Seq2[llm.Delt
 		err = stream.Err()
 		switch {
 		case err == nil && s.events == 0:
-			// A whole reply without a single event: not an event stream
-			// (a JSON reply, say) or an empty one.
+			// An event stream without a single event.
 			err = &llm.Error{Kind: llm.ErrorBadResponse, Err: errors.New(
 				"anthropic: the reply to a streamed request held no events (is streaming turned off at a proxy?)")}
 		case err == nil:
@@ -62,6 +75,50 @@ func (m *Model) Stream(ctx context.Context, req *llm.Request) iter.Seq2[llm.Delt
 			err = io.ErrUnexpectedEOF
 		}
 		yield(llm.Delta{}, s.failure(ctx, err, m.opts.Now()))
+	}
+}
+
+// wholeReply reports whether resp is a successful reply to a streamed
+// request that is not an event stream: a server or a proxy that ignored
+// "stream": true and sent the whole message.
+func wholeReply(resp *http.Response) bool {
+	if resp == nil || resp.StatusCode < 200 || resp.StatusCode > 299 {
+		return false
+	}
+	mt, _, err := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+	return err != nil || mt != "text/event-stream"
+}
+
+// whole reads a whole message sent for a streamed request (capped at
+// MaxResponseBytes by the response guard, which also refuses an HTML
+// page), maps it as Generate does and yields the deltas of a stream that
+// carried it, the turn marked NotStreamed.
+func (s *streamer) whole(ctx context.Context, resp *http.Response, now time.Time) {
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		s.fail(classify(ctx, err, now))
+		return
+	}
+	var msg anthropic.Message
+	if err := json.Unmarshal(body, &msg); err != nil || msg.Type != "message" {
+		if err == nil {
+			err = fmt.Errorf(`its type is %q, not "message"`, msg.Type)
+		}
+		s.fail(&llm.Error{Kind: llm.ErrorBadResponse, Err: fmt.Errorf(
+			"anthropic: a streamed request was answered with Content-Type %s, not an event stream, and its body is not a message: %w",
+			resp.Header.Get("Content-Type"), err)})
+		return
+	}
+	r, err := response(&msg)
+	if err != nil {
+		s.fail(err)
+		return
+	}
+	r.DroppedState, r.NotStreamed = s.dropped, true
+	for _, d := range llm.Deltas(r, provider) {
+		if !s.yield(d, nil) {
+			return
+		}
 	}
 }
 
@@ -90,6 +147,8 @@ type streamer struct {
 	// finished is set once the finish (or the turn's failure) has been
 	// yielded.
 	finished bool
+	// stopReason is message_delta's stop reason, once it came.
+	stopReason string
 }
 
 // streamBlock is what the streamer keeps of one content block.
@@ -115,6 +174,11 @@ func (s *streamer) event(ev anthropic.MessageStreamEventUnion) bool {
 		return s.fail(protocolError("the first event is %q, not message_start", ev.Type))
 	case s.events > 1 && ev.Type == "message_start":
 		return s.fail(protocolError("a second message_start arrived after %d events", s.events-1))
+	}
+	if s.stopReason != "" && (ev.Type == "content_block_start" || ev.Type == "content_block_delta") {
+		// message_delta's stop reason ended the content: a block or a
+		// piece after it is not part of the answer.
+		return s.fail(protocolError("a %s arrived after the stop reason %q", ev.Type, s.stopReason))
 	}
 	switch ev.Type {
 	case "content_block_delta":
@@ -142,6 +206,9 @@ func (s *streamer) event(ev anthropic.MessageStreamEventUnion) bool {
 	// good for s.blocks too.
 	if n := len(s.msg.Content); ev.Type == "message_start" && n > 0 {
 		return s.fail(protocolError("message_start carried %d content block(s); blocks come with content_block_start", n))
+	}
+	if ev.Type == "message_delta" && ev.Delta.StopReason != "" {
+		s.stopReason = string(ev.Delta.StopReason)
 	}
 	switch ev.Type {
 	case "message_start", "message_delta":
@@ -364,7 +431,12 @@ func (s *streamer) failure(ctx context.Context, err error, now time.Time) error 
 		return &llm.Error{Kind: llm.ErrorUnavailable, Retryable: true,
 			Err: fmt.Errorf("anthropic: %w after %d events: %w", llm.ErrStreamEnded, s.events, err)}
 	}
-	// An event that is not JSON, or a line past the SDK's limit.
+	var se *json.SyntaxError
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &se) || errors.As(err, &te) {
+		return &llm.Error{Kind: llm.ErrorBadResponse, Err: fmt.Errorf("anthropic: the stream sent an event whose data is not valid JSON, after %d events: %w", s.events, err)}
+	}
+	// A line past the SDK's limit, or another failure to decode.
 	return &llm.Error{Kind: llm.ErrorBadResponse, Err: fmt.Errorf("anthropic: the stream could not be read after %d events: %w", s.events, err)}
 }
 

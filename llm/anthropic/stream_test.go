@@ -629,12 +629,3 @@ func TestStreamLinearInDeltas(t *testing.T) {
 		}
 	}
 }
-
-// A streamed request answered with a whole JSON reply (streaming turned
-// off at a proxy) is a bad response that says so, not a stream that
-// broke, which the loop would retry.
-func TestStreamAnsweredWithJSON(t *testing.T) {
-	s := newServer(t, ok("final_answer.json"))
-	_, err := llm.Collect(New(s.client(), nil).Stream(context.Background(), streamRequest()))
-	wantBadResponse(t, err, "held no events", "proxy")
-}

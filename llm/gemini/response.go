@@ -86,6 +86,9 @@ func (m *Model) response(req *llm.Request, model string, r *genai.GenerateConten
 			}
 		}
 	}
+	if err := llm.CheckCallIDs(out.Message.ToolCalls); err != nil {
+		return nil, err
+	}
 	out.Message.Text = text.String()
 	if hiddenReasoning(thoughts, &out.Usage) {
 		// The model thought and showed none of it (no thought summaries
@@ -176,7 +179,7 @@ func usage(u *genai.GenerateContentResponseUsageMetadata) llm.Usage {
 		OutputTokens:      int64(u.CandidatesTokenCount) + int64(u.ThoughtsTokenCount),
 		CachedInputTokens: int64(u.CachedContentTokenCount),
 		ReasoningTokens:   int64(u.ThoughtsTokenCount),
-	}
+	}.WithTotal(int64(u.TotalTokenCount))
 }
 
 func suffix(msg string) string {

@@ -27,7 +27,8 @@ type reply struct {
 func ok(file string) reply { return reply{http.StatusOK, file} }
 
 // server stands in for generativelanguage.googleapis.com: it answers
-// generateContent requests with its replies in order (repeating the last)
+// generateContent requests (and streamGenerateContent ones, as a server
+// that does not stream) with its replies in order (repeating the last)
 // and records every request.
 type server struct {
 	t       *testing.T
@@ -51,8 +52,11 @@ func (s *server) serve(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		s.t.Errorf("reading request: %v", err)
 	}
-	if r.Method != http.MethodPost || !strings.HasPrefix(r.URL.Path, "/v1beta/models/") || !strings.HasSuffix(r.URL.Path, ":generateContent") {
-		s.t.Errorf("request %s %s, want POST /v1beta/models/{model}:generateContent", r.Method, r.URL.Path)
+	// A streamed request is answered with the same JSON, as a server or
+	// proxy that does not stream answers it.
+	if r.Method != http.MethodPost || !strings.HasPrefix(r.URL.Path, "/v1beta/models/") ||
+		!(strings.HasSuffix(r.URL.Path, ":generateContent") || strings.HasSuffix(r.URL.Path, ":streamGenerateContent")) {
+		s.t.Errorf("request %s %s, want POST /v1beta/models/{model}:generateContent or :streamGenerateContent", r.Method, r.URL.Path)
 	}
 	if got := r.Header.Get("x-goog-api-key"); got != "test" {
 		s.t.Errorf("x-goog-api-key = %q, want the client's key", got)

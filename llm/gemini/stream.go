@@ -1,11 +1,14 @@
 package gemini
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"iter"
+	"mime"
 	"net/http"
 	"sync"
 
@@ -30,6 +33,12 @@ var _ llm.StreamingModel = (*Model)(nil)
 // that ends without a finish reason, is an llm.ErrorUnavailable error
 // wrapping llm.ErrStreamEnded. A consumer that stops ranging closes the
 // connection before the iterator returns.
+//
+// A server or proxy that answers with the whole reply as JSON (one
+// response, or the array streamGenerateContent gives without alt=sse)
+// gives the turn Generate gives, marked llm.Response.NotStreamed. A text
+// or call part after the finish reason is a protocol error, never part
+// of the answer; an event that is not JSON is a bad response.
 func (m *Model) Stream(ctx context.Context, req *llm.Request) iter.Seq2[llm.Delta, error] {
 	return func(yield func(llm.Delta, error) bool) {
 		c, err := m.prepare(req)
@@ -53,8 +62,47 @@ func (m *Model) Stream(ctx context.Context, req *llm.Request) iter.Seq2[llm.Delt
 				return
 			}
 		}
+		if body, ok := watch.whole(); ok {
+			// The server sent the whole reply as JSON: the SDK saw an
+			// empty stream, and the reply's chunks are read here.
+			if err := watch.failure(); err != nil {
+				yield(llm.Delta{}, m.classify(ctx, err))
+				return
+			}
+			s.notStreamed = true
+			if !s.wholeReply(body) {
+				return
+			}
+		}
 		s.finish(c.droppedState)
 	}
+}
+
+// wholeReply reads a whole reply to a streamed request: one
+// GenerateContentResponse, or an array of them (what
+// streamGenerateContent answers without alt=sse), each taken as a chunk.
+// It reports false when it yielded a failure.
+func (s *turnStream) wholeReply(body []byte) bool {
+	body = bytes.TrimSpace(body)
+	var chunks []*genai.GenerateContentResponse
+	var err error
+	if len(body) > 0 && body[0] == '[' {
+		err = json.Unmarshal(body, &chunks)
+	} else {
+		var one genai.GenerateContentResponse
+		err = json.Unmarshal(body, &one)
+		chunks = append(chunks, &one)
+	}
+	if err != nil {
+		return s.fail(&llm.Error{Kind: llm.ErrorBadResponse, Err: fmt.Errorf(
+			"gemini: a streamed request was answered with JSON that is not a GenerateContentResponse: %w", err)})
+	}
+	for _, c := range chunks {
+		if !s.chunk(c) {
+			return false
+		}
+	}
+	return true
 }
 
 // streamError classifies a failure of the SDK's stream. The SDK reports a
@@ -72,6 +120,11 @@ func (m *Model) streamError(ctx context.Context, err error, watch *readWatch) er
 			return le
 		}
 		return streamEnded(rerr)
+	}
+	var se *json.SyntaxError
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &se) || errors.As(err, &te) {
+		return &llm.Error{Kind: llm.ErrorBadResponse, Err: fmt.Errorf("gemini: the stream sent an event whose data is not valid JSON: %w", err)}
 	}
 	return m.classify(ctx, err)
 }
@@ -113,6 +166,8 @@ type turnStream struct {
 	chunks                int
 	candidate             bool
 	finishReason          genai.FinishReason
+	// notStreamed is set when the reply came whole, as JSON.
+	notStreamed bool
 }
 
 // chunk handles one chunk; false means stop (the consumer did, or the
@@ -139,6 +194,16 @@ func (s *turnStream) chunk(r *genai.GenerateContentResponse) bool {
 		// error alone.
 		if err := finishError(cand); err != nil {
 			return s.fail(err)
+		}
+		if s.finishReason != "" && cand.Content != nil {
+			for _, p := range cand.Content.Parts {
+				if p != nil && (p.Text != "" || p.FunctionCall != nil) {
+					// The finish reason ended the reply: a part after it
+					// is not part of the answer.
+					return s.fail(&llm.Error{Kind: llm.ErrorProtocol, Err: fmt.Errorf(
+						"gemini: inconsistent stream: a %s part came after the finish reason %s", partKind(p), s.finishReason)})
+				}
+			}
 		}
 		if cand.Content != nil {
 			for _, p := range cand.Content.Parts {
@@ -250,6 +315,7 @@ func (s *turnStream) finish(droppedState int) {
 		Truncated:    s.finishReason == genai.FinishReasonMaxTokens,
 		DroppedState: droppedState,
 		State:        state,
+		NotStreamed:  s.notStreamed,
 	}}, nil)
 }
 
@@ -272,6 +338,27 @@ type watchKey struct{}
 type readWatch struct {
 	mu  sync.Mutex
 	err error
+	// body is a whole JSON reply the transport took out of the SDK's way,
+	// set when json is.
+	body []byte
+	json bool
+}
+
+// keep records a whole JSON reply, or the failure to read it.
+func (w *readWatch) keep(body []byte, err error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.body, w.json = body, true
+	if w.err == nil {
+		w.err = err
+	}
+}
+
+// whole returns the whole JSON reply kept, if there was one.
+func (w *readWatch) whole() ([]byte, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.body, w.json
 }
 
 func (w *readWatch) set(err error) {
@@ -290,13 +377,28 @@ func (w *readWatch) failure() error {
 
 // watchTransport hands the body of a request whose context carries a
 // readWatch to that watch. Other requests pass through untouched.
+//
+// A successful reply to such a request that is not an event stream is the
+// whole reply as JSON (a server or proxy that does not stream): it is read
+// (the guard below caps it at MaxResponseBytes and refuses an HTML page)
+// and kept in the watch, and the SDK is given an empty stream; Stream then
+// reads the reply's chunks from the watch.
 type watchTransport struct{ next http.RoundTripper }
 
 func (t watchTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	resp, err := t.next.RoundTrip(req)
-	if w, ok := req.Context().Value(watchKey{}).(*readWatch); ok && err == nil && resp != nil && resp.Body != nil {
-		resp.Body = &watchedBody{ReadCloser: resp.Body, w: w}
+	w, ok := req.Context().Value(watchKey{}).(*readWatch)
+	if !ok || err != nil || resp == nil || resp.Body == nil {
+		return resp, err
 	}
+	if mt, _, perr := mime.ParseMediaType(resp.Header.Get("Content-Type")); resp.StatusCode/100 == 2 && (perr != nil || mt != "text/event-stream") {
+		body, rerr := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		w.keep(body, rerr)
+		resp.Body = io.NopCloser(bytes.NewReader(nil))
+		return resp, nil
+	}
+	resp.Body = &watchedBody{ReadCloser: resp.Body, w: w}
 	return resp, err
 }
 

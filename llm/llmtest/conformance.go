@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -58,6 +59,15 @@ const (
 	// and to a new adapter (a resume in another process).
 	// Providers with no such state (Chat Completions) skip this case.
 	CaseReasoningCall Case = "reasoning_call"
+	// CaseStreamWithoutFinishReason: a streamed reply, served as the
+	// provider's event stream, that ends the way some compatible servers
+	// end every turn (OpenRouter and Novita for Chat Completions: a usage
+	// chunk, then "data: [DONE]") without ever giving a finish reason. It
+	// carries one tool call get_weather {"city":"Oslo"}. The turn is
+	// complete: Stream must finish it, with the finish reason Generate
+	// gives a whole reply without one. Providers whose streams always end
+	// with their own end event skip this case.
+	CaseStreamWithoutFinishReason Case = "stream_without_finish_reason"
 )
 
 // ReasoningToken is the opaque reasoning value CaseReasoningCall's wire
@@ -251,6 +261,60 @@ func RunConformance(t *testing.T, h Harness) {
 		body := string(last())
 		if strings.Contains(body, foreignState) || strings.Contains(body, base64.StdEncoding.EncodeToString([]byte(foreignState))) {
 			t.Fatalf("another provider's state reached the request:\n%s", body)
+		}
+	})
+
+	t.Run("stream_answered_with_json", func(t *testing.T) {
+		// A server or proxy that ignores "stream": true answers a
+		// streamed request with the whole reply as JSON (each case's
+		// reply is served that way): the turn is what Generate returns
+		// for it, marked NotStreamed so that the log says so.
+		for _, c := range []Case{CaseFinalAnswer, CaseSingleCall, CaseParallelCalls, CaseTruncated, CaseReasoningCall} {
+			m, _, skip := h.NewModel(t, c)
+			if skip {
+				continue
+			}
+			if _, ok := m.(llm.StreamingModel); !ok {
+				t.Skip("the adapter does not stream")
+			}
+			want, err := m.Generate(ctx, req)
+			if err != nil {
+				t.Fatalf("%s: %v", c, err)
+			}
+			m2, _, _ := h.NewModel(t, c)
+			got, err := llm.Collect(m2.(llm.StreamingModel).Stream(ctx, req))
+			if err != nil {
+				t.Fatalf("%s: a streamed request answered with JSON: %v", c, err)
+			}
+			if !got.NotStreamed {
+				t.Errorf("%s: the turn is not marked NotStreamed", c)
+			}
+			want.NotStreamed = true
+			if !reflect.DeepEqual(got, want) {
+				t.Fatalf("%s: streamed %+v\nwant what Generate returns, marked NotStreamed: %+v", c, got, want)
+			}
+		}
+	})
+
+	t.Run(string(CaseStreamWithoutFinishReason), func(t *testing.T) {
+		m, _, skip := h.NewModel(t, CaseStreamWithoutFinishReason)
+		if skip {
+			t.Skip("the provider's streams always end with their own end event")
+		}
+		sm, ok := m.(llm.StreamingModel)
+		if !ok {
+			t.Fatal("the case needs a streaming model")
+		}
+		resp, err := llm.Collect(sm.Stream(ctx, req))
+		if err != nil {
+			t.Fatalf("a stream that ended without a finish reason: %v", err)
+		}
+		calls := resp.Message.ToolCalls
+		if len(calls) != 1 || calls[0].Name != "get_weather" || !jsonEq(calls[0].Arguments, `{"city":"Oslo"}`) {
+			t.Fatalf("tool calls = %+v", calls)
+		}
+		if resp.FinishReason == "" {
+			t.Fatalf("finish reason %q: the turn must be finished", resp.FinishReason)
 		}
 	})
 

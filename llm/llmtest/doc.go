@@ -26,8 +26,12 @@
 // valid JSON, rate limiting with Retry-After, a server error, a bad key, an
 // over-long prompt. It checks what the adapter returns (calls with their
 // IDs and raw arguments, usage, *llm.Error classes) and what it sends
-// (each tool result linked to its call by ID). A Harness connects it to
-// one adapter.
+// (each tool result linked to its call by ID). For a streaming adapter it
+// also checks how it meets compatible servers: a streamed request answered
+// with the whole reply as JSON is Generate's turn, marked NotStreamed, and
+// a stream that ends without a finish reason the way some servers end
+// every turn (CaseStreamWithoutFinishReason) is finished. A Harness
+// connects it to one adapter.
 //
 // The package depends only on llm and the standard library; the loop and
 // the sandbox (examples/orders) use its Model, the adapters its suite.

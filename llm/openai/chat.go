@@ -266,32 +266,48 @@ func chatResponse(req *llm.Request, cc *sdk.ChatCompletion, model string) (*llm.
 		}
 		out.ToolCalls = append(out.ToolCalls, call)
 	}
+	if err := llm.CheckCallIDs(out.ToolCalls); err != nil {
+		return nil, err
+	}
 	reason := choice.FinishReason
 	if reason == "content_filter" && strings.TrimSpace(out.Text) == "" && len(out.ToolCalls) == 0 {
 		return nil, refusal("the reply was withheld by the content filter")
 	}
 	truncated := reason == "length"
 	if reason == "" {
-		reason = "stop"
-		if len(out.ToolCalls) > 0 {
-			reason = "tool_calls"
-		}
+		reason = inferredReason(len(out.ToolCalls))
 	}
 	if cc.Model != "" {
 		model = cc.Model
 	}
-	u := cc.Usage
 	return &llm.Response{
-		ID:      cc.ID,
-		Model:   model,
-		Message: out,
-		Usage: llm.Usage{
-			InputTokens:       u.PromptTokens,
-			OutputTokens:      u.CompletionTokens,
-			CachedInputTokens: u.PromptTokensDetails.CachedTokens,
-			ReasoningTokens:   u.CompletionTokensDetails.ReasoningTokens,
-		},
+		ID:           cc.ID,
+		Model:        model,
+		Message:      out,
+		Usage:        chatUsage(cc.Usage),
 		FinishReason: reason,
 		Truncated:    truncated,
 	}, nil
+}
+
+// inferredReason is the finish reason of a reply that gave none (some
+// compatible servers never send one): "tool_calls" when it has calls, else
+// "stop". Generate and Stream read such a reply alike.
+func inferredReason(calls int) string {
+	if calls > 0 {
+		return "tool_calls"
+	}
+	return "stop"
+}
+
+// chatUsage maps a completion's usage. The parts are reconciled with
+// total_tokens, which is what the server billed: xAI's completion_tokens
+// leaves the reasoning tokens out, and only the total counts them.
+func chatUsage(u sdk.CompletionUsage) llm.Usage {
+	return llm.Usage{
+		InputTokens:       u.PromptTokens,
+		OutputTokens:      u.CompletionTokens,
+		CachedInputTokens: u.PromptTokensDetails.CachedTokens,
+		ReasoningTokens:   u.CompletionTokensDetails.ReasoningTokens,
+	}.WithTotal(u.TotalTokens)
 }

@@ -2,6 +2,8 @@ package openai
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"iter"
 	"net/http"
 	"strings"
@@ -29,7 +31,15 @@ var _ llm.StreamingModel = (*Chat)(nil)
 // once its arguments are complete, so it is yielded whole at the finish,
 // and so are the calls after it: calls start in the order they came.
 // Calls end when the finish reason arrives; the finish itself follows the
-// usage, at the end of the stream.
+// usage, at the end of the stream. A stream that ends with "data: [DONE]"
+// but never gave a finish reason (OpenRouter, Novita) gets the one
+// Generate infers, tool_calls or stop; one that ends without [DONE] and
+// without a finish reason was cut short (llm.ErrStreamEnded). Text or a
+// new call after the finish reason, and a negative call index, are
+// protocol errors, never part of the answer; a chunk that is not JSON is
+// a bad_response. A server that answers with one JSON completion instead
+// of an event stream gives the turn Generate gives, marked
+// llm.Response.NotStreamed.
 func (c *Chat) Stream(ctx context.Context, req *llm.Request) iter.Seq2[llm.Delta, error] {
 	params, err := c.params(req)
 	if err != nil {
@@ -83,6 +93,12 @@ func (s *chatStream) event(ch sdk.ChatCompletionChunk, out []llm.Delta) ([]llm.D
 			continue // Generate reads the first choice only.
 		}
 		d := &choice.Delta
+		if s.reason != "" && d.Content != "" {
+			// The finish reason ended the answer: text after it is not
+			// part of it, and which of the two the server meant cannot be
+			// told.
+			return out, false, protocolError("text came after the finish reason %q: %q", s.reason, clip(d.Content))
+		}
 		if d.Content != "" {
 			s.text = s.text || strings.TrimSpace(d.Content) != ""
 			out = append(out, llm.Delta{Kind: llm.DeltaText, Text: d.Content})
@@ -100,13 +116,8 @@ func (s *chatStream) event(ch sdk.ChatCompletionChunk, out []llm.Delta) ([]llm.D
 		}
 	}
 	if ch.JSON.Usage.Valid() {
-		u := ch.Usage
-		out = append(out, llm.Delta{Kind: llm.DeltaUsage, Usage: &llm.Usage{
-			InputTokens:       u.PromptTokens,
-			OutputTokens:      u.CompletionTokens,
-			CachedInputTokens: u.PromptTokensDetails.CachedTokens,
-			ReasoningTokens:   u.CompletionTokensDetails.ReasoningTokens,
-		}})
+		u := chatUsage(ch.Usage)
+		out = append(out, llm.Delta{Kind: llm.DeltaUsage, Usage: &u})
 	}
 	return out, false, nil
 }
@@ -117,7 +128,13 @@ func (s *chatStream) toolCall(tc *sdk.ChatCompletionChunkChoiceDeltaToolCall, ou
 	if raw := strings.TrimSpace(tc.Function.JSON.Arguments.Raw()); raw != "" && (raw[0] == '{' || raw[0] == '[') {
 		frag = raw // arguments sent as an object, as Generate keeps them
 	}
+	if tc.Index < 0 {
+		return out, protocolError("tool call index %d is negative; calls are numbered from 0", tc.Index)
+	}
 	c := s.byIndex[tc.Index]
+	if c == nil && s.reason != "" {
+		return out, protocolError("tool call index %d began after the finish reason %q", tc.Index, s.reason)
+	}
 	if c == nil {
 		c = &chatCall{index: -1, id: tc.ID, name: tc.Function.Name}
 		if s.byIndex == nil {
@@ -206,11 +223,17 @@ func (s *chatStream) endCalls(out []llm.Delta) []llm.Delta {
 	return out
 }
 
-func (s *chatStream) end(out []llm.Delta) ([]llm.Delta, error) {
+func (s *chatStream) end(out []llm.Delta, sentinel bool) ([]llm.Delta, error) {
 	if s.reason == "" {
-		return out, streamEnded()
+		if !sentinel {
+			return out, streamEnded()
+		}
+		// The server ended the stream with [DONE] but never said why the
+		// turn finished (OpenRouter, Novita): read as Generate reads a
+		// reply without a finish reason.
+		s.reason = inferredReason(len(s.calls))
 	}
-	out = s.endCalls(out) // any call that began after the finish reason
+	out = s.endCalls(out) // calls of a stream that gave no finish reason
 	if s.refusal.Len() > 0 {
 		return out, refusal(s.refusal.String())
 	}
@@ -230,6 +253,33 @@ func (s *chatStream) end(out []llm.Delta) ([]llm.Delta, error) {
 		// Chat Completions has no place for any provider's state.
 		DroppedState: llm.ForeignState(s.req.Messages, providerChat),
 	}}), nil
+}
+
+// whole maps a chat completion sent whole, as Generate does, to the
+// deltas of a stream that carried it.
+func (s *chatStream) whole(resp *http.Response, body []byte, out []llm.Delta) ([]llm.Delta, error) {
+	var cc sdk.ChatCompletion
+	if err := json.Unmarshal(body, &cc); err != nil {
+		return out, notStreamed(resp, "a chat completion", err)
+	}
+	if len(cc.Choices) == 0 {
+		return out, notStreamed(resp, "a chat completion", errors.New("it has no choices"))
+	}
+	r, err := chatResponse(s.req, &cc, s.model)
+	if err != nil {
+		return out, err
+	}
+	r.DroppedState = llm.ForeignState(s.req.Messages, providerChat)
+	r.NotStreamed = true
+	return append(out, llm.Deltas(r, providerChat)...), nil
+}
+
+// clip shortens a piece of text quoted in an error.
+func clip(s string) string {
+	if len(s) > 80 {
+		return s[:80] + "..."
+	}
+	return s
 }
 
 func orElse(a, b string) string {

@@ -151,7 +151,9 @@ func requestOptions(caller []option.RequestOption, maxBytes, maxStreamBytes int6
 	return append(ro,
 		option.WithMiddleware(func(req *http.Request, next option.MiddlewareNext) (*http.Response, error) {
 			res, err := next(req)
-			return guard.Check(res), err
+			res = guard.Check(res)
+			watchSentinel(res)
+			return res, err
 		}),
 		option.WithResponseInto(resp))
 }

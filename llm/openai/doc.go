@@ -183,8 +183,20 @@
 // after the first delta, or a stream that ends before its finish, is an
 // llm.ErrorUnavailable wrapping llm.ErrStreamEnded. A consumer that breaks
 // out of its range loop cancels the request, and the HTTP body is closed
-// before the iterator returns. A successful reply that is not an event
-// stream (a server that ignored "stream") is llm.ErrorBadResponse.
+// before the iterator returns. A chunk whose data is not JSON is
+// llm.ErrorBadResponse saying so. Text or a new call after the finish
+// reason, a negative call index, and a call ID with a control character
+// (either API, streamed or not) are llm.ErrorProtocol.
+//
+// A successful reply that is not an event stream (a server or proxy that
+// ignored "stream") is read as the whole reply, within MaxResponseBytes,
+// and gives the turn Generate gives, its deltas all at once and the
+// Response marked NotStreamed, which the run's log records. One that is
+// not the API's JSON (an HTML page, another object) is
+// llm.ErrorBadResponse naming what came.
+//
+// Event streams may end their lines with \n, \r\n or \r alone, as the SSE
+// format allows (the response guard makes them \n for the SDK).
 //
 // A streamed reply's body is capped at MaxStreamBytes
 // (llm.DefaultMaxStreamBytes, 64 MiB, by default): an event stream repeats
@@ -202,6 +214,12 @@
 //   - the completion ID, the finish reason or tool call IDs may be missing:
 //     the response ID stays empty, the finish reason is inferred ("tool_calls"
 //     when there are calls, else "stop"), call IDs are generated as above;
+//     a stream that never sends a finish reason but ends with "data: [DONE]"
+//     (OpenRouter, Novita) is complete, and its reason is inferred the same
+//     way, where one that stops without [DONE] was cut short;
+//   - usage parts may leave out what total_tokens counts (xAI's
+//     completion_tokens excludes the reasoning tokens): the output becomes
+//     total_tokens less the prompt, so budgets count what was billed;
 //   - some servers say finish_reason "stop" even when they return tool calls:
 //     the adapter goes by the calls, not the reason;
 //   - arguments may arrive as a JSON object rather than a string: the object

@@ -316,6 +316,9 @@ func responsesResponse(req *llm.Request, resp *responses.Response, model string)
 		// Built-in tool calls (none are requested) are not part of the
 		// provider-neutral history.
 	}
+	if err := llm.CheckCallIDs(out.ToolCalls); err != nil {
+		return nil, err
+	}
 	out.Text = strings.Join(texts, paragraph)
 	out.State = state.state()
 
@@ -351,7 +354,7 @@ func responsesResponse(req *llm.Request, resp *responses.Response, model string)
 			OutputTokens:      u.OutputTokens,
 			CachedInputTokens: u.InputTokensDetails.CachedTokens,
 			ReasoningTokens:   u.OutputTokensDetails.ReasoningTokens,
-		},
+		}.WithTotal(u.TotalTokens),
 		FinishReason: reason,
 		Truncated:    reason == "length",
 	}, nil

@@ -2,6 +2,8 @@ package openai
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"iter"
 	"net/http"
 	"strings"
@@ -324,7 +326,26 @@ func (s *responsesStream) complete(resp *responses.Response, out []llm.Delta) ([
 		}}), nil
 }
 
-func (s *responsesStream) end(out []llm.Delta) ([]llm.Delta, error) {
+// whole maps a response sent whole, as Generate does, to the deltas of a
+// stream that carried it.
+func (s *responsesStream) whole(resp *http.Response, body []byte, out []llm.Delta) ([]llm.Delta, error) {
+	var r responses.Response
+	if err := json.Unmarshal(body, &r); err != nil {
+		return out, notStreamed(resp, "a response", err)
+	}
+	if r.Object != "response" && len(r.Output) == 0 {
+		return out, notStreamed(resp, "a response", errors.New(`it has neither "object": "response" nor output items`))
+	}
+	final, err := responsesResponse(s.req, &r, s.model)
+	if err != nil {
+		return out, err
+	}
+	final.DroppedState = s.dropped
+	final.NotStreamed = true
+	return append(out, llm.Deltas(final, ProviderResponses)...), nil
+}
+
+func (s *responsesStream) end(out []llm.Delta, _ bool) ([]llm.Delta, error) {
 	// The terminal event ends the turn; a stream without one was cut.
 	return out, streamEnded()
 }

@@ -1,9 +1,12 @@
 package openai
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"iter"
 	"mime"
 	"net/http"
@@ -19,10 +22,14 @@ import (
 // deltas of one event to out; done reports that the turn is complete (its
 // finish was appended) and nothing more is to be read. end is called when
 // the stream ended cleanly without done: it appends the finish, or fails
-// when the turn was cut short.
+// when the turn was cut short; sentinel says the server ended the stream
+// with "data: [DONE]". whole is called instead of the others when the
+// server answered with one JSON body: it maps the body as Generate would
+// and appends the equivalent deltas.
 type turnParser[T any] interface {
 	event(ev T, out []llm.Delta) (_ []llm.Delta, done bool, err error)
-	end(out []llm.Delta) ([]llm.Delta, error)
+	end(out []llm.Delta, sentinel bool) ([]llm.Delta, error)
+	whole(resp *http.Response, body []byte, out []llm.Delta) ([]llm.Delta, error)
 }
 
 // openStream starts the SDK's streaming call with ctx and options that
@@ -32,6 +39,10 @@ type openStream[T any] func(ctx context.Context, resp **http.Response) *ssestrea
 // streamTurn is the body of both adapters' Stream: it opens the SDK
 // stream, hands every event to p and yields what p makes of it.
 //
+// A successful reply that is not an event stream is taken for the whole
+// reply as JSON (a server that does not stream), read within
+// MaxResponseBytes and handed to p.whole.
+//
 // The request's context is cancelled and the SDK stream (its HTTP body)
 // closed before it returns, whether the turn finished, failed or the
 // consumer stopped, so that an abandoned turn never holds a connection.
@@ -40,16 +51,23 @@ func streamTurn[T any](ctx context.Context, now func() time.Time, open openStrea
 		ctx, cancel := context.WithCancel(ctx)
 		defer cancel()
 		var httpResp *http.Response
-		stream := open(llm.ExpectStream(ctx), &httpResp)
+		watch := &sentinelWatch{}
+		stream := open(llm.ExpectStream(context.WithValue(ctx, sentinelKey{}, watch)), &httpResp)
 		defer stream.Close()
 
-		started := false
-		if err := stream.Err(); err == nil {
-			if err := notEventStream(httpResp); err != nil {
-				yield(llm.Delta{}, err)
-				return
+		if err := stream.Err(); err == nil && wholeReply(httpResp) {
+			out, err := readWhole(ctx, httpResp, now(), p)
+			for _, d := range out {
+				if !yield(d, nil) {
+					return
+				}
 			}
+			if err != nil {
+				yield(llm.Delta{}, err)
+			}
+			return
 		}
+		started := false
 		var out []llm.Delta
 		for stream.Next() {
 			var done bool
@@ -73,7 +91,7 @@ func streamTurn[T any](ctx context.Context, now func() time.Time, open openStrea
 			yield(llm.Delta{}, streamFailure(ctx, err, httpResp, started, now()))
 			return
 		}
-		out, err := p.end(out[:0])
+		out, err := p.end(out[:0], watch.seen)
 		for _, d := range out {
 			if !yield(d, nil) {
 				return
@@ -85,24 +103,106 @@ func streamTurn[T any](ctx context.Context, now func() time.Time, open openStrea
 	}
 }
 
-// notEventStream fails a successful reply to a streamed request that is
-// not an event stream: a server that ignored "stream": true (and sent the
-// whole reply as JSON) would otherwise read as a stream with no events.
-func notEventStream(resp *http.Response) error {
+// wholeReply reports whether resp is a successful reply to a streamed
+// request that is not an event stream: a server that ignored "stream":
+// true and sent the whole reply.
+func wholeReply(resp *http.Response) bool {
 	if resp == nil || resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return nil
+		return false
 	}
-	ct := resp.Header.Get("Content-Type")
-	if mt, _, err := mime.ParseMediaType(ct); err == nil && mt == "text/event-stream" {
-		return nil
+	mt, _, err := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+	return err != nil || mt != "text/event-stream"
+}
+
+// readWhole reads a whole reply to a streamed request and has p map it.
+// The body passed the response guard, which caps it at MaxResponseBytes
+// and refuses one that is not JSON (an HTML page). An error object (a
+// server that answers 200 with {"error": ...}) is classified as an error
+// chunk in a stream is.
+func readWhole[T any](ctx context.Context, resp *http.Response, now time.Time, p turnParser[T]) ([]llm.Delta, error) {
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, classify(ctx, err, resp, now)
 	}
-	if strings.TrimSpace(ct) == "" {
-		ct = "no Content-Type"
-	} else {
-		ct = "Content-Type " + ct
+	var top struct {
+		Error json.RawMessage `json:"error"`
 	}
-	return &llm.Error{Kind: llm.ErrorBadResponse, StatusCode: resp.StatusCode, Err: fmt.Errorf(
-		"openai: a streamed request was answered with %s, not an event stream (does the server support streaming?)", ct)}
+	if json.Unmarshal(body, &top) == nil && len(top.Error) > 0 && string(top.Error) != "null" {
+		code, typ, msg := errorDetail(string(body))
+		return nil, streamError(code, typ, msg)
+	}
+	return p.whole(resp, body, nil)
+}
+
+// notStreamed is the failure of a whole reply to a streamed request that
+// is not what the API answers with.
+func notStreamed(resp *http.Response, what string, err error) error {
+	ct := "no Content-Type"
+	if resp != nil && strings.TrimSpace(resp.Header.Get("Content-Type")) != "" {
+		ct = "Content-Type " + resp.Header.Get("Content-Type")
+	}
+	return &llm.Error{Kind: llm.ErrorBadResponse, Err: fmt.Errorf(
+		"openai: a streamed request was answered with %s, not an event stream, and its body is not %s: %w", ct, what, err)}
+}
+
+type sentinelKey struct{}
+
+// sentinelWatch records whether a streamed body held the line
+// "data: [DONE]", the end of a Chat Completions stream. The SDK stops at
+// it without saying so, and a stream that ends there without a finish
+// reason (OpenRouter, Novita) is complete, where one that just stops was
+// cut short.
+type sentinelWatch struct{ seen bool }
+
+// sentinelBody watches the lines of a streamed body for [DONE].
+type sentinelBody struct {
+	io.ReadCloser
+	w *sentinelWatch
+	// line holds the start of the current line, as far as it is needed.
+	line []byte
+}
+
+// watchSentinel wraps the body of a reply whose request carries a
+// sentinelWatch.
+func watchSentinel(res *http.Response) {
+	if res == nil || res.Body == nil || res.Request == nil {
+		return
+	}
+	if w, ok := res.Request.Context().Value(sentinelKey{}).(*sentinelWatch); ok {
+		res.Body = &sentinelBody{ReadCloser: res.Body, w: w}
+	}
+}
+
+const sentinelLineMax = len("data: [DONE]")
+
+func (b *sentinelBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	for _, c := range p[:n] {
+		switch {
+		case c == '\n' || c == '\r':
+			b.check()
+			b.line = b.line[:0]
+		case len(b.line) < sentinelLineMax:
+			b.line = append(b.line, c)
+		}
+	}
+	if err == io.EOF {
+		b.check()
+	}
+	return n, err
+}
+
+// check looks at the line just ended: the SDK ends the stream at an event
+// whose data begins with [DONE].
+func (b *sentinelBody) check() {
+	v, ok := bytes.CutPrefix(b.line, []byte("data:"))
+	if !ok {
+		return
+	}
+	v = bytes.TrimPrefix(v, []byte(" "))
+	if bytes.HasPrefix(v, []byte("[DONE]")) {
+		b.w.seen = true
+	}
 }
 
 // streamFailure classifies the error that ended a stream. Before the first
@@ -127,7 +227,18 @@ func streamFailure(ctx context.Context, err error, resp *http.Response, started 
 		// The caller's cancellation, or the response guard's verdict.
 		return err
 	}
+	if malformed(err) {
+		return &llm.Error{Kind: llm.ErrorBadResponse, Err: fmt.Errorf("openai: the stream sent an event whose data is not valid JSON: %w", err)}
+	}
 	return &llm.Error{Kind: llm.ErrorUnavailable, Retryable: true, Err: fmt.Errorf("openai: %w: %w", llm.ErrStreamEnded, err)}
+}
+
+// malformed reports whether err is the SDK's failure to decode an event's
+// data: invalid JSON, or JSON of the wrong shape.
+func malformed(err error) bool {
+	var se *json.SyntaxError
+	var te *json.UnmarshalTypeError
+	return errors.As(err, &se) || errors.As(err, &te)
 }
 
 // streamEnded is the failure of a stream that closed before the turn
