@@ -17,7 +17,7 @@ import (
 
 // pageTool is fetch_page: it returns about 2,000 tokens (8,000 bytes) of
 // text a call, different for each page.
-func pageTool(t testing.TB) *tool.Registry {
+func pageTool(t *testing.T) *tool.Registry {
 	type pageIn struct {
 		Page int `json:"page"`
 	}
@@ -44,9 +44,9 @@ var cachePrice = loop.Price{InputPerMTok: rateInput, CachedInputPerMTok: rateCac
 
 // cacheRun drives a whole run of turns through the adapter against a fake
 // API that bills like the real one.
-func cacheRun(t testing.TB, turns int, opts *Options) (*loop.Result, *cacheAPI) {
-	tt, _ := t.(*testing.T)
-	api := newCacheAPI(tt, turns)
+func cacheRun(t *testing.T, turns int, opts *Options, thinking bool) (*loop.Result, *cacheAPI) {
+	api := newCacheAPI(t, turns)
+	api.thinking = thinking
 	res, err := loop.Run(context.Background(), loop.Config{
 		Model:     New(api.client(), opts),
 		ModelName: "claude-sonnet-4-6",
@@ -76,8 +76,8 @@ func cacheRun(t testing.TB, turns int, opts *Options) (*loop.Result, *cacheAPI) 
 // prints the figures.
 func TestPromptCachingLongRun(t *testing.T) {
 	const turns = 40
-	plain, plainAPI := cacheRun(t, turns, &Options{})
-	cached, api := cacheRun(t, turns, &Options{PromptCaching: true})
+	plain, plainAPI := cacheRun(t, turns, &Options{}, false)
+	cached, api := cacheRun(t, turns, &Options{PromptCaching: true}, false)
 
 	bill, uncached := api.totals(), plainAPI.totals()
 	if uncached.CacheRead != 0 || uncached.CacheWrite != 0 {
@@ -298,8 +298,18 @@ func TestPromptCachingLongBatch(t *testing.T) {
 // goes to the new tail), which changes bytes but not the cache's key: the
 // API matches cached prefixes by content and reads a marker only as the
 // place to look (see placeBreakpoints).
+//
+// With thinking on, the assistant turns go back with their signed thinking
+// blocks, unchanged and where they stood, and the run reads its cache as
+// well as without.
 func TestRequestsShareTheirPrefix(t *testing.T) {
-	_, api := cacheRun(t, 5, &Options{PromptCaching: true})
+	for _, thinking := range []bool{false, true} {
+		t.Run(fmt.Sprintf("thinking=%v", thinking), func(t *testing.T) { testSharedPrefix(t, thinking) })
+	}
+}
+
+func testSharedPrefix(t *testing.T, thinking bool) {
+	res, api := cacheRun(t, 5, &Options{PromptCaching: true}, thinking)
 	reqs := api.requests()
 	if len(reqs) != 5 {
 		t.Fatalf("%d requests, want 5", len(reqs))
@@ -321,6 +331,12 @@ func TestRequestsShareTheirPrefix(t *testing.T) {
 		if !bytes.Equal(pr, nr) {
 			t.Fatalf("request %d's fields after the messages differ from request %d's:\n%s\n---\n%s", i+1, i, pr, nr)
 		}
+	}
+	if thinking && !bytes.Contains(reqs[4], []byte(`{"signature":"sig-003","thinking":"Page 3 comes next.","type":"thinking"}`)) {
+		t.Fatalf("the last request does not send the third turn's thinking back:\n%s", reqs[4])
+	}
+	if bill := api.totals(); bill.CacheRead == 0 || res.Usage.CachedInputTokens != bill.CacheRead {
+		t.Fatalf("the run read %d tokens from the cache, reporting %d; want reads", bill.CacheRead, res.Usage.CachedInputTokens)
 	}
 }
 

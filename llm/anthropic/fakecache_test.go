@@ -46,6 +46,9 @@ type cacheAPI struct {
 	lastTurn int
 	// step is how far the clock moves at each request.
 	step time.Duration
+	// thinking makes each reply begin with a signed thinking block, which
+	// the next request must send back unchanged.
+	thinking bool
 
 	mu      sync.Mutex
 	now     time.Time
@@ -192,12 +195,17 @@ func (a *cacheAPI) serve(w http.ResponseWriter, r *http.Request) {
 	var out int64
 	stop := "tool_use"
 	if turn < a.lastTurn {
-		content = fmt.Sprintf(`[{"type":"tool_use","id":"toolu_%03d","name":"fetch_page","input":{"page":%d}}]`, turn, turn)
+		content = fmt.Sprintf(`{"type":"tool_use","id":"toolu_%03d","name":"fetch_page","input":{"page":%d}}`, turn, turn)
 		out = 40
 	} else {
-		content = `[{"type":"text","text":"I have read every page."}]`
+		content = `{"type":"text","text":"I have read every page."}`
 		out, stop = 12, "end_turn"
 	}
+	if a.thinking {
+		content = fmt.Sprintf(`{"type":"thinking","thinking":"Page %d comes next.","signature":"sig-%03d"},`, turn, turn) + content
+		out += 30
+	}
+	content = "[" + content + "]"
 	a.bill.Requests++
 	a.bill.Input += input
 	a.bill.CacheRead += read.tokens
