@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/anthropics/anthropic-sdk-go/v2/option"
+
 	"github.com/toolloop/toolloop/llm"
 	"github.com/toolloop/toolloop/loop"
 	"github.com/toolloop/toolloop/tool"
@@ -47,11 +49,17 @@ var cachePrice = loop.Price{InputPerMTok: rateInput, CachedInputPerMTok: rateCac
 func cacheRun(t *testing.T, turns int, opts *Options, thinking bool) (*loop.Result, *cacheAPI) {
 	api := newCacheAPI(t, turns)
 	api.thinking = thinking
+	return cacheRunOn(t, api, turns, opts)
+}
+
+// cacheRunOn is cacheRun against api.
+func cacheRunOn(t *testing.T, api *cacheAPI, turns int, opts *Options) (*loop.Result, *cacheAPI) {
+	calls := turns * max(api.calls, 1)
 	res, err := loop.Run(context.Background(), loop.Config{
 		Model:     New(api.client(), opts),
 		ModelName: "claude-sonnet-4-6",
 		Tools:     pageTool(t),
-		Budgets:   loop.Budgets{MaxSteps: turns + 5, MaxToolCalls: turns + 5, Prices: loop.Prices{"claude-sonnet-4-6": cachePrice}},
+		Budgets:   loop.Budgets{MaxSteps: turns + 5, MaxToolCalls: calls + 5, Prices: loop.Prices{"claude-sonnet-4-6": cachePrice}},
 	}, []llm.Message{
 		llm.SystemMessage("You read reports page by page and summarize them. Call fetch_page for each page in turn."),
 		llm.UserMessage("Read the whole report, one page at a time, then say so."),
@@ -259,6 +267,43 @@ func results(n int) []llm.Message {
 		out[i] = llm.ToolMessage(llm.ToolResult{CallID: id, Name: "get_weather", Status: llm.StatusOK, Content: json.RawMessage(`{"temp_c":12}`)})
 	}
 	return out
+}
+
+// A run whose every turn makes 12 parallel calls (24 new blocks a turn,
+// more than the API's 20-block lookback) still reads each turn's prefix
+// from the cache. The API's automatic caching (one top-level
+// cache_control, a breakpoint on the last block) misses every time and
+// pays for writing the whole prompt again each turn, more than no cache
+// at all.
+//
+//	go test ./llm/anthropic -run TestPromptCachingBatchRun -v
+//
+// prints the figures.
+func TestPromptCachingBatchRun(t *testing.T) {
+	const turns, calls = 15, 12
+	run := func(opts *Options) (*loop.Result, cacheBill) {
+		api := newCacheAPI(t, turns)
+		api.calls = calls
+		res, _ := cacheRunOn(t, api, turns, opts)
+		return res, api.totals()
+	}
+	_, plain := run(&Options{})
+	auto := option.WithJSONSet("cache_control", map[string]string{"type": "ephemeral"})
+	_, top := run(&Options{RequestOptions: []option.RequestOption{auto}})
+	res, bill := run(&Options{PromptCaching: true})
+	t.Logf("%d turns of %d calls: uncached $%.4f; top-level cache_control $%.4f = %.3fx (%d cache reads); breakpoints $%.4f = %.3fx (%d cache reads)",
+		turns, calls, plain.Dollars, top.Dollars, top.Dollars/plain.Dollars, top.CacheRead, bill.Dollars, bill.Dollars/plain.Dollars, bill.CacheRead)
+	if top.CacheRead != 0 {
+		t.Fatalf("the fake let the top-level marker read across 24 blocks: %+v", top)
+	}
+	// Each turn writes its 24,000 new tokens at 1.25x; over 15 turns that
+	// comes to about a quarter of the uncached bill.
+	if r := bill.Dollars / plain.Dollars; r > 0.3 {
+		t.Fatalf("the batch run cost %.3fx its uncached bill; want at most 0.3x", r)
+	}
+	if res.Usage.CachedInputTokens != bill.CacheRead {
+		t.Fatalf("the run reports %d cached tokens; the bill says %d", res.Usage.CachedInputTokens, bill.CacheRead)
+	}
 }
 
 // A turn that adds more than the API's 20-block lookback (a batch of 12

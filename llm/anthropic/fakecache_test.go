@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -46,6 +47,8 @@ type cacheAPI struct {
 	lastTurn int
 	// step is how far the clock moves at each request.
 	step time.Duration
+	// calls is how many fetch_page calls each reply makes (0 means 1).
+	calls int
 	// thinking makes each reply begin with a signed thinking block, which
 	// the next request must send back unchanged.
 	thinking bool
@@ -195,8 +198,16 @@ func (a *cacheAPI) serve(w http.ResponseWriter, r *http.Request) {
 	var out int64
 	stop := "tool_use"
 	if turn < a.lastTurn {
-		content = fmt.Sprintf(`{"type":"tool_use","id":"toolu_%03d","name":"fetch_page","input":{"page":%d}}`, turn, turn)
-		out = 40
+		var uses []string
+		for i := range max(a.calls, 1) {
+			page := turn
+			if a.calls > 1 {
+				page = turn*100 + i
+			}
+			uses = append(uses, fmt.Sprintf(`{"type":"tool_use","id":"toolu_%03d_%02d","name":"fetch_page","input":{"page":%d}}`, turn, i, page))
+			out += 40
+		}
+		content = strings.Join(uses, ",")
 	} else {
 		content = `{"type":"text","text":"I have read every page."}`
 		out, stop = 12, "end_turn"
