@@ -41,6 +41,12 @@ type Request struct {
 	Tools    []ToolDefinition `json:"tools,omitempty"`
 	// Step is the 1-based number of this model turn within the run.
 	Step int `json:"step"`
+	// CacheKey, when set, names the run the request belongs to, for a
+	// provider that routes the requests sharing a key to one prompt cache
+	// (OpenAI's prompt_cache_key). Every turn of a run should carry the
+	// same key, and other runs another. Empty lets an adapter that uses
+	// one derive it from the conversation's start (see its doc).
+	CacheKey string `json:"cache_key,omitempty"`
 }
 
 // Response is one model turn's output. Message has role assistant.

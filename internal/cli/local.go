@@ -194,7 +194,7 @@ func (b *local) Start(ctx context.Context, req *Request) (*loop.Result, error) {
 		return nil, err
 	}
 	if price != nil {
-		budgets.Prices = loop.Prices{src.model: *price}
+		budgets.Prices = loop.Prices{src.model: src.cachePrice(*price)}
 	}
 	model, provName, err := b.c.modelFor(ctx, src)
 	if err != nil {

@@ -21,14 +21,20 @@ import (
 // Where the loop's price model is coarser than a provider's, the table
 // errs on the side a budget survives:
 //   - Anthropic bills prompt-cache writes at 1.25x the input rate for its
-//     5-minute cache (the one PromptCaching asks for) and 2x for the
-//     1-hour cache; the table has the 5-minute rate. OpenAI and Gemini do
-//     not charge extra for writing their caches, so their entries leave
-//     the cache-write rate at the input rate (loop.Price's zero).
+//     5-minute cache (toolloop run's default) and 2x for the 1-hour cache;
+//     the table has the 5-minute rate, and --cache-ttl 1h prices writes at
+//     2x the input rate instead (sourceFlags.cachePrice). Reads are 0.1x.
+//     OpenAI and Gemini do not charge extra for writing their caches, so
+//     their entries leave the cache-write rate at the input rate
+//     (loop.Price's zero).
 //   - Gemini 2.5 Pro bills prompts over 200K tokens at a higher rate; the
 //     table has the rate for shorter prompts.
-//   - Gemini's cached-input rate was not verified for this table, so cached
-//     tokens are priced at the full input rate (an overestimate).
+//   - Gemini's implicit cache: Google announced a 75% discount on cached
+//     tokens for Gemini 2.5 (May 2025; govindhtech.com, "Implicit Caching
+//     Is Now Supported In Gemini 2.5 Models"; jangwook.net lists $0.075
+//     for 2.5 Flash in May 2026), while deploybase.ai's summary of the
+//     pricing page says 90%. The table takes the smaller discount, 0.25x
+//     the input rate, so a budget survives either.
 func builtinPrices() loop.Prices {
 	return loop.Prices{
 		// OpenAI. Input and output: developers.openai.com/api/docs/pricing as
@@ -67,9 +73,9 @@ func builtinPrices() loop.Prices {
 		// Google: ai.google.dev/gemini-api/docs/pricing (paid tier, text) as
 		// summarized by deploybase.ai, "Gemini API Pricing" (data from Google's
 		// pricing page, March 2026), and hivebook.wiki, "Gemini 2.5" (2026).
-		"gemini-2.5-pro":        {InputPerMTok: 1.25, CachedInputPerMTok: 1.25, OutputPerMTok: 10.00},
-		"gemini-2.5-flash":      {InputPerMTok: 0.30, CachedInputPerMTok: 0.30, OutputPerMTok: 2.50},
-		"gemini-2.5-flash-lite": {InputPerMTok: 0.10, CachedInputPerMTok: 0.10, OutputPerMTok: 0.40},
+		"gemini-2.5-pro":        {InputPerMTok: 1.25, CachedInputPerMTok: 0.3125, OutputPerMTok: 10.00},
+		"gemini-2.5-flash":      {InputPerMTok: 0.30, CachedInputPerMTok: 0.075, OutputPerMTok: 2.50},
+		"gemini-2.5-flash-lite": {InputPerMTok: 0.10, CachedInputPerMTok: 0.025, OutputPerMTok: 0.40},
 	}
 }
 

@@ -77,6 +77,12 @@ type sourceFlags struct {
 	thinkingBudget   int64
 	adaptiveThinking bool
 	showReasoning    bool
+	// noPromptCache turns prompt caching off: no cache_control breakpoints
+	// for Anthropic, no prompt_cache_key for OpenAI. cacheTTL is
+	// Anthropic's cache lifetime, "5m" or "1h". Neither changes what the
+	// model sees, so neither is part of the record resume checks.
+	noPromptCache bool
+	cacheTTL      string
 }
 
 // addSourceFlags defines the model and tool flags on fs; --model only if
@@ -99,6 +105,8 @@ func addSourceFlags(fs *flag.FlagSet) *sourceFlags {
 	fs.Int64Var(&f.thinkingBudget, "thinking-budget", 0, "let the model think with up to `N` tokens a turn (anthropic: at least 1024, interleaved with tool calls; gemini: -1 lets the model decide)")
 	fs.BoolVar(&f.adaptiveThinking, "adaptive-thinking", false, "anthropic: the model decides how much to think")
 	fs.BoolVar(&f.showReasoning, "show-reasoning", false, "ask for summaries of the model's reasoning, kept in the log (openai-responses, gemini)")
+	fs.BoolVar(&f.noPromptCache, "no-prompt-cache", false, "do not ask the provider to cache the prompt (caching is on: Anthropic cache breakpoints, an OpenAI prompt_cache_key per run)")
+	fs.StringVar(&f.cacheTTL, "cache-ttl", "", "anthropic: keep the prompt cache `TTL` after its last use, 5m (the default; writes cost 1.25x input) or 1h (writes cost 2x)")
 	fs.BoolVar(&f.confirmWrites, "confirm-writes", false, "pause the run for a person's confirmation before any write")
 	fs.DurationVar(&f.slowWrites, "slow-writes", 0, "with --tools orders: every refund, voucher and cancellation answers `D` after it is applied (a drill for crashes and timeouts mid-write)")
 	return f
@@ -205,6 +213,9 @@ func (c *cli) modelFor(ctx context.Context, f *sourceFlags) (llm.Model, string, 
 	if err := f.checkReasoning(); err != nil {
 		return nil, "", err
 	}
+	if err := f.checkCache(); err != nil {
+		return nil, "", err
+	}
 	switch f.provider {
 	case providerOpenAI, providerOpenAIResponses:
 		k, err := key("OPENAI_API_KEY")
@@ -230,7 +241,8 @@ func (c *cli) modelFor(ctx context.Context, f *sourceFlags) (llm.Model, string, 
 			k = "unused" // a compatible server that checks no key
 		}
 		ro := openAIOptions(base, k)
-		opts := &openai.ResponsesOptions{MaxResponseBytes: f.maxResponseBytes, MaxStreamBytes: f.maxStreamBytes, ReasoningEffort: f.reasoningEffort}
+		opts := &openai.ResponsesOptions{MaxResponseBytes: f.maxResponseBytes, MaxStreamBytes: f.maxStreamBytes, ReasoningEffort: f.reasoningEffort,
+			CacheKeyPerRun: !f.noPromptCache}
 		if f.showReasoning {
 			opts.ReasoningSummary = "auto"
 		}
@@ -249,7 +261,8 @@ func (c *cli) modelFor(ctx context.Context, f *sourceFlags) (llm.Model, string, 
 			ro = append(ro, anthropicopt.WithBaseURL(f.baseURL))
 		}
 		opts := anthropic.Options{MaxResponseBytes: f.maxResponseBytes, MaxStreamBytes: f.maxStreamBytes, ThinkingBudget: f.thinkingBudget,
-			AdaptiveThinking: f.adaptiveThinking, InterleavedThinking: f.thinkingBudget > 0}
+			AdaptiveThinking: f.adaptiveThinking, InterleavedThinking: f.thinkingBudget > 0,
+			PromptCaching: !f.noPromptCache, CacheTTL: f.cacheTTL}
 		if err := opts.Validate(); err != nil {
 			return nil, "", &usageErr{fmt.Sprintf("--thinking-budget %d: %v", f.thinkingBudget, err)}
 		}
@@ -294,7 +307,35 @@ func (c *cli) modelFor(ctx context.Context, f *sourceFlags) (llm.Model, string, 
 
 // chatOptions are the Chat Completions adapter's options from the flags.
 func (f *sourceFlags) chatOptions() *openai.ChatOptions {
-	return &openai.ChatOptions{MaxResponseBytes: f.maxResponseBytes, MaxStreamBytes: f.maxStreamBytes, ReasoningEffort: f.reasoningEffort}
+	return &openai.ChatOptions{MaxResponseBytes: f.maxResponseBytes, MaxStreamBytes: f.maxStreamBytes, ReasoningEffort: f.reasoningEffort,
+		CacheKeyPerRun: !f.noPromptCache}
+}
+
+// checkCache refuses a --cache-ttl that is not a lifetime Anthropic
+// offers, or that is given where it would do nothing.
+func (f *sourceFlags) checkCache() error {
+	switch {
+	case f.cacheTTL == "":
+		return nil
+	case f.cacheTTL != anthropic.CacheTTL5m && f.cacheTTL != anthropic.CacheTTL1h:
+		return &usageErr{fmt.Sprintf("--cache-ttl %q: want 5m or 1h", f.cacheTTL)}
+	case f.provider != providerAnthropic:
+		return &usageErr{fmt.Sprintf("--cache-ttl: only Anthropic's prompt cache takes a lifetime; --provider %s keeps its cache as it sees fit", f.provider)}
+	case f.noPromptCache:
+		return &usageErr{"--cache-ttl and --no-prompt-cache: the lifetime is for a cache that --no-prompt-cache turns off; drop one"}
+	}
+	return nil
+}
+
+// cachePrice returns p as the run's cache is billed: with --cache-ttl 1h,
+// Anthropic charges twice the input rate for a cache write instead of the
+// 1.25 times that the price table (and a --prices file) gives for the
+// five-minute cache.
+func (f *sourceFlags) cachePrice(p loop.Price) loop.Price {
+	if f.provider == providerAnthropic && !f.noPromptCache && f.cacheTTL == anthropic.CacheTTL1h {
+		p.CacheWriteInputPerMTok = 2 * p.InputPerMTok
+	}
+	return p
 }
 
 // checkReasoning refuses the reasoning flags the provider has no use for,

@@ -32,11 +32,20 @@ type Options struct {
 	// response (tool_choice auto with disable_parallel_tool_use). It is sent
 	// only with requests that carry tools.
 	DisableParallelToolUse bool
-	// PromptCaching sets the request's top-level cache_control, so the API
-	// caches the prompt up to its last cacheable block. A loop resends a
-	// growing history every turn, which is what the cache is for; cache
-	// reads show up in Usage.CachedInputTokens.
+	// PromptCaching puts cache_control breakpoints in each request so
+	// that every turn of a tool loop reads the prompt the turn before it
+	// wrote from Anthropic's prompt cache: one after the tools and system
+	// prompt, one at the end of the previous turn's request, one at the
+	// end of this one (see the package documentation, Prompt caching). A
+	// loop resends its whole history each turn, which is what the cache is
+	// for: reads cost a tenth of the input rate, writes 1.25 times it (2
+	// times for CacheTTL1h). Reads show up in Usage.CachedInputTokens,
+	// writes in Usage.CacheWriteTokens.
 	PromptCaching bool
+	// CacheTTL is how long a cache entry lives after its last use:
+	// CacheTTL5m (also "", the API's default) or CacheTTL1h. It applies
+	// only with PromptCaching.
+	CacheTTL string
 	// StopSequences end generation when the model writes one of them
 	// (stop_reason "stop_sequence").
 	StopSequences []string
@@ -93,6 +102,9 @@ const interleavedThinkingBeta = anthropic.AnthropicBetaInterleavedThinking2025_0
 // before its first request. New takes any Options; a Model built from
 // invalid ones fails each Generate with this error.
 func (o Options) Validate() error {
+	if err := checkCacheTTL(o.CacheTTL); err != nil {
+		return err
+	}
 	maxTokens := o.MaxTokens
 	if maxTokens <= 0 {
 		maxTokens = DefaultMaxTokens

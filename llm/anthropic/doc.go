@@ -99,6 +99,32 @@
 // byte for byte, so a run paused for confirmation and resumed by another
 // process sends its thinking back intact.
 //
+// # Prompt caching
+//
+// A tool loop sends its whole history every turn. With
+// Options.PromptCaching each request carries cache_control breakpoints
+// (at most three of the API's four) so that every turn reads the prefix
+// the turn before it wrote: one on the last system block (or the last
+// tool, without a system prompt), which caches tools and system; one on
+// the last block of the previous turn's request (the message before the
+// last assistant message), so that a turn that added more blocks than the
+// API's 20-block lookback (a batch of parallel calls and their results)
+// still finds it; and one on the last block of this request, which
+// writes the new prefix. Thinking blocks cannot carry a breakpoint; the
+// one before them or after them does, and they are cached as part of the
+// prefix, sent back unchanged (see Thinking). Options.CacheTTL chooses
+// the cache's lifetime: five minutes (the default; writes cost 1.25 times
+// the input rate) or CacheTTL1h (writes cost twice the input rate, for
+// turns more than five minutes apart). Reads cost a tenth of the input
+// rate.
+//
+// The request is byte-stable from turn to turn: a turn's request is the
+// previous one with the new messages appended, nothing before them
+// re-ordered or re-encoded (a call's input is the model's own JSON). Only
+// the markers move, from the previous tail to the new one; the API keys
+// its cache by the prompt's content and takes a marker only as the place
+// to look, so a moved marker costs nothing.
+//
 // # Streaming
 //
 // Stream sends Generate's request with "stream": true

@@ -46,7 +46,7 @@ func (m *Model) params(req *llm.Request) (anthropic.MessageNewParams, error) {
 		}}
 	}
 	if m.opts.PromptCaching {
-		p.CacheControl = anthropic.NewCacheControlEphemeralParam()
+		placeBreakpoints(&p, m.opts.cacheControl())
 	}
 	if m.opts.UserID != "" {
 		p.Metadata = anthropic.MetadataParam{UserID: anthropic.String(m.opts.UserID)}

@@ -72,6 +72,18 @@
 // model produced a call Gemini could not parse) fails with a retryable
 // bad_request *llm.Error: a new attempt usually succeeds.
 //
+// # Prompt caching
+//
+// Gemini 2.5 and later cache the prompts they see by themselves (implicit
+// caching) and bill a prompt whose beginning they have seen recently at
+// the cached rate; cachedContentTokenCount says how much, reported as
+// CachedInputTokens (part of InputTokens). A hit needs the same beginning:
+// each request of a run is the previous one with the new turn's contents
+// appended, its system instruction, tools and configuration unchanged,
+// and earlier contents encoded the same way every turn (a call's
+// arguments and a result's content are JSON objects whose keys are
+// written in one order). Explicit caches (CachedContent) are not used.
+//
 // # Thought signatures
 //
 // Thinking models (Gemini 2.5, 3 and later) attach an opaque

@@ -51,6 +51,14 @@ type ChatOptions struct {
 	PromptCacheKey   string
 	SafetyIdentifier string
 	ServiceTier      string
+	// CacheKeyPerRun sends a prompt_cache_key of the run's own with every
+	// request, so that OpenAI routes a run's turns to one prompt cache:
+	// llm.Request.CacheKey when set, else a hash of the conversation's
+	// start (the model, the tools, the messages up to the first user
+	// message), which every turn of a run shares. PromptCacheKey, when
+	// set, is sent instead. OpenAI caches prompts of 1,024 tokens or more
+	// by itself; the key only keeps one run's requests together.
+	CacheKeyPerRun bool
 	// RequestOptions are added to every request: headers, a per-request
 	// timeout, extra body fields a compatible server understands
 	// (option.WithJSONSet), ...
@@ -192,8 +200,11 @@ func (c *Chat) params(req *llm.Request) (sdk.ChatCompletionNewParams, error) {
 	if o.ReasoningEffort != "" {
 		p.ReasoningEffort = shared.ReasoningEffort(o.ReasoningEffort)
 	}
-	if o.PromptCacheKey != "" {
+	switch {
+	case o.PromptCacheKey != "":
 		p.PromptCacheKey = param.NewOpt(o.PromptCacheKey)
+	case o.CacheKeyPerRun:
+		p.PromptCacheKey = param.NewOpt(runCacheKey(req, model))
 	}
 	if o.SafetyIdentifier != "" {
 		p.SafetyIdentifier = param.NewOpt(o.SafetyIdentifier)

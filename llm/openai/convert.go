@@ -44,6 +44,43 @@ func generatedID(req *llm.Request, index int, name string, args []byte) string {
 	return GeneratedIDPrefix + hex.EncodeToString(h.Sum(nil)[:12])
 }
 
+// runCacheKey returns the prompt_cache_key of req for an adapter with
+// CacheKeyPerRun: req.CacheKey when set, else a hash of what the run's
+// every request begins with (the model, the tools, and the messages up to
+// and including the first user message), so that every turn of a run
+// carries the same key without the adapter keeping anything between
+// requests. Runs that begin alike share a key, as they share a prefix.
+func runCacheKey(req *llm.Request, model string) string {
+	if req.CacheKey != "" {
+		return req.CacheKey
+	}
+	h := sha256.New()
+	field := func(s []byte) {
+		var n [8]byte
+		binary.BigEndian.PutUint64(n[:], uint64(len(s)))
+		h.Write(n[:])
+		h.Write(s)
+	}
+	field([]byte(model))
+	for _, d := range req.Tools {
+		field([]byte(d.Name))
+		field([]byte(d.Description))
+		field(d.InputSchema)
+	}
+	for _, m := range req.Messages {
+		field([]byte(m.Role))
+		field([]byte(m.Text))
+		if m.Role == llm.RoleUser {
+			break
+		}
+	}
+	return CacheKeyPrefix + hex.EncodeToString(h.Sum(nil)[:16])
+}
+
+// CacheKeyPrefix starts every prompt_cache_key the adapters derive (see
+// ChatOptions.CacheKeyPerRun).
+const CacheKeyPrefix = "toolloop-"
+
 // rawArguments returns a call's arguments as the model sent them. field is
 // the SDK's record of the raw JSON value and decoded its string form. A JSON
 // string (OpenAI's format) yields its contents unchanged, valid JSON or not;

@@ -58,6 +58,23 @@
 // *llm.Error of kind llm.ErrorRefusal, not retryable, carrying the refusal
 // text. So is a reply cut off by the content filter with nothing left in it.
 //
+// # Prompt caching
+//
+// OpenAI caches the prefix of every prompt of 1,024 tokens or more by
+// itself, and bills what it reads from the cache at the model's cached
+// rate (usage prompt_tokens_details.cached_tokens, or
+// input_tokens_details.cached_tokens, reported as CachedInputTokens, part
+// of InputTokens). A request hits only where it begins with an earlier
+// one byte for byte: each request of a run is the previous one with the
+// new turn appended, nothing before it re-ordered or re-encoded (a call's
+// arguments go back as the model's own string, schemas as given). With
+// ChatOptions.CacheKeyPerRun (ResponsesOptions.CacheKeyPerRun) every
+// request also carries a prompt_cache_key of its run's own, so that OpenAI
+// routes one run's turns to one cache: llm.Request.CacheKey when the
+// caller sets it, else a hash of the run's start (model, tools, messages
+// up to the first user message), the same for every turn and computed
+// again from the history, so a resumed run keeps its key.
+//
 // # Reasoning models
 //
 // A reasoning model (o3, o4-mini, gpt-5, ...) thinks before it answers. Over

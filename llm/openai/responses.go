@@ -61,6 +61,14 @@ type ResponsesOptions struct {
 	PromptCacheKey   string
 	SafetyIdentifier string
 	ServiceTier      string
+	// CacheKeyPerRun sends a prompt_cache_key of the run's own with every
+	// request, so that OpenAI routes a run's turns to one prompt cache:
+	// llm.Request.CacheKey when set, else a hash of the conversation's
+	// start (the model, the tools, the messages up to the first user
+	// message), which every turn of a run shares. PromptCacheKey, when
+	// set, is sent instead. OpenAI caches prompts of 1,024 tokens or more
+	// by itself; the key only keeps one run's requests together.
+	CacheKeyPerRun bool
 	// RequestOptions are added to every request: headers, a per-request
 	// timeout, extra body fields (option.WithJSONSet), ...
 	RequestOptions []option.RequestOption
@@ -185,8 +193,11 @@ func (r *Responses) params(req *llm.Request) (p responses.ResponseNewParams, dro
 	if keep {
 		p.Include = []responses.ResponseIncludable{includeEncryptedReasoning}
 	}
-	if o.PromptCacheKey != "" {
+	switch {
+	case o.PromptCacheKey != "":
 		p.PromptCacheKey = param.NewOpt(o.PromptCacheKey)
+	case o.CacheKeyPerRun:
+		p.PromptCacheKey = param.NewOpt(runCacheKey(req, model))
 	}
 	if o.SafetyIdentifier != "" {
 		p.SafetyIdentifier = param.NewOpt(o.SafetyIdentifier)

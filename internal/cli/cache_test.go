@@ -1,0 +1,150 @@
+package cli
+
+import (
+	"bytes"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// bodyServer answers every request with reply and keeps the bodies.
+type bodyServer struct {
+	srv    *httptest.Server
+	mu     sync.Mutex
+	bodies [][]byte
+}
+
+func newBodyServer(t *testing.T, reply string) *bodyServer {
+	s := &bodyServer{}
+	s.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		s.mu.Lock()
+		s.bodies = append(s.bodies, body)
+		s.mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, reply)
+	}))
+	t.Cleanup(s.srv.Close)
+	return s
+}
+
+func (s *bodyServer) last() []byte {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.bodies) == 0 {
+		return nil
+	}
+	return s.bodies[len(s.bodies)-1]
+}
+
+// toolloop run caches by default: Anthropic requests carry cache_control
+// breakpoints (the five-minute cache, or the hour-long one with --cache-ttl
+// 1h, whose writes are priced at twice the input rate), and
+// --no-prompt-cache sends none.
+func TestRunPromptCacheAnthropic(t *testing.T) {
+	// A million tokens written to the cache, nothing else: the cost is the
+	// cache-write rate of claude-sonnet-4-6 ($3 input).
+	reply := `{"id":"msg_1","type":"message","role":"assistant","model":"claude-sonnet-4-6","content":[{"type":"text","text":"Hi."}],` +
+		`"stop_reason":"end_turn","stop_sequence":null,"usage":{"input_tokens":0,"cache_creation_input_tokens":1000000,"cache_read_input_tokens":0,"output_tokens":0}}`
+	for _, tc := range []struct {
+		flags    []string
+		marker   string // the cache_control each breakpoint carries; "" for none
+		wantCost string
+	}{
+		{nil, `"cache_control":{"type":"ephemeral"}`, "3.750000"},
+		{[]string{"--cache-ttl", "5m"}, `"cache_control":{"type":"ephemeral"}`, "3.750000"},
+		{[]string{"--cache-ttl", "1h"}, `"cache_control":{"ttl":"1h","type":"ephemeral"}`, "6.000000"},
+		{[]string{"--no-prompt-cache"}, "", "3.750000"},
+	} {
+		t.Run(strings.Join(tc.flags, " "), func(t *testing.T) {
+			s := newBodyServer(t, reply)
+			args := append([]string{"run", "--no-stream", "--provider", "anthropic", "--model", "claude-sonnet-4-6", "--base-url", s.srv.URL,
+				"--db", filepath.Join(t.TempDir(), "t.db"), "--log", t.TempDir()}, tc.flags...)
+			code, out, errOut := callEnv(map[string]string{"ANTHROPIC_API_KEY": "sk-ant"}, append(args, "Say hi.")...)
+			if code != exitOK {
+				t.Fatalf("exit %d: %s%s", code, out, errOut)
+			}
+			body := s.last()
+			n := bytes.Count(body, []byte(`"cache_control"`))
+			switch {
+			case tc.marker == "" && n > 0:
+				t.Fatalf("--no-prompt-cache sent cache_control:\n%s", body)
+			case tc.marker != "" && (n == 0 || n != bytes.Count(body, []byte(tc.marker))):
+				t.Fatalf("want every breakpoint to be %s:\n%s", tc.marker, body)
+			}
+			if m := runLine.FindStringSubmatch(lines(out)[1]); m == nil || m[5] != tc.wantCost {
+				t.Errorf("stop line %q, want cost=$%s", lines(out)[1], tc.wantCost)
+			}
+		})
+	}
+}
+
+// OpenAI requests carry a prompt_cache_key for the run by default, and none
+// with --no-prompt-cache.
+func TestRunPromptCacheOpenAI(t *testing.T) {
+	for _, tc := range []struct {
+		provider, path, reply string
+	}{
+		{"openai", "/v1", `{"id":"c1","object":"chat.completion","created":1,"model":"gpt-4.1","choices":[{"index":0,"message":{"role":"assistant","content":"Hi."},"finish_reason":"stop"}],` +
+			`"usage":{"prompt_tokens":5,"completion_tokens":2,"total_tokens":7}}`},
+		{"openai-responses", "/v1", `{"id":"resp_1","object":"response","created_at":1,"status":"completed","model":"gpt-4.1",` +
+			`"output":[{"type":"message","id":"msg_1","status":"completed","role":"assistant","content":[{"type":"output_text","text":"Hi.","annotations":[]}]}],` +
+			`"usage":{"input_tokens":5,"output_tokens":2,"total_tokens":7,"input_tokens_details":{"cached_tokens":0},"output_tokens_details":{"reasoning_tokens":0}}}`},
+	} {
+		for _, off := range []bool{false, true} {
+			name := tc.provider
+			if off {
+				name += "/off"
+			}
+			t.Run(name, func(t *testing.T) {
+				s := newBodyServer(t, tc.reply)
+				args := []string{"run", "--no-stream", "--provider", tc.provider, "--model", "gpt-4.1", "--base-url", s.srv.URL + tc.path,
+					"--db", filepath.Join(t.TempDir(), "t.db"), "--log", t.TempDir()}
+				if off {
+					args = append(args, "--no-prompt-cache")
+				}
+				code, out, errOut := callEnv(map[string]string{"OPENAI_API_KEY": "sk-o"}, append(args, "Say hi.")...)
+				if code != exitOK {
+					t.Fatalf("exit %d: %s%s", code, out, errOut)
+				}
+				if got := bytes.Contains(s.last(), []byte(`"prompt_cache_key":"toolloop-`)); got == off {
+					t.Fatalf("prompt_cache_key sent: %v, want %v:\n%s", got, !off, s.last())
+				}
+			})
+		}
+	}
+}
+
+// A --cache-ttl that is not Anthropic's, or that cannot apply, is a usage
+// error naming the flag, before any request.
+func TestRunCacheTTLErrors(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--provider", "anthropic", "--cache-ttl", "10m"}, `--cache-ttl "10m": want 5m or 1h`},
+		{[]string{"--provider", "openai", "--base-url", "http://127.0.0.1:1/v1", "--cache-ttl", "1h"}, "--cache-ttl: only Anthropic's prompt cache takes a lifetime"},
+		{[]string{"--provider", "anthropic", "--cache-ttl", "1h", "--no-prompt-cache"}, "--cache-ttl and --no-prompt-cache"},
+	} {
+		args := append([]string{"run", "--model", "m", "--db", filepath.Join(t.TempDir(), "t.db"), "--log", t.TempDir()}, tc.args...)
+		code, _, errOut := callEnv(map[string]string{"ANTHROPIC_API_KEY": "k"}, append(args, "q")...)
+		if code != exitUsage || !strings.Contains(errOut, tc.want) {
+			t.Errorf("%v: exit %d, stderr %q; want exit %d naming %q", tc.args, code, errOut, exitUsage, tc.want)
+		}
+	}
+}
+
+// Gemini's cached tokens are priced below its input rate, as its implicit
+// cache bills them.
+func TestGeminiCachedPrice(t *testing.T) {
+	for _, m := range []string{"gemini-2.5-pro", "gemini-2.5-flash", "gemini-2.5-flash-lite"} {
+		p, ok := priceFor(builtinPrices(), m)
+		if !ok || p.CachedInputPerMTok != p.InputPerMTok/4 {
+			t.Errorf("%s: cached input $%v/MTok, input $%v/MTok; want a quarter of the input rate", m, p.CachedInputPerMTok, p.InputPerMTok)
+		}
+	}
+}
