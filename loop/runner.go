@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"sync/atomic"
 	"time"
 
 	"github.com/toolloop/toolloop/executor"
@@ -526,70 +525,30 @@ func contextFailure(ctx context.Context) *Failure {
 	return &Failure{Kind: FailCanceled, Message: err.Error()}
 }
 
-// DefaultModelTimeout is Config.ModelTimeout's default: long enough for a
-// reasoning model's slow turn, short against a run's default deadline.
-const DefaultModelTimeout = 5 * time.Minute
-
-// maxModelRetryWait caps one wait between model attempts, whatever a
-// provider's Retry-After asks; the run's deadline bounds the total.
-const maxModelRetryWait = 30 * time.Second
-
-// requestModel asks the model for the next turn, retrying what the
-// provider says may succeed later. The request is the turn's own: the
-// model may keep it (see llm.Model). A model that streams is streamed
-// when Config.Stream asks for it; a stream is retried like a request
-// while it has shown nothing, and never after (see Config.Stream).
+// requestModel asks the model for the next turn (ModelTurn), retrying
+// what the provider says may succeed later. The request is the turn's
+// own: the model may keep it (see llm.Model). A model that streams is
+// streamed when Config.Stream asks for it; a stream is retried like a
+// request while it has shown nothing, and never after (see Config.Stream).
 func (d *drive) requestModel(ctx context.Context) Event {
 	s, cfg := &d.state, &d.r.cfg
 	req := &llm.Request{Model: cfg.ModelName, Messages: slices.Clip(s.Messages), Tools: cfg.Tools.Definitions(), Step: s.Steps + 1}
-	sm, streams := cfg.Model.(llm.StreamingModel)
-	streams = streams && cfg.Stream
+	o := TurnOptions{Stream: cfg.Stream, Timeout: cfg.ModelTimeout}
+	if watch := cfg.Watch; watch != nil {
+		o.OnDelta = func(delta llm.Delta) { watch(ctx, Update{Kind: UpdateDelta, Step: req.Step, Delta: delta}) }
+	}
 	start := cfg.Now()
 	wait := cfg.ModelRetryBackoff
 	for attempt := 1; ; attempt++ {
-		var resp *llm.Response
-		var err error
-		if streams {
-			resp, err = d.stream(ctx, sm, req)
-		} else {
-			resp, err = d.generate(ctx, req)
-		}
-		if err == nil && resp == nil {
-			err = errors.New("the model client returned neither a response nor an error")
-		}
+		resp, err := ModelTurn(ctx, cfg.Model, req, o)
 		if err == nil {
 			end := cfg.Now()
 			return Event{Kind: ModelResponded, At: end, Latency: end.Sub(start), Response: resp, Attempts: attempt}
 		}
 		f := contextFailure(ctx)
-		if streams && resp != nil {
-			// The stream broke after it began: what it showed stays in
-			// the log, and a retry would show something else.
-			if f == nil {
-				f = modelFailure(attempt, err)
-				if f.Kind == FailModel {
-					f.Message = fmt.Sprintf("the model's reply broke off after it began streaming (a stream is not retried once it has shown something): %v", err)
-				}
-			}
-			end := cfg.Now()
-			return Event{Kind: ModelFailed, At: end, Latency: end.Sub(start), Attempts: attempt, Failure: f, Response: resp}
-		}
-		var me *llm.Error
-		if f == nil && errors.As(err, &me) {
-			// A provider that asks to wait past the run's deadline ends
-			// the run now, saying so, rather than at the deadline with
-			// nothing but "context deadline exceeded".
-			if c := llm.CheckRetryAfter(ctx, me); c != me {
-				err = c
-			}
-		}
-		if f == nil && llm.IsRetryable(err) && attempt <= cfg.ModelRetries {
-			w := wait
-			if errors.As(err, &me) && me.RetryAfter > w {
-				w = me.RetryAfter
-			}
+		if f == nil && resp == nil && llm.IsRetryable(err) && attempt <= cfg.ModelRetries {
+			t := time.NewTimer(ModelRetryWait(err, wait))
 			wait *= 2
-			t := time.NewTimer(min(w, maxModelRetryWait))
 			select {
 			case <-ctx.Done():
 				t.Stop()
@@ -599,110 +558,13 @@ func (d *drive) requestModel(ctx context.Context) Event {
 			}
 		}
 		if f == nil {
-			f = modelFailure(attempt, err)
+			// A stream that broke after it began keeps what it showed in
+			// the log (resp): a retry would show something else.
+			f = ModelFailure(attempt, err, resp != nil)
 		}
 		end := cfg.Now()
-		return Event{Kind: ModelFailed, At: end, Latency: end.Sub(start), Attempts: attempt, Failure: f}
+		return Event{Kind: ModelFailed, At: end, Latency: end.Sub(start), Attempts: attempt, Failure: f, Response: resp}
 	}
-}
-
-// modelFailure is the failure of a model request that will not be tried
-// again: a reply that broke its provider's protocol (llm.ErrorProtocol)
-// is a protocol failure, anything else a model failure.
-func modelFailure(attempt int, err error) *Failure {
-	var me *llm.Error
-	if errors.As(err, &me) && me.Kind == llm.ErrorProtocol {
-		return &Failure{Kind: FailProtocol, Message: fmt.Sprintf("the model's reply broke its protocol (attempt %d): %v", attempt, err)}
-	}
-	return &Failure{Kind: FailModel, Message: fmt.Sprintf("model request failed after %d attempt(s): %v", attempt, err)}
-}
-
-// generate makes one model request under Config.ModelTimeout. A request
-// that fails because that time ran out, rather than the run's, is a
-// retryable llm.ErrorTimeout.
-func (d *drive) generate(ctx context.Context, req *llm.Request) (*llm.Response, error) {
-	timeout := d.r.cfg.ModelTimeout
-	if timeout <= 0 {
-		return d.r.cfg.Model.Generate(ctx, req)
-	}
-	actx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	resp, err := d.r.cfg.Model.Generate(actx, req)
-	if err != nil && ctx.Err() == nil && errors.Is(actx.Err(), context.DeadlineExceeded) {
-		err = &llm.Error{Kind: llm.ErrorTimeout, Retryable: true,
-			Err: fmt.Errorf("the model did not answer within %v (the model request timeout): %w", timeout, err)}
-	}
-	return resp, err
-}
-
-// stream makes one streamed model request, shows each delta to
-// Config.Watch as it is accepted, and assembles the turn. It returns the
-// turn; or the error with no response when the stream failed before its
-// first delta, and with what it had received when it failed after. The
-// request's context ends when the stream has been quiet for
-// Config.ModelTimeout, which is then a retryable llm.ErrorTimeout (a
-// stream that had begun is not retried all the same). Leaving the range
-// loop early, on a refused delta or an ended context, is how the adapter
-// learns to close the connection (see llm.StreamingModel).
-func (d *drive) stream(ctx context.Context, m llm.StreamingModel, req *llm.Request) (*llm.Response, error) {
-	timeout, watch := d.r.cfg.ModelTimeout, d.r.cfg.Watch
-	sctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var idle *time.Timer
-	var quiet atomic.Bool
-	if timeout > 0 {
-		idle = time.AfterFunc(timeout, func() { quiet.Store(true); cancel() })
-		defer idle.Stop()
-	}
-	var acc llm.Accumulator
-	var err error
-	for delta, derr := range m.Stream(sctx, req) {
-		if derr == nil {
-			derr = acc.Add(delta)
-		}
-		if derr != nil {
-			err = derr
-			break
-		}
-		if watch != nil {
-			if idle != nil {
-				// The watcher's time is not the stream's.
-				idle.Stop()
-			}
-			watch(ctx, Update{Kind: UpdateDelta, Step: req.Step, Delta: delta})
-		}
-		if err = sctx.Err(); err != nil && !acc.Finished() {
-			// The run ended, or the stream went quiet too long, and the
-			// adapter has not noticed: stop reading, which closes it.
-			break
-		}
-		err = nil
-		if idle != nil {
-			idle.Reset(timeout)
-		}
-	}
-	if err == nil && acc.Finished() {
-		// Whatever ended meanwhile, the turn is complete.
-		return acc.Response(), nil
-	}
-	switch {
-	case ctx.Err() != nil:
-		if err == nil {
-			err = ctx.Err()
-		}
-	case quiet.Load():
-		if err == nil {
-			err = context.DeadlineExceeded
-		}
-		err = &llm.Error{Kind: llm.ErrorTimeout, Retryable: true,
-			Err: fmt.Errorf("the model sent nothing for %v (the model request timeout): %w", timeout, err)}
-	case err == nil:
-		err = &llm.Error{Kind: llm.ErrorProtocol, Err: errors.New("inconsistent stream: the stream ended without a finish")}
-	}
-	if !acc.Started() {
-		return nil, err
-	}
-	return acc.Response(), err
 }
 
 func randomID() string {

@@ -135,7 +135,7 @@ func TestStreamedModelActivityFailures(t *testing.T) {
 	// The usage delta (100 input tokens) comes first, then the text.
 	broken := llmtest.Text("a turn that breaks part-way").WithUsage(100, 20).BreakAfter(3, unavailable)
 	out, res, starts, _ = streamedRun(t, llmtest.New(broken, llmtest.Text("never asked")))
-	if out.Status != loop.ModelError || starts != 1 || !strings.Contains(out.Detail, "after its first delta") {
+	if out.Status != loop.ModelError || starts != 1 || !strings.Contains(out.Detail, "broke off after it began streaming") {
 		t.Errorf("broken after the first delta: status %s (%s), %d model activities; want model_error, asked once",
 			out.Status, out.Detail, starts)
 	}

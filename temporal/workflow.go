@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
@@ -203,7 +204,7 @@ type EventsPage struct {
 
 // Defaults of RunInput.
 const (
-	DefaultModelTimeout         = 5 * time.Minute
+	DefaultModelTimeout         = loop.DefaultModelTimeout
 	DefaultModelRetries         = 2
 	DefaultModelRetryBackoff    = 500 * time.Millisecond
 	DefaultToolActivityAttempts = 3
@@ -678,7 +679,7 @@ func (d *driver) requestModel(ctx workflow.Context) loop.Event {
 		RetryPolicy: &sdktemporal.RetryPolicy{
 			InitialInterval:    d.in.ModelRetryBackoff,
 			BackoffCoefficient: 2,
-			MaximumInterval:    maxModelRetryWait,
+			MaximumInterval:    loop.MaxModelRetryWait,
 			MaximumAttempts:    int32(d.in.ModelRetries + 1),
 		},
 		// A response that arrives as the workflow is canceled is kept (its
@@ -739,12 +740,9 @@ func (d *driver) requestModel(ctx workflow.Context) loop.Event {
 		f := deadlineFailure
 		return loop.Event{Kind: loop.ModelFailed, Failure: &f, Latency: latency, Attempts: attempts}
 	}
-	kind := loop.FailModel
-	if app := (*sdktemporal.ApplicationError)(nil); errors.As(err, &app) && app.Type() == ErrTypeProtocol {
-		kind = loop.FailProtocol
-	}
-	return loop.Event{Kind: loop.ModelFailed, Latency: latency, Attempts: attempts, Response: partialOf(err), Failure: &loop.Failure{
-		Kind: kind, Message: fmt.Sprintf("model request failed after %d attempt(s): %s", attempts, cause(err))}}
+	partial := partialOf(err)
+	return loop.Event{Kind: loop.ModelFailed, Latency: latency, Attempts: attempts, Response: partial,
+		Failure: loop.ModelFailure(attempts, modelError(err), partial != nil)}
 }
 
 // attemptsOf reads how many attempts a failed activity made: the attempt
@@ -779,6 +777,17 @@ func partialOf(err error) *llm.Response {
 		return nil
 	}
 	return resp
+}
+
+// modelError is the model activity's failure as the model client
+// returned it, as far as the workflow can tell: its text, and whether it
+// broke the provider's protocol.
+func modelError(err error) error {
+	msg := cause(err)
+	if app := (*sdktemporal.ApplicationError)(nil); errors.As(err, &app) && app.Type() == ErrTypeProtocol {
+		return &llm.Error{Kind: llm.ErrorProtocol, Err: errors.New(strings.TrimPrefix(msg, string(llm.ErrorProtocol)+": "))}
+	}
+	return errors.New(msg)
 }
 
 // cause is the text of an activity's failure without Temporal's wrapping.
