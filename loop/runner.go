@@ -396,26 +396,8 @@ func (d *drive) run(ctx context.Context, runID string, deadline time.Duration, f
 	if ro, ok := d.r.cfg.Observer.(ResumeObserver); ok && first.Kind == Resumed {
 		ro.ObserveResume(ctx, d.log[:d.observed])
 	}
-	eff := d.emit(first)
-	for eff.Kind != None {
-		if eff.Kind == ExecuteStage || (eff.Kind == RequestModel && d.flushed == 0) {
-			// What the run learned so far is on disk before a tool acts on
-			// the world: one commit per step. (The run is recorded before
-			// its first model request too, so that it can be listed.) A
-			// crash between a stage and the next commit runs that stage
-			// again on resume: reads repeat harmlessly and writes go
-			// through the idempotency ledger.
-			if err := d.flush(); err != nil {
-				return nil, err
-			}
-		}
-		if eff.Kind != Stop {
-			if f := contextFailure(ctx); f != nil {
-				eff = d.emit(Event{Kind: Interrupted, Failure: f})
-				continue
-			}
-		}
-		eff = d.emit(d.perform(ctx, eff))
+	if err := Drive(d, d.Append(first)); err != nil {
+		return nil, err
 	}
 	if err := d.flush(); err != nil {
 		return nil, err
@@ -424,51 +406,74 @@ func (d *drive) run(ctx context.Context, runID string, deadline time.Duration, f
 	return res, res.Err()
 }
 
-// perform does what eff asks and returns the event that records it.
-func (d *drive) perform(ctx context.Context, eff Effect) Event {
-	s, cfg := &d.state, &d.r.cfg
-	switch eff.Kind {
-	case RequestModel:
-		return d.requestModel(ctx)
-	case ValidateCalls:
-		return Event{Kind: CallsValidated, Checks: CheckCalls(cfg.Tools, s.Batch.Calls, s.Budgets.ArgumentLimits(), s.RunID, cfg.RequestID)}
-	case AuthorizeCalls:
-		decisions, err := Authorize(ctx, cfg.Policy, cfg.Identity, cfg.Tools, s.Batch.Calls, eff.Calls)
-		if err != nil {
-			if f := contextFailure(ctx); f != nil {
-				return Event{Kind: Interrupted, Failure: f}
-			}
-			return driverError(err.Error())
-		}
-		return Event{Kind: PolicyDecided, Decisions: decisions}
-	case PlanBatch:
-		p, err := PlanCalls(cfg.Planner, cfg.Tools, s.Batch.Calls, eff.Calls, s.Batch.Approved)
-		if err != nil {
-			return driverError(err.Error())
-		}
-		return Event{Kind: StagePlanned, Plan: &p}
-	case ExecuteStage:
-		outs := cfg.Executor.RunStageWatched(ctx, StageCalls(s, eff.Calls, cfg.Tools), d.stageWatch(ctx, eff.Stage, eff.Calls))
-		return Event{Kind: StageFinished, Stage: eff.Stage, Outcomes: outs, Failure: contextFailure(ctx)}
-	case Stop:
-		// The decider said stop on the event before: the run stops now.
-		return Event{Kind: Stopped, Status: eff.Status, Detail: eff.Detail}
+// The drive is the in-process Driver: it performs each effect on the
+// goroutine that drives the run.
+var _ Driver = (*drive)(nil)
+
+// Commit stores what the run learned so far before a tool acts on the
+// world: one commit per step. (The run is recorded before its first model
+// request too, so that it can be listed.) A crash between a stage and the
+// next commit runs that stage again on resume: reads repeat harmlessly
+// and writes go through the idempotency ledger.
+func (d *drive) Commit(eff Effect) error {
+	if eff.Kind == ExecuteStage || (eff.Kind == RequestModel && d.flushed == 0) {
+		return d.flush()
 	}
-	return driverError("unknown effect " + string(eff.Kind))
+	return nil
 }
 
-// driverError is the event of a driver that cannot do what the decider
-// asked: the run stops with model_error, saying so.
-func driverError(msg string) Event {
-	return Event{Kind: Interrupted, Failure: &Failure{Kind: FailModel, Message: "driver error: " + msg}}
+// Interruption is the run's context's end: canceled, or past its deadline.
+func (d *drive) Interruption(Effect) *Failure { return contextFailure(d.ctx) }
+
+// Idle ends the drive: a run paused for confirmation goes on in another
+// one (Resume, Continue).
+func (d *drive) Idle() (Event, bool, error) { return Event{}, false, nil }
+
+// RequestModel asks the model for the next turn (requestModel).
+func (d *drive) RequestModel() Event { return d.requestModel(d.ctx) }
+
+// ValidateCalls checks the batch's calls (CheckCalls).
+func (d *drive) ValidateCalls() (Event, error) {
+	s, cfg := &d.state, &d.r.cfg
+	return Event{Kind: CallsValidated, Checks: CheckCalls(cfg.Tools, s.Batch.Calls, s.Budgets.ArgumentLimits(), s.RunID, cfg.RequestID)}, nil
 }
 
-// emit appends ev to the log, numbered and stamped, and hands it to the
+// AuthorizeCalls asks the policy (Authorize).
+func (d *drive) AuthorizeCalls(idx []int) (Event, error) {
+	s, cfg := &d.state, &d.r.cfg
+	decisions, err := Authorize(d.ctx, cfg.Policy, cfg.Identity, cfg.Tools, s.Batch.Calls, idx)
+	if err != nil {
+		if f := contextFailure(d.ctx); f != nil {
+			return Event{Kind: Interrupted, Failure: f}, nil
+		}
+		return driverError(err.Error()), nil
+	}
+	return Event{Kind: PolicyDecided, Decisions: decisions}, nil
+}
+
+// PlanBatch plans the calls (PlanCalls).
+func (d *drive) PlanBatch(idx []int) (Event, error) {
+	s, cfg := &d.state, &d.r.cfg
+	p, err := PlanCalls(cfg.Planner, cfg.Tools, s.Batch.Calls, idx, s.Batch.Approved)
+	if err != nil {
+		return driverError(err.Error()), nil
+	}
+	return Event{Kind: StagePlanned, Plan: &p}, nil
+}
+
+// ExecuteStage runs the stage's calls through the executor (StageCalls).
+func (d *drive) ExecuteStage(stage int, idx []int) Event {
+	s, cfg := &d.state, &d.r.cfg
+	outs := cfg.Executor.RunStageWatched(d.ctx, StageCalls(s, idx, cfg.Tools), d.stageWatch(d.ctx, stage, idx))
+	return Event{Kind: StageFinished, Stage: stage, Outcomes: outs, Failure: contextFailure(d.ctx)}
+}
+
+// Append appends ev to the log, numbered and stamped, and hands it to the
 // decider; without a store it is committed at once and shown to the
 // observer. Every event is stamped by Config.Now when it is appended (a
 // model response when it arrived), the same with or without an observer
 // or a store: neither reads the clock.
-func (d *drive) emit(ev Event) Effect {
+func (d *drive) Append(ev Event) Effect {
 	ev.Seq = len(d.log) + 1
 	if ev.At.IsZero() {
 		ev.At = d.r.cfg.Now()

@@ -453,69 +453,109 @@ func (d *driver) run(ctx workflow.Context) (RunOutput, error) {
 			ToolsVersion: version, Identity: in.Identity, Budgets: d.budgets, Price: in.Price, Messages: in.Messages,
 		}})
 	}
-	for {
-		if eff.Kind == loop.RequestModel {
-			if err := d.continueAsNew(ctx); err != nil {
-				return RunOutput{}, err
-			}
-			if f := d.historyFull(ctx); f != nil {
-				eff = d.emit(ctx, loop.Event{Kind: loop.Interrupted, Failure: f})
-				continue
-			}
-		}
-		if eff.Kind != loop.Stop && eff.Kind != loop.None {
-			if f := d.interruption(ctx); f != nil {
-				eff = d.emit(ctx, loop.Event{Kind: loop.Interrupted, Failure: f})
-				continue
-			}
-		}
-		var err error
-		switch eff.Kind {
-		case loop.None:
-			if !d.paused() {
-				return d.finish(ctx)
-			}
-			resumed, err := d.await(ctx)
-			if err != nil || !resumed {
-				d.closing = true
-				return d.finishPaused(ctx, err)
-			}
-			eff = d.emit(ctx, loop.Event{Kind: loop.Resumed})
-			continue
-		case loop.RequestModel:
-			eff = d.emit(ctx, d.requestModel(ctx))
-		case loop.ValidateCalls:
-			var ev loop.Event
-			if ev, err = d.validate(ctx); err == nil {
-				eff = d.emit(ctx, ev)
-			}
-		case loop.AuthorizeCalls:
-			if p := d.prepared; p != nil && p.Decisions != nil && slices.Equal(p.Authorized, eff.Calls) {
-				eff = d.emit(ctx, loop.Event{Kind: loop.PolicyDecided, Decisions: p.Decisions})
-				break
-			}
-			eff = d.emit(ctx, d.authorize(ctx, eff.Calls))
-		case loop.PlanBatch:
-			if p := d.prepared; p != nil && p.Plan != nil && slices.Equal(p.Planned, eff.Calls) {
-				eff = d.emit(ctx, loop.Event{Kind: loop.StagePlanned, Plan: p.Plan})
-				break
-			}
-			var ev loop.Event
-			if ev, err = d.plan(ctx, eff.Calls); err == nil {
-				eff = d.emit(ctx, ev)
-			}
-		case loop.ExecuteStage:
-			eff = d.emit(ctx, d.execute(ctx, eff.Stage, eff.Calls))
-		case loop.Stop:
-			eff = d.emit(ctx, loop.Event{Kind: loop.Stopped, Status: eff.Status, Detail: eff.Detail})
-		default:
-			eff = d.emit(ctx, loop.Event{Kind: loop.Interrupted,
-				Failure: &loop.Failure{Kind: loop.FailModel, Message: "driver error: unknown effect " + string(eff.Kind)}})
-		}
-		if err != nil {
-			return RunOutput{}, fmt.Errorf("toolloop: run %s stopped being driven: %w", d.state.RunID, err)
+	w := &workflowDriver{d: d, ctx: ctx}
+	if err := loop.Drive(w, eff); err != nil {
+		return RunOutput{}, err
+	}
+	if d.closing {
+		return d.finishPaused(ctx, w.awaitErr)
+	}
+	return d.finish(ctx)
+}
+
+// workflowDriver is the workflow's loop.Driver: it performs each effect
+// with activities (local ones where the history need not name them), and
+// keeps Temporal's own hooks: continuing as new and the history's limits
+// before a model turn, the prepared batch, and the wait for
+// confirmations.
+type workflowDriver struct {
+	d   *driver
+	ctx workflow.Context
+	// awaitErr is why the wait for confirmations ended, if it failed.
+	awaitErr error
+}
+
+var _ loop.Driver = (*workflowDriver)(nil)
+
+// Append stamps ev with workflow.Now and appends it.
+func (w *workflowDriver) Append(ev loop.Event) loop.Effect { return w.d.emit(w.ctx, ev) }
+
+// Commit continues the workflow as new before a model turn when it is
+// due: the ContinueAsNewError it returns ends this workflow run.
+func (w *workflowDriver) Commit(eff loop.Effect) error {
+	if eff.Kind == loop.RequestModel {
+		return w.d.continueAsNew(w.ctx)
+	}
+	return nil
+}
+
+// Interruption is, before a model turn, a history near Temporal's limits
+// (historyFull); then a canceled workflow or a spent deadline.
+func (w *workflowDriver) Interruption(eff loop.Effect) *loop.Failure {
+	if eff.Kind == loop.RequestModel {
+		if f := w.d.historyFull(w.ctx); f != nil {
+			return f
 		}
 	}
+	return w.d.interruption(w.ctx)
+}
+
+// Idle waits for the answers to a paused run; a run that is over, or
+// whose wait ended without them, ends the drive (closing the workflow to
+// answers in the second case).
+func (w *workflowDriver) Idle() (loop.Event, bool, error) {
+	if !w.d.paused() {
+		return loop.Event{}, false, nil
+	}
+	resumed, err := w.d.await(w.ctx)
+	if err != nil || !resumed {
+		w.d.closing, w.awaitErr = true, err
+		return loop.Event{}, false, nil
+	}
+	return loop.Event{Kind: loop.Resumed}, true, nil
+}
+
+// RequestModel runs the model activity.
+func (w *workflowDriver) RequestModel() loop.Event { return w.d.requestModel(w.ctx) }
+
+// ValidateCalls prepares the batch (PrepareActivity).
+func (w *workflowDriver) ValidateCalls() (loop.Event, error) {
+	ev, err := w.d.validate(w.ctx)
+	return ev, w.stopped(err)
+}
+
+// AuthorizeCalls records the prepared decisions when the decider asks for
+// the calls the preparation asked the policy about; else (a remote
+// policy) it runs the policy's activity.
+func (w *workflowDriver) AuthorizeCalls(idx []int) (loop.Event, error) {
+	if p := w.d.prepared; p != nil && p.Decisions != nil && slices.Equal(p.Authorized, idx) {
+		return loop.Event{Kind: loop.PolicyDecided, Decisions: p.Decisions}, nil
+	}
+	return w.d.authorize(w.ctx, idx), nil
+}
+
+// PlanBatch records the prepared plan when the decider asks for the calls
+// it plans; else it runs the planning local activity.
+func (w *workflowDriver) PlanBatch(idx []int) (loop.Event, error) {
+	if p := w.d.prepared; p != nil && p.Plan != nil && slices.Equal(p.Planned, idx) {
+		return loop.Event{Kind: loop.StagePlanned, Plan: p.Plan}, nil
+	}
+	ev, err := w.d.plan(w.ctx, idx)
+	return ev, w.stopped(err)
+}
+
+// ExecuteStage runs an activity per call of the stage.
+func (w *workflowDriver) ExecuteStage(stage int, idx []int) loop.Event {
+	return w.d.execute(w.ctx, stage, idx)
+}
+
+// stopped wraps the error of a local activity that failed for good: the
+// run stopped being driven.
+func (w *workflowDriver) stopped(err error) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("toolloop: run %s stopped being driven: %w", w.d.state.RunID, err)
 }
 
 // paused reports whether the run waits for confirmations.
