@@ -2,6 +2,7 @@ package loop
 
 import (
 	"cmp"
+	"encoding/json"
 	"maps"
 	"slices"
 	"time"
@@ -9,18 +10,18 @@ import (
 	"github.com/toolloop/toolloop/llm"
 )
 
-// Snapshot is what the decider knows about a run except the conversation:
-// counters, budgets used, the open batch and pending calls, the spin
-// detection's window and the keys it refuses twice. A driver that must
-// start again from a compact state rather than from the whole log (a
-// Temporal workflow continuing as new) carries a Snapshot and the log by
-// reference: its size grows only with the run's call IDs and result
-// hashes (tens of bytes a call), not with what the calls returned.
-//
-// A state restored from a snapshot decides exactly as one replayed from
-// the events, but its Messages are empty: the decider only appends to
-// them, and History, which reads them, must come from the log.
-type Snapshot struct {
+// The decider's memory is State, whole: its JSON encoding (MarshalJSON)
+// is what a driver carries when it must start again from a compact state
+// rather than from the whole log (a Temporal workflow continuing as new).
+// It holds everything but the conversation (Messages), whose results may
+// be large, so that its size grows only with the run's call IDs and
+// result hashes (tens of bytes a call). A state decoded from it decides
+// exactly as one replayed from the events (TestStateRoundTrip); History,
+// which reads the conversation, must come from the log.
+
+// stateJSON is State's encoding. Its sets and counters are sorted lists,
+// so that the same state always encodes to the same bytes.
+type stateJSON struct {
 	RunID     string    `json:"run_id,omitempty"`
 	SessionID string    `json:"session_id,omitempty"`
 	Model     string    `json:"model,omitempty"`
@@ -40,49 +41,37 @@ type Snapshot struct {
 	Detail    string    `json:"detail,omitempty"`
 	Stopping  bool      `json:"stopping,omitempty"`
 	Done      bool      `json:"done,omitempty"`
-	// Next is the effect the last event called for.
-	Next Effect `json:"next"`
+	Next      Effect    `json:"next"`
 
-	// CallIDs, sorted, are every call ID of the run.
-	CallIDs []string `json:"call_ids,omitempty"`
-	// WriteKeys and WriteCalls count the requests of each write, by
-	// idempotency key and by call key; Failed holds the call keys that
-	// failed for good.
-	WriteKeys  []KeyCount  `json:"write_keys,omitempty"`
-	WriteCalls []HashCount `json:"write_calls,omitempty"`
-	Failed     []HashKind  `json:"failed,omitempty"`
-	// LastChecks and LastCalls are the previous turn's, Seen (sorted)
-	// the hashes of every result the model has seen, Stale the turns in
-	// a row that brought nothing new.
+	CallIDs    []string       `json:"call_ids,omitempty"`
+	WriteKeys  []keyCount     `json:"write_keys,omitempty"`
+	WriteCalls []hashCount    `json:"write_calls,omitempty"`
+	Failed     []hashKind     `json:"failed,omitempty"`
 	LastChecks []CallCheck    `json:"last_checks,omitempty"`
 	LastCalls  []llm.ToolCall `json:"last_calls,omitempty"`
 	Seen       []uint64       `json:"seen,omitempty"`
 	Stale      int            `json:"stale,omitempty"`
 }
 
-// KeyCount is one write key and how many times it was requested.
-type KeyCount struct {
+type keyCount struct {
 	Key string `json:"k"`
 	N   int    `json:"n"`
 }
 
-// HashCount is one call key and how many times it was requested.
-type HashCount struct {
+type hashCount struct {
 	Key uint64 `json:"k"`
 	N   int    `json:"n"`
 }
 
-// HashKind is one call key and how it failed.
-type HashKind struct {
+type hashKind struct {
 	Key  uint64        `json:"k"`
 	Kind llm.ErrorKind `json:"e"`
 }
 
-// Snapshot returns the state's snapshot. It shares nothing mutable with
-// the state's maps; slices of the open batch are shared, as the state
-// shares them with the events.
-func (s *State) Snapshot() Snapshot {
-	sn := Snapshot{
+// MarshalJSON encodes the decider's memory: the whole state but its
+// conversation (Messages).
+func (s *State) MarshalJSON() ([]byte, error) {
+	j := stateJSON{
 		RunID: s.RunID, SessionID: s.SessionID, Model: s.Model, StartedAt: s.StartedAt, Deadline: s.Deadline,
 		Budgets: s.Budgets, Price: s.Price, Steps: s.Steps, ToolCalls: s.ToolCalls, Usage: s.Usage, Cost: s.Cost,
 		Batch: s.Batch, Pending: s.Pending, Answered: s.Answered, PausedAt: s.PausedAt, Status: s.Status,
@@ -91,52 +80,71 @@ func (s *State) Snapshot() Snapshot {
 		Seen: slices.Sorted(maps.Keys(s.seen)), Stale: s.stale,
 	}
 	for k, n := range s.writeKeys {
-		sn.WriteKeys = append(sn.WriteKeys, KeyCount{k, n})
+		j.WriteKeys = append(j.WriteKeys, keyCount{k, n})
 	}
-	slices.SortFunc(sn.WriteKeys, func(a, b KeyCount) int { return cmp.Compare(a.Key, b.Key) })
+	slices.SortFunc(j.WriteKeys, func(a, b keyCount) int { return cmp.Compare(a.Key, b.Key) })
 	for k, n := range s.writeCalls {
-		sn.WriteCalls = append(sn.WriteCalls, HashCount{k, n})
+		j.WriteCalls = append(j.WriteCalls, hashCount{k, n})
 	}
-	slices.SortFunc(sn.WriteCalls, func(a, b HashCount) int { return cmp.Compare(a.Key, b.Key) })
+	slices.SortFunc(j.WriteCalls, func(a, b hashCount) int { return cmp.Compare(a.Key, b.Key) })
 	for k, e := range s.failed {
-		sn.Failed = append(sn.Failed, HashKind{k, e})
+		j.Failed = append(j.Failed, hashKind{k, e})
 	}
-	slices.SortFunc(sn.Failed, func(a, b HashKind) int { return cmp.Compare(a.Key, b.Key) })
-	return sn
+	slices.SortFunc(j.Failed, func(a, b hashKind) int { return cmp.Compare(a.Key, b.Key) })
+	return json.Marshal(&j)
 }
 
-// Restore rebuilds a state from its snapshot, with no Messages (see
-// Snapshot). The state shares the snapshot's slices.
-func Restore(sn Snapshot) *State {
-	s := &State{
-		RunID: sn.RunID, SessionID: sn.SessionID, Model: sn.Model, StartedAt: sn.StartedAt, Deadline: sn.Deadline,
-		Budgets: sn.Budgets, Price: sn.Price, Steps: sn.Steps, ToolCalls: sn.ToolCalls, Usage: sn.Usage, Cost: sn.Cost,
-		Batch: sn.Batch, Pending: sn.Pending, Answered: sn.Answered, PausedAt: sn.PausedAt, Status: sn.Status,
-		Detail: sn.Detail, Stopping: sn.Stopping, Done: sn.Done, next: sn.Next,
-		lastChecks: sn.LastChecks, lastCalls: sn.LastCalls, stale: sn.Stale,
+// UnmarshalJSON decodes a state encoded by MarshalJSON, with no Messages.
+func (s *State) UnmarshalJSON(b []byte) error {
+	var j stateJSON
+	if err := json.Unmarshal(b, &j); err != nil {
+		return err
+	}
+	*s = State{
+		RunID: j.RunID, SessionID: j.SessionID, Model: j.Model, StartedAt: j.StartedAt, Deadline: j.Deadline,
+		Budgets: j.Budgets, Price: j.Price, Steps: j.Steps, ToolCalls: j.ToolCalls, Usage: j.Usage, Cost: j.Cost,
+		Batch: j.Batch, Pending: j.Pending, Answered: j.Answered, PausedAt: j.PausedAt, Status: j.Status,
+		Detail: j.Detail, Stopping: j.Stopping, Done: j.Done, next: j.Next,
+		lastChecks: j.LastChecks, lastCalls: j.LastCalls, stale: j.Stale,
 	}
 	// A state past its first event has callIDs (Started makes it, the
 	// decider writes into it); the other maps are made on first use.
-	if sn.Next.Kind != "" || len(sn.CallIDs) > 0 {
-		s.callIDs = make(map[string]struct{}, len(sn.CallIDs))
+	if j.Next.Kind != "" || len(j.CallIDs) > 0 {
+		s.callIDs = make(map[string]struct{}, len(j.CallIDs))
 	}
-	for _, id := range sn.CallIDs {
+	for _, id := range j.CallIDs {
 		s.callIDs[id] = struct{}{}
 	}
-	if len(sn.WriteKeys) > 0 || len(sn.WriteCalls) > 0 {
-		s.writeKeys, s.writeCalls = make(map[string]int, len(sn.WriteKeys)), make(map[uint64]int, len(sn.WriteCalls))
+	if len(j.WriteKeys) > 0 || len(j.WriteCalls) > 0 {
+		s.writeKeys, s.writeCalls = make(map[string]int, len(j.WriteKeys)), make(map[uint64]int, len(j.WriteCalls))
 	}
-	for _, kc := range sn.WriteKeys {
+	for _, kc := range j.WriteKeys {
 		s.writeKeys[kc.Key] = kc.N
 	}
-	for _, hc := range sn.WriteCalls {
+	for _, hc := range j.WriteCalls {
 		s.writeCalls[hc.Key] = hc.N
 	}
-	for _, hk := range sn.Failed {
+	for _, hk := range j.Failed {
 		s.fail(hk.Key, hk.Kind)
 	}
-	for _, h := range sn.Seen {
+	for _, h := range j.Seen {
 		s.seeHash(h)
 	}
-	return s
+	return nil
+}
+
+// Due returns the effect the last event called for: where a driver that
+// starts from a decoded state goes on.
+func (s *State) Due() Effect { return s.next }
+
+// ForBatch returns a copy of s without the parts that grow with the
+// run's length, its call IDs and the hashes of the results seen, which
+// deciding on the open batch (its validation and the policy's decisions)
+// does not read: what a driver sends to have a batch prepared elsewhere,
+// the same size each turn. It shares the rest with s, and has no
+// Messages.
+func (s *State) ForBatch() *State {
+	c := *s
+	c.Messages, c.callIDs, c.seen = nil, nil, nil
+	return &c
 }

@@ -594,7 +594,7 @@ type PrepareInput struct {
 	ValidateInput
 	Identity policy.Identity `json:"identity"`
 	// State is the decider's state after the batch's ModelResponded
-	// event (a loop.Snapshot in JSON, a copy that shares nothing with the
+	// event (loop.State's encoding, a copy that shares nothing with the
 	// workflow's); At is the time the workflow stamps the next events
 	// with.
 	State json.RawMessage `json:"state"`
@@ -634,11 +634,10 @@ func (a *Activities) PrepareBatch(ctx context.Context, in PrepareInput) (Prepare
 	if a.cfg.RemotePolicy {
 		return out, nil
 	}
-	var sn loop.Snapshot
-	if err := json.Unmarshal(in.State, &sn); err != nil {
+	s := new(loop.State)
+	if err := json.Unmarshal(in.State, s); err != nil {
 		return PrepareOutput{}, sdktemporal.NewNonRetryableApplicationError(err.Error(), "ToolloopBadInput", nil)
 	}
-	s := loop.Restore(sn)
 	eff := loop.Next(s, &loop.Event{Kind: loop.CallsValidated, Checks: v.Checks, At: in.At})
 	if eff.Kind != loop.AuthorizeCalls || s.Batch == nil {
 		return out, nil

@@ -114,8 +114,8 @@ type RunInput struct {
 }
 
 // Continuation is what a run carries into the workflow run that continues
-// it as new: its log, by reference, and the decider's state without the
-// conversation (loop.Snapshot), so that what a continuation adds to the
+// it as new: its log, by reference, and the decider's state, whose
+// encoding leaves the conversation out (see loop.State), so that what a continuation adds to the
 // history does not grow with the run's results: the new workflow run
 // reads none of the log back.
 type Continuation struct {
@@ -125,10 +125,11 @@ type Continuation struct {
 	Events int `json:"events"`
 	// Times counts the continuations so far, this one included.
 	Times int `json:"times"`
-	// State is the decider's state after the log's last event. A
-	// continuation made by a version of this package that carried no
-	// state (nil) is rebuilt from the log, read back page by page.
-	State *loop.Snapshot `json:"state,omitempty"`
+	// State is the decider's state after the log's last event, without
+	// the conversation (loop.State's encoding). A continuation made by a
+	// version of this package that carried no state (nil) is rebuilt from
+	// the log, read back page by page.
+	State *loop.State `json:"state,omitempty"`
 }
 
 // RunOutput is how a run ended, small whatever the run's length: status,
@@ -332,7 +333,7 @@ func newDriver(ctx workflow.Context, in RunInput) (*driver, error) {
 		}
 		d.head, d.continued = c.Log, c.Times
 		if c.State != nil {
-			d.state, d.base = *loop.Restore(*c.State), c.Events
+			d.state, d.base = *c.State, c.Events
 		}
 	}
 	return d, nil
@@ -430,7 +431,7 @@ func (d *driver) append(ev loop.Event) loop.Effect {
 func (d *driver) run(ctx workflow.Context) (RunOutput, error) {
 	var eff loop.Effect
 	if c := d.in.Continued; c != nil && c.State != nil {
-		eff = c.State.Next
+		eff = d.state.Due()
 	} else if c != nil {
 		var err error
 		if eff, err = d.reload(ctx); err != nil {
@@ -852,15 +853,14 @@ func cause(err error) string {
 // workflow task and two dispatches.
 func (d *driver) validate(ctx workflow.Context) (loop.Event, error) {
 	b := d.state.Batch
-	snap := d.state.Snapshot()
 	// The copy's path (validation, then the policy's decisions) reads
 	// neither the run's call IDs nor the results seen, the parts of the
-	// state that grow with the run: leaving them out keeps this encoding
-	// the same size each turn. Were the copy ever to decide otherwise,
-	// the workflow's decider would ask for other calls and the prepared
-	// answers would go unused (see run), not be recorded.
-	snap.CallIDs, snap.Seen = nil, nil
-	state, err := json.Marshal(&snap)
+	// state that grow with the run: leaving them out (ForBatch) keeps this
+	// encoding the same size each turn. Were the copy ever to decide
+	// otherwise, the workflow's decider would ask for other calls and the
+	// prepared answers would go unused (see workflowDriver), not be
+	// recorded.
+	state, err := json.Marshal(d.state.ForBatch())
 	if err != nil {
 		return loop.Event{}, fmt.Errorf("encoding the decider's state: %w", err)
 	}
