@@ -519,8 +519,12 @@ func (s *State) Result(events []Event) *Result {
 	return res
 }
 
-func contextFailure(ctx context.Context) *Failure {
-	err := ctx.Err()
+func contextFailure(ctx context.Context) *Failure { return ContextFailure(ctx.Err()) }
+
+// ContextFailure is the failure of a run interrupted because its context
+// ended with err (nil: none): canceled, or past its deadline. Every
+// driver words an interruption so, whatever its context is.
+func ContextFailure(err error) *Failure {
 	switch {
 	case err == nil:
 		return nil

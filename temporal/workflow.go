@@ -1,6 +1,7 @@
 package temporal
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -647,11 +648,10 @@ func (d *driver) finishPaused(ctx workflow.Context, werr error) (RunOutput, erro
 // the workflow was canceled, or the run's time is spent.
 func (d *driver) interruption(ctx workflow.Context) *loop.Failure {
 	if ctx.Err() != nil {
-		return &loop.Failure{Kind: loop.FailCanceled, Message: "the workflow was canceled"}
+		return loop.ContextFailure(context.Canceled)
 	}
 	if left, ok := remaining(d.state.Deadline, workflow.Now(ctx)); ok && left <= 0 {
-		f := deadlineFailure
-		return &f
+		return loop.ContextFailure(context.DeadlineExceeded)
 	}
 	return nil
 }
@@ -683,9 +683,6 @@ const maxModelInputNew = 512 << 10
 // not it, since a streamed turn may last longer than it may be quiet.
 const modelActivityBound = 24 * time.Hour
 
-// deadlineFailure is the failure of an activity cut short by the run's
-// deadline.
-var deadlineFailure = loop.Failure{Kind: loop.FailDeadline, Message: "the deadline passed"}
 
 // cutByDeadline reports whether an activity failed because the run's
 // deadline bounded it.
@@ -778,8 +775,7 @@ func (d *driver) requestModel(ctx workflow.Context) loop.Event {
 		return loop.Event{Kind: loop.ModelFailed, Failure: f, Latency: latency, Attempts: attempts}
 	}
 	if d.cutByDeadline(ctx, err, byDeadline) {
-		f := deadlineFailure
-		return loop.Event{Kind: loop.ModelFailed, Failure: &f, Latency: latency, Attempts: attempts}
+		return loop.Event{Kind: loop.ModelFailed, Failure: loop.ContextFailure(context.DeadlineExceeded), Latency: latency, Attempts: attempts}
 	}
 	partial := partialOf(err)
 	return loop.Event{Kind: loop.ModelFailed, Latency: latency, Attempts: attempts, Response: partial,
@@ -958,8 +954,7 @@ func (d *driver) execute(ctx workflow.Context, stage int, idx []int) loop.Event 
 	if f := d.interruption(ctx); f != nil {
 		ev.Failure = f
 	} else if cut {
-		f := deadlineFailure
-		ev.Failure = &f
+		ev.Failure = loop.ContextFailure(context.DeadlineExceeded)
 	}
 	return ev
 }
@@ -988,6 +983,14 @@ func (d *driver) failedCall(ctx workflow.Context, c CallInput, err error, late b
 		r.Status, r.ErrorKind = llm.StatusSkipped, llm.ErrCanceled
 		r.Content = llm.ErrorContent(r.ErrorKind, "the run ended before this call finished")
 		o.StopRun = true
+		// As in process, where the executor's one attempt ends with the
+		// run's context: the outcome says why the run ended, not how
+		// Temporal reported the activity.
+		why := error(context.Canceled)
+		if f := d.interruption(ctx); late || (f != nil && f.Kind == loop.FailDeadline) {
+			why = context.DeadlineExceeded
+		}
+		o.Attempts, o.Err = 1, loop.ContextFailure(why).Message
 	case c.IdempotencyKey != "":
 		r.Status, r.ErrorKind = llm.StatusSkipped, executor.ErrOutcomeUnknown
 		r.Content = llm.ErrorContent(r.ErrorKind, fmt.Sprintf(
