@@ -12,9 +12,9 @@ import (
 	"go.temporal.io/sdk/converter"
 	sdktemporal "go.temporal.io/sdk/temporal"
 
+	"github.com/toolloop/toolloop/examples/orders"
 	"github.com/toolloop/toolloop/llm"
 	"github.com/toolloop/toolloop/loop"
-	"github.com/toolloop/toolloop/examples/orders"
 	"github.com/toolloop/toolloop/store"
 	"github.com/toolloop/toolloop/temporal"
 	tsandbox "github.com/toolloop/toolloop/temporal/sandbox"

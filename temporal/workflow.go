@@ -683,7 +683,6 @@ const maxModelInputNew = 512 << 10
 // not it, since a streamed turn may last longer than it may be quiet.
 const modelActivityBound = 24 * time.Hour
 
-
 // cutByDeadline reports whether an activity failed because the run's
 // deadline bounded it.
 func (d *driver) cutByDeadline(ctx workflow.Context, err error, byDeadline bool) bool {
