@@ -651,8 +651,7 @@ func (a *Activities) PrepareBatch(ctx context.Context, in PrepareInput) (Prepare
 		// not allow.
 		decisions = make([]policy.Decision, len(in.Calls))
 		for _, i := range eff.Calls {
-			decisions[i] = policy.Decision{Verdict: policy.Deny, Rule: "policy_error",
-				Reason: "the policy engine failed: " + err.Error()}
+			decisions[i] = loop.PolicyFailure(err.Error())
 		}
 	}
 	out.Authorized, out.Decisions = eff.Calls, decisions

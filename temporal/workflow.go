@@ -894,8 +894,7 @@ func (d *driver) authorize(ctx workflow.Context, idx []int) loop.Event {
 		// allow.
 		decisions = make([]policy.Decision, len(b.Calls))
 		for _, i := range idx {
-			decisions[i] = policy.Decision{Verdict: policy.Deny, Rule: "policy_error",
-				Reason: "the policy engine failed: " + cause(err)}
+			decisions[i] = loop.PolicyFailure(cause(err))
 		}
 	}
 	return loop.Event{Kind: loop.PolicyDecided, Decisions: decisions}
