@@ -42,9 +42,11 @@ type Config struct {
 	// then is abandoned (its context ends) and counts as a retryable
 	// failure (llm.ErrorTimeout), so that a hung request cannot spend the
 	// whole run's deadline. A streamed request is bounded by the time it
-	// goes quiet instead: the wait for its first delta, and for each
-	// delta after, so that a long turn that keeps coming is never cut off
-	// while a stalled connection is (the run's deadline bounds the whole).
+	// goes quiet instead: the wait for its first delta with something to
+	// show, and for each one after (a usage report alone is not heard), so
+	// that a long turn that keeps coming is never cut off while a stalled
+	// connection is (the run's deadline bounds the whole); a turn already
+	// complete when its connection stalls is kept (see ModelTurn).
 	// Default DefaultModelTimeout; negative for none.
 	ModelTimeout time.Duration
 	// Stream makes the run ask a model that can stream (an
