@@ -34,8 +34,9 @@ type Config struct {
 	// executor's MaxParallel.
 	Planner executor.Planner
 	// ModelRetries is how many times a retryable model failure is tried
-	// again (default 2; negative for never). ModelRetryBackoff is the first
-	// wait, doubled each time (default 500ms).
+	// again (default DefaultModelRetries; negative for never).
+	// ModelRetryBackoff is the first wait, doubled each time (default
+	// DefaultModelRetryBackoff).
 	ModelRetries      int
 	ModelRetryBackoff time.Duration
 	// ModelTimeout bounds one model request: one that has not answered by
@@ -166,12 +167,12 @@ func NewRunner(cfg Config) (*Runner, error) {
 	}
 	switch {
 	case r.cfg.ModelRetries == 0:
-		r.cfg.ModelRetries = 2
+		r.cfg.ModelRetries = DefaultModelRetries
 	case r.cfg.ModelRetries < 0:
 		r.cfg.ModelRetries = 0
 	}
 	if r.cfg.ModelRetryBackoff <= 0 {
-		r.cfg.ModelRetryBackoff = 500 * time.Millisecond
+		r.cfg.ModelRetryBackoff = DefaultModelRetryBackoff
 	}
 	if r.cfg.ModelTimeout == 0 {
 		r.cfg.ModelTimeout = DefaultModelTimeout

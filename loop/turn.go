@@ -14,6 +14,15 @@ import (
 // reasoning model's slow turn, short against a run's default deadline.
 const DefaultModelTimeout = 5 * time.Minute
 
+// DefaultModelRetries and DefaultModelRetryBackoff are the defaults of
+// Config.ModelRetries and Config.ModelRetryBackoff: how many times a
+// retryable model failure is tried again, and the first wait, doubled
+// each time.
+const (
+	DefaultModelRetries      = 2
+	DefaultModelRetryBackoff = 500 * time.Millisecond
+)
+
 // MaxModelRetryWait caps one wait between model attempts, whatever a
 // provider's Retry-After asks; the run's deadline bounds the total.
 const MaxModelRetryWait = 30 * time.Second

@@ -204,11 +204,12 @@ type EventsPage struct {
 	Limit int `json:"limit,omitempty"`
 }
 
-// Defaults of RunInput.
+// Defaults of RunInput; those of the model turn are loop's, the same in
+// process and on Temporal.
 const (
 	DefaultModelTimeout         = loop.DefaultModelTimeout
-	DefaultModelRetries         = 2
-	DefaultModelRetryBackoff    = 500 * time.Millisecond
+	DefaultModelRetries         = loop.DefaultModelRetries
+	DefaultModelRetryBackoff    = loop.DefaultModelRetryBackoff
 	DefaultToolActivityAttempts = 3
 	DefaultToolHeartbeat        = 10 * time.Second
 	DefaultModelHeartbeat       = 15 * time.Second
