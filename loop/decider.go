@@ -79,7 +79,7 @@ type Batch struct {
 // by replaying the run's events, which is what makes a log a checkpoint.
 // Its JSON encoding (MarshalJSON, through a pointer) is the decider's
 // whole memory but the conversation: what a driver carries instead of the
-// log (see snapshot.go).
+// log (see memory.go).
 type State struct {
 	RunID     string
 	SessionID string
