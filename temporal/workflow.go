@@ -116,9 +116,9 @@ type RunInput struct {
 
 // Continuation is what a run carries into the workflow run that continues
 // it as new: its log, by reference, and the decider's state, whose
-// encoding leaves the conversation out (see loop.State), so that what a continuation adds to the
-// history does not grow with the run's results: the new workflow run
-// reads none of the log back.
+// encoding leaves the conversation out (see loop.State), so that what a
+// continuation adds to the history does not grow with the run's results:
+// the new workflow run reads none of the log back.
 type Continuation struct {
 	// Log is the digest of the log's last segment in the blob store.
 	Log string `json:"log"`
