@@ -313,3 +313,35 @@ func TestModelActivityQuietTime(t *testing.T) {
 			out.Status, out.Detail, res.Answer(), starts)
 	}
 }
+
+// A provider that asks to wait past the run's deadline (Retry-After) ends
+// the run at once with model_error naming the wait, on Temporal as in
+// process: the shared handler (loop.ModelTurn) judges the wait against the
+// activity's context, which the run's remaining time bounds. Before,
+// Temporal found the retry's delay past the run's time and gave up with a
+// bare "rate limited", saying nothing of the wait.
+func TestModelActivityRetryAfterBeyondDeadline(t *testing.T) {
+	reg, err := tool.NewRegistry()
+	if err != nil {
+		t.Fatal(err)
+	}
+	limited := llm.ModelFunc(func(context.Context, *llm.Request) (*llm.Response, error) {
+		return nil, &llm.Error{Kind: llm.ErrorRateLimited, StatusCode: 429, Retryable: true, RetryAfter: time.Hour,
+			Err: errors.New("rate limited")}
+	})
+	acts, err := temporal.NewActivities(temporal.Config{Model: limited, Tools: reg, Blobs: store.NewMemory()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	starts := 0
+	out := runInTestEnv(t, acts, temporal.RunInput{RunID: "run-retry-after", Model: "scripted",
+		Messages: []llm.Message{llm.UserMessage("hi")}, Budgets: loop.Budgets{Deadline: 10 * time.Second}},
+		func(info *activity.Info, _ converter.EncodedValues) {
+			if info.ActivityType.Name == temporal.ModelActivity {
+				starts++
+			}
+		})
+	if out.Status != loop.ModelError || starts != 1 || !strings.Contains(out.Detail, "Retry-After") {
+		t.Fatalf("status %s (%s), %d model activities; want model_error naming the wait, asked once", out.Status, out.Detail, starts)
+	}
+}
