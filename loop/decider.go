@@ -77,6 +77,9 @@ type Batch struct {
 
 // State is everything the decider knows about a run. It is rebuilt exactly
 // by replaying the run's events, which is what makes a log a checkpoint.
+// Its JSON encoding (MarshalJSON, through a pointer) is the decider's
+// whole memory but the conversation: what a driver carries instead of the
+// log (see memory.go).
 type State struct {
 	RunID     string
 	SessionID string

@@ -32,9 +32,13 @@
 // paused call, Continue does both without a store. On a store with run
 // leases (store.Leaser) one driver at a time drives a run: the others are
 // refused with a *store.LeaseHeldError naming it. A Temporal workflow
-// (package temporal) drives the same decider. Both drivers do the work
-// behind the effects with the same handlers: CheckCalls, Authorize,
-// PlanCalls and StageCalls, then executor.Executor.Run. Observers see each
+// (package temporal) drives the same decider. Both drivers run the same
+// loop, Drive, each implementing Driver to say how an effect's I/O
+// happens, and do the work behind the effects with the same handlers:
+// ModelTurn, CheckCalls, Authorize, PlanCalls and StageCalls, then
+// executor.Executor.Run. The decider's memory is State, whose JSON
+// encoding a driver carries when it starts again from it rather than from
+// the log (a Temporal continuation). Observers see each
 // event as it is appended; they change nothing in the run or its log.
 //
 // The Runner streams a model that can (llm.StreamingModel) when

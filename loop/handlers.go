@@ -100,11 +100,18 @@ func Authorize(ctx context.Context, p policy.Policy, who policy.Identity, tools 
 			if ctx.Err() != nil {
 				return nil, ctx.Err()
 			}
-			dec = policy.Decision{Verdict: policy.Deny, Rule: "policy_error", Reason: "the policy engine failed: " + err.Error()}
+			dec = PolicyFailure(err.Error())
 		}
 		decisions[i] = dec
 	}
 	return decisions, nil
+}
+
+// PolicyFailure is the decision on a call the policy could not decide
+// (it failed saying why): a denial, since a policy that cannot decide
+// does not allow. Every driver fails closed with it.
+func PolicyFailure(why string) policy.Decision {
+	return policy.Decision{Verdict: policy.Deny, Rule: "policy_error", Reason: "the policy engine failed: " + why}
 }
 
 // PlanCalls plans the calls of a batch listed in idx (a PlanBatch effect)

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"sync/atomic"
 	"time"
 
 	"github.com/toolloop/toolloop/executor"
@@ -35,17 +34,20 @@ type Config struct {
 	// executor's MaxParallel.
 	Planner executor.Planner
 	// ModelRetries is how many times a retryable model failure is tried
-	// again (default 2; negative for never). ModelRetryBackoff is the first
-	// wait, doubled each time (default 500ms).
+	// again (default DefaultModelRetries; negative for never).
+	// ModelRetryBackoff is the first wait, doubled each time (default
+	// DefaultModelRetryBackoff).
 	ModelRetries      int
 	ModelRetryBackoff time.Duration
 	// ModelTimeout bounds one model request: one that has not answered by
 	// then is abandoned (its context ends) and counts as a retryable
 	// failure (llm.ErrorTimeout), so that a hung request cannot spend the
 	// whole run's deadline. A streamed request is bounded by the time it
-	// goes quiet instead: the wait for its first delta, and for each
-	// delta after, so that a long turn that keeps coming is never cut off
-	// while a stalled connection is (the run's deadline bounds the whole).
+	// goes quiet instead: the wait for its first delta with something to
+	// show, and for each one after (a usage report alone is not heard), so
+	// that a long turn that keeps coming is never cut off while a stalled
+	// connection is (the run's deadline bounds the whole); a turn already
+	// complete when its connection stalls is kept (see ModelTurn).
 	// Default DefaultModelTimeout; negative for none.
 	ModelTimeout time.Duration
 	// Stream makes the run ask a model that can stream (an
@@ -173,12 +175,12 @@ func NewRunner(cfg Config) (*Runner, error) {
 	}
 	switch {
 	case r.cfg.ModelRetries == 0:
-		r.cfg.ModelRetries = 2
+		r.cfg.ModelRetries = DefaultModelRetries
 	case r.cfg.ModelRetries < 0:
 		r.cfg.ModelRetries = 0
 	}
 	if r.cfg.ModelRetryBackoff <= 0 {
-		r.cfg.ModelRetryBackoff = 500 * time.Millisecond
+		r.cfg.ModelRetryBackoff = DefaultModelRetryBackoff
 	}
 	if r.cfg.ModelTimeout == 0 {
 		r.cfg.ModelTimeout = DefaultModelTimeout
@@ -409,26 +411,8 @@ func (d *drive) run(ctx context.Context, runID string, deadline time.Duration, f
 	if ro, ok := d.r.cfg.Observer.(ResumeObserver); ok && first.Kind == Resumed {
 		ro.ObserveResume(ctx, d.log[:d.observed])
 	}
-	eff := d.emit(first)
-	for eff.Kind != None {
-		if eff.Kind == ExecuteStage || (eff.Kind == RequestModel && d.flushed == 0) {
-			// What the run learned so far is on disk before a tool acts on
-			// the world: one commit per step. (The run is recorded before
-			// its first model request too, so that it can be listed.) A
-			// crash between a stage and the next commit runs that stage
-			// again on resume: reads repeat harmlessly and writes go
-			// through the idempotency ledger.
-			if err := d.flush(); err != nil {
-				return nil, err
-			}
-		}
-		if eff.Kind != Stop {
-			if f := contextFailure(ctx); f != nil {
-				eff = d.emit(Event{Kind: Interrupted, Failure: f})
-				continue
-			}
-		}
-		eff = d.emit(d.perform(ctx, eff))
+	if err := Drive(d, d.Append(first)); err != nil {
+		return nil, err
 	}
 	if err := d.flush(); err != nil {
 		return nil, err
@@ -437,51 +421,74 @@ func (d *drive) run(ctx context.Context, runID string, deadline time.Duration, f
 	return res, res.Err()
 }
 
-// perform does what eff asks and returns the event that records it.
-func (d *drive) perform(ctx context.Context, eff Effect) Event {
-	s, cfg := &d.state, &d.r.cfg
-	switch eff.Kind {
-	case RequestModel:
-		return d.requestModel(ctx)
-	case ValidateCalls:
-		return Event{Kind: CallsValidated, Checks: CheckCalls(cfg.Tools, s.Batch.Calls, s.Budgets.ArgumentLimits(), s.RunID, cfg.RequestID)}
-	case AuthorizeCalls:
-		decisions, err := Authorize(ctx, cfg.Policy, cfg.Identity, cfg.Tools, s.Batch.Calls, eff.Calls)
-		if err != nil {
-			if f := contextFailure(ctx); f != nil {
-				return Event{Kind: Interrupted, Failure: f}
-			}
-			return driverError(err.Error())
-		}
-		return Event{Kind: PolicyDecided, Decisions: decisions}
-	case PlanBatch:
-		p, err := PlanCalls(cfg.Planner, cfg.Tools, s.Batch.Calls, eff.Calls, s.Batch.Approved)
-		if err != nil {
-			return driverError(err.Error())
-		}
-		return Event{Kind: StagePlanned, Plan: &p}
-	case ExecuteStage:
-		outs := cfg.Executor.RunStageWatched(ctx, StageCalls(s, eff.Calls, cfg.Tools), d.stageWatch(ctx, eff.Stage, eff.Calls))
-		return Event{Kind: StageFinished, Stage: eff.Stage, Outcomes: outs, Failure: contextFailure(ctx)}
-	case Stop:
-		// The decider said stop on the event before: the run stops now.
-		return Event{Kind: Stopped, Status: eff.Status, Detail: eff.Detail}
+// The drive is the in-process Driver: it performs each effect on the
+// goroutine that drives the run.
+var _ Driver = (*drive)(nil)
+
+// Commit stores what the run learned so far before a tool acts on the
+// world: one commit per step. (The run is recorded before its first model
+// request too, so that it can be listed.) A crash between a stage and the
+// next commit runs that stage again on resume: reads repeat harmlessly
+// and writes go through the idempotency ledger.
+func (d *drive) Commit(eff Effect) error {
+	if eff.Kind == ExecuteStage || (eff.Kind == RequestModel && d.flushed == 0) {
+		return d.flush()
 	}
-	return driverError("unknown effect " + string(eff.Kind))
+	return nil
 }
 
-// driverError is the event of a driver that cannot do what the decider
-// asked: the run stops with model_error, saying so.
-func driverError(msg string) Event {
-	return Event{Kind: Interrupted, Failure: &Failure{Kind: FailModel, Message: "driver error: " + msg}}
+// Interruption is the run's context's end: canceled, or past its deadline.
+func (d *drive) Interruption(Effect) *Failure { return contextFailure(d.ctx) }
+
+// Idle ends the drive: a run paused for confirmation goes on in another
+// one (Resume, Continue).
+func (d *drive) Idle() (Event, bool, error) { return Event{}, false, nil }
+
+// RequestModel asks the model for the next turn (requestModel).
+func (d *drive) RequestModel() Event { return d.requestModel(d.ctx) }
+
+// ValidateCalls checks the batch's calls (CheckCalls).
+func (d *drive) ValidateCalls() (Event, error) {
+	s, cfg := &d.state, &d.r.cfg
+	return Event{Kind: CallsValidated, Checks: CheckCalls(cfg.Tools, s.Batch.Calls, s.Budgets.ArgumentLimits(), s.RunID, cfg.RequestID)}, nil
 }
 
-// emit appends ev to the log, numbered and stamped, and hands it to the
+// AuthorizeCalls asks the policy (Authorize).
+func (d *drive) AuthorizeCalls(idx []int) (Event, error) {
+	s, cfg := &d.state, &d.r.cfg
+	decisions, err := Authorize(d.ctx, cfg.Policy, cfg.Identity, cfg.Tools, s.Batch.Calls, idx)
+	if err != nil {
+		if f := contextFailure(d.ctx); f != nil {
+			return Event{Kind: Interrupted, Failure: f}, nil
+		}
+		return driverError(err.Error()), nil
+	}
+	return Event{Kind: PolicyDecided, Decisions: decisions}, nil
+}
+
+// PlanBatch plans the calls (PlanCalls).
+func (d *drive) PlanBatch(idx []int) (Event, error) {
+	s, cfg := &d.state, &d.r.cfg
+	p, err := PlanCalls(cfg.Planner, cfg.Tools, s.Batch.Calls, idx, s.Batch.Approved)
+	if err != nil {
+		return driverError(err.Error()), nil
+	}
+	return Event{Kind: StagePlanned, Plan: &p}, nil
+}
+
+// ExecuteStage runs the stage's calls through the executor (StageCalls).
+func (d *drive) ExecuteStage(stage int, idx []int) Event {
+	s, cfg := &d.state, &d.r.cfg
+	outs := cfg.Executor.RunStageWatched(d.ctx, StageCalls(s, idx, cfg.Tools), d.stageWatch(d.ctx, stage, idx))
+	return Event{Kind: StageFinished, Stage: stage, Outcomes: outs, Failure: contextFailure(d.ctx)}
+}
+
+// Append appends ev to the log, numbered and stamped, and hands it to the
 // decider; without a store it is committed at once and shown to the
 // observer. Every event is stamped by Config.Now when it is appended (a
 // model response when it arrived), the same with or without an observer
 // or a store: neither reads the clock.
-func (d *drive) emit(ev Event) Effect {
+func (d *drive) Append(ev Event) Effect {
 	ev.Seq = len(d.log) + 1
 	if ev.At.IsZero() {
 		ev.At = d.r.cfg.Now()
@@ -527,8 +534,12 @@ func (s *State) Result(events []Event) *Result {
 	return res
 }
 
-func contextFailure(ctx context.Context) *Failure {
-	err := ctx.Err()
+func contextFailure(ctx context.Context) *Failure { return ContextFailure(ctx.Err()) }
+
+// ContextFailure is the failure of a run interrupted because its context
+// ended with err (nil: none): canceled, or past its deadline. Every
+// driver words an interruption so, whatever its context is.
+func ContextFailure(err error) *Failure {
 	switch {
 	case err == nil:
 		return nil
@@ -538,70 +549,30 @@ func contextFailure(ctx context.Context) *Failure {
 	return &Failure{Kind: FailCanceled, Message: err.Error()}
 }
 
-// DefaultModelTimeout is Config.ModelTimeout's default: long enough for a
-// reasoning model's slow turn, short against a run's default deadline.
-const DefaultModelTimeout = 5 * time.Minute
-
-// maxModelRetryWait caps one wait between model attempts, whatever a
-// provider's Retry-After asks; the run's deadline bounds the total.
-const maxModelRetryWait = 30 * time.Second
-
-// requestModel asks the model for the next turn, retrying what the
-// provider says may succeed later. The request is the turn's own: the
-// model may keep it (see llm.Model). A model that streams is streamed
-// when Config.Stream asks for it; a stream is retried like a request
-// while it has shown nothing, and never after (see Config.Stream).
+// requestModel asks the model for the next turn (ModelTurn), retrying
+// what the provider says may succeed later. The request is the turn's
+// own: the model may keep it (see llm.Model). A model that streams is
+// streamed when Config.Stream asks for it; a stream is retried like a
+// request while it has shown nothing, and never after (see Config.Stream).
 func (d *drive) requestModel(ctx context.Context) Event {
 	s, cfg := &d.state, &d.r.cfg
 	req := &llm.Request{Model: cfg.ModelName, Messages: slices.Clip(s.Messages), Tools: cfg.Tools.Definitions(), Step: s.Steps + 1}
-	sm, streams := cfg.Model.(llm.StreamingModel)
-	streams = streams && cfg.Stream
+	o := TurnOptions{Stream: cfg.Stream, Timeout: cfg.ModelTimeout}
+	if watch := cfg.Watch; watch != nil {
+		o.OnDelta = func(delta llm.Delta) { watch(ctx, Update{Kind: UpdateDelta, Step: req.Step, Delta: delta}) }
+	}
 	start := cfg.Now()
 	wait := cfg.ModelRetryBackoff
 	for attempt := 1; ; attempt++ {
-		var resp *llm.Response
-		var err error
-		if streams {
-			resp, err = d.stream(ctx, sm, req)
-		} else {
-			resp, err = d.generate(ctx, req)
-		}
-		if err == nil && resp == nil {
-			err = errors.New("the model client returned neither a response nor an error")
-		}
+		resp, err := ModelTurn(ctx, cfg.Model, req, o)
 		if err == nil {
 			end := cfg.Now()
 			return Event{Kind: ModelResponded, At: end, Latency: end.Sub(start), Response: resp, Attempts: attempt}
 		}
 		f := contextFailure(ctx)
-		if streams && resp != nil {
-			// The stream broke after it began: what it showed stays in
-			// the log, and a retry would show something else.
-			if f == nil {
-				f = modelFailure(attempt, err)
-				if f.Kind == FailModel {
-					f.Message = fmt.Sprintf("the model's reply broke off after it began streaming (a stream is not retried once it has shown something): %v", err)
-				}
-			}
-			end := cfg.Now()
-			return Event{Kind: ModelFailed, At: end, Latency: end.Sub(start), Attempts: attempt, Failure: f, Response: resp}
-		}
-		var me *llm.Error
-		if f == nil && errors.As(err, &me) {
-			// A provider that asks to wait past the run's deadline ends
-			// the run now, saying so, rather than at the deadline with
-			// nothing but "context deadline exceeded".
-			if c := llm.CheckRetryAfter(ctx, me); c != me {
-				err = c
-			}
-		}
-		if f == nil && llm.IsRetryable(err) && attempt <= cfg.ModelRetries {
-			w := wait
-			if errors.As(err, &me) && me.RetryAfter > w {
-				w = me.RetryAfter
-			}
+		if f == nil && resp == nil && llm.IsRetryable(err) && attempt <= cfg.ModelRetries {
+			t := time.NewTimer(ModelRetryWait(err, wait))
 			wait *= 2
-			t := time.NewTimer(min(w, maxModelRetryWait))
 			select {
 			case <-ctx.Done():
 				t.Stop()
@@ -611,110 +582,13 @@ func (d *drive) requestModel(ctx context.Context) Event {
 			}
 		}
 		if f == nil {
-			f = modelFailure(attempt, err)
+			// A stream that broke after it began keeps what it showed in
+			// the log (resp): a retry would show something else.
+			f = ModelFailure(attempt, err, resp != nil)
 		}
 		end := cfg.Now()
-		return Event{Kind: ModelFailed, At: end, Latency: end.Sub(start), Attempts: attempt, Failure: f}
+		return Event{Kind: ModelFailed, At: end, Latency: end.Sub(start), Attempts: attempt, Failure: f, Response: resp}
 	}
-}
-
-// modelFailure is the failure of a model request that will not be tried
-// again: a reply that broke its provider's protocol (llm.ErrorProtocol)
-// is a protocol failure, anything else a model failure.
-func modelFailure(attempt int, err error) *Failure {
-	var me *llm.Error
-	if errors.As(err, &me) && me.Kind == llm.ErrorProtocol {
-		return &Failure{Kind: FailProtocol, Message: fmt.Sprintf("the model's reply broke its protocol (attempt %d): %v", attempt, err)}
-	}
-	return &Failure{Kind: FailModel, Message: fmt.Sprintf("model request failed after %d attempt(s): %v", attempt, err)}
-}
-
-// generate makes one model request under Config.ModelTimeout. A request
-// that fails because that time ran out, rather than the run's, is a
-// retryable llm.ErrorTimeout.
-func (d *drive) generate(ctx context.Context, req *llm.Request) (*llm.Response, error) {
-	timeout := d.r.cfg.ModelTimeout
-	if timeout <= 0 {
-		return d.r.cfg.Model.Generate(ctx, req)
-	}
-	actx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	resp, err := d.r.cfg.Model.Generate(actx, req)
-	if err != nil && ctx.Err() == nil && errors.Is(actx.Err(), context.DeadlineExceeded) {
-		err = &llm.Error{Kind: llm.ErrorTimeout, Retryable: true,
-			Err: fmt.Errorf("the model did not answer within %v (the model request timeout): %w", timeout, err)}
-	}
-	return resp, err
-}
-
-// stream makes one streamed model request, shows each delta to
-// Config.Watch as it is accepted, and assembles the turn. It returns the
-// turn; or the error with no response when the stream failed before its
-// first delta, and with what it had received when it failed after. The
-// request's context ends when the stream has been quiet for
-// Config.ModelTimeout, which is then a retryable llm.ErrorTimeout (a
-// stream that had begun is not retried all the same). Leaving the range
-// loop early, on a refused delta or an ended context, is how the adapter
-// learns to close the connection (see llm.StreamingModel).
-func (d *drive) stream(ctx context.Context, m llm.StreamingModel, req *llm.Request) (*llm.Response, error) {
-	timeout, watch := d.r.cfg.ModelTimeout, d.r.cfg.Watch
-	sctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var idle *time.Timer
-	var quiet atomic.Bool
-	if timeout > 0 {
-		idle = time.AfterFunc(timeout, func() { quiet.Store(true); cancel() })
-		defer idle.Stop()
-	}
-	var acc llm.Accumulator
-	var err error
-	for delta, derr := range m.Stream(sctx, req) {
-		if derr == nil {
-			derr = acc.Add(delta)
-		}
-		if derr != nil {
-			err = derr
-			break
-		}
-		if watch != nil {
-			if idle != nil {
-				// The watcher's time is not the stream's.
-				idle.Stop()
-			}
-			watch(ctx, Update{Kind: UpdateDelta, Step: req.Step, Delta: delta})
-		}
-		if err = sctx.Err(); err != nil && !acc.Finished() {
-			// The run ended, or the stream went quiet too long, and the
-			// adapter has not noticed: stop reading, which closes it.
-			break
-		}
-		err = nil
-		if idle != nil {
-			idle.Reset(timeout)
-		}
-	}
-	if err == nil && acc.Finished() {
-		// Whatever ended meanwhile, the turn is complete.
-		return acc.Response(), nil
-	}
-	switch {
-	case ctx.Err() != nil:
-		if err == nil {
-			err = ctx.Err()
-		}
-	case quiet.Load():
-		if err == nil {
-			err = context.DeadlineExceeded
-		}
-		err = &llm.Error{Kind: llm.ErrorTimeout, Retryable: true,
-			Err: fmt.Errorf("the model sent nothing for %v (the model request timeout): %w", timeout, err)}
-	case err == nil:
-		err = &llm.Error{Kind: llm.ErrorProtocol, Err: errors.New("inconsistent stream: the stream ended without a finish")}
-	}
-	if !acc.Started() {
-		return nil, err
-	}
-	return acc.Response(), err
 }
 
 func randomID() string {

@@ -451,3 +451,70 @@ func TestWatchAcrossConfirmation(t *testing.T) {
 		t.Errorf("resumed run's updates\n%s\nwant\n%s", got, want)
 	}
 }
+
+// lingering streams its deltas and then does not end: it sends a usage
+// report every usageEvery, or (zero) stays silent, until its context ends,
+// as a server may that keeps its connection open.
+type lingering struct {
+	deltas     []llm.Delta
+	usageEvery time.Duration
+}
+
+func (m *lingering) Generate(context.Context, *llm.Request) (*llm.Response, error) {
+	return nil, errors.New("lingering only streams")
+}
+
+func (m *lingering) Stream(ctx context.Context, _ *llm.Request) iter.Seq2[llm.Delta, error] {
+	return func(yield func(llm.Delta, error) bool) {
+		for _, d := range m.deltas {
+			if !yield(d, nil) {
+				return
+			}
+		}
+		for {
+			var tick <-chan time.Time
+			if m.usageEvery > 0 {
+				tick = time.After(m.usageEvery)
+			}
+			select {
+			case <-ctx.Done():
+				yield(llm.Delta{}, ctx.Err())
+				return
+			case <-tick:
+				if !yield(llm.Delta{Kind: llm.DeltaUsage, Usage: &llm.Usage{InputTokens: 10}}, nil) {
+					return
+				}
+			}
+		}
+	}
+}
+
+// A stream that sends nothing but usage reports is quiet: it does not
+// hold the attempt open past Config.ModelTimeout (it ran to the run's
+// deadline when every delta counted as heard).
+func TestStreamUsageOnlyIsQuiet(t *testing.T) {
+	f := newFixture(t)
+	m := &lingering{usageEvery: 10 * time.Millisecond}
+	res, err := loop.Run(context.Background(), loop.Config{Stream: true, Model: m, Tools: f.reg, ModelTimeout: 100 * time.Millisecond,
+		ModelRetries: -1, Budgets: loop.Budgets{Deadline: 3 * time.Second}}, user("hi"))
+	mustStatus(t, res, err, loop.ModelError)
+	if !strings.Contains(res.Detail, "sent nothing for 100ms") || res.Duration > 2*time.Second {
+		t.Errorf("detail %q after %v; want the model request timeout, well before the deadline", res.Detail, res.Duration)
+	}
+}
+
+// A complete turn (its finish received) whose connection then stays
+// silent is the turn: the quiet time that follows does not throw it away.
+func TestStreamCompleteThenSilent(t *testing.T) {
+	f := newFixture(t)
+	m := &lingering{deltas: []llm.Delta{
+		{Kind: llm.DeltaText, Text: "All done."},
+		{Kind: llm.DeltaUsage, Usage: &llm.Usage{InputTokens: 30, OutputTokens: 3}},
+		{Kind: llm.DeltaFinish, Finish: &llm.Finish{FinishReason: "stop"}},
+	}}
+	res, err := loop.Run(context.Background(), loop.Config{Stream: true, Model: m, Tools: f.reg, ModelTimeout: 100 * time.Millisecond}, user("hi"))
+	mustStatus(t, res, err, loop.FinalAnswer)
+	if res.Answer() != "All done." || res.Usage.OutputTokens != 3 {
+		t.Errorf("answer %q, usage %+v; want the complete turn", res.Answer(), res.Usage)
+	}
+}

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"go.temporal.io/sdk/activity"
@@ -97,9 +96,6 @@ const (
 // again in the log's next segment, so a larger one stops the run with
 // model_error rather than have the server fail the workflow.
 const MaxResponseBytes = 1 << 20
-
-// maxModelRetryWait caps one wait between model attempts, as in-process.
-const maxModelRetryWait = 30 * time.Second
 
 // Config configures the worker side of the loop. Model and Tools are
 // required.
@@ -289,43 +285,11 @@ func (a *Activities) RequestModel(ctx context.Context, in ModelInput) (ModelOutp
 	}
 	req := llm.Request{Model: in.Model, Messages: msgs, Step: in.Step, Tools: a.cfg.Tools.Definitions()}
 	attempt := int(activity.GetInfo(ctx).Attempt)
-	var resp *llm.Response
-	broken := false // a stream that failed after its first delta
-	// mctx ends when the model has been quiet for in.Timeout: a request
-	// that has not answered, or a stream that sent nothing more (each
-	// delta resets the timer).
-	mctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var quiet atomic.Bool
-	heard := func() {}
-	if in.Timeout > 0 {
-		idle := time.AfterFunc(in.Timeout, func() { quiet.Store(true); cancel() })
-		defer idle.Stop()
-		heard = func() { idle.Reset(in.Timeout) }
-	}
-	sm, streams := a.cfg.Model.(llm.StreamingModel)
-	streams = streams && a.cfg.Stream
-	if streams {
-		resp, broken, err = streamBeating(mctx, sm, &req, heard)
-		if err == nil {
-			broken = false
-		}
-	} else {
-		resp, err = generateBeating(mctx, a.cfg.Model, &req)
-	}
-	if err != nil && quiet.Load() && ctx.Err() == nil {
-		what := fmt.Sprintf("the model did not answer within %v (the model request timeout)", in.Timeout)
-		if streams {
-			what = fmt.Sprintf("the model sent nothing for %v (the model request timeout)", in.Timeout)
-		}
-		err = &llm.Error{Kind: llm.ErrorTimeout, Retryable: true, Err: fmt.Errorf("%s: %w", what, err)}
-	}
-	if err == nil && resp == nil {
-		err = errors.New("the model client returned neither a response nor an error")
-	}
+	resp, err := turnBeating(ctx, a.cfg.Model, &req, loop.TurnOptions{Stream: a.cfg.Stream, Timeout: in.Timeout})
 	if err != nil {
 		details := []any{attempt}
-		if broken && resp != nil {
+		partial := resp != nil
+		if partial {
 			// What a broken stream showed, and the usage it reported,
 			// travel with the failure: the workflow keeps them in its
 			// model_failed event and charges the usage, as in process.
@@ -336,18 +300,15 @@ func (a *Activities) RequestModel(ctx context.Context, in ModelInput) (ModelOutp
 			return ModelOutput{}, sdktemporal.NewApplicationErrorWithOptions(err.Error(), ErrTypeProtocol,
 				sdktemporal.ApplicationErrorOptions{NonRetryable: true, Details: details})
 		}
-		if broken {
-			return ModelOutput{}, sdktemporal.NewApplicationErrorWithOptions(
-				"the stream broke after its first delta (not retried: a retry would produce another turn): "+err.Error(),
-				ErrTypeModel, sdktemporal.ApplicationErrorOptions{NonRetryable: true, Details: details})
-		}
-		opts := sdktemporal.ApplicationErrorOptions{NonRetryable: !llm.IsRetryable(err), Details: []any{attempt}}
-		if errors.As(err, &me) && me.RetryAfter > 0 {
+		// A stream that broke after it began is not retried: a retry
+		// would produce another turn.
+		opts := sdktemporal.ApplicationErrorOptions{NonRetryable: partial || !llm.IsRetryable(err), Details: details}
+		if errors.As(err, &me) && me.RetryAfter > 0 && !opts.NonRetryable {
 			wait := in.RetryBackoff
-			for i := 1; i < attempt && wait < maxModelRetryWait; i++ {
+			for i := 1; i < attempt && wait < loop.MaxModelRetryWait; i++ {
 				wait *= 2
 			}
-			opts.NextRetryDelay = min(max(wait, me.RetryAfter), maxModelRetryWait)
+			opts.NextRetryDelay = loop.ModelRetryWait(err, wait)
 		}
 		return ModelOutput{}, sdktemporal.NewApplicationErrorWithOptions(err.Error(), ErrTypeModel, opts)
 	}
@@ -471,44 +432,6 @@ func beating(ctx context.Context) (stop func()) {
 	}
 }
 
-// generateBeating asks the model while the activity heartbeats, when its
-// options ask for heartbeats: a beat is how a worker learns that the
-// workflow was canceled, which cancels ctx and so the request.
-func generateBeating(ctx context.Context, m llm.Model, req *llm.Request) (*llm.Response, error) {
-	every := activity.GetInfo(ctx).HeartbeatTimeout / 3
-	if every <= 0 {
-		return m.Generate(ctx, req)
-	}
-	type answer struct {
-		resp *llm.Response
-		err  error
-	}
-	done := make(chan answer, 1)
-	go func() {
-		resp, err := m.Generate(ctx, req)
-		done <- answer{resp, err}
-	}()
-	tick := time.NewTicker(every)
-	defer tick.Stop()
-	for {
-		select {
-		case a := <-done:
-			return a.resp, a.err
-		case <-ctx.Done():
-			// A client that does not honour ctx is left to finish alone
-			// (done is buffered); its answer would come too late anyway.
-			select {
-			case a := <-done:
-				return a.resp, a.err
-			default:
-				return nil, ctx.Err()
-			}
-		case <-tick.C:
-			activity.RecordHeartbeat(ctx)
-		}
-	}
-}
-
 // StreamProgress is what a streaming model activity's heartbeats carry
 // (Config.Stream): how far the turn has come. A watcher reads it from the
 // pending activity's heartbeat details.
@@ -523,94 +446,81 @@ type StreamProgress struct {
 	Calls int `json:"calls,omitempty"`
 }
 
+// add counts d.
+func (p *StreamProgress) add(d llm.Delta) {
+	p.Deltas++
+	switch d.Kind {
+	case llm.DeltaText:
+		p.TextBytes += len(d.Text)
+	case llm.DeltaReasoning:
+		p.ReasoningBytes += len(d.Text)
+	case llm.DeltaToolCallStart:
+		p.Calls++
+	}
+}
+
 // streamEndGrace is how long a streaming model activity whose context
 // ended waits for the adapter to close the stream and hand back the turn
 // so far.
 const streamEndGrace = time.Second
 
-// streamBeating streams one turn while the activity heartbeats with its
-// progress (every third of the heartbeat timeout, like generateBeating,
-// so that a quiet stream is not mistaken for a lost worker), and calls
-// heard after each delta it accepts. started reports whether any delta
-// arrived before a failure.
-func streamBeating(ctx context.Context, m llm.StreamingModel, req *llm.Request, heard func()) (resp *llm.Response, started bool, err error) {
-	var (
-		mu   sync.Mutex
-		prog StreamProgress
-		// shown is acc.Started(), for the heartbeat goroutine.
-		shown bool
-		acc   llm.Accumulator
-	)
-	collect := func(ctx context.Context) (*llm.Response, bool, error) {
-		for d, derr := range m.Stream(ctx, req) {
-			if derr == nil {
-				derr = acc.Add(d)
-			}
-			if derr != nil {
-				return acc.Response(), acc.Started(), derr
-			}
-			heard()
-			mu.Lock()
-			shown = acc.Started()
-			prog.Deltas++
-			switch d.Kind {
-			case llm.DeltaText:
-				prog.TextBytes += len(d.Text)
-			case llm.DeltaReasoning:
-				prog.ReasoningBytes += len(d.Text)
-			case llm.DeltaToolCallStart:
-				prog.Calls++
-			}
-			mu.Unlock()
-			if ctx.Err() != nil && !acc.Finished() {
-				// The adapter did not notice: stop reading, which closes
-				// the stream.
-				return acc.Response(), acc.Started(), ctx.Err()
-			}
-		}
-		if !acc.Finished() {
-			return acc.Response(), acc.Started(), &llm.Error{Kind: llm.ErrorProtocol,
-				Err: errors.New("inconsistent stream: the stream ended without a finish")}
-		}
-		return acc.Response(), true, nil
-	}
+// turnBeating makes one attempt at the turn (loop.ModelTurn) while the
+// activity heartbeats, when its options ask for heartbeats: every third
+// of the heartbeat timeout, so that a quiet model is not mistaken for a
+// lost worker, with a streamed turn's progress (StreamProgress). A beat
+// is also how a worker learns that the workflow was canceled, which ends
+// ctx and so the request.
+func turnBeating(ctx context.Context, m llm.Model, req *llm.Request, o loop.TurnOptions) (*llm.Response, error) {
 	every := activity.GetInfo(ctx).HeartbeatTimeout / 3
 	if every <= 0 {
-		return collect(ctx)
+		return loop.ModelTurn(ctx, m, req, o)
+	}
+	_, streams := m.(llm.StreamingModel)
+	streams = streams && o.Stream
+	var mu sync.Mutex
+	var prog StreamProgress
+	o.OnDelta = func(d llm.Delta) {
+		mu.Lock()
+		prog.add(d)
+		mu.Unlock()
 	}
 	type answer struct {
-		resp    *llm.Response
-		started bool
-		err     error
+		resp *llm.Response
+		err  error
 	}
 	done := make(chan answer, 1)
 	go func() {
-		r, s, e := collect(ctx)
-		done <- answer{r, s, e}
+		resp, err := loop.ModelTurn(ctx, m, req, o)
+		done <- answer{resp, err}
 	}()
 	tick := time.NewTicker(every)
 	defer tick.Stop()
 	for {
 		select {
 		case a := <-done:
-			return a.resp, a.started, a.err
+			return a.resp, a.err
 		case <-ctx.Done():
 			// An adapter that honours ctx ends the stream at once, and
-			// collect returns what it had: wait a moment for that. A
-			// stream that sends nothing more is left to end alone (done
-			// is buffered).
-			grace := time.NewTimer(streamEndGrace)
+			// the turn returns what it had: wait a moment for that. A
+			// client that does not is left to finish alone (done is
+			// buffered); its answer would come too late anyway.
+			wait := time.Duration(0)
+			if streams {
+				wait = streamEndGrace
+			}
+			grace := time.NewTimer(wait)
 			defer grace.Stop()
 			select {
 			case a := <-done:
-				return a.resp, a.started, a.err
+				return a.resp, a.err
 			case <-grace.C:
-				mu.Lock()
-				started := shown
-				mu.Unlock()
-				return nil, started, ctx.Err()
+				return nil, ctx.Err()
 			}
 		case <-tick.C:
+			if !streams {
+				activity.RecordHeartbeat(ctx)
+				continue
+			}
 			mu.Lock()
 			p := prog
 			mu.Unlock()
@@ -684,7 +594,7 @@ type PrepareInput struct {
 	ValidateInput
 	Identity policy.Identity `json:"identity"`
 	// State is the decider's state after the batch's ModelResponded
-	// event (a loop.Snapshot in JSON, a copy that shares nothing with the
+	// event (loop.State's encoding, a copy that shares nothing with the
 	// workflow's); At is the time the workflow stamps the next events
 	// with.
 	State json.RawMessage `json:"state"`
@@ -724,11 +634,10 @@ func (a *Activities) PrepareBatch(ctx context.Context, in PrepareInput) (Prepare
 	if a.cfg.RemotePolicy {
 		return out, nil
 	}
-	var sn loop.Snapshot
-	if err := json.Unmarshal(in.State, &sn); err != nil {
+	s := new(loop.State)
+	if err := json.Unmarshal(in.State, s); err != nil {
 		return PrepareOutput{}, sdktemporal.NewNonRetryableApplicationError(err.Error(), "ToolloopBadInput", nil)
 	}
-	s := loop.Restore(sn)
 	eff := loop.Next(s, &loop.Event{Kind: loop.CallsValidated, Checks: v.Checks, At: in.At})
 	if eff.Kind != loop.AuthorizeCalls || s.Batch == nil {
 		return out, nil
@@ -742,8 +651,7 @@ func (a *Activities) PrepareBatch(ctx context.Context, in PrepareInput) (Prepare
 		// not allow.
 		decisions = make([]policy.Decision, len(in.Calls))
 		for _, i := range eff.Calls {
-			decisions[i] = policy.Decision{Verdict: policy.Deny, Rule: "policy_error",
-				Reason: "the policy engine failed: " + err.Error()}
+			decisions[i] = loop.PolicyFailure(err.Error())
 		}
 	}
 	out.Authorized, out.Decisions = eff.Calls, decisions

@@ -29,7 +29,7 @@ const (
 // the server suggests it or the history holds RunInput.ContinueAsNewAfter
 // events: it stores the log and returns the ContinueAsNewError that ends
 // this workflow run, whose input carries the log by reference and the
-// decider's state (loop.Snapshot); otherwise it returns nil. The new
+// decider's state (loop.State's encoding); otherwise it returns nil. The new
 // workflow run has the same workflow ID, so the run ID, queries, updates
 // and result the caller sees do not change, and it starts from the state
 // without reading the log back: a continuation adds the same to the
@@ -57,7 +57,8 @@ func (d *driver) continueAsNew(ctx workflow.Context) error {
 	if d.saved != len(d.log) {
 		return nil // an event came in meanwhile: continue at the next turn
 	}
-	snap := d.state.Snapshot()
+	snap := d.state
+	snap.Messages = nil // not encoded; the copy need not hold them
 	if b, err := json.Marshal(&snap); err != nil || len(b) > carriedStateGuard {
 		d.stateBytes = max(len(b), 1)
 		return nil

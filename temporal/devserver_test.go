@@ -135,6 +135,16 @@ func TestDevServer(t *testing.T) {
 	}
 }
 
+// compared are the sandbox scenarios TestDevServer runs: those whose
+// outcome does not hang on wall-clock timing beyond a tool's own timeout
+// (deadline_exceeded and canceled do: their cause is the run's clock or a
+// caller in another goroutine; TestDevServerCanceled plays the second).
+var compared = []string{
+	"normal", "unknown_tool", "loop_forever", "not_found", "tool_timeout", "tool_budget_exceeded",
+	"cost_budget_exceeded", "spin_detected", "permission_denied", "confirmation_required", "protocol_error",
+	"model_error", "parallel", "refund_retry", "refund_twice", "refund_unknown",
+}
+
 // localModelRecorded are the scenarios whose LocalModel history is
 // recorded for TestReplayRecordedHistories (with -temporal.record).
 var localModelRecorded = []string{"normal", "model_error", "parallel", "cost_budget_exceeded"}

@@ -135,7 +135,7 @@ func TestStreamedModelActivityFailures(t *testing.T) {
 	// The usage delta (100 input tokens) comes first, then the text.
 	broken := llmtest.Text("a turn that breaks part-way").WithUsage(100, 20).BreakAfter(3, unavailable)
 	out, res, starts, _ = streamedRun(t, llmtest.New(broken, llmtest.Text("never asked")))
-	if out.Status != loop.ModelError || starts != 1 || !strings.Contains(out.Detail, "after its first delta") {
+	if out.Status != loop.ModelError || starts != 1 || !strings.Contains(out.Detail, "broke off after it began streaming") {
 		t.Errorf("broken after the first delta: status %s (%s), %d model activities; want model_error, asked once",
 			out.Status, out.Detail, starts)
 	}
@@ -252,5 +252,96 @@ func (inconsistent) Stream(context.Context, *llm.Request) iter.Seq2[llm.Delta, e
 				return
 			}
 		}
+	}
+}
+
+// silentAfter streams its deltas and then does not end: it sends a usage
+// report every usageEvery, or (zero) stays silent, until its context ends.
+type silentAfter struct {
+	deltas     []llm.Delta
+	usageEvery time.Duration
+}
+
+func (m *silentAfter) Generate(context.Context, *llm.Request) (*llm.Response, error) {
+	return nil, errors.New("silentAfter only streams")
+}
+
+func (m *silentAfter) Stream(ctx context.Context, _ *llm.Request) iter.Seq2[llm.Delta, error] {
+	return func(yield func(llm.Delta, error) bool) {
+		for _, d := range m.deltas {
+			if !yield(d, nil) {
+				return
+			}
+		}
+		for {
+			var tick <-chan time.Time
+			if m.usageEvery > 0 {
+				tick = time.After(m.usageEvery)
+			}
+			select {
+			case <-ctx.Done():
+				yield(llm.Delta{}, ctx.Err())
+				return
+			case <-tick:
+				if !yield(llm.Delta{Kind: llm.DeltaUsage, Usage: &llm.Usage{InputTokens: 10}}, nil) {
+					return
+				}
+			}
+		}
+	}
+}
+
+// The model activity judges a stream's quiet time with the shared handler
+// (loop.ModelTurn): usage reports alone do not keep an attempt open, and a
+// complete turn whose connection then stays silent is the turn.
+func TestModelActivityQuietTime(t *testing.T) {
+	const timeout = 100 * time.Millisecond
+	out, _, starts, _ := runModel(t, &silentAfter{usageEvery: 10 * time.Millisecond}, true, timeout)
+	if out.Status != loop.ModelError || starts != 3 || !strings.Contains(out.Detail, "sent nothing for 100ms") {
+		t.Errorf("usage reports only: status %s (%s), %d model activities; want model_error naming the timeout after 3 attempts",
+			out.Status, out.Detail, starts)
+	}
+
+	complete := &silentAfter{deltas: []llm.Delta{
+		{Kind: llm.DeltaText, Text: "All done."},
+		{Kind: llm.DeltaUsage, Usage: &llm.Usage{InputTokens: 30, OutputTokens: 3}},
+		{Kind: llm.DeltaFinish, Finish: &llm.Finish{FinishReason: "stop"}},
+	}}
+	out, res, starts, _ := runModel(t, complete, true, timeout)
+	if out.Status != loop.FinalAnswer || res.Answer() != "All done." || starts != 1 {
+		t.Errorf("complete, then silent: status %s (%s), answer %q, %d model activities; want the complete turn",
+			out.Status, out.Detail, res.Answer(), starts)
+	}
+}
+
+// A provider that asks to wait past the run's deadline (Retry-After) ends
+// the run at once with model_error naming the wait, on Temporal as in
+// process: the shared handler (loop.ModelTurn) judges the wait against the
+// activity's context, which the run's remaining time bounds. Before,
+// Temporal found the retry's delay past the run's time and gave up with a
+// bare "rate limited", saying nothing of the wait.
+func TestModelActivityRetryAfterBeyondDeadline(t *testing.T) {
+	reg, err := tool.NewRegistry()
+	if err != nil {
+		t.Fatal(err)
+	}
+	limited := llm.ModelFunc(func(context.Context, *llm.Request) (*llm.Response, error) {
+		return nil, &llm.Error{Kind: llm.ErrorRateLimited, StatusCode: 429, Retryable: true, RetryAfter: time.Hour,
+			Err: errors.New("rate limited")}
+	})
+	acts, err := temporal.NewActivities(temporal.Config{Model: limited, Tools: reg, Blobs: store.NewMemory()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	starts := 0
+	out := runInTestEnv(t, acts, temporal.RunInput{RunID: "run-retry-after", Model: "scripted",
+		Messages: []llm.Message{llm.UserMessage("hi")}, Budgets: loop.Budgets{Deadline: 10 * time.Second}},
+		func(info *activity.Info, _ converter.EncodedValues) {
+			if info.ActivityType.Name == temporal.ModelActivity {
+				starts++
+			}
+		})
+	if out.Status != loop.ModelError || starts != 1 || !strings.Contains(out.Detail, "Retry-After") {
+		t.Fatalf("status %s (%s), %d model activities; want model_error naming the wait, asked once", out.Status, out.Detail, starts)
 	}
 }

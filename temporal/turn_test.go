@@ -126,7 +126,7 @@ func TestDevServerTurnEvents(t *testing.T) {
 // a continuation as new. The model asks for page 1, then, in the first
 // turn of the new workflow run, for page 1 again: the run stops with
 // spin_detected, as it does without a continuation, because the state the
-// new workflow run starts from (loop.Snapshot) holds the previous turn's
+// new workflow run starts from (loop.State's encoding) holds the previous turn's
 // calls.
 func TestDevServerSpinAcrossContinuation(t *testing.T) {
 	c := devClient(t)

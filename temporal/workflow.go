@@ -1,10 +1,12 @@
 package temporal
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	enumspb "go.temporal.io/api/enums/v1"
@@ -113,10 +115,10 @@ type RunInput struct {
 }
 
 // Continuation is what a run carries into the workflow run that continues
-// it as new: its log, by reference, and the decider's state without the
-// conversation (loop.Snapshot), so that what a continuation adds to the
-// history does not grow with the run's results: the new workflow run
-// reads none of the log back.
+// it as new: its log, by reference, and the decider's state, whose
+// encoding leaves the conversation out (see loop.State), so that what a
+// continuation adds to the history does not grow with the run's results:
+// the new workflow run reads none of the log back.
 type Continuation struct {
 	// Log is the digest of the log's last segment in the blob store.
 	Log string `json:"log"`
@@ -124,10 +126,11 @@ type Continuation struct {
 	Events int `json:"events"`
 	// Times counts the continuations so far, this one included.
 	Times int `json:"times"`
-	// State is the decider's state after the log's last event. A
-	// continuation made by a version of this package that carried no
-	// state (nil) is rebuilt from the log, read back page by page.
-	State *loop.Snapshot `json:"state,omitempty"`
+	// State is the decider's state after the log's last event, without
+	// the conversation (loop.State's encoding). A continuation made by a
+	// version of this package that carried no state (nil) is rebuilt from
+	// the log, read back page by page.
+	State *loop.State `json:"state,omitempty"`
 }
 
 // RunOutput is how a run ended, small whatever the run's length: status,
@@ -201,11 +204,12 @@ type EventsPage struct {
 	Limit int `json:"limit,omitempty"`
 }
 
-// Defaults of RunInput.
+// Defaults of RunInput; those of the model turn are loop's, the same in
+// process and on Temporal.
 const (
-	DefaultModelTimeout         = 5 * time.Minute
-	DefaultModelRetries         = 2
-	DefaultModelRetryBackoff    = 500 * time.Millisecond
+	DefaultModelTimeout         = loop.DefaultModelTimeout
+	DefaultModelRetries         = loop.DefaultModelRetries
+	DefaultModelRetryBackoff    = loop.DefaultModelRetryBackoff
 	DefaultToolActivityAttempts = 3
 	DefaultToolHeartbeat        = 10 * time.Second
 	DefaultModelHeartbeat       = 15 * time.Second
@@ -331,7 +335,7 @@ func newDriver(ctx workflow.Context, in RunInput) (*driver, error) {
 		}
 		d.head, d.continued = c.Log, c.Times
 		if c.State != nil {
-			d.state, d.base = *loop.Restore(*c.State), c.Events
+			d.state, d.base = *c.State, c.Events
 		}
 	}
 	return d, nil
@@ -429,7 +433,7 @@ func (d *driver) append(ev loop.Event) loop.Effect {
 func (d *driver) run(ctx workflow.Context) (RunOutput, error) {
 	var eff loop.Effect
 	if c := d.in.Continued; c != nil && c.State != nil {
-		eff = c.State.Next
+		eff = d.state.Due()
 	} else if c != nil {
 		var err error
 		if eff, err = d.reload(ctx); err != nil {
@@ -452,69 +456,109 @@ func (d *driver) run(ctx workflow.Context) (RunOutput, error) {
 			ToolsVersion: version, Identity: in.Identity, Budgets: d.budgets, Price: in.Price, Messages: in.Messages,
 		}})
 	}
-	for {
-		if eff.Kind == loop.RequestModel {
-			if err := d.continueAsNew(ctx); err != nil {
-				return RunOutput{}, err
-			}
-			if f := d.historyFull(ctx); f != nil {
-				eff = d.emit(ctx, loop.Event{Kind: loop.Interrupted, Failure: f})
-				continue
-			}
-		}
-		if eff.Kind != loop.Stop && eff.Kind != loop.None {
-			if f := d.interruption(ctx); f != nil {
-				eff = d.emit(ctx, loop.Event{Kind: loop.Interrupted, Failure: f})
-				continue
-			}
-		}
-		var err error
-		switch eff.Kind {
-		case loop.None:
-			if !d.paused() {
-				return d.finish(ctx)
-			}
-			resumed, err := d.await(ctx)
-			if err != nil || !resumed {
-				d.closing = true
-				return d.finishPaused(ctx, err)
-			}
-			eff = d.emit(ctx, loop.Event{Kind: loop.Resumed})
-			continue
-		case loop.RequestModel:
-			eff = d.emit(ctx, d.requestModel(ctx))
-		case loop.ValidateCalls:
-			var ev loop.Event
-			if ev, err = d.validate(ctx); err == nil {
-				eff = d.emit(ctx, ev)
-			}
-		case loop.AuthorizeCalls:
-			if p := d.prepared; p != nil && p.Decisions != nil && slices.Equal(p.Authorized, eff.Calls) {
-				eff = d.emit(ctx, loop.Event{Kind: loop.PolicyDecided, Decisions: p.Decisions})
-				break
-			}
-			eff = d.emit(ctx, d.authorize(ctx, eff.Calls))
-		case loop.PlanBatch:
-			if p := d.prepared; p != nil && p.Plan != nil && slices.Equal(p.Planned, eff.Calls) {
-				eff = d.emit(ctx, loop.Event{Kind: loop.StagePlanned, Plan: p.Plan})
-				break
-			}
-			var ev loop.Event
-			if ev, err = d.plan(ctx, eff.Calls); err == nil {
-				eff = d.emit(ctx, ev)
-			}
-		case loop.ExecuteStage:
-			eff = d.emit(ctx, d.execute(ctx, eff.Stage, eff.Calls))
-		case loop.Stop:
-			eff = d.emit(ctx, loop.Event{Kind: loop.Stopped, Status: eff.Status, Detail: eff.Detail})
-		default:
-			eff = d.emit(ctx, loop.Event{Kind: loop.Interrupted,
-				Failure: &loop.Failure{Kind: loop.FailModel, Message: "driver error: unknown effect " + string(eff.Kind)}})
-		}
-		if err != nil {
-			return RunOutput{}, fmt.Errorf("toolloop: run %s stopped being driven: %w", d.state.RunID, err)
+	w := &workflowDriver{d: d, ctx: ctx}
+	if err := loop.Drive(w, eff); err != nil {
+		return RunOutput{}, err
+	}
+	if d.closing {
+		return d.finishPaused(ctx, w.awaitErr)
+	}
+	return d.finish(ctx)
+}
+
+// workflowDriver is the workflow's loop.Driver: it performs each effect
+// with activities (local ones where the history need not name them), and
+// keeps Temporal's own hooks: continuing as new and the history's limits
+// before a model turn, the prepared batch, and the wait for
+// confirmations.
+type workflowDriver struct {
+	d   *driver
+	ctx workflow.Context
+	// awaitErr is why the wait for confirmations ended, if it failed.
+	awaitErr error
+}
+
+var _ loop.Driver = (*workflowDriver)(nil)
+
+// Append stamps ev with workflow.Now and appends it.
+func (w *workflowDriver) Append(ev loop.Event) loop.Effect { return w.d.emit(w.ctx, ev) }
+
+// Commit continues the workflow as new before a model turn when it is
+// due: the ContinueAsNewError it returns ends this workflow run.
+func (w *workflowDriver) Commit(eff loop.Effect) error {
+	if eff.Kind == loop.RequestModel {
+		return w.d.continueAsNew(w.ctx)
+	}
+	return nil
+}
+
+// Interruption is, before a model turn, a history near Temporal's limits
+// (historyFull); then a canceled workflow or a spent deadline.
+func (w *workflowDriver) Interruption(eff loop.Effect) *loop.Failure {
+	if eff.Kind == loop.RequestModel {
+		if f := w.d.historyFull(w.ctx); f != nil {
+			return f
 		}
 	}
+	return w.d.interruption(w.ctx)
+}
+
+// Idle waits for the answers to a paused run; a run that is over, or
+// whose wait ended without them, ends the drive (closing the workflow to
+// answers in the second case).
+func (w *workflowDriver) Idle() (loop.Event, bool, error) {
+	if !w.d.paused() {
+		return loop.Event{}, false, nil
+	}
+	resumed, err := w.d.await(w.ctx)
+	if err != nil || !resumed {
+		w.d.closing, w.awaitErr = true, err
+		return loop.Event{}, false, nil
+	}
+	return loop.Event{Kind: loop.Resumed}, true, nil
+}
+
+// RequestModel runs the model activity.
+func (w *workflowDriver) RequestModel() loop.Event { return w.d.requestModel(w.ctx) }
+
+// ValidateCalls prepares the batch (PrepareActivity).
+func (w *workflowDriver) ValidateCalls() (loop.Event, error) {
+	ev, err := w.d.validate(w.ctx)
+	return ev, w.stopped(err)
+}
+
+// AuthorizeCalls records the prepared decisions when the decider asks for
+// the calls the preparation asked the policy about; else (a remote
+// policy) it runs the policy's activity.
+func (w *workflowDriver) AuthorizeCalls(idx []int) (loop.Event, error) {
+	if p := w.d.prepared; p != nil && p.Decisions != nil && slices.Equal(p.Authorized, idx) {
+		return loop.Event{Kind: loop.PolicyDecided, Decisions: p.Decisions}, nil
+	}
+	return w.d.authorize(w.ctx, idx), nil
+}
+
+// PlanBatch records the prepared plan when the decider asks for the calls
+// it plans; else it runs the planning local activity.
+func (w *workflowDriver) PlanBatch(idx []int) (loop.Event, error) {
+	if p := w.d.prepared; p != nil && p.Plan != nil && slices.Equal(p.Planned, idx) {
+		return loop.Event{Kind: loop.StagePlanned, Plan: p.Plan}, nil
+	}
+	ev, err := w.d.plan(w.ctx, idx)
+	return ev, w.stopped(err)
+}
+
+// ExecuteStage runs an activity per call of the stage.
+func (w *workflowDriver) ExecuteStage(stage int, idx []int) loop.Event {
+	return w.d.execute(w.ctx, stage, idx)
+}
+
+// stopped wraps the error of a local activity that failed for good: the
+// run stopped being driven.
+func (w *workflowDriver) stopped(err error) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("toolloop: run %s stopped being driven: %w", w.d.state.RunID, err)
 }
 
 // paused reports whether the run waits for confirmations.
@@ -605,11 +649,10 @@ func (d *driver) finishPaused(ctx workflow.Context, werr error) (RunOutput, erro
 // the workflow was canceled, or the run's time is spent.
 func (d *driver) interruption(ctx workflow.Context) *loop.Failure {
 	if ctx.Err() != nil {
-		return &loop.Failure{Kind: loop.FailCanceled, Message: "the workflow was canceled"}
+		return loop.ContextFailure(context.Canceled)
 	}
 	if left, ok := remaining(d.state.Deadline, workflow.Now(ctx)); ok && left <= 0 {
-		f := deadlineFailure
-		return &f
+		return loop.ContextFailure(context.DeadlineExceeded)
 	}
 	return nil
 }
@@ -640,10 +683,6 @@ const maxModelInputNew = 512 << 10
 // run has no deadline: Temporal needs one, and RunInput.ModelTimeout is
 // not it, since a streamed turn may last longer than it may be quiet.
 const modelActivityBound = 24 * time.Hour
-
-// deadlineFailure is the failure of an activity cut short by the run's
-// deadline.
-var deadlineFailure = loop.Failure{Kind: loop.FailDeadline, Message: "the deadline passed"}
 
 // cutByDeadline reports whether an activity failed because the run's
 // deadline bounded it.
@@ -678,7 +717,7 @@ func (d *driver) requestModel(ctx workflow.Context) loop.Event {
 		RetryPolicy: &sdktemporal.RetryPolicy{
 			InitialInterval:    d.in.ModelRetryBackoff,
 			BackoffCoefficient: 2,
-			MaximumInterval:    maxModelRetryWait,
+			MaximumInterval:    loop.MaxModelRetryWait,
 			MaximumAttempts:    int32(d.in.ModelRetries + 1),
 		},
 		// A response that arrives as the workflow is canceled is kept (its
@@ -736,15 +775,11 @@ func (d *driver) requestModel(ctx workflow.Context) loop.Event {
 		return loop.Event{Kind: loop.ModelFailed, Failure: f, Latency: latency, Attempts: attempts}
 	}
 	if d.cutByDeadline(ctx, err, byDeadline) {
-		f := deadlineFailure
-		return loop.Event{Kind: loop.ModelFailed, Failure: &f, Latency: latency, Attempts: attempts}
+		return loop.Event{Kind: loop.ModelFailed, Failure: loop.ContextFailure(context.DeadlineExceeded), Latency: latency, Attempts: attempts}
 	}
-	kind := loop.FailModel
-	if app := (*sdktemporal.ApplicationError)(nil); errors.As(err, &app) && app.Type() == ErrTypeProtocol {
-		kind = loop.FailProtocol
-	}
-	return loop.Event{Kind: loop.ModelFailed, Latency: latency, Attempts: attempts, Response: partialOf(err), Failure: &loop.Failure{
-		Kind: kind, Message: fmt.Sprintf("model request failed after %d attempt(s): %s", attempts, cause(err))}}
+	partial := partialOf(err)
+	return loop.Event{Kind: loop.ModelFailed, Latency: latency, Attempts: attempts, Response: partial,
+		Failure: loop.ModelFailure(attempts, modelError(err), partial != nil)}
 }
 
 // attemptsOf reads how many attempts a failed activity made: the attempt
@@ -781,6 +816,17 @@ func partialOf(err error) *llm.Response {
 	return resp
 }
 
+// modelError is the model activity's failure as the model client
+// returned it, as far as the workflow can tell: its text, and whether it
+// broke the provider's protocol.
+func modelError(err error) error {
+	msg := cause(err)
+	if app := (*sdktemporal.ApplicationError)(nil); errors.As(err, &app) && app.Type() == ErrTypeProtocol {
+		return &llm.Error{Kind: llm.ErrorProtocol, Err: errors.New(strings.TrimPrefix(msg, string(llm.ErrorProtocol)+": "))}
+	}
+	return errors.New(msg)
+}
+
 // cause is the text of an activity's failure without Temporal's wrapping.
 func cause(err error) string {
 	var app *sdktemporal.ApplicationError
@@ -803,15 +849,14 @@ func cause(err error) string {
 // workflow task and two dispatches.
 func (d *driver) validate(ctx workflow.Context) (loop.Event, error) {
 	b := d.state.Batch
-	snap := d.state.Snapshot()
 	// The copy's path (validation, then the policy's decisions) reads
 	// neither the run's call IDs nor the results seen, the parts of the
-	// state that grow with the run: leaving them out keeps this encoding
-	// the same size each turn. Were the copy ever to decide otherwise,
-	// the workflow's decider would ask for other calls and the prepared
-	// answers would go unused (see run), not be recorded.
-	snap.CallIDs, snap.Seen = nil, nil
-	state, err := json.Marshal(&snap)
+	// state that grow with the run: leaving them out (ForBatch) keeps this
+	// encoding the same size each turn. Were the copy ever to decide
+	// otherwise, the workflow's decider would ask for other calls and the
+	// prepared answers would go unused (see workflowDriver), not be
+	// recorded.
+	state, err := json.Marshal(d.state.ForBatch())
 	if err != nil {
 		return loop.Event{}, fmt.Errorf("encoding the decider's state: %w", err)
 	}
@@ -850,8 +895,7 @@ func (d *driver) authorize(ctx workflow.Context, idx []int) loop.Event {
 		// allow.
 		decisions = make([]policy.Decision, len(b.Calls))
 		for _, i := range idx {
-			decisions[i] = policy.Decision{Verdict: policy.Deny, Rule: "policy_error",
-				Reason: "the policy engine failed: " + cause(err)}
+			decisions[i] = loop.PolicyFailure(cause(err))
 		}
 	}
 	return loop.Event{Kind: loop.PolicyDecided, Decisions: decisions}
@@ -909,8 +953,7 @@ func (d *driver) execute(ctx workflow.Context, stage int, idx []int) loop.Event 
 	if f := d.interruption(ctx); f != nil {
 		ev.Failure = f
 	} else if cut {
-		f := deadlineFailure
-		ev.Failure = &f
+		ev.Failure = loop.ContextFailure(context.DeadlineExceeded)
 	}
 	return ev
 }
@@ -939,6 +982,14 @@ func (d *driver) failedCall(ctx workflow.Context, c CallInput, err error, late b
 		r.Status, r.ErrorKind = llm.StatusSkipped, llm.ErrCanceled
 		r.Content = llm.ErrorContent(r.ErrorKind, "the run ended before this call finished")
 		o.StopRun = true
+		// As in process, where the executor's one attempt ends with the
+		// run's context: the outcome says why the run ended, not how
+		// Temporal reported the activity.
+		why := error(context.Canceled)
+		if f := d.interruption(ctx); late || (f != nil && f.Kind == loop.FailDeadline) {
+			why = context.DeadlineExceeded
+		}
+		o.Attempts, o.Err = 1, loop.ContextFailure(why).Message
 	case c.IdempotencyKey != "":
 		r.Status, r.ErrorKind = llm.StatusSkipped, executor.ErrOutcomeUnknown
 		r.Content = llm.ErrorContent(r.ErrorKind, fmt.Sprintf(
