@@ -118,6 +118,15 @@ func (s *chatStream) event(ch sdk.ChatCompletionChunk, out []llm.Delta) ([]llm.D
 	if ch.JSON.Usage.Valid() {
 		u := chatUsage(ch.Usage)
 		out = append(out, llm.Delta{Kind: llm.DeltaUsage, Usage: &u})
+		if s.reason != "" && len(ch.Choices) == 0 {
+			// The usage chunk that include_usage asks for is the last
+			// before [DONE]: the turn is complete here. Finishing now,
+			// not at [DONE], keeps a turn whose connection then stays
+			// silent (a proxy that holds it open) from being taken for a
+			// quiet model and thrown away.
+			out, err := s.end(out, true)
+			return out, true, err
+		}
 	}
 	return out, false, nil
 }

@@ -9,6 +9,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/toolloop/toolloop/llm"
 	"github.com/toolloop/toolloop/llm/openai"
@@ -243,5 +244,28 @@ func TestCallIDWithControlCharacter(t *testing.T) {
 		wantKind(t, err, llm.ErrorProtocol, "control character U+000D")
 		_, err = llm.Collect(adapter(api, s.client()).Stream(context.Background(), req()))
 		wantKind(t, err, llm.ErrorProtocol, "control character U+000D")
+	}
+}
+
+// A complete Chat turn (its finish reason, then the usage chunk that
+// include_usage asks for) whose connection then stays open and silent,
+// as a proxy that holds it might: the stream finishes at the usage chunk
+// instead of waiting for a [DONE] that does not come.
+func TestChatStreamCompleteThenSilent(t *testing.T) {
+	req := &llm.Request{Model: "gpt-4o", Messages: history(), Tools: weatherTools()}
+	body := readFixture(t, "chat", "stream_parallel_calls.sse")
+	noDone := []byte(strings.Replace(string(body), "data: [DONE]\n\n", "", 1))
+	if len(noDone) == len(body) {
+		t.Fatal("the fixture has no [DONE] to take out")
+	}
+	ss := newSSEServer(t, noDone, 5, 0, true)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	resp, err := llm.Collect(openai.NewChat(ss.client(), nil).Stream(ctx, req))
+	if err != nil {
+		t.Fatalf("a complete turn on a silent connection: %v", err)
+	}
+	if resp.FinishReason != "tool_calls" || len(resp.Message.ToolCalls) < 2 || resp.Usage.InputTokens == 0 {
+		t.Fatalf("response = %+v", resp)
 	}
 }
