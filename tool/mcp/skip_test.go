@@ -108,3 +108,30 @@ func TestUnusableToolsFailTheListingByDefault(t *testing.T) {
 		}
 	}
 }
+
+// TestCollidingNameIsSkippedAndReported: with OnSkipped set, the second of
+// two server tools that map to one toolloop name is left out and reported
+// naming both; the first keeps the name and calls its own server tool.
+func TestCollidingNameIsSkippedAndReported(t *testing.T) {
+	srv := mcpsdk.NewServer(&mcpsdk.Implementation{Name: "dups"}, nil)
+	for _, name := range []string{"a.b", "a_b"} {
+		mcpsdk.AddTool(srv, &mcpsdk.Tool{Name: name}, func(context.Context, *mcpsdk.CallToolRequest, struct{}) (*mcpsdk.CallToolResult, any, error) {
+			return &mcpsdk.CallToolResult{Content: []mcpsdk.Content{&mcpsdk.TextContent{Text: "I am " + name}}}, nil, nil
+		})
+	}
+	var reports []string
+	src := connect(t, &fixture{srv: srv}, &mcp.Options{OnSkipped: func(tl *mcpsdk.Tool, err error) {
+		reports = append(reports, tl.Name+": "+err.Error())
+	}})
+	tools, err := src.Tools(context.Background())
+	if err != nil || len(tools) != 1 || tools[0].Name() != "a_b" {
+		t.Fatalf("Tools = %d tools, %v; want one named a_b", len(tools), err)
+	}
+	// The SDK lists tools sorted by name: "a.b" comes first and keeps a_b.
+	if out, err := tools[0].Call(context.Background(), json.RawMessage(`{}`)); err != nil || string(out) != `"I am a.b"` {
+		t.Fatalf("a_b = %s, %v; want the server's a.b", out, err)
+	}
+	if len(reports) != 1 || !strings.HasPrefix(reports[0], `a_b: mcp: server "dups": tool "a_b": server tools "a.b" and "a_b" are both named "a_b"`) {
+		t.Fatalf("reports %q, want a_b's collision with a.b", reports)
+	}
+}
