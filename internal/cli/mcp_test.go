@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -153,5 +154,45 @@ func TestRunMCPEnv(t *testing.T) {
 		if code != exitUsage || out != "" || !strings.Contains(errOut, "--mcp-env") {
 			t.Errorf("%v: exit %d %q %q", bad, code, out, errOut)
 		}
+	}
+}
+
+// TestRunMCPSkipsUnusableTool: a server tool whose input schema toolloop
+// cannot use (a duplicate in required) is left out with a warning naming
+// the server and the tool, and the server's other tools still run.
+func TestRunMCPSkipsUnusableTool(t *testing.T) {
+	web := httptest.NewServer(mcpsdk.NewStreamableHTTPHandler(func(*http.Request) *mcpsdk.Server {
+		srv := addServer(0)
+		srv.AddTool(&mcpsdk.Tool{Name: "sloppy", InputSchema: json.RawMessage(
+			`{"type":"object","properties":{"a":{"type":"string"}},"required":["a","a"]}`)},
+			func(context.Context, *mcpsdk.CallToolRequest) (*mcpsdk.CallToolResult, error) {
+				return &mcpsdk.CallToolResult{}, nil
+			})
+		return srv
+	}, nil))
+	defer web.Close()
+	srv := newChatServer(t, chatCalls([3]string{"call_1", "mcp1_add", `{"a":2,"b":3}`}), chatText("5."))
+	dir := t.TempDir()
+	code, out, errOut := call("run", "--provider", "openai", "--base-url", srv.srv.URL+"/v1", "--model", "any",
+		"--mcp-url", web.URL, "--db", filepath.Join(dir, "t.db"), "--log", dir, "Add 2 and 3.")
+	if code != exitOK || lines(out)[0] != "5." {
+		t.Fatalf("exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	var names []string
+	for _, tl := range srv.requests()[0].Tools {
+		names = append(names, tl.Function.Name)
+	}
+	if !slices.Equal(names, []string{"mcp1_add"}) {
+		t.Errorf("tools offered %v, want only mcp1_add", names)
+	}
+	warning := "toolloop: warning: MCP server " + web.URL + `: tool "sloppy" left out: `
+	var found string
+	for _, l := range lines(errOut) {
+		if strings.HasPrefix(l, warning) {
+			found = l
+		}
+	}
+	if found == "" || !strings.Contains(found, "items at 0 and 1 are equal") {
+		t.Errorf("stderr %q; want one line %q... saying why", errOut, warning)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/mattn/go-shellwords"
+	mcpsdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/toolloop/toolloop/examples/orders"
 	"github.com/toolloop/toolloop/store/sqlite"
@@ -104,7 +105,11 @@ func (c *cli) toolsFor(ctx context.Context, f *sourceFlags, openBook BookOpener)
 		n++
 		cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		defer cancel()
-		src, err := dial(cctx, &mcp.Options{Prefix: fmt.Sprintf("mcp%d_", n)})
+		// A tool the server describes with a schema toolloop cannot use
+		// is left out with a warning; the server's other tools still load.
+		src, err := dial(cctx, &mcp.Options{Prefix: fmt.Sprintf("mcp%d_", n), OnSkipped: func(t *mcpsdk.Tool, err error) {
+			fmt.Fprintf(c.stderr, "toolloop: warning: MCP server %s: tool %q left out: %s\n", what, t.Name, strings.Join(strings.Fields(err.Error()), " "))
+		}})
 		if err != nil {
 			return fmt.Errorf("MCP server %s: %w", what, err)
 		}

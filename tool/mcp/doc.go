@@ -16,6 +16,10 @@
 //	if err != nil { ... }
 //	reg, err := tool.NewRegistry(tools...)
 //
+// A tool whose input schema toolloop cannot compile fails the listing,
+// naming the server and the tool, unless Options.OnSkipped is set: then it
+// is left out and reported there, and the server's other tools are built.
+//
 // The server's annotations decide each tool's effect and risk
 // (tool.Annotations.ApplyTo): a tool is read-only only when it says so.
 // Annotations are hints from the server; for a server you do not trust,

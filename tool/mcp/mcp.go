@@ -33,6 +33,21 @@ type Options struct {
 	// are left out, as if the server did not offer them. Use it as an
 	// allowlist, or to leave out a tool whose schema toolloop cannot use.
 	Filter func(t *mcpsdk.Tool) bool
+	// OnSkipped, when set, makes Source.Tools leave out each tool it
+	// cannot build (an input schema that breaks its draft's meta-schema
+	// or names another document, a name taken by another tool) and build
+	// the rest; it is called once per such tool, from the goroutine
+	// calling Tools, with the server's tool and an error naming the
+	// server, the tool and what is wrong. Nil means strict: Tools fails,
+	// naming every such tool, and builds none.
+	//
+	// Strict is the default because this package has no log of its own:
+	// without a callback to hear of it, a tool left out would be dropped
+	// without a word, and a model would be missing a tool nobody knew
+	// about. Real servers do publish sloppy schemas, so a program that
+	// talks to servers it does not control (the toolloop command does)
+	// should set OnSkipped and show the user what was left out.
+	OnSkipped func(t *mcpsdk.Tool, err error)
 	// Adjust, when set, may edit each tool's definition after the
 	// server's annotations were applied and before the tool is built:
 	// require confirmation, mark fields sensitive, set a timeout or an

@@ -29,9 +29,12 @@ import (
 //
 // A tool that cannot be built (a schema toolloop cannot use, a name that
 // is too long or collides with another after the mapping) is an error
-// naming it; leave it out with Options.Filter. Listing again after the
-// server's tools changed gives new tools; the ones built before keep
-// calling the server by their own name.
+// naming the server and the tool. By default such a tool fails the whole
+// listing; with Options.OnSkipped set it is left out and reported there,
+// and the rest are built. Options.Filter leaves out a tool known to be
+// unusable before it is tried. Listing again after the server's tools
+// changed gives new tools; the ones built before keep calling the server
+// by their own name.
 func (s *Source) Tools(ctx context.Context) ([]*tool.Tool, error) {
 	var (
 		tools []*tool.Tool
@@ -46,27 +49,41 @@ func (s *Source) Tools(ctx context.Context) ([]*tool.Tool, error) {
 			continue
 		}
 		tt, err := s.build(t)
-		if err != nil {
-			errs = append(errs, err)
-			continue
+		if err == nil {
+			if other, dup := names[tt.Name()]; dup {
+				err = fmt.Errorf("%s: server tools %q and %q are both named %q here", s.describe(t), other, t.Name, tt.Name())
+			}
 		}
-		if other, dup := names[tt.Name()]; dup {
-			errs = append(errs, fmt.Errorf("mcp: server tools %q and %q are both named %q here", other, t.Name, tt.Name()))
+		if err != nil {
+			if s.opts.OnSkipped != nil {
+				s.opts.OnSkipped(t, err)
+			} else {
+				errs = append(errs, err)
+			}
 			continue
 		}
 		names[tt.Name()] = t.Name
 		tools = append(tools, tt)
 	}
 	if err := errors.Join(errs...); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%w (Options.OnSkipped leaves out the tools that cannot be built and builds the rest)", err)
 	}
 	return tools, nil
+}
+
+// describe names t and, when it introduced itself, the server offering
+// it, as the errors about t start.
+func (s *Source) describe(t *mcpsdk.Tool) string {
+	if r := s.session.InitializeResult(); r != nil && r.ServerInfo != nil && r.ServerInfo.Name != "" {
+		return fmt.Sprintf("mcp: server %q: tool %q", r.ServerInfo.Name, t.Name)
+	}
+	return fmt.Sprintf("mcp: tool %q", t.Name)
 }
 
 func (s *Source) build(t *mcpsdk.Tool) (*tool.Tool, error) {
 	schema, err := inputSchema(t.InputSchema)
 	if err != nil {
-		return nil, fmt.Errorf("mcp: tool %q: %w", t.Name, err)
+		return nil, fmt.Errorf("%s: %w", s.describe(t), err)
 	}
 	def := tool.Definition{
 		Name:           localName(s.opts.Prefix, t.Name),
@@ -87,7 +104,7 @@ func (s *Source) build(t *mcpsdk.Tool) (*tool.Tool, error) {
 	}
 	tt, err := tool.NewRaw(def, s.handler(t.Name, def.Effect), nil)
 	if err != nil {
-		return nil, fmt.Errorf("mcp: server tool %q: %w", t.Name, err)
+		return nil, fmt.Errorf("%s: %w", s.describe(t), err)
 	}
 	return tt, nil
 }
