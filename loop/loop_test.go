@@ -830,3 +830,33 @@ func TestEventTimesIgnoreObserversAndStores(t *testing.T) {
 		}
 	}
 }
+
+// TestCacheKeyPerRun checks that every turn of a run asks for one prompt
+// cache (llm.Request.CacheKey), another run for another, and that the key
+// does not carry the run ID itself to the provider.
+func TestCacheKeyPerRun(t *testing.T) {
+	probe := tool.MustNew(tool.Spec[orderIn]{Name: "probe"}, func(ctx context.Context, in orderIn) (orderOut, error) {
+		return orderOut{ID: in.ID}, nil
+	})
+	f := newFixture(t, probe)
+	keys := func(runID string) []string {
+		m := llmtest.New(llmtest.Calls(call("c1", "probe", `{"id":"A1"}`)), llmtest.Calls(call("c2", "probe", `{"id":"A2"}`)), llmtest.Text("ok"))
+		res, err := loop.Run(context.Background(), loop.Config{Model: m, Tools: f.reg, NewRunID: func() string { return runID }}, user("q"))
+		mustStatus(t, res, err, loop.FinalAnswer)
+		var out []string
+		for _, r := range m.Requests() {
+			out = append(out, r.CacheKey)
+		}
+		return out
+	}
+	a, b := keys("run-secret-a"), keys("run-secret-b")
+	if len(a) != 3 || a[0] == "" || a[1] != a[0] || a[2] != a[0] {
+		t.Fatalf("keys of one run's turns = %q; want one key, three times", a)
+	}
+	if b[0] == a[0] {
+		t.Fatalf("two runs share the cache key %q", a[0])
+	}
+	if strings.Contains(a[0], "secret") || a[0] != loop.CacheKey("run-secret-a") {
+		t.Fatalf("key %q: want loop.CacheKey's digest, not the run ID", a[0])
+	}
+}

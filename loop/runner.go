@@ -556,7 +556,7 @@ func ContextFailure(err error) *Failure {
 // request while it has shown nothing, and never after (see Config.Stream).
 func (d *drive) requestModel(ctx context.Context) Event {
 	s, cfg := &d.state, &d.r.cfg
-	req := &llm.Request{Model: cfg.ModelName, Messages: slices.Clip(s.Messages), Tools: cfg.Tools.Definitions(), Step: s.Steps + 1}
+	req := &llm.Request{Model: cfg.ModelName, Messages: slices.Clip(s.Messages), Tools: cfg.Tools.Definitions(), Step: s.Steps + 1, CacheKey: CacheKey(s.RunID)}
 	o := TurnOptions{Stream: cfg.Stream, Timeout: cfg.ModelTimeout}
 	if watch := cfg.Watch; watch != nil {
 		o.OnDelta = func(delta llm.Delta) { watch(ctx, Update{Kind: UpdateDelta, Step: req.Step, Delta: delta}) }

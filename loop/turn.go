@@ -2,6 +2,8 @@ package loop
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"sync/atomic"
@@ -219,4 +221,16 @@ func streamTurn(ctx context.Context, m llm.StreamingModel, req *llm.Request, o T
 		return nil, err
 	}
 	return acc.Response(), err
+}
+
+// CacheKey is the prompt-cache key of the run named runID (llm.Request.
+// CacheKey): every turn of a run, in process or on any Temporal worker,
+// carries the same one, and another run another. It is a digest, so the
+// run ID itself never leaves for the provider.
+func CacheKey(runID string) string {
+	if runID == "" {
+		return ""
+	}
+	sum := sha256.Sum256([]byte(runID))
+	return "toolloop-" + hex.EncodeToString(sum[:12])
 }

@@ -234,6 +234,10 @@ type ModelInput struct {
 	// that a long streamed turn that keeps coming is not cut off. Zero
 	// leaves the attempt bounded by the activity's own timeouts only.
 	Timeout time.Duration `json:"timeout,omitempty"`
+	// RunID names the run, for the prompt-cache key every turn of it
+	// carries (loop.CacheKey). Inputs recorded before it had none: their
+	// requests carry no key, as then.
+	RunID string `json:"run_id,omitempty"`
 }
 
 // ModelOutput is ModelActivity's result.
@@ -283,7 +287,7 @@ func (a *Activities) RequestModel(ctx context.Context, in ModelInput) (ModelOutp
 	if err != nil {
 		return ModelOutput{}, storeError(err)
 	}
-	req := llm.Request{Model: in.Model, Messages: msgs, Step: in.Step, Tools: a.cfg.Tools.Definitions()}
+	req := llm.Request{Model: in.Model, Messages: msgs, Step: in.Step, Tools: a.cfg.Tools.Definitions(), CacheKey: loop.CacheKey(in.RunID)}
 	attempt := int(activity.GetInfo(ctx).Attempt)
 	resp, err := turnBeating(ctx, a.cfg.Model, &req, loop.TurnOptions{Stream: a.cfg.Stream, Timeout: in.Timeout})
 	if err != nil {

@@ -742,7 +742,7 @@ func (d *driver) requestModel(ctx workflow.Context) loop.Event {
 	}
 	in := ModelInput{
 		Model: d.in.Model, Step: s.Steps + 1, Log: d.head, New: d.log[d.saved:],
-		RetryBackoff: d.in.ModelRetryBackoff, Timeout: d.in.ModelTimeout,
+		RetryBackoff: d.in.ModelRetryBackoff, Timeout: d.in.ModelTimeout, RunID: s.RunID,
 	}
 	var out ModelOutput
 	var err error

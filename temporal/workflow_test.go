@@ -713,3 +713,31 @@ func TestDeadlineExceeded(t *testing.T) {
 		t.Fatalf("call_t1: workflow %+v, in-process %+v", g, w)
 	}
 }
+
+// TestModelInputNamesTheRun checks that every model turn of a run on
+// Temporal names the run, from which the activity makes the request's
+// prompt-cache key (loop.CacheKey), as the in-process runner does.
+func TestModelInputNamesTheRun(t *testing.T) {
+	sb := newSandbox(t, scenario(t, "normal"))
+	sb.register()
+	var mu sync.Mutex
+	var ids []string
+	sb.override(temporal.ModelActivity, func(ctx context.Context, in temporal.ModelInput) (temporal.ModelOutput, error) {
+		mu.Lock()
+		ids = append(ids, in.RunID)
+		mu.Unlock()
+		return sb.acts.RequestModel(ctx, in)
+	})
+	out := sb.run(t, sb.input("run-cache-key", "sandbox"))
+	if out.Status != loop.FinalAnswer {
+		t.Fatalf("status %s: %s", out.Status, out.Detail)
+	}
+	if len(ids) < 2 {
+		t.Fatalf("%d model turns, want at least 2", len(ids))
+	}
+	for i, id := range ids {
+		if id != "run-cache-key" {
+			t.Fatalf("turn %d: ModelInput.RunID = %q, want run-cache-key", i+1, id)
+		}
+	}
+}
