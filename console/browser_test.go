@@ -508,7 +508,7 @@ func TestBrowser(t *testing.T) {
 
 		// The run goes on (resumed elsewhere); once it stops the page
 		// draws itself again with the end.
-		if err := consoletest.Backend(e.mem).Resume(context.Background(), run); err != nil {
+		if _, err := consoletest.Backend(e.mem).Resume(context.Background(), run); err != nil {
 			t.Fatal(err)
 		}
 		tb.do("the page shows the end", chromedp.WaitVisible(chromedp.CSS(`[data-testid="run-status"][data-status="final_answer"]`)))

@@ -539,7 +539,7 @@ func TestQueued(t *testing.T) {
 
 	g := newEnv(t, func(o *console.Options) {
 		b := o.Backend.(*console.LogBackend)
-		b.ResumeFunc = func(context.Context, string) error { t.Error("Resume called on a backend that goes on"); return nil }
+		b.ResumeFunc = func(context.Context, string) (*loop.Result, error) { t.Error("Resume called on a backend that goes on"); return nil, nil }
 		o.GoesOn = true
 	})
 	run = g.scenario("confirmation_required")
@@ -773,7 +773,7 @@ func TestStream(t *testing.T) {
 	}
 	// The run goes on (resumed from the store here); the stream follows
 	// it to its end.
-	if err := consoletest.Backend(e.mem).Resume(context.Background(), run); err != nil {
+	if _, err := consoletest.Backend(e.mem).Resume(context.Background(), run); err != nil {
 		t.Fatal(err)
 	}
 	var kinds []loop.EventKind

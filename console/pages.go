@@ -107,11 +107,7 @@ func (s *Server) runsPage(w http.ResponseWriter, r *http.Request, u *who) {
 	}
 	d := s.common(u, "Runs")
 	d["List"], d["Query"] = list, l
-	var statuses []string
-	for _, st := range loop.Statuses() {
-		statuses = append(statuses, string(st))
-	}
-	d["Statuses"] = append([]string{loop.RunningStatus}, statuses...)
+	d["Statuses"] = loop.ListStatuses()
 	if l.Page > 1 {
 		d["Prev"] = "/runs?" + l.values(l.Page-1).Encode()
 	}
@@ -143,7 +139,7 @@ type inboxItem struct {
 }
 
 func (s *Server) approvalsPage(w http.ResponseWriter, r *http.Request, u *who) {
-	runs, err := s.opts.Backend.Runs(r.Context(), string(loop.ConfirmationRequired))
+	runs, err := s.opts.Backend.Runs(r.Context(), Filter{Status: string(loop.ConfirmationRequired)})
 	if err != nil {
 		s.pageFail(w, r, u, err)
 		return

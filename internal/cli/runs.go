@@ -11,6 +11,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/toolloop/toolloop/console"
 	"github.com/toolloop/toolloop/examples/orders"
 	"github.com/toolloop/toolloop/loop"
 	"github.com/toolloop/toolloop/store"
@@ -21,6 +22,12 @@ import (
 type usageErr struct{ msg string }
 
 func (e *usageErr) Error() string { return e.msg }
+
+// Is makes a usage error console.ErrNotHere: the console, which has no
+// command line, cannot do what the message asks (resume a toolloop run
+// run with its provider and tool flags), and leaves it to a person with
+// one.
+func (e *usageErr) Is(target error) bool { return target == console.ErrNotHere }
 
 // fail reports err on one line, prefixed with the command, and returns
 // exitUsage for a usageErr, exitBusy for a run another process drives,
@@ -96,10 +103,7 @@ func (c *cli) runs(ctx context.Context, drv Driver, args []string) int {
 		fmt.Fprintf(c.stderr, "toolloop runs: --limit %d: want at least 1\n", *limit)
 		return exitUsage
 	}
-	valid := []string{loop.RunningStatus}
-	for _, s := range loop.Statuses() {
-		valid = append(valid, string(s))
-	}
+	valid := loop.ListStatuses()
 	if *status != "" && !slices.Contains(valid, *status) {
 		fmt.Fprintf(c.stderr, "toolloop runs: unknown status %q; want one of %s\n", *status, strings.Join(valid, ", "))
 		return exitUsage
@@ -109,7 +113,7 @@ func (c *cli) runs(ctx context.Context, drv Driver, args []string) int {
 		return c.fail("runs", err)
 	}
 	defer c.closeBackend("runs", b)
-	list, err := b.Runs(ctx, Filter{Status: *status, Limit: *limit})
+	list, err := b.Runs(ctx, console.Filter{Status: *status, Limit: *limit})
 	if err != nil {
 		return c.fail("runs", err)
 	}
@@ -129,7 +133,7 @@ func (c *cli) runs(ctx context.Context, drv Driver, args []string) int {
 			steps, calls, tokens = fmt.Sprint(r.Steps), fmt.Sprint(r.ToolCalls), fmt.Sprint(r.Tokens)
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.RunID, r.Status, steps, calls, tokens,
-			r.StartedAt.UTC().Format(time.RFC3339), orDash(r.SessionID), pendingList(r.Pending))
+			r.StartedAt.UTC().Format(time.RFC3339), orDash(r.SessionID), loop.WaitingList(r.Pending))
 	}
 	if err := tw.Flush(); err != nil {
 		return c.fail("runs", err)
@@ -144,25 +148,10 @@ func orDash(s string) string {
 	return s
 }
 
-// pendingList renders the calls that await an answer as
-// "CALL_ID (TOOL), ...", or "-".
-func pendingList(pending []loop.Pending) string {
-	var parts []string
-	for _, p := range pending {
-		if p.Confirmation == nil {
-			parts = append(parts, fmt.Sprintf("%s (%s)", p.CallID, p.Tool))
-		}
-	}
-	if len(parts) == 0 {
-		return "-"
-	}
-	return strings.Join(parts, ", ")
-}
-
 // decide runs "approve" and "deny": record a person's answer to a call a
-// run paused for. The checks loop.Decide (or a workflow) makes are made
-// here first, on the run's log, so that every backend words them alike,
-// with the fix.
+// run paused for. The backend checks the answer (loop.CheckAnswer); each
+// reason of a refusal (loop.ErrNotPaused, ...) gets its own message with
+// the fix, alike on every backend.
 func (c *cli) decide(ctx context.Context, drv Driver, verb string, args []string) int {
 	fs := flag.NewFlagSet("toolloop "+verb, flag.ContinueOnError)
 	by := fs.String("by", "", "who decides (`NAME`); recorded in the run's log")
@@ -177,79 +166,94 @@ func (c *cli) decide(ctx context.Context, drv Driver, verb string, args []string
 		return exitUsage
 	}
 	runID, callID := pos[0], pos[1]
-	if strings.TrimSpace(*by) == "" {
-		fmt.Fprintf(c.stderr, "toolloop %s: --by NAME is missing: say who decides, e.g. toolloop %s %s %s --by alice\n", verb, verb, shellQuote(runID), shellQuote(callID))
-		return exitUsage
+	answer := loop.Confirmation{CallID: callID, Approved: verb == "approve", By: *by, Note: *note}
+	// What is wrong with the answer itself is said before the backend is
+	// reached; the backend checks it again with the rest.
+	if err := loop.CheckAnswerInput(runID, answer); err != nil {
+		return c.fail(verb, refusal(ctx, nil, verb, answer, runID, err))
 	}
 	b, err := open(ctx, &Kit{c})
 	if err != nil {
 		return c.fail(verb, err)
 	}
 	defer c.closeBackend(verb, b)
-	evs, err := events(ctx, b, runID)
-	if err != nil {
-		return c.fail(verb, err)
+	if err := b.Decide(ctx, runID, answer); err != nil {
+		return c.fail(verb, refusal(ctx, b, verb, answer, runID, err))
 	}
 	info := b.Info()
-	next := "go on with: " + resumeCommand(runID, info, evs)
-	if info.GoesOn {
-		next = "the run goes on; follow it with: toolloop trace show" + info.Flags + " " + shellQuote(runID)
-	}
-	// An answer someone gave first, found here or by Decide (when it
-	// lands between this check and ours), gets one message and exit 2.
-	answered := func(e *loop.AnsweredError) int {
-		was := "denied"
-		if e.Approved {
-			was = "approved"
-		}
-		return c.fail(verb, &usageErr{fmt.Sprintf("call %s of run %s was already %s by %s; an answer cannot change: %s",
-			callID, runID, was, e.By, strings.Replace(next, "go on with: ", "resume the run with: ", 1))})
-	}
-	s := loop.Replay(evs)
-	for _, p := range append(slices.Clone(s.Answered), s.Pending...) {
-		if p.CallID == callID && p.Confirmation != nil {
-			return answered(&loop.AnsweredError{RunID: runID, CallID: callID, Approved: p.Confirmation.Approved, By: p.Confirmation.By})
-		}
-	}
-	if s.Status != loop.ConfirmationRequired || s.Batch == nil {
-		status := string(s.Status)
-		if !s.Done {
-			status = loop.RunningStatus
-		}
-		return c.fail(verb, &usageErr{fmt.Sprintf("run %s is not waiting for confirmation (status %s); list the runs that are with: toolloop runs --status %s%s",
-			runID, status, loop.ConfirmationRequired, info.Flags)})
-	}
-	if !slices.ContainsFunc(s.Pending, func(p loop.Pending) bool { return p.CallID == callID }) {
-		return c.fail(verb, &usageErr{fmt.Sprintf("call %s is not pending in run %s; pending: %s", callID, runID, pendingList(s.Pending))})
-	}
-	answer := loop.Confirmation{CallID: callID, Approved: verb == "approve", By: *by, Note: *note}
-	if err := b.Decide(ctx, runID, answer); err != nil {
-		if ae := (*loop.AnsweredError)(nil); errors.As(err, &ae) {
-			return answered(ae)
-		}
-		return c.fail(verb, err)
+	head := fmt.Sprintf("%s call %s of run %s (by %s)", answer.Verb(), callID, runID, *by)
+	evs, err := events(ctx, b, runID)
+	if err != nil {
+		fmt.Fprintf(c.stdout, "%s\n", head)
+		return c.fail(verb, fmt.Errorf("the answer is recorded, but the run's log could not be read to say what comes next: %w", err))
 	}
 	var still []string
-	for _, p := range s.Pending {
-		if p.Confirmation == nil && p.CallID != callID {
-			still = append(still, p.CallID)
-		}
-	}
-	done := "approved"
-	if verb == "deny" {
-		done = "denied"
+	for _, p := range loop.PendingAfter(evs, callID) {
+		still = append(still, p.CallID)
 	}
 	if len(still) > 0 {
 		then := "answer them, then: " + resumeCommand(runID, info, evs)
 		if info.GoesOn {
 			then = "the run goes on once they are answered"
 		}
-		fmt.Fprintf(c.stdout, "%s call %s of run %s (by %s); still pending: %s; %s\n",
-			done, callID, runID, *by, strings.Join(still, ", "), then)
+		fmt.Fprintf(c.stdout, "%s; still pending: %s; %s\n", head, strings.Join(still, ", "), then)
 		return exitOK
 	}
-	fmt.Fprintf(c.stdout, "%s call %s of run %s (by %s); %s\n", done, callID, runID, *by, next)
+	fmt.Fprintf(c.stdout, "%s; %s\n", head, nextAfterAnswers(runID, info, evs))
 	return exitOK
+}
+
+// nextAfterAnswers says what carries on a run whose calls are all
+// answered: toolloop resume, or nothing on a backend whose runs go on by
+// themselves.
+func nextAfterAnswers(runID string, info Info, evs []loop.Event) string {
+	if info.GoesOn {
+		return "the run goes on; follow it with: toolloop trace show" + info.Flags + " " + shellQuote(runID)
+	}
+	return "go on with: " + resumeCommand(runID, info, evs)
+}
+
+// refusal words the error of an answer to call answer.CallID of run runID
+// that b (nil before the backend is opened) did not record: for each
+// reason of a *loop.AnswerError a usageErr that says the fix, and for a
+// run b does not have the command that lists its runs.
+func refusal(ctx context.Context, b Backend, verb string, answer loop.Confirmation, runID string, err error) error {
+	var ae *loop.AnswerError
+	if b != nil && errors.Is(err, store.ErrUnknownRun) {
+		return unknownRun(b, runID)
+	}
+	if !errors.As(err, &ae) {
+		return err
+	}
+	callID := answer.CallID
+	// The run's log, for the commands a message names; a refusal is
+	// worded without them when it cannot be read.
+	var (
+		evs  []loop.Event
+		info Info
+	)
+	if b != nil {
+		info = b.Info()
+		evs, _ = b.Events(ctx, runID)
+	}
+	switch {
+	case errors.Is(err, loop.ErrNoAnswerer):
+		return &usageErr{fmt.Sprintf("--by NAME is missing: say who decides, e.g. toolloop %s %s %s --by alice", verb, shellQuote(runID), shellQuote(callID))}
+	case errors.Is(err, loop.ErrNoteTooLong):
+		return &usageErr{fmt.Sprintf("--note is too long (%s): say why in fewer words", ae.Detail)}
+	case errors.Is(err, loop.ErrAlreadyAnswered):
+		return &usageErr{fmt.Sprintf("call %s of run %s was already %s by %s; an answer cannot change: %s",
+			callID, runID, ae.Answer.Verb(), ae.Answer.By, strings.Replace(nextAfterAnswers(runID, info, evs), "go on with: ", "resume the run with: ", 1))}
+	case errors.Is(err, loop.ErrNotPaused):
+		if len(evs) > 0 && !info.GoesOn {
+			if s := loop.Replay(evs); loop.ListStatus(s, evs) == loop.AnsweredStatus {
+				return &usageErr{fmt.Sprintf("run %s is not waiting for confirmation (status %s): every call it paused for is answered; resume it with: %s",
+					runID, loop.AnsweredStatus, resumeCommand(runID, info, evs))}
+			}
+		}
+		return &usageErr{fmt.Sprintf("%v; list the runs that are with: toolloop runs --status %s%s", ae, loop.ConfirmationRequired, info.Flags)}
+	}
+	return &usageErr{ae.Error()}
 }
 
 // scenarioResumer is a backend that resumes the sandbox's runs, whose

@@ -8,11 +8,9 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"sync"
 	"time"
 
 	"github.com/toolloop/toolloop/console"
-	"github.com/toolloop/toolloop/loop"
 )
 
 // serve runs the "serve" subcommand: the web console over the backend,
@@ -52,7 +50,7 @@ func (c *cli) serve(ctx context.Context, drv Driver, args []string) int {
 	defer c.closeBackend("serve", b)
 	info := b.Info()
 	srv, err := console.New(console.Options{
-		Backend:       &consoleBackend{b: b},
+		Backend:       b,
 		Users:         users,
 		GoesOn:        info.GoesOn,
 		SecureCookies: *secure,
@@ -96,39 +94,6 @@ func (c *cli) serve(ctx context.Context, drv Driver, args []string) int {
 // defaultServeAddr is loopback: the console is for this machine unless
 // told otherwise (--addr with --allow-remote).
 const defaultServeAddr = "127.0.0.1:8080"
-
-// consoleBackend adapts a command backend to the console's interface.
-// Resumes are one at a time: the local backend keeps what a resume opens
-// (the order book, observers) in fields of its own.
-type consoleBackend struct {
-	b  Backend
-	mu sync.Mutex
-}
-
-func (cb *consoleBackend) Runs(ctx context.Context, status string) ([]console.Run, error) {
-	return cb.b.Runs(ctx, Filter{Status: status})
-}
-
-func (cb *consoleBackend) Events(ctx context.Context, runID string) ([]loop.Event, error) {
-	return cb.b.Events(ctx, runID)
-}
-
-func (cb *consoleBackend) Decide(ctx context.Context, runID string, answer loop.Confirmation) error {
-	return cb.b.Decide(ctx, runID, answer)
-}
-
-// Resume carries the run on as toolloop resume does. A run whose model and
-// tools the command line would have to name again (a toolloop run run) is
-// one the console cannot drive: its error says the command that can.
-func (cb *consoleBackend) Resume(ctx context.Context, runID string) error {
-	cb.mu.Lock()
-	defer cb.mu.Unlock()
-	_, err := cb.b.Resume(ctx, runID)
-	if ue := (*usageErr)(nil); errors.As(err, &ue) {
-		return fmt.Errorf("%w: %s", console.ErrNotHere, ue.msg)
-	}
-	return err
-}
 
 func serveUsage(w io.Writer) {
 	fmt.Fprint(w, `Usage: toolloop serve --users FILE [--db PATH] [--addr HOST:PORT] [--allow-remote] [--secure-cookies]
