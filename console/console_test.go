@@ -539,7 +539,10 @@ func TestQueued(t *testing.T) {
 
 	g := newEnv(t, func(o *console.Options) {
 		b := o.Backend.(*console.LogBackend)
-		b.ResumeFunc = func(context.Context, string) (*loop.Result, error) { t.Error("Resume called on a backend that goes on"); return nil, nil }
+		b.ResumeFunc = func(context.Context, string) (*loop.Result, error) {
+			t.Error("Resume called on a backend that goes on")
+			return nil, nil
+		}
 		o.GoesOn = true
 	})
 	run = g.scenario("confirmation_required")
