@@ -83,3 +83,50 @@ func TestAnswerRefusalsByReason(t *testing.T) {
 		}
 	}
 }
+
+// An approved run the console could not resume is listed as answered with
+// its answer (the list and its status filter, the runs page), and its page
+// says so, with the command that resumes it.
+func TestAnsweredRunShown(t *testing.T) {
+	e := newEnv(t, func(o *console.Options) {
+		o.Backend.(*console.LogBackend).ResumeFunc = nil
+		o.ResumeCommand = func(id string) string { return "toolloop resume " + id + " --db x.db" }
+	})
+	run := e.scenario("confirmation_required")
+	if code, _, raw := e.decision(aliceToken, run, "call_r1", "approve", `{"note": "customer called"}`); code != http.StatusOK {
+		t.Fatalf("approve: %d %s", code, raw)
+	}
+	for status, listed := range map[string]bool{"answered": true, "confirmation_required": false, "running": false} {
+		var list struct {
+			Runs []console.Run `json:"runs"`
+		}
+		e.getJSON("/api/runs?status="+status, &list)
+		if got := len(list.Runs) == 1 && list.Runs[0].RunID == run; got != listed {
+			t.Errorf("status=%s lists %+v; want the run listed: %v", status, list.Runs, listed)
+		}
+		if status != "answered" || len(list.Runs) != 1 {
+			continue
+		}
+		p := list.Runs[0].Pending
+		if list.Runs[0].Status != loop.AnsweredStatus || len(p) != 1 || p[0].Confirmation == nil || p[0].Confirmation.By != "alice" || p[0].Confirmation.Note != "customer called" {
+			t.Errorf("the answered run: %+v, want its answer by alice with the note", list.Runs[0])
+		}
+	}
+	var doc struct {
+		Summary console.Summary `json:"summary"`
+	}
+	e.getJSON("/api/runs/"+run, &doc)
+	if doc.Summary.Status != loop.AnsweredStatus || doc.Summary.Stopped || !strings.Contains(doc.Summary.StopLine, "waits to be resumed") {
+		t.Errorf("summary %+v, want status answered, waiting to be resumed", doc.Summary)
+	}
+	_, page := e.do(req{path: "/runs/" + run, token: aliceToken})
+	for _, want := range []string{`data-status="answered"`, "it waits to be resumed", "resumed with: toolloop resume " + run + " --db x.db", "approved by alice: customer called"} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the run's page lacks %q", want)
+		}
+	}
+	_, page = e.do(req{path: "/runs?status=answered", token: aliceToken})
+	if !strings.Contains(page, "answered, waiting to be resumed: <code>call_r1</code> approved by alice") {
+		t.Errorf("the runs page does not show the answer:\n%s", page)
+	}
+}

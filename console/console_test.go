@@ -770,8 +770,8 @@ func TestStream(t *testing.T) {
 		ev.Confirmation.By != "carol" || id != itoa(after+1) {
 		t.Fatalf("first message %s id %s: %s", name, id, data)
 	}
-	// Its only call answered, the run is ready to go on: running again.
-	if name, _, data = next(); name != "summary" || !strings.Contains(data, `"status":"running"`) {
+	// Its only call answered, the run waits to be resumed: answered.
+	if name, _, data = next(); name != "summary" || !strings.Contains(data, `"status":"answered"`) {
 		t.Fatalf("after the event: %s %s", name, data)
 	}
 	// The run goes on (resumed from the store here); the stream follows

@@ -202,6 +202,9 @@ func (s *Server) startResume(runID string) (*resumeState, error) {
 	return rs, nil
 }
 
+// resumingNote is what a run's page says while the console resumes it.
+const resumingNote = "The console is resuming this run."
+
 // lastResume returns what became of the console's last resume of runID,
 // for the run's page: "" when there was none, or it went well.
 func (s *Server) lastResume(runID string) string {
@@ -218,6 +221,6 @@ func (s *Server) lastResume(runID string) string {
 		}
 		return ""
 	default:
-		return "The console is resuming this run."
+		return resumingNote
 	}
 }

@@ -127,7 +127,11 @@ func (s *Server) runPage(w http.ResponseWriter, r *http.Request, u *who) {
 	v := buildRun(events)
 	d := s.common(u, "Run "+runID)
 	d["Run"], d["Events"] = v, events
-	d["Resume"] = s.lastResume(runID)
+	note := s.lastResume(runID)
+	if v.Summary.Status == loop.AnsweredStatus && s.opts.ResumeCommand != nil && note != resumingNote {
+		note = strings.TrimSpace(note + " Every call is answered; the run goes on once resumed with: " + s.opts.ResumeCommand(runID))
+	}
+	d["Resume"] = note
 	d["Live"] = !v.Summary.Stopped || v.Summary.Status == string(loop.ConfirmationRequired)
 	s.render(w, http.StatusOK, "run", d)
 }

@@ -107,3 +107,53 @@ func TestAnswerRefusalsByReason(t *testing.T) {
 		}
 	}
 }
+
+// An approved run that was not resumed is listed as answered, with the
+// answer and the command that resumes it; --status answered finds it,
+// --status confirmation_required and running do not; trace show ends with
+// the answers and the command, not with an empty stop line.
+func TestAnsweredRunShown(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "toolloop.db")
+	run := pauseRefund(t, db)
+	if code, _, errOut := call("approve", run, "call_r1", "--by", "dana", "--note", "customer called", "--db", db); code != exitOK {
+		t.Fatalf("approve: %s", errOut)
+	}
+	resume := "toolloop resume " + run + " --db " + db
+	code, out, errOut := call("runs", "--db", db)
+	got := lines(out)
+	if code != exitOK || errOut != "" || len(got) != 3 {
+		t.Fatalf("runs: exit %d\n%s%s", code, out, errOut)
+	}
+	if f := strings.Fields(got[1]); f[0] != run || f[1] != "answered" || !strings.HasSuffix(got[1], "answered: call_r1 approved by dana") {
+		t.Errorf("the run's row: %q, want status answered and the answer", got[1])
+	}
+	if want := "run " + run + ` is answered (call_r1 approved by dana note="customer called"); resume it with: ` + resume; got[2] != want {
+		t.Errorf("after the table: %q\nwant %q", got[2], want)
+	}
+	for status, listed := range map[string]bool{"answered": true, "confirmation_required": false, "running": false} {
+		code, out, _ := call("runs", "--status", status, "--db", db)
+		if code != exitOK || strings.Contains(out, run) != listed {
+			t.Errorf("runs --status %s: exit %d, lists the run: %v, want %v\n%s", status, code, !listed, listed, out)
+		}
+	}
+	code, out, errOut = call("trace", "show", "--db", db, run)
+	got = lines(out)
+	want := []string{
+		`answered call_id=call_r1 tool=refund_order approved by dana note="customer called"`,
+		"answered: every call the run paused for has its answer; it waits to be resumed (status=answered steps=2 tool_calls=2 tokens=0)",
+		"resume it with: " + resume,
+	}
+	if code != exitOK || len(got) < 3 || strings.Join(got[len(got)-3:], "\n") != strings.Join(want, "\n") || strings.Contains(out, "stopped status= ") {
+		t.Errorf("trace show: exit %d, ends with:\n%s\nwant:\n%s\n%s", code, strings.Join(got[max(len(got)-3, 0):], "\n"), strings.Join(want, "\n"), errOut)
+	}
+	if code, out, _ = call("trace", "diagnose", "--db", db, run); !strings.Contains(out, "(status=answered, waiting to be resumed)") {
+		t.Errorf("trace diagnose: exit %d %s", code, out)
+	}
+	// The printed command resumes it.
+	if code, out, errOut = fill(t, resume, "", ""); code != exitOK || !strings.Contains(out, "status=final_answer") {
+		t.Fatalf("%s: exit %d %s%s", resume, code, out, errOut)
+	}
+	if code, out, _ = call("runs", "--status", "answered", "--db", db); strings.Contains(out, run) {
+		t.Errorf("resumed, the run is still listed as answered:\n%s", out)
+	}
+}

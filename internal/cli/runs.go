@@ -127,18 +127,53 @@ func (c *cli) runs(ctx context.Context, drv Driver, args []string) int {
 	}
 	tw := tabwriter.NewWriter(c.stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "RUN_ID\tSTATUS\tSTEPS\tTOOL_CALLS\tTOKENS\tSTARTED\tSESSION\tPENDING")
+	var answered []console.Run
 	for _, r := range list {
 		steps, calls, tokens := "-", "-", "-"
 		if r.Counted {
 			steps, calls, tokens = fmt.Sprint(r.Steps), fmt.Sprint(r.ToolCalls), fmt.Sprint(r.Tokens)
 		}
+		pending := loop.WaitingList(r.Pending)
+		if r.Status == loop.AnsweredStatus {
+			pending = "answered: " + answerList(r.Pending, false)
+			answered = append(answered, r)
+		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.RunID, r.Status, steps, calls, tokens,
-			r.StartedAt.UTC().Format(time.RFC3339), orDash(r.SessionID), loop.WaitingList(r.Pending))
+			r.StartedAt.UTC().Format(time.RFC3339), orDash(r.SessionID), pending)
 	}
 	if err := tw.Flush(); err != nil {
 		return c.fail("runs", err)
 	}
+	// An answered run goes on only once resumed: say with what, and what
+	// the answers were, notes included.
+	info := b.Info()
+	for _, r := range answered {
+		evs, err := b.Events(ctx, r.RunID)
+		if err != nil {
+			return c.fail("runs", err)
+		}
+		fmt.Fprintf(c.stdout, "run %s is answered (%s); resume it with: %s\n", r.RunID, answerList(r.Pending, true), resumeCommand(r.RunID, info, evs))
+	}
 	return exitOK
+}
+
+// answerList renders the answers of calls as "CALL_ID approved by NAME,
+// ...", with their notes quoted when withNotes.
+func answerList(calls []loop.Pending, withNotes bool) string {
+	var parts []string
+	for _, p := range calls {
+		if c := p.Confirmation; c != nil {
+			part := fmt.Sprintf("%s %s by %s", p.CallID, c.Verb(), c.By)
+			if withNotes && c.Note != "" {
+				part += fmt.Sprintf(" note=%q", c.Note)
+			}
+			parts = append(parts, part)
+		}
+	}
+	if len(parts) == 0 {
+		return "-"
+	}
+	return strings.Join(parts, ", ")
 }
 
 func orDash(s string) string {
@@ -312,13 +347,20 @@ func runsUsage(w io.Writer) {
 	fmt.Fprint(w, `Usage: toolloop runs [--status S] [--limit N] [--db PATH]
 
 Lists the runs recorded in the store, newest first, one line each: run ID,
-status ("running" for a run that has not stopped), model turns, tool calls,
-tokens, start time (UTC), session (demo:MODE for the sandbox's runs,
-run:PROVIDER:MODEL for toolloop run's) and the calls awaiting confirmation,
-with their tools.
+status, model turns, tool calls, tokens, start time (UTC), session
+(demo:MODE for the sandbox's runs, run:PROVIDER:MODEL for toolloop run's)
+and the calls awaiting confirmation, with their tools.
+
+The status is the one the run stopped with, or "running" for a run that has
+not stopped, or "answered" for a run that paused for confirmation, has an
+answer to every call it paused for, and waits for 'toolloop resume': its
+line shows the answers, and a line after the table gives them with their
+notes and the command that resumes it.
 
 Flags:
-  --status S  list only the runs with status S, e.g. confirmation_required
+  --status S  list only the runs with status S: confirmation_required for
+              the runs with calls awaiting an answer, answered for those
+              answered and waiting to be resumed, running, final_answer, ...
   --limit N   list at most N runs (default 50)
   --db PATH   the SQLite store (default: toolloop.db in $XDG_DATA_HOME/toolloop
               or ~/.local/share/toolloop)
