@@ -380,12 +380,15 @@ cannot be answered twice.
 
 Flags:
   --by NAME    who decides (required)
-  --note TEXT  why; for a denial, the model is told
+  --note TEXT  why (at most 16 KiB); for a denial, the model is told
   --db PATH    the SQLite store (default: toolloop.db in $XDG_DATA_HOME/toolloop
                or ~/.local/share/toolloop)
 
 Exit status: 0 when the answer is recorded, 2 when it cannot be (no such
-run or call, the call is not pending or was answered, --by is missing).
+run or call, the call is not pending or was answered, the run does not
+wait for answers, --by is missing, the note is too long). A run whose
+every call is answered is listed with status answered until it is
+resumed (toolloop runs --status answered).
 `)
 }
 

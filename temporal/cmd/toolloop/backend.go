@@ -256,17 +256,33 @@ func (b *backend) Decide(ctx context.Context, runID string, answer loop.Confirma
 	case errors.As(temporal.AnswerRefusal(err), &ae):
 		return ae
 	case errors.As(err, &nf):
-		desc, derr := cl.DescribeWorkflowExecution(ctx, runID, "")
-		if derr != nil {
-			return fmt.Errorf("run %s: %w", runID, store.ErrUnknownRun)
-		}
-		ex := desc.GetWorkflowExecutionInfo()
-		r := runInfo(ctx, cl, runID, ex.GetExecution().GetRunId(), ex.GetStatus())
-		return &loop.AnswerError{Err: loop.ErrNotPaused, RunID: runID, CallID: answer.CallID, Status: r.Status}
+		return b.closedAnswer(ctx, cl, runID, answer)
 	case uctx.Err() != nil:
 		return fmt.Errorf("run %s did not answer within 30s (does a worker serve its task queue?): %w", runID, err)
 	}
 	return fmt.Errorf("run %s did not take the answer: %w", runID, err)
+}
+
+// closedAnswer is the refusal of an answer to a run whose workflow takes
+// no update: a run the server does not have wraps store.ErrUnknownRun; a
+// closed run's log is checked as in process (loop.CheckAnswer), so that
+// a call answered before is loop.ErrAlreadyAnswered, naming who answered;
+// any other answer is loop.ErrNotPaused with the status the run ended
+// with.
+func (b *backend) closedAnswer(ctx context.Context, cl client.Client, runID string, answer loop.Confirmation) error {
+	desc, err := cl.DescribeWorkflowExecution(ctx, runID, "")
+	if err != nil {
+		return fmt.Errorf("run %s: %w", runID, store.ErrUnknownRun)
+	}
+	if evs, err := b.Events(ctx, runID); err == nil && len(evs) > 0 {
+		if err := loop.CheckAnswer(loop.Replay(evs), answer); err != nil {
+			return err
+		}
+	}
+	ex := desc.GetWorkflowExecutionInfo()
+	r := runInfo(ctx, cl, runID, ex.GetExecution().GetRunId(), ex.GetStatus())
+	return &loop.AnswerError{Err: loop.ErrNotPaused, RunID: runID, CallID: answer.CallID, Status: r.Status,
+		Detail: "its workflow has closed"}
 }
 
 // errNoResume is what toolloop resume --temporal says.
