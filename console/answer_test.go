@@ -33,7 +33,7 @@ func TestAnswerRefusalStatuses(t *testing.T) {
 		{"unknown run", "run-nope", "call_r1", `{}`, http.StatusNotFound, "no run run-nope"},
 		{"unknown call", paused, "call_zz", `{}`, http.StatusNotFound, "call call_zz is not pending in run " + paused + "; pending: call_r1 (refund_order)"},
 		{"answered call", answered, "call_r1", `{}`, http.StatusConflict, "call call_r1 of run " + answered + " was already denied by bob; an answer is final"},
-		{"answered run", answered, "call_q1", `{}`, http.StatusConflict, "run " + answered + " is not waiting for confirmation"},
+		{"answered run", answered, "call_q1", `{}`, http.StatusConflict, "run " + answered + " is not waiting for confirmation (status answered)"},
 		{"ended run", done, "call_1", `{}`, http.StatusConflict, "run " + done + " is not waiting for confirmation (status final_answer)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -156,6 +156,18 @@ func CheckAnswer(s *State, answer Confirmation) error {
 	return &AnswerError{Err: ErrUnknownCall, RunID: s.RunID, CallID: answer.CallID, Waiting: waiting}
 }
 
+// checkLoggedAnswer is CheckAnswer for the run whose state s is after
+// log: a run that does not wait is named by its list status, so that a
+// run answered and not yet resumed says so (AnsweredStatus).
+func checkLoggedAnswer(s *State, log []Event, answer Confirmation) error {
+	err := CheckAnswer(s, answer)
+	var ae *AnswerError
+	if errors.As(err, &ae) && ae.Err == ErrNotPaused {
+		ae.Status = ListStatus(s, log)
+	}
+	return err
+}
+
 // AnsweredStatus is the status a runs list gives a run that paused for
 // confirmation and has an answer to every call it paused for, but has not
 // been resumed yet: nothing goes on until something resumes it (toolloop

@@ -40,7 +40,7 @@ func TestAnswerErrorKinds(t *testing.T) {
 		{"long note", false, loop.Confirmation{CallID: "c2", By: "bob", Note: strings.Repeat("x", loop.MaxNoteBytes+1)}, loop.ErrNoteTooLong, "16385 bytes, at most 16384"},
 		{"unknown call", false, loop.Confirmation{CallID: "c9", By: "bob"}, loop.ErrUnknownCall, "call c9 is not pending in run " + paused2.RunID + "; pending: c2 (refund_order)"},
 		{"answered call", true, loop.Confirmation{CallID: "c2", By: "bob"}, loop.ErrAlreadyAnswered, "already approved by alice; an answer is final"},
-		{"not paused", true, loop.Confirmation{CallID: "c1", By: "bob"}, loop.ErrNotPaused, "is not waiting for confirmation (status running)"},
+		{"not paused", true, loop.Confirmation{CallID: "c1", By: "bob"}, loop.ErrNotPaused, "is not waiting for confirmation (status "},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			st, res := cfg2.Store, paused2
@@ -71,7 +71,12 @@ func TestAnswerErrorKinds(t *testing.T) {
 	if !errors.As(err, &ae) || len(ae.Waiting) != 1 || ae.Waiting[0].CallID != "c2" || ae.Waiting[0].Tool != "refund_order" {
 		t.Errorf("unknown call: %#v, want the waiting call c2", ae)
 	}
-	// A stopped run's status is named.
+	// A run answered and not resumed is named so by Decide, which has
+	// its log; a stopped run by the status it stopped with.
+	err = loop.Decide(ctx, cfg.Store, paused.RunID, loop.Confirmation{CallID: "c1", By: "bob"}, time.Now())
+	if !errors.As(err, &ae) || ae.Status != loop.AnsweredStatus {
+		t.Errorf("answering an answered run: %v, want ErrNotPaused with status answered", err)
+	}
 	runner, _ := loop.NewRunner(cfg)
 	done, err := runner.Resume(ctx, paused.RunID)
 	mustStatus(t, done, err, loop.FinalAnswer)

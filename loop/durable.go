@@ -152,7 +152,7 @@ func Decide(ctx context.Context, st store.EventLog, runID string, answer Confirm
 			return err
 		}
 		s := Replay(events)
-		if err := CheckAnswer(s, answer); err != nil {
+		if err := checkLoggedAnswer(s, events, answer); err != nil {
 			return err
 		}
 		ev := Event{Seq: len(events) + 1, At: at, Kind: ConfirmationDecided, Confirmation: &answer}

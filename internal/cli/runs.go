@@ -280,11 +280,9 @@ func refusal(ctx context.Context, b Backend, verb string, answer loop.Confirmati
 		return &usageErr{fmt.Sprintf("call %s of run %s was already %s by %s; an answer cannot change: %s",
 			callID, runID, ae.Answer.Verb(), ae.Answer.By, strings.Replace(nextAfterAnswers(runID, info, evs), "go on with: ", "resume the run with: ", 1))}
 	case errors.Is(err, loop.ErrNotPaused):
-		if len(evs) > 0 && !info.GoesOn {
-			if s := loop.Replay(evs); loop.ListStatus(s, evs) == loop.AnsweredStatus {
-				return &usageErr{fmt.Sprintf("run %s is not waiting for confirmation (status %s): every call it paused for is answered; resume it with: %s",
-					runID, loop.AnsweredStatus, resumeCommand(runID, info, evs))}
-			}
+		if ae.Status == loop.AnsweredStatus && !info.GoesOn {
+			return &usageErr{fmt.Sprintf("run %s is not waiting for confirmation (status %s): every call it paused for is answered; resume it with: %s",
+				runID, loop.AnsweredStatus, resumeCommand(runID, info, evs))}
 		}
 		return &usageErr{fmt.Sprintf("%v; list the runs that are with: toolloop runs --status %s%s", ae, loop.ConfirmationRequired, info.Flags)}
 	}
