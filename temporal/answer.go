@@ -34,13 +34,15 @@ var answerReasons = map[string]error{
 	"already_answered": loop.ErrAlreadyAnswered,
 }
 
-// refuseAnswer makes the workflow's refusal of an answer (a
-// *loop.AnswerError) an application error that keeps its reason across
-// the wire; nil and other errors are returned as they are. Refusals are
-// not part of a workflow's history (a validator's never are; an update
-// handler's outcome is recorded, not compared on replay), so their form
-// may change without a version.
-func refuseAnswer(err error) error {
+// RefuseAnswer makes a workflow's refusal of an answer (a
+// *loop.AnswerError) an application error of type AnswerErrorType that
+// keeps its reason across the wire, for AnswerRefusal on the client's
+// side; nil and other errors are returned as they are. The workflow's
+// ConfirmUpdate refuses with it. Refusals are not part of a workflow's
+// history (a validator's never are; an update handler's outcome is
+// recorded, not compared on replay), so their form may change without a
+// version.
+func RefuseAnswer(err error) error {
 	var ae *loop.AnswerError
 	if !errors.As(err, &ae) {
 		return err

@@ -273,13 +273,13 @@ type driver struct {
 
 // checkAnswer is loop.CheckAnswer, refusing every answer once the
 // workflow is closing (loop.ErrNotPaused), in a form that keeps the
-// reason across the wire (refuseAnswer).
+// reason across the wire (RefuseAnswer).
 func (d *driver) checkAnswer(a loop.Confirmation) error {
 	if d.closing {
-		return refuseAnswer(&loop.AnswerError{Err: loop.ErrNotPaused, RunID: d.state.RunID, CallID: a.CallID, Status: string(d.state.Status),
+		return RefuseAnswer(&loop.AnswerError{Err: loop.ErrNotPaused, RunID: d.state.RunID, CallID: a.CallID, Status: string(d.state.Status),
 			Detail: "its confirmation timeout passed or it was canceled, and its workflow is closing"})
 	}
-	return refuseAnswer(loop.CheckAnswer(&d.state, a))
+	return RefuseAnswer(loop.CheckAnswer(&d.state, a))
 }
 
 func newDriver(ctx workflow.Context, in RunInput) (*driver, error) {
