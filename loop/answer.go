@@ -69,7 +69,11 @@ func (e *AnswerError) Error() string {
 	case ErrUnknownCall:
 		msg = fmt.Sprintf("call %s is not pending in run %s; pending: %s", e.CallID, e.RunID, WaitingList(e.Waiting))
 	case ErrAlreadyAnswered:
-		msg = fmt.Sprintf("call %s of run %s was already %s by %s; an answer is final", e.CallID, e.RunID, e.Answer.Verb(), e.Answer.By)
+		was := "answered"
+		if a := e.Answer; a != nil {
+			was = a.Verb() + " by " + a.By
+		}
+		msg = fmt.Sprintf("call %s of run %s was already %s; an answer is final", e.CallID, e.RunID, was)
 	default:
 		msg = fmt.Sprintf("the answer to call %s of run %s was refused: %v", e.CallID, e.RunID, e.Err)
 	}

@@ -261,15 +261,19 @@ func refusal(ctx context.Context, b Backend, verb string, answer loop.Confirmati
 		return err
 	}
 	callID := answer.CallID
-	// The run's log, for the commands a message names; a refusal is
-	// worded without them when it cannot be read.
-	var (
-		evs  []loop.Event
-		info Info
-	)
+	var info Info
 	if b != nil {
 		info = b.Info()
-		evs, _ = b.Events(ctx, runID)
+	}
+	// The run's log, for the resume command (a toolloop run run's
+	// recorded flags); without it the command has the backend's flags
+	// only.
+	log := func() []loop.Event {
+		if b == nil {
+			return nil
+		}
+		evs, _ := b.Events(ctx, runID)
+		return evs
 	}
 	switch {
 	case errors.Is(err, loop.ErrNoAnswerer):
@@ -277,12 +281,16 @@ func refusal(ctx context.Context, b Backend, verb string, answer loop.Confirmati
 	case errors.Is(err, loop.ErrNoteTooLong):
 		return &usageErr{fmt.Sprintf("--note is too long (%s): say why in fewer words", ae.Detail)}
 	case errors.Is(err, loop.ErrAlreadyAnswered):
-		return &usageErr{fmt.Sprintf("call %s of run %s was already %s by %s; an answer cannot change: %s",
-			callID, runID, ae.Answer.Verb(), ae.Answer.By, strings.Replace(nextAfterAnswers(runID, info, evs), "go on with: ", "resume the run with: ", 1))}
+		was := "answered"
+		if a := ae.Answer; a != nil {
+			was = a.Verb() + " by " + a.By
+		}
+		return &usageErr{fmt.Sprintf("call %s of run %s was already %s; an answer cannot change: %s",
+			callID, runID, was, strings.Replace(nextAfterAnswers(runID, info, log()), "go on with: ", "resume the run with: ", 1))}
 	case errors.Is(err, loop.ErrNotPaused):
 		if ae.Status == loop.AnsweredStatus && !info.GoesOn {
 			return &usageErr{fmt.Sprintf("run %s is not waiting for confirmation (status %s): every call it paused for is answered; resume it with: %s",
-				runID, loop.AnsweredStatus, resumeCommand(runID, info, evs))}
+				runID, loop.AnsweredStatus, resumeCommand(runID, info, log()))}
 		}
 		return &usageErr{fmt.Sprintf("%v; list the runs that are with: toolloop runs --status %s%s", ae, loop.ConfirmationRequired, info.Flags)}
 	}
