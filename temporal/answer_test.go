@@ -33,17 +33,21 @@ func TestAnswerRefusedByReason(t *testing.T) {
 		{name: "answered call", answer: loop.Confirmation{CallID: "call_r1", By: "ops-2"}, want: loop.ErrAlreadyAnswered, says: "already approved by ops-1"},
 		{name: "not paused", answer: loop.Confirmation{CallID: "call_q1", By: "ops-2"}, want: loop.ErrNotPaused, says: "is not waiting for confirmation"},
 	}
+	// One update a callback while the run waits (a workflow task that
+	// validates many at once can trip the test environment's deadlock
+	// detector on a loaded machine); the approval and the answers after
+	// it in one, before the run goes on to its end.
+	for i, c := range cases[:3] {
+		sb.env.RegisterDelayedCallback(func() { c.upd = sb.update("u-"+c.name, c.answer) }, time.Minute+time.Duration(i)*time.Second)
+	}
 	sb.env.RegisterDelayedCallback(func() {
-		for _, c := range cases[:3] {
-			c.upd = sb.update("u-"+c.name, c.answer)
-		}
 		if ok := sb.update("u-approve", loop.Confirmation{CallID: "call_r1", Approved: true, By: "ops-1"}); ok.rejected != nil {
 			t.Errorf("approval refused: %v", ok.rejected)
 		}
 		for _, c := range cases[3:] {
 			c.upd = sb.update("u-"+c.name, c.answer)
 		}
-	}, time.Minute)
+	}, 2*time.Minute)
 	out := sb.run(t, sb.input("run-refusals", "sandbox"))
 	if out.Status != loop.FinalAnswer {
 		t.Fatalf("status %s", out.Status)
