@@ -38,10 +38,7 @@ type listQuery struct {
 func parseList(q url.Values) (listQuery, error) {
 	l := listQuery{Status: q.Get("status"), Session: q.Get("session"), Page: 1, PerPage: DefaultPerPage}
 	if l.Status != "" {
-		valid := []string{loop.RunningStatus}
-		for _, s := range loop.Statuses() {
-			valid = append(valid, string(s))
-		}
+		valid := loop.ListStatuses()
 		if !slices.Contains(valid, l.Status) {
 			return l, fmt.Errorf("unknown status %q; want one of %s", l.Status, strings.Join(valid, ", "))
 		}
@@ -110,7 +107,7 @@ type runList struct {
 
 // listRuns selects and pages the backend's runs.
 func (s *Server) listRuns(ctx context.Context, l listQuery) (*runList, error) {
-	all, err := s.opts.Backend.Runs(ctx, l.Status)
+	all, err := s.opts.Backend.Runs(ctx, Filter{Status: l.Status})
 	if err != nil {
 		return nil, err
 	}

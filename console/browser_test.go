@@ -504,11 +504,11 @@ func TestBrowser(t *testing.T) {
 		if !eval[bool](tb, `window.__sameDocument === true`) {
 			t.Errorf("the page was reloaded to show the event")
 		}
-		tb.do("the status follows", chromedp.WaitVisible(chromedp.CSS(`[data-testid="run-status"][data-status="running"]`)))
+		tb.do("the status follows", chromedp.WaitVisible(chromedp.CSS(`[data-testid="run-status"][data-status="answered"]`)))
 
 		// The run goes on (resumed elsewhere); once it stops the page
 		// draws itself again with the end.
-		if err := consoletest.Backend(e.mem).Resume(context.Background(), run); err != nil {
+		if _, err := consoletest.Backend(e.mem).Resume(context.Background(), run); err != nil {
 			t.Fatal(err)
 		}
 		tb.do("the page shows the end", chromedp.WaitVisible(chromedp.CSS(`[data-testid="run-status"][data-status="final_answer"]`)))

@@ -15,24 +15,40 @@ import (
 	"github.com/toolloop/toolloop/loop"
 )
 
-// Backend is what the console needs of the place runs are kept: list them,
-// read one's log, record an answer, and carry a paused run on. Its methods
-// are called from many requests at once and must be safe for that.
+// Backend is where runs are kept and carried on: list them, read one's
+// log, record an answer, carry a paused run on. It is the one interface of
+// both front ends, the console and toolloop's commands (whose backends add
+// starting runs to it); its methods are called from many requests at once
+// and must be safe for that.
 type Backend interface {
-	// Runs lists the runs with the given status ("" for all, or
-	// loop.RunningStatus for those that have not stopped), newest first.
-	Runs(ctx context.Context, status string) ([]Run, error)
-	// Events returns a run's log; a run the backend does not have is an
-	// error wrapping store.ErrUnknownRun.
+	// Runs lists the runs f selects, newest first where the backend
+	// knows the order.
+	Runs(ctx context.Context, f Filter) ([]Run, error)
+	// Events returns a run's log, as far as it goes; a run the backend
+	// does not have is an error wrapping store.ErrUnknownRun.
 	Events(ctx context.Context, runID string) ([]loop.Event, error)
 	// Decide records a person's answer to a call the run waits on, as
-	// loop.Decide does (a call answered before is a *loop.AnsweredError).
+	// loop.Decide does: an answer that cannot be recorded is a
+	// *loop.AnswerError, whose reason (loop.ErrNotPaused, ...) errors.Is
+	// finds; a run the backend does not have wraps store.ErrUnknownRun.
 	Decide(ctx context.Context, runID string, answer loop.Confirmation) error
 	// Resume carries a run on once all its pending calls are answered,
-	// and returns when it stops or pauses again. A run this process
-	// cannot drive is an error wrapping ErrNotHere whose text says how to
-	// carry it on (the command to run).
-	Resume(ctx context.Context, runID string) error
+	// and returns its result when it stops or pauses again; a run that
+	// has ended, or still waits for an answer, is returned as it is. A
+	// run this process cannot drive is an error wrapping ErrNotHere whose
+	// text says how to carry it on (the command to run).
+	Resume(ctx context.Context, runID string) (*loop.Result, error)
+}
+
+// Filter selects the runs Backend.Runs lists.
+type Filter struct {
+	// Status, if not "", is the status of the runs to list: one of
+	// loop.ListStatuses (a loop.Status, loop.RunningStatus for the runs
+	// that have not stopped, loop.AnsweredStatus for those answered and
+	// waiting to be resumed).
+	Status string
+	// Limit, if positive, is how many runs to list at most.
+	Limit int
 }
 
 // ErrNotHere says that the console's process cannot carry a run on (it
@@ -43,8 +59,8 @@ var ErrNotHere = errors.New("the run cannot be resumed by the console")
 // Run is one run as the runs list shows it.
 type Run struct {
 	RunID string `json:"run_id"`
-	// Status is a loop.Status, loop.RunningStatus, or the backend's word
-	// for a run that ended without one.
+	// Status is a loop.Status, loop.RunningStatus, loop.AnsweredStatus,
+	// or the backend's word for a run that ended without one.
 	Status string `json:"status"`
 	// Counted reports whether Steps, ToolCalls and Tokens are known.
 	Counted   bool      `json:"counted"`
@@ -53,7 +69,9 @@ type Run struct {
 	Tokens    int64     `json:"tokens"`
 	StartedAt time.Time `json:"started_at"`
 	SessionID string    `json:"session_id,omitempty"`
-	// Pending are the calls that await a confirmation, answered or not.
+	// Pending are the calls the run paused for, answered or not: while
+	// it waits for answers, and once answered (status
+	// loop.AnsweredStatus) until it is resumed.
 	Pending []loop.Pending `json:"pending,omitempty"`
 }
 

@@ -543,7 +543,10 @@ func TestQueued(t *testing.T) {
 
 	g := newEnv(t, func(o *console.Options) {
 		b := o.Backend.(*console.LogBackend)
-		b.ResumeFunc = func(context.Context, string) error { t.Error("Resume called on a backend that goes on"); return nil }
+		b.ResumeFunc = func(context.Context, string) (*loop.Result, error) {
+			t.Error("Resume called on a backend that goes on")
+			return nil, nil
+		}
 		o.GoesOn = true
 	})
 	run = g.scenario("confirmation_required")
@@ -771,13 +774,13 @@ func TestStream(t *testing.T) {
 		ev.Confirmation.By != "carol" || id != itoa(after+1) {
 		t.Fatalf("first message %s id %s: %s", name, id, data)
 	}
-	// Its only call answered, the run is ready to go on: running again.
-	if name, _, data = next(); name != "summary" || !strings.Contains(data, `"status":"running"`) {
+	// Its only call answered, the run waits to be resumed: answered.
+	if name, _, data = next(); name != "summary" || !strings.Contains(data, `"status":"answered"`) {
 		t.Fatalf("after the event: %s %s", name, data)
 	}
 	// The run goes on (resumed from the store here); the stream follows
 	// it to its end.
-	if err := consoletest.Backend(e.mem).Resume(context.Background(), run); err != nil {
+	if _, err := consoletest.Backend(e.mem).Resume(context.Background(), run); err != nil {
 		t.Fatal(err)
 	}
 	var kinds []loop.EventKind

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"slices"
 	"strings"
 	"time"
 
@@ -74,85 +73,32 @@ func (s *Server) runEvents(ctx context.Context, runID string) ([]loop.Event, err
 }
 
 // decide records by's answer to a call and, when it was the last one the
-// run waited for, resumes the run. The checks loop.Decide makes are made
-// first on the log, so that each refusal gets its own status code: 404 for
-// a run or call that is not there, 409 for one that cannot take an answer
-// (answered before, or the run does not wait).
+// run waited for, resumes the run. The backend checks the answer
+// (loop.CheckAnswer); each reason of a refusal gets its own status code
+// (answerStatus).
 func (s *Server) decide(ctx context.Context, runID, callID string, approve bool, by, note string) (*Decision, error) {
-	events, err := s.runEvents(ctx, runID)
-	if err != nil {
-		return nil, err
-	}
-	verb := "deny"
-	if approve {
-		verb = "approve"
-	}
-	answered := func(e *loop.AnsweredError) error {
-		was := "denied"
-		if e.Approved {
-			was = "approved"
-		}
-		return &httpError{http.StatusConflict, fmt.Sprintf("call %s of run %s was already %s by %s; an answer is final", callID, runID, was, e.By)}
-	}
-	st := loop.Replay(events)
-	for _, p := range append(slices.Clone(st.Answered), st.Pending...) {
-		if p.CallID == callID && p.Confirmation != nil {
-			return nil, answered(&loop.AnsweredError{RunID: runID, CallID: callID, Approved: p.Confirmation.Approved, By: p.Confirmation.By})
-		}
-	}
-	if !st.Done || st.Status != loop.ConfirmationRequired || st.Batch == nil {
-		status := string(st.Status)
-		if !st.Done {
-			status = loop.RunningStatus
-		}
-		return nil, &httpError{http.StatusConflict, fmt.Sprintf("cannot %s call %s: run %s is not waiting for confirmation (status %s)", verb, callID, runID, status)}
-	}
-	var still []string
-	found := false
-	for _, p := range st.Pending {
-		switch {
-		case p.CallID == callID:
-			found = true
-		case p.Confirmation == nil:
-			still = append(still, p.CallID)
-		}
-	}
-	if !found {
-		ids := make([]string, len(st.Pending))
-		for i, p := range st.Pending {
-			ids[i] = p.CallID
-		}
-		return nil, &httpError{http.StatusNotFound, fmt.Sprintf("call %s is not pending in run %s; pending: %s", callID, runID, strings.Join(ids, ", "))}
-	}
 	answer := loop.Confirmation{CallID: callID, Approved: approve, By: by, Note: note}
 	if err := s.opts.Backend.Decide(ctx, runID, answer); err != nil {
-		if ae := (*loop.AnsweredError)(nil); errors.As(err, &ae) {
-			return nil, answered(ae)
+		if errors.Is(err, store.ErrUnknownRun) {
+			return nil, &httpError{http.StatusNotFound, fmt.Sprintf("no run %s", runID)}
 		}
-		// The run may have stopped waiting since the checks above (its
-		// pause timed out, it was canceled): that is a conflict, as it
-		// would have been a moment earlier, not a failure of the console.
-		if events, rerr := s.runEvents(ctx, runID); rerr == nil {
-			if st := loop.Replay(events); !st.Done || st.Status != loop.ConfirmationRequired {
-				status := string(st.Status)
-				if !st.Done {
-					status = loop.RunningStatus
-				}
-				return nil, &httpError{http.StatusConflict, fmt.Sprintf("cannot %s call %s: run %s stopped waiting for confirmation (status %s): %v", verb, callID, runID, status, err)}
-			}
+		if code := answerStatus(err); code != 0 {
+			return nil, &httpError{code, err.Error()}
 		}
 		return nil, err
 	}
 	// Another person may have answered another call of the batch
 	// meanwhile: what still waits is read from the log as it is now, so
 	// that of two answers given at once, the one recorded last resumes
-	// the run (from the log read before, each would wait for the other).
+	// the run (from a log read before, each would wait for the other).
+	// Only the calls of this answer's pause count: a run that goes on by
+	// itself may have paused again since. The answer is recorded: a log
+	// that cannot be read now fails nothing (a resume of a run that still
+	// waits returns it as it is).
+	var still []string
 	if events, err := s.runEvents(ctx, runID); err == nil {
-		still = still[:0]
-		for _, p := range loop.Replay(events).Pending {
-			if p.Confirmation == nil && p.CallID != callID {
-				still = append(still, p.CallID)
-			}
+		for _, p := range loop.PendingAfter(events, callID) {
+			still = append(still, p.CallID)
 		}
 	}
 	d := &Decision{RunID: runID, CallID: callID, Approved: approve, By: by, Note: note, StillPending: still}
@@ -214,6 +160,22 @@ func (s *Server) resumeRun(ctx context.Context, d *Decision, head string) {
 	}
 }
 
+// answerStatus is the HTTP status of an answer the backend refused, by
+// its reason: 400 for an answer wrong in itself, 404 for a call the run
+// does not wait on, 409 for a run that does not take it (it does not
+// wait, or the call has its answer); 0 for an error that is no refusal.
+func answerStatus(err error) int {
+	switch {
+	case errors.Is(err, loop.ErrNoAnswerer), errors.Is(err, loop.ErrNoteTooLong):
+		return http.StatusBadRequest
+	case errors.Is(err, loop.ErrUnknownCall):
+		return http.StatusNotFound
+	case errors.Is(err, loop.ErrNotPaused), errors.Is(err, loop.ErrAlreadyAnswered):
+		return http.StatusConflict
+	}
+	return 0
+}
+
 // startResume starts carrying runID on, unless a resume of it is under
 // way already, and returns that resume.
 func (s *Server) startResume(runID string) (*resumeState, error) {
@@ -234,11 +196,14 @@ func (s *Server) startResume(runID string) (*resumeState, error) {
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
-		rs.err = s.opts.Backend.Resume(s.ctx, runID)
+		_, rs.err = s.opts.Backend.Resume(s.ctx, runID)
 		close(rs.done)
 	}()
 	return rs, nil
 }
+
+// resumingNote is what a run's page says while the console resumes it.
+const resumingNote = "The console is resuming this run."
 
 // lastResume returns what became of the console's last resume of runID,
 // for the run's page: "" when there was none, or it went well.
@@ -256,6 +221,6 @@ func (s *Server) lastResume(runID string) string {
 		}
 		return ""
 	default:
-		return "The console is resuming this run."
+		return resumingNote
 	}
 }

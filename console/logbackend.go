@@ -16,18 +16,21 @@ import (
 type LogBackend struct {
 	// Log is the store the runs are in.
 	Log store.EventLog
-	// ResumeFunc carries a run on, e.g. with a loop.Runner's Resume over
-	// Log; nil means the console cannot, and says so (ErrNotHere).
-	ResumeFunc func(ctx context.Context, runID string) error
+	// ResumeFunc carries a run on, e.g. a loop.Runner's Resume over Log;
+	// nil means the console cannot, and says so (ErrNotHere).
+	ResumeFunc func(ctx context.Context, runID string) (*loop.Result, error)
 	// Now is the clock answers are recorded with; nil means time.Now.
 	Now func() time.Time
 }
 
 // Runs implements Backend.
-func (b *LogBackend) Runs(ctx context.Context, status string) ([]Run, error) {
-	list, err := b.Log.Runs(ctx, status)
+func (b *LogBackend) Runs(ctx context.Context, f Filter) ([]Run, error) {
+	list, err := b.Log.Runs(ctx, f.Status)
 	if err != nil {
 		return nil, err
+	}
+	if f.Limit > 0 && len(list) > f.Limit {
+		list = list[:f.Limit]
 	}
 	return SummaryRuns(list)
 }
@@ -91,9 +94,9 @@ func (b *LogBackend) Decide(ctx context.Context, runID string, answer loop.Confi
 }
 
 // Resume implements Backend.
-func (b *LogBackend) Resume(ctx context.Context, runID string) error {
+func (b *LogBackend) Resume(ctx context.Context, runID string) (*loop.Result, error) {
 	if b.ResumeFunc == nil {
-		return fmt.Errorf("%w: this console has no way to drive run %s; resume it from the program that started it", ErrNotHere, runID)
+		return nil, fmt.Errorf("%w: this console has no way to drive run %s; resume it from the program that started it", ErrNotHere, runID)
 	}
 	return b.ResumeFunc(ctx, runID)
 }

@@ -108,11 +108,7 @@ func (s *Server) runsPage(w http.ResponseWriter, r *http.Request, u *who) {
 	}
 	d := s.common(u, "Runs")
 	d["List"], d["Query"] = list, l
-	var statuses []string
-	for _, st := range loop.Statuses() {
-		statuses = append(statuses, string(st))
-	}
-	d["Statuses"] = append([]string{loop.RunningStatus}, statuses...)
+	d["Statuses"] = loop.ListStatuses()
 	if l.Page > 1 {
 		d["Prev"] = "/runs?" + l.values(l.Page-1).Encode()
 	}
@@ -132,7 +128,11 @@ func (s *Server) runPage(w http.ResponseWriter, r *http.Request, u *who) {
 	v := buildRun(plainEvents(events))
 	d := s.common(u, "Run "+runID)
 	d["Run"], d["Events"] = v, events
-	d["Resume"] = s.lastResume(runID)
+	note := s.lastResume(runID)
+	if v.Summary.Status == loop.AnsweredStatus && s.opts.ResumeCommand != nil && note != resumingNote {
+		note = strings.TrimSpace(note + " Every call is answered; the run goes on once resumed with: " + s.opts.ResumeCommand(runID))
+	}
+	d["Resume"] = note
 	d["Live"] = !v.Summary.Stopped || v.Summary.Status == string(loop.ConfirmationRequired)
 	s.render(w, http.StatusOK, "run", d)
 }
@@ -144,7 +144,7 @@ type inboxItem struct {
 }
 
 func (s *Server) approvalsPage(w http.ResponseWriter, r *http.Request, u *who) {
-	runs, err := s.opts.Backend.Runs(r.Context(), string(loop.ConfirmationRequired))
+	runs, err := s.opts.Backend.Runs(r.Context(), Filter{Status: string(loop.ConfirmationRequired)})
 	if err != nil {
 		s.pageFail(w, r, u, err)
 		return

@@ -26,7 +26,8 @@ type Summary struct {
 	SessionID string          `json:"session_id,omitempty"`
 	Model     string          `json:"model,omitempty"`
 	Identity  policy.Identity `json:"identity"`
-	// Status is the run's loop.Status once it has stopped, else
+	// Status is the run's loop.Status once it has stopped,
+	// loop.AnsweredStatus once answered and waiting to be resumed, else
 	// loop.RunningStatus.
 	Status    string `json:"status"`
 	Detail    string `json:"detail,omitempty"`
@@ -118,6 +119,8 @@ func summary(st *loop.State, first, last *loop.Event) Summary {
 		s.Status, s.Detail, s.Stopped = string(st.Status), st.Detail, true
 		s.StopLine = fmt.Sprintf("stopped status=%s steps=%d tool_calls=%d tokens=%d detail=%q",
 			s.Status, s.Steps, s.ToolCalls, s.Tokens, s.Detail)
+	} else if loop.ListStatus(st, []loop.Event{*last}) == loop.AnsweredStatus {
+		s.Status, s.StopLine = loop.AnsweredStatus, trace.AnsweredLine(st)
 	} else {
 		s.StopLine = fmt.Sprintf("running: the log is at seq %d (%s)", last.Seq, last.Kind)
 	}

@@ -94,17 +94,13 @@ func (d *drive) flush() error {
 const RunningStatus = "running"
 
 func summarize(s *State, log []Event) store.RunSummary {
-	status := RunningStatus
-	if s.Done {
-		status = string(s.Status)
-	}
 	sum := store.RunSummary{
-		RunID: s.RunID, SessionID: s.SessionID, Status: status, Detail: s.Detail, Steps: s.Steps,
+		RunID: s.RunID, SessionID: s.SessionID, Status: ListStatus(s, log), Detail: s.Detail, Steps: s.Steps,
 		ToolCalls: s.ToolCalls, InputTokens: s.Usage.InputTokens, OutputTokens: s.Usage.OutputTokens,
 		StartedAt: s.StartedAt, UpdatedAt: log[len(log)-1].At,
 	}
-	if len(s.Pending) > 0 {
-		sum.Pending, _ = json.Marshal(s.Pending) // plain strings and bytes: cannot fail
+	if listed := Listed(s, log); len(listed) > 0 {
+		sum.Pending, _ = json.Marshal(listed) // plain strings and bytes: cannot fail
 	}
 	return sum
 }
@@ -151,8 +147,9 @@ func Replay(events []Event) *State {
 // confirmation: who decided, when, and why go into the run's log. The run
 // goes on with Resume once every pending call is answered. Answering a call
 // that is not pending, or answering it twice, is an error and records
-// nothing; a call someone else answered first is an *AnsweredError, whether
-// their answer came long before or a moment before this one. Answers to
+// nothing: the error is CheckAnswer's *AnswerError. A call someone else
+// answered first is refused with ErrAlreadyAnswered, whether their answer
+// came long before or a moment before this one. Answers to
 // other calls of the run recorded at the same time do not make Decide
 // fail: it reads the log again and records its answer after theirs.
 func Decide(ctx context.Context, st store.EventLog, runID string, answer Confirmation, at time.Time) error {
@@ -162,7 +159,7 @@ func Decide(ctx context.Context, st store.EventLog, runID string, answer Confirm
 			return err
 		}
 		s := Replay(events)
-		if err := CheckAnswer(s, answer); err != nil {
+		if err := checkLoggedAnswer(s, events, answer); err != nil {
 			return err
 		}
 		ev := Event{Seq: len(events) + 1, At: at, Kind: ConfirmationDecided, Confirmation: &answer}
@@ -187,51 +184,3 @@ func Decide(ctx context.Context, st store.EventLog, runID string, answer Confirm
 // pending calls, so a few rounds settle any race among the people
 // answering them.
 const decideAttempts = 8
-
-// AnsweredError says that a call already has an answer: answers are final.
-type AnsweredError struct {
-	RunID, CallID string
-	Approved      bool   // what the answer was
-	By            string // who gave it
-}
-
-func (e *AnsweredError) Error() string {
-	verb := "denied"
-	if e.Approved {
-		verb = "approved"
-	}
-	return fmt.Sprintf("loop: call %s of run %s was already %s by %s", e.CallID, e.RunID, verb, e.By)
-}
-
-// CheckAnswer verifies that answer can be recorded for the run whose state
-// is s: it says who decided, and names a call the run is waiting on that
-// has no answer yet (a call answered already is an *AnsweredError).
-// Decide and Continue check with it; so should any other
-// driver that records answers.
-func CheckAnswer(s *State, answer Confirmation) error {
-	if answer.By == "" {
-		return errors.New("loop: a confirmation must say who decided (By)")
-	}
-	for _, p := range append(s.Answered, s.Pending...) {
-		if p.CallID == answer.CallID && p.Confirmation != nil {
-			return &AnsweredError{RunID: s.RunID, CallID: answer.CallID, Approved: p.Confirmation.Approved, By: p.Confirmation.By}
-		}
-	}
-	if s.Status != ConfirmationRequired || s.Batch == nil {
-		st := s.Status
-		if !s.Done {
-			st = RunningStatus
-		}
-		return fmt.Errorf("loop: run %s is not waiting for confirmation (status %s)", s.RunID, st)
-	}
-	for _, p := range s.Pending {
-		if p.CallID == answer.CallID {
-			return nil
-		}
-	}
-	var ids []string
-	for _, p := range s.Pending {
-		ids = append(ids, p.CallID)
-	}
-	return fmt.Errorf("loop: call %s is not pending in run %s (pending: %v)", answer.CallID, s.RunID, ids)
-}

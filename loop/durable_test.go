@@ -396,12 +396,12 @@ func TestDecideRaces(t *testing.T) {
 				return loop.Decide(ctx, mem, "run-r", loop.Confirmation{CallID: tc.otherCall, By: "bob"}, time.Now())
 			}}
 			err = loop.Decide(ctx, racing, "run-r", loop.Confirmation{CallID: "c1", Approved: true, By: "alice"}, time.Now())
-			var answered *loop.AnsweredError
+			var answered *loop.AnswerError
 			switch {
 			case tc.wantErr == "" && err != nil:
 				t.Fatalf("answering c1 while c2 was answered: %v", err)
-			case tc.wantErr != "" && (!errors.As(err, &answered) || !strings.Contains(err.Error(), tc.wantErr)):
-				t.Fatalf("err = %v, want an *AnsweredError saying %q", err, tc.wantErr)
+			case tc.wantErr != "" && (!errors.As(err, &answered) || !errors.Is(err, loop.ErrAlreadyAnswered) || !strings.Contains(err.Error(), tc.wantErr)):
+				t.Fatalf("err = %v, want an *AnswerError (ErrAlreadyAnswered) saying %q", err, tc.wantErr)
 			}
 			events, err := loop.LoadEvents(ctx, mem, "run-r")
 			if err != nil {

@@ -276,12 +276,14 @@ type driver struct {
 }
 
 // checkAnswer is loop.CheckAnswer, refusing every answer once the
-// workflow is closing.
+// workflow is closing (loop.ErrNotPaused), in a form that keeps the
+// reason across the wire (RefuseAnswer).
 func (d *driver) checkAnswer(a loop.Confirmation) error {
 	if d.closing {
-		return fmt.Errorf("run %s no longer waits for answers: its confirmation timeout passed or it was canceled", d.state.RunID)
+		return RefuseAnswer(&loop.AnswerError{Err: loop.ErrNotPaused, RunID: d.state.RunID, CallID: a.CallID, Status: string(d.state.Status),
+			Detail: "its confirmation timeout passed or it was canceled, and its workflow is closing"})
 	}
-	return loop.CheckAnswer(&d.state, a)
+	return RefuseAnswer(loop.CheckAnswer(&d.state, a))
 }
 
 func newDriver(ctx workflow.Context, in RunInput) (*driver, error) {

@@ -534,6 +534,16 @@ func showStop(w io.Writer, st *loop.State, spans []Span, events []loop.Event, re
 		}
 		fmt.Fprintf(w, "pending call_id=%s tool=%s args=%s reason=%q\n", p.CallID, p.Tool, OneLine(args), p.Reason)
 	}
+	if loop.ListStatus(st, events) == loop.AnsweredStatus {
+		// Paused, then answered: the stopped event of the pause closed
+		// the run's span, but the run has not stopped; it waits to be
+		// resumed.
+		for _, p := range loop.Listed(st, events) {
+			fmt.Fprintf(w, "answered call_id=%s tool=%s %s by %s note=%q\n", p.CallID, p.Tool, p.Confirmation.Verb(), p.Confirmation.By, p.Confirmation.Note)
+		}
+		fmt.Fprintf(w, "%s\n", AnsweredLine(st))
+		return
+	}
 	root := spans[0]
 	if root.Open() {
 		fmt.Fprintf(w, "not stopped: the log ends at seq %d (%s) without a stopped event\n",
@@ -542,6 +552,14 @@ func showStop(w io.Writer, st *loop.State, spans []Span, events []loop.Event, re
 	}
 	fmt.Fprintf(w, "stopped status=%s steps=%d tool_calls=%d tokens=%d duration=%s detail=%q\n",
 		string(st.Status), st.Steps, st.ToolCalls, st.Usage.Total(), fmtDur(root.Duration()), st.Detail)
+}
+
+// AnsweredLine is the last line of a run that paused, has an answer to
+// every call it paused for, and waits to be resumed (its list status is
+// loop.AnsweredStatus), in place of a stop line.
+func AnsweredLine(st *loop.State) string {
+	return fmt.Sprintf("answered: every call the run paused for has its answer; it waits to be resumed (status=%s steps=%d tool_calls=%d tokens=%d)",
+		loop.AnsweredStatus, st.Steps, st.ToolCalls, st.Usage.Total())
 }
 
 // OneLine shows raw JSON as it was logged, unless it spans several lines:

@@ -29,20 +29,20 @@ type Log interface {
 // scripted model goes on where it paused) over log. Other runs it cannot
 // resume (console.ErrNotHere).
 func Backend(log Log) *console.LogBackend {
-	return &console.LogBackend{Log: log, ResumeFunc: func(ctx context.Context, runID string) error {
+	return &console.LogBackend{Log: log, ResumeFunc: func(ctx context.Context, runID string) (*loop.Result, error) {
 		events, err := loop.LoadEvents(ctx, log, runID)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		if len(events) == 0 || events[0].Start == nil {
-			return fmt.Errorf("run %s has no started event", runID)
+			return nil, fmt.Errorf("run %s has no started event", runID)
 		}
 		s, ok := orders.LookupSession(events[0].Start.SessionID)
 		if !ok {
-			return fmt.Errorf("%w: run %s is not a sandbox run (session %q)", console.ErrNotHere, runID, events[0].Start.SessionID)
+			return nil, fmt.Errorf("%w: run %s is not a sandbox run (session %q)", console.ErrNotHere, runID, events[0].Start.SessionID)
 		}
-		_, _, err = s.Resume(ctx, runID, orders.RunOptions{Store: log, Ledger: log})
-		return err
+		res, _, err := s.Resume(ctx, runID, orders.RunOptions{Store: log, Ledger: log})
+		return res, err
 	}}
 }
 

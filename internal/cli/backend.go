@@ -14,30 +14,25 @@ import (
 
 // Backend is where the commands' runs are kept and driven: the SQLite
 // store with the loop in this process, or a Temporal server and its
-// workers. Every command (run, runs, approve, deny, resume, trace, demo)
-// is written once over it; what differs between backends is their own
-// flags, which their Driver defines.
+// workers. Every command (run, runs, approve, deny, resume, trace, demo,
+// serve) is written once over it; what differs between backends is their
+// own flags, which their Driver defines.
 //
-// A run the backend does not have is an error wrapping
-// store.ErrUnknownRun; an error made by Usagef is one the person at the
-// command line can fix, and its text says how.
+// It is the web console's backend (listing runs, reading a log,
+// recording an answer, resuming), which toolloop serve hands to the
+// console as it is, with starting a run and naming the backend added. A
+// run the backend does not have is an error wrapping
+// store.ErrUnknownRun; a refused answer is a *loop.AnswerError; an error
+// made by Usagef is one the person at the command line can fix, and its
+// text says how (to the console, which has no command line, it is
+// console.ErrNotHere).
 type Backend interface {
+	console.Backend
 	// Start starts a run and waits until it stops or pauses for a
 	// person's confirmation, and returns its result. With req.Detach it
 	// returns once the run is started, with a result that carries only
 	// its RunID.
 	Start(ctx context.Context, req *Request) (*loop.Result, error)
-	// Runs lists the runs f selects, newest first where the backend
-	// knows the order.
-	Runs(ctx context.Context, f Filter) ([]RunInfo, error)
-	// Events returns a run's event log, as far as it goes.
-	Events(ctx context.Context, runID string) ([]loop.Event, error)
-	// Decide records a person's answer to a call the run waits on.
-	Decide(ctx context.Context, runID string, answer loop.Confirmation) error
-	// Resume carries a paused run on once its calls are answered, and
-	// returns its result; a run that has ended, or still waits for an
-	// answer, is returned as it is.
-	Resume(ctx context.Context, runID string) (*loop.Result, error)
 	// Info says how the commands name the backend in what they print.
 	Info() Info
 	// Close releases what the backend holds; the error is one to report,
@@ -136,19 +131,3 @@ func (r *Request) Messages(def string) []llm.Message {
 	}
 	return append(msgs, llm.UserMessage(r.Prompt))
 }
-
-// Filter selects the runs Backend.Runs lists.
-type Filter struct {
-	// Status, if not "", is the status of the runs to list: a
-	// loop.Status, or loop.RunningStatus for the runs that have not
-	// stopped.
-	Status string
-	// Limit, if positive, is how many runs to list at most.
-	Limit int
-}
-
-// RunInfo is one run as toolloop runs lists it.
-//
-// It is the web console's Run, so that toolloop serve shows what toolloop
-// runs lists without converting one into the other.
-type RunInfo = console.Run

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toolloop/toolloop/console"
 	"github.com/toolloop/toolloop/examples/orders"
 	"github.com/toolloop/toolloop/executor"
 	"github.com/toolloop/toolloop/loop"
@@ -66,12 +67,12 @@ func (f *fake) Start(ctx context.Context, req *Request) (*loop.Result, error) {
 	return res, nil
 }
 
-func (f *fake) Runs(ctx context.Context, flt Filter) ([]RunInfo, error) {
+func (f *fake) Runs(ctx context.Context, flt console.Filter) ([]console.Run, error) {
 	list, err := f.log.Runs(ctx, flt.Status)
 	if err != nil {
 		return nil, err
 	}
-	return runInfos(list)
+	return console.SummaryRuns(list)
 }
 
 func (f *fake) Events(ctx context.Context, runID string) ([]loop.Event, error) {

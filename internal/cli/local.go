@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/toolloop/toolloop/console"
@@ -66,6 +67,11 @@ type local struct {
 	db, logDir, pricesFile string
 	src                    *sourceFlags
 	tf                     *traceFlags
+
+	// resuming makes resumes one at a time: a resume keeps what it
+	// opens (the order book, observers, closers) in the fields below,
+	// and toolloop serve's console resumes runs from many requests.
+	resuming sync.Mutex
 
 	path    string // the store's file, once known
 	st      *sqlite.Store
@@ -265,7 +271,7 @@ func runConfig(src *sourceFlags, model llm.Model, reg *tool.Registry, st *sqlite
 }
 
 // Runs implements Backend.
-func (b *local) Runs(ctx context.Context, f Filter) ([]RunInfo, error) {
+func (b *local) Runs(ctx context.Context, f console.Filter) ([]console.Run, error) {
 	list, err := b.st.Runs(ctx, f.Status)
 	if err != nil {
 		return nil, err
@@ -273,11 +279,8 @@ func (b *local) Runs(ctx context.Context, f Filter) ([]RunInfo, error) {
 	if f.Limit > 0 && len(list) > f.Limit {
 		list = list[:f.Limit]
 	}
-	return runInfos(list)
+	return console.SummaryRuns(list)
 }
-
-// runInfos converts a store's run summaries.
-func runInfos(list []store.RunSummary) ([]RunInfo, error) { return console.SummaryRuns(list) }
 
 // Events implements Backend: the run's log in the store.
 func (b *local) Events(ctx context.Context, runID string) ([]loop.Event, error) {
@@ -298,6 +301,8 @@ func (b *local) Decide(ctx context.Context, runID string, answer loop.Confirmati
 // recorded, and its API key read again; a sandbox run with its scenario
 // (see resumeScenario).
 func (b *local) Resume(ctx context.Context, runID string) (*loop.Result, error) {
+	b.resuming.Lock()
+	defer b.resuming.Unlock()
 	events, err := b.Events(ctx, runID)
 	if err != nil {
 		return nil, err

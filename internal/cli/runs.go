@@ -11,6 +11,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/toolloop/toolloop/console"
 	"github.com/toolloop/toolloop/examples/orders"
 	"github.com/toolloop/toolloop/loop"
 	"github.com/toolloop/toolloop/store"
@@ -21,6 +22,12 @@ import (
 type usageErr struct{ msg string }
 
 func (e *usageErr) Error() string { return e.msg }
+
+// Is makes a usage error console.ErrNotHere: the console, which has no
+// command line, cannot do what the message asks (resume a toolloop run
+// run with its provider and tool flags), and leaves it to a person with
+// one.
+func (e *usageErr) Is(target error) bool { return target == console.ErrNotHere }
 
 // fail reports err on one line, prefixed with the command, and returns
 // exitUsage for a usageErr, exitBusy for a run another process drives,
@@ -96,10 +103,7 @@ func (c *cli) runs(ctx context.Context, drv Driver, args []string) int {
 		fmt.Fprintf(c.stderr, "toolloop runs: --limit %d: want at least 1\n", *limit)
 		return exitUsage
 	}
-	valid := []string{loop.RunningStatus}
-	for _, s := range loop.Statuses() {
-		valid = append(valid, string(s))
-	}
+	valid := loop.ListStatuses()
 	if *status != "" && !slices.Contains(valid, *status) {
 		fmt.Fprintf(c.stderr, "toolloop runs: unknown status %q; want one of %s\n", *status, strings.Join(valid, ", "))
 		return exitUsage
@@ -109,7 +113,7 @@ func (c *cli) runs(ctx context.Context, drv Driver, args []string) int {
 		return c.fail("runs", err)
 	}
 	defer c.closeBackend("runs", b)
-	list, err := b.Runs(ctx, Filter{Status: *status, Limit: *limit})
+	list, err := b.Runs(ctx, console.Filter{Status: *status, Limit: *limit})
 	if err != nil {
 		return c.fail("runs", err)
 	}
@@ -123,18 +127,53 @@ func (c *cli) runs(ctx context.Context, drv Driver, args []string) int {
 	}
 	tw := tabwriter.NewWriter(c.stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "RUN_ID\tSTATUS\tSTEPS\tTOOL_CALLS\tTOKENS\tSTARTED\tSESSION\tPENDING")
+	var answered []console.Run
 	for _, r := range list {
 		steps, calls, tokens := "-", "-", "-"
 		if r.Counted {
 			steps, calls, tokens = fmt.Sprint(r.Steps), fmt.Sprint(r.ToolCalls), fmt.Sprint(r.Tokens)
 		}
+		pending := loop.WaitingList(r.Pending)
+		if r.Status == loop.AnsweredStatus {
+			pending = "answered: " + answerList(r.Pending, false)
+			answered = append(answered, r)
+		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.RunID, r.Status, steps, calls, tokens,
-			r.StartedAt.UTC().Format(time.RFC3339), orDash(r.SessionID), pendingList(r.Pending))
+			r.StartedAt.UTC().Format(time.RFC3339), orDash(r.SessionID), pending)
 	}
 	if err := tw.Flush(); err != nil {
 		return c.fail("runs", err)
 	}
+	// An answered run goes on only once resumed: say with what, and what
+	// the answers were, notes included.
+	info := b.Info()
+	for _, r := range answered {
+		evs, err := b.Events(ctx, r.RunID)
+		if err != nil {
+			return c.fail("runs", err)
+		}
+		fmt.Fprintf(c.stdout, "run %s is answered (%s); resume it with: %s\n", r.RunID, answerList(r.Pending, true), resumeCommand(r.RunID, info, evs))
+	}
 	return exitOK
+}
+
+// answerList renders the answers of calls as "CALL_ID approved by NAME,
+// ...", with their notes quoted when withNotes.
+func answerList(calls []loop.Pending, withNotes bool) string {
+	var parts []string
+	for _, p := range calls {
+		if c := p.Confirmation; c != nil {
+			part := fmt.Sprintf("%s %s by %s", p.CallID, c.Verb(), c.By)
+			if withNotes && c.Note != "" {
+				part += fmt.Sprintf(" note=%q", c.Note)
+			}
+			parts = append(parts, part)
+		}
+	}
+	if len(parts) == 0 {
+		return "-"
+	}
+	return strings.Join(parts, ", ")
 }
 
 func orDash(s string) string {
@@ -144,25 +183,10 @@ func orDash(s string) string {
 	return s
 }
 
-// pendingList renders the calls that await an answer as
-// "CALL_ID (TOOL), ...", or "-".
-func pendingList(pending []loop.Pending) string {
-	var parts []string
-	for _, p := range pending {
-		if p.Confirmation == nil {
-			parts = append(parts, fmt.Sprintf("%s (%s)", p.CallID, p.Tool))
-		}
-	}
-	if len(parts) == 0 {
-		return "-"
-	}
-	return strings.Join(parts, ", ")
-}
-
 // decide runs "approve" and "deny": record a person's answer to a call a
-// run paused for. The checks loop.Decide (or a workflow) makes are made
-// here first, on the run's log, so that every backend words them alike,
-// with the fix.
+// run paused for. The backend checks the answer (loop.CheckAnswer); each
+// reason of a refusal (loop.ErrNotPaused, ...) gets its own message with
+// the fix, alike on every backend.
 func (c *cli) decide(ctx context.Context, drv Driver, verb string, args []string) int {
 	fs := flag.NewFlagSet("toolloop "+verb, flag.ContinueOnError)
 	by := fs.String("by", "", "who decides (`NAME`); recorded in the run's log")
@@ -177,79 +201,100 @@ func (c *cli) decide(ctx context.Context, drv Driver, verb string, args []string
 		return exitUsage
 	}
 	runID, callID := pos[0], pos[1]
-	if strings.TrimSpace(*by) == "" {
-		fmt.Fprintf(c.stderr, "toolloop %s: --by NAME is missing: say who decides, e.g. toolloop %s %s %s --by alice\n", verb, verb, shellQuote(runID), shellQuote(callID))
-		return exitUsage
+	answer := loop.Confirmation{CallID: callID, Approved: verb == "approve", By: *by, Note: *note}
+	// What is wrong with the answer itself is said before the backend is
+	// reached; the backend checks it again with the rest.
+	if err := loop.CheckAnswerInput(runID, answer); err != nil {
+		return c.fail(verb, refusal(ctx, nil, verb, answer, runID, err))
 	}
 	b, err := open(ctx, &Kit{c})
 	if err != nil {
 		return c.fail(verb, err)
 	}
 	defer c.closeBackend(verb, b)
-	evs, err := events(ctx, b, runID)
-	if err != nil {
-		return c.fail(verb, err)
+	if err := b.Decide(ctx, runID, answer); err != nil {
+		return c.fail(verb, refusal(ctx, b, verb, answer, runID, err))
 	}
 	info := b.Info()
-	next := "go on with: " + resumeCommand(runID, info, evs)
-	if info.GoesOn {
-		next = "the run goes on; follow it with: toolloop trace show" + info.Flags + " " + shellQuote(runID)
-	}
-	// An answer someone gave first, found here or by Decide (when it
-	// lands between this check and ours), gets one message and exit 2.
-	answered := func(e *loop.AnsweredError) int {
-		was := "denied"
-		if e.Approved {
-			was = "approved"
-		}
-		return c.fail(verb, &usageErr{fmt.Sprintf("call %s of run %s was already %s by %s; an answer cannot change: %s",
-			callID, runID, was, e.By, strings.Replace(next, "go on with: ", "resume the run with: ", 1))})
-	}
-	s := loop.Replay(evs)
-	for _, p := range append(slices.Clone(s.Answered), s.Pending...) {
-		if p.CallID == callID && p.Confirmation != nil {
-			return answered(&loop.AnsweredError{RunID: runID, CallID: callID, Approved: p.Confirmation.Approved, By: p.Confirmation.By})
-		}
-	}
-	if s.Status != loop.ConfirmationRequired || s.Batch == nil {
-		status := string(s.Status)
-		if !s.Done {
-			status = loop.RunningStatus
-		}
-		return c.fail(verb, &usageErr{fmt.Sprintf("run %s is not waiting for confirmation (status %s); list the runs that are with: toolloop runs --status %s%s",
-			runID, status, loop.ConfirmationRequired, info.Flags)})
-	}
-	if !slices.ContainsFunc(s.Pending, func(p loop.Pending) bool { return p.CallID == callID }) {
-		return c.fail(verb, &usageErr{fmt.Sprintf("call %s is not pending in run %s; pending: %s", callID, runID, pendingList(s.Pending))})
-	}
-	answer := loop.Confirmation{CallID: callID, Approved: verb == "approve", By: *by, Note: *note}
-	if err := b.Decide(ctx, runID, answer); err != nil {
-		if ae := (*loop.AnsweredError)(nil); errors.As(err, &ae) {
-			return answered(ae)
-		}
-		return c.fail(verb, err)
+	head := fmt.Sprintf("%s call %s of run %s (by %s)", answer.Verb(), callID, runID, *by)
+	evs, err := events(ctx, b, runID)
+	if err != nil {
+		fmt.Fprintf(c.stdout, "%s\n", head)
+		return c.fail(verb, fmt.Errorf("the answer is recorded, but the run's log could not be read to say what comes next: %w", err))
 	}
 	var still []string
-	for _, p := range s.Pending {
-		if p.Confirmation == nil && p.CallID != callID {
-			still = append(still, p.CallID)
-		}
-	}
-	done := "approved"
-	if verb == "deny" {
-		done = "denied"
+	for _, p := range loop.PendingAfter(evs, callID) {
+		still = append(still, p.CallID)
 	}
 	if len(still) > 0 {
 		then := "answer them, then: " + resumeCommand(runID, info, evs)
 		if info.GoesOn {
 			then = "the run goes on once they are answered"
 		}
-		fmt.Fprintf(c.stdout, "%s call %s of run %s (by %s); still pending: %s; %s\n",
-			done, callID, runID, *by, strings.Join(still, ", "), then)
+		fmt.Fprintf(c.stdout, "%s; still pending: %s; %s\n", head, strings.Join(still, ", "), then)
 		return exitOK
 	}
-	fmt.Fprintf(c.stdout, "%s call %s of run %s (by %s); %s\n", done, callID, runID, *by, next)
+	fmt.Fprintf(c.stdout, "%s; %s\n", head, nextAfterAnswers(runID, info, evs))
 	return exitOK
+}
+
+// nextAfterAnswers says what carries on a run whose calls are all
+// answered: toolloop resume, or nothing on a backend whose runs go on by
+// themselves.
+func nextAfterAnswers(runID string, info Info, evs []loop.Event) string {
+	if info.GoesOn {
+		return "the run goes on; follow it with: toolloop trace show" + info.Flags + " " + shellQuote(runID)
+	}
+	return "go on with: " + resumeCommand(runID, info, evs)
+}
+
+// refusal words the error of an answer to call answer.CallID of run runID
+// that b (nil before the backend is opened) did not record: for each
+// reason of a *loop.AnswerError a usageErr that says the fix, and for a
+// run b does not have the command that lists its runs.
+func refusal(ctx context.Context, b Backend, verb string, answer loop.Confirmation, runID string, err error) error {
+	var ae *loop.AnswerError
+	if b != nil && errors.Is(err, store.ErrUnknownRun) {
+		return unknownRun(b, runID)
+	}
+	if !errors.As(err, &ae) {
+		return err
+	}
+	callID := answer.CallID
+	var info Info
+	if b != nil {
+		info = b.Info()
+	}
+	// The run's log, for the resume command (a toolloop run run's
+	// recorded flags); without it the command has the backend's flags
+	// only.
+	log := func() []loop.Event {
+		if b == nil {
+			return nil
+		}
+		evs, _ := b.Events(ctx, runID)
+		return evs
+	}
+	switch {
+	case errors.Is(err, loop.ErrNoAnswerer):
+		return &usageErr{fmt.Sprintf("--by NAME is missing: say who decides, e.g. toolloop %s %s %s --by alice", verb, shellQuote(runID), shellQuote(callID))}
+	case errors.Is(err, loop.ErrNoteTooLong):
+		return &usageErr{fmt.Sprintf("--note is too long (%s): say why in fewer words", ae.Detail)}
+	case errors.Is(err, loop.ErrAlreadyAnswered):
+		was := "answered"
+		if a := ae.Answer; a != nil {
+			was = a.Verb() + " by " + a.By
+		}
+		return &usageErr{fmt.Sprintf("call %s of run %s was already %s; an answer cannot change: %s",
+			callID, runID, was, strings.Replace(nextAfterAnswers(runID, info, log()), "go on with: ", "resume the run with: ", 1))}
+	case errors.Is(err, loop.ErrNotPaused):
+		if ae.Status == loop.AnsweredStatus && !info.GoesOn {
+			return &usageErr{fmt.Sprintf("run %s is not waiting for confirmation (status %s): every call it paused for is answered; resume it with: %s",
+				runID, loop.AnsweredStatus, resumeCommand(runID, info, log()))}
+		}
+		return &usageErr{fmt.Sprintf("%v; list the runs that are with: toolloop runs --status %s%s", ae, loop.ConfirmationRequired, info.Flags)}
+	}
+	return &usageErr{ae.Error()}
 }
 
 // scenarioResumer is a backend that resumes the sandbox's runs, whose
@@ -308,13 +353,20 @@ func runsUsage(w io.Writer) {
 	fmt.Fprint(w, `Usage: toolloop runs [--status S] [--limit N] [--db PATH]
 
 Lists the runs recorded in the store, newest first, one line each: run ID,
-status ("running" for a run that has not stopped), model turns, tool calls,
-tokens, start time (UTC), session (demo:MODE for the sandbox's runs,
-run:PROVIDER:MODEL for toolloop run's) and the calls awaiting confirmation,
-with their tools.
+status, model turns, tool calls, tokens, start time (UTC), session
+(demo:MODE for the sandbox's runs, run:PROVIDER:MODEL for toolloop run's)
+and the calls awaiting confirmation, with their tools.
+
+The status is the one the run stopped with, or "running" for a run that has
+not stopped, or "answered" for a run that paused for confirmation, has an
+answer to every call it paused for, and waits for 'toolloop resume': its
+line shows the answers, and a line after the table gives them with their
+notes and the command that resumes it.
 
 Flags:
-  --status S  list only the runs with status S, e.g. confirmation_required
+  --status S  list only the runs with status S: confirmation_required for
+              the runs with calls awaiting an answer, answered for those
+              answered and waiting to be resumed, running, final_answer, ...
   --limit N   list at most N runs (default 50)
   --db PATH   the SQLite store (default: toolloop.db in $XDG_DATA_HOME/toolloop
               or ~/.local/share/toolloop)
@@ -334,12 +386,15 @@ cannot be answered twice.
 
 Flags:
   --by NAME    who decides (required)
-  --note TEXT  why; for a denial, the model is told
+  --note TEXT  why (at most 16 KiB); for a denial, the model is told
   --db PATH    the SQLite store (default: toolloop.db in $XDG_DATA_HOME/toolloop
                or ~/.local/share/toolloop)
 
 Exit status: 0 when the answer is recorded, 2 when it cannot be (no such
-run or call, the call is not pending or was answered, --by is missing).
+run or call, the call is not pending or was answered, the run does not
+wait for answers, --by is missing, the note is too long). A run whose
+every call is answered is listed with status answered until it is
+resumed (toolloop runs --status answered).
 `)
 }
 

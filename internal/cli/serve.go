@@ -8,11 +8,9 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"sync"
 	"time"
 
 	"github.com/toolloop/toolloop/console"
-	"github.com/toolloop/toolloop/loop"
 	"github.com/toolloop/toolloop/store"
 )
 
@@ -53,7 +51,7 @@ func (c *cli) serve(ctx context.Context, drv Driver, args []string) int {
 	defer c.closeBackend("serve", b)
 	info := b.Info()
 	srv, err := console.New(console.Options{
-		Backend:       newConsoleBackend(b),
+		Backend:       b,
 		Users:         users,
 		GoesOn:        info.GoesOn,
 		SecureCookies: *secure,
@@ -99,35 +97,11 @@ func (c *cli) serve(ctx context.Context, drv Driver, args []string) int {
 // told otherwise (--addr with --allow-remote).
 const defaultServeAddr = "127.0.0.1:8080"
 
-// consoleBackend adapts a command backend to the console's interface.
-// Resumes are one at a time: the local backend keeps what a resume opens
-// (the order book, observers) in fields of its own.
-type consoleBackend struct {
-	b  Backend
-	mu sync.Mutex
-}
-
-// newConsoleBackend adapts b for the console: over the local store, with
-// the stored events themselves (console.RecordReader), which the console
-// decodes with large payloads cut and, following a run live, only from
-// where it got to.
-func newConsoleBackend(b Backend) console.Backend {
-	cb := &consoleBackend{b: b}
-	if l, ok := b.(*local); ok {
-		return &storeConsoleBackend{consoleBackend: cb, l: l}
-	}
-	return cb
-}
-
-// storeConsoleBackend is a consoleBackend over the local store.
-type storeConsoleBackend struct {
-	*consoleBackend
-	l *local
-}
-
-// Records implements console.RecordReader.
-func (sb *storeConsoleBackend) Records(ctx context.Context, runID string, after int) ([]store.EventRecord, error) {
-	st, err := sb.l.store(false)
+// Records implements console.RecordReader for the local store: the
+// console reads the stored events themselves, which it decodes with large
+// payloads cut and, following a run live, only from where it got to.
+func (l *local) Records(ctx context.Context, runID string, after int) ([]store.EventRecord, error) {
+	st, err := l.store(false)
 	if err != nil {
 		return nil, err
 	}
@@ -140,31 +114,6 @@ func (sb *storeConsoleBackend) Records(ctx context.Context, runID string, after 
 		i++
 	}
 	return recs[i:], nil
-}
-
-func (cb *consoleBackend) Runs(ctx context.Context, status string) ([]console.Run, error) {
-	return cb.b.Runs(ctx, Filter{Status: status})
-}
-
-func (cb *consoleBackend) Events(ctx context.Context, runID string) ([]loop.Event, error) {
-	return cb.b.Events(ctx, runID)
-}
-
-func (cb *consoleBackend) Decide(ctx context.Context, runID string, answer loop.Confirmation) error {
-	return cb.b.Decide(ctx, runID, answer)
-}
-
-// Resume carries the run on as toolloop resume does. A run whose model and
-// tools the command line would have to name again (a toolloop run run) is
-// one the console cannot drive: its error says the command that can.
-func (cb *consoleBackend) Resume(ctx context.Context, runID string) error {
-	cb.mu.Lock()
-	defer cb.mu.Unlock()
-	_, err := cb.b.Resume(ctx, runID)
-	if ue := (*usageErr)(nil); errors.As(err, &ue) {
-		return fmt.Errorf("%w: %s", console.ErrNotHere, ue.msg)
-	}
-	return err
 }
 
 func serveUsage(w io.Writer) {

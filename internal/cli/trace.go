@@ -143,16 +143,21 @@ func (c *cli) traceRun(ctx context.Context, drv Driver, sub string, args []strin
 		return exitFail
 	}
 	if sub == "show" {
-		return c.show(evs, source, *width)
+		return c.show(evs, source, *width, b.Info())
 	}
 	return diagnose(evs, source, *asJSON, c.stdout, c.stderr)
 }
 
-// show renders a run's events; source names where they came from.
-func (c *cli) show(events []loop.Event, source string, width int) int {
+// show renders a run's events; source names where they came from. A run
+// answered and waiting to be resumed ends with the command that resumes
+// it on info's backend.
+func (c *cli) show(events []loop.Event, source string, width int, info Info) int {
 	if err := trace.Show(c.stdout, events, &trace.ShowOptions{Width: width}); err != nil {
 		fmt.Fprintf(c.stderr, "toolloop trace show: %s: %v\n", source, err)
 		return exitFail
+	}
+	if loop.ListStatus(loop.Replay(events), events) == loop.AnsweredStatus && !info.GoesOn && events[0].Start != nil {
+		fmt.Fprintf(c.stdout, "resume it with: %s\n", resumeCommand(events[0].Start.RunID, info, events))
 	}
 	return exitOK
 }
@@ -175,6 +180,8 @@ func diagnose(events []loop.Event, path string, asJSON bool, stdout, stderr io.W
 		status := "not stopped"
 		if last := events[len(events)-1]; last.Kind == loop.Stopped {
 			status = "status=" + string(last.Status)
+		} else if loop.ListStatus(loop.Replay(events), events) == loop.AnsweredStatus {
+			status = "status=" + loop.AnsweredStatus + ", waiting to be resumed"
 		}
 		if len(findings) == 0 {
 			fmt.Fprintf(stdout, "run %s (%s): nothing suspicious in %d events\n", run, status, len(events))

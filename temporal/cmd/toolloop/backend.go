@@ -17,6 +17,7 @@ import (
 	"go.temporal.io/api/workflowservice/v1"
 	"go.temporal.io/sdk/client"
 
+	"github.com/toolloop/toolloop/console"
 	"github.com/toolloop/toolloop/internal/cli"
 	"github.com/toolloop/toolloop/loop"
 	"github.com/toolloop/toolloop/store"
@@ -228,8 +229,10 @@ func newWorkflowID() string {
 }
 
 // Decide implements cli.Backend with the workflow's confirm update, which
-// checks the answer again (a call that is not pending is rejected, and
-// nothing recorded).
+// checks the answer (loop.CheckAnswer): a refusal comes back as the
+// workflow's *loop.AnswerError (temporal.AnswerRefusal), and nothing is
+// recorded. A closed run's workflow takes no update: the answer is
+// refused with loop.ErrNotPaused and the status the run ended with.
 func (b *backend) Decide(ctx context.Context, runID string, answer loop.Confirmation) error {
 	cl, err := b.client(ctx)
 	if err != nil {
@@ -243,16 +246,43 @@ func (b *backend) Decide(ctx context.Context, runID string, answer loop.Confirma
 		var st temporal.RunStatus
 		err = h.Get(uctx, &st)
 	}
-	var nf *serviceerror.NotFound
+	var (
+		nf *serviceerror.NotFound
+		ae *loop.AnswerError
+	)
 	switch {
 	case err == nil:
 		return nil
+	case errors.As(temporal.AnswerRefusal(err), &ae):
+		return ae
 	case errors.As(err, &nf):
-		return fmt.Errorf("run %s has closed: %w", runID, store.ErrUnknownRun)
+		return b.closedAnswer(ctx, cl, runID, answer)
 	case uctx.Err() != nil:
 		return fmt.Errorf("run %s did not answer within 30s (does a worker serve its task queue?): %w", runID, err)
 	}
-	return cli.Usagef("run %s did not take the answer: %v", runID, err)
+	return fmt.Errorf("run %s did not take the answer: %w", runID, err)
+}
+
+// closedAnswer is the refusal of an answer to a run whose workflow takes
+// no update: a run the server does not have wraps store.ErrUnknownRun; a
+// closed run's log is checked as in process (loop.CheckAnswer), so that
+// a call answered before is loop.ErrAlreadyAnswered, naming who answered;
+// any other answer is loop.ErrNotPaused with the status the run ended
+// with.
+func (b *backend) closedAnswer(ctx context.Context, cl client.Client, runID string, answer loop.Confirmation) error {
+	desc, err := cl.DescribeWorkflowExecution(ctx, runID, "")
+	if err != nil {
+		return fmt.Errorf("run %s: %w", runID, store.ErrUnknownRun)
+	}
+	if evs, err := b.Events(ctx, runID); err == nil && len(evs) > 0 {
+		if err := loop.CheckAnswer(loop.Replay(evs), answer); err != nil {
+			return err
+		}
+	}
+	ex := desc.GetWorkflowExecutionInfo()
+	r := runInfo(ctx, cl, runID, ex.GetExecution().GetRunId(), ex.GetStatus())
+	return &loop.AnswerError{Err: loop.ErrNotPaused, RunID: runID, CallID: answer.CallID, Status: r.Status,
+		Detail: "its workflow has closed"}
 }
 
 // errNoResume is what toolloop resume --temporal says.
@@ -265,7 +295,7 @@ func (b *backend) Resume(context.Context, string) (*loop.Result, error) { return
 // Runs implements cli.Backend: the server's toolloop runs, in the order
 // its visibility store gives them, with their status (asked of a running
 // workflow, read from a closed one's result).
-func (b *backend) Runs(ctx context.Context, f cli.Filter) ([]cli.RunInfo, error) {
+func (b *backend) Runs(ctx context.Context, f console.Filter) ([]console.Run, error) {
 	cl, err := b.client(ctx)
 	if err != nil {
 		return nil, err
@@ -275,7 +305,7 @@ func (b *backend) Runs(ctx context.Context, f cli.Filter) ([]cli.RunInfo, error)
 		limit = 1000
 	}
 	var (
-		list  []cli.RunInfo
+		list  []console.Run
 		token []byte
 	)
 	for len(list) < limit {
@@ -290,7 +320,7 @@ func (b *backend) Runs(ctx context.Context, f cli.Filter) ([]cli.RunInfo, error)
 		}
 		// A running run's status is a query, answered by a worker (or
 		// not, after a timeout): ask for a page's rows at once.
-		rows := make([]cli.RunInfo, len(resp.Executions))
+		rows := make([]console.Run, len(resp.Executions))
 		var wg sync.WaitGroup
 		sem := make(chan struct{}, 8)
 		for i, ex := range resp.Executions {
@@ -319,8 +349,8 @@ func (b *backend) Runs(ctx context.Context, f cli.Filter) ([]cli.RunInfo, error)
 // (it needs a worker; without one the run shows as running, uncounted),
 // or from a closed one's output; a workflow that ended without one shows
 // Temporal's status.
-func runInfo(ctx context.Context, cl client.Client, id, runID string, wf enumspb.WorkflowExecutionStatus) cli.RunInfo {
-	r := cli.RunInfo{RunID: id, Status: loop.RunningStatus}
+func runInfo(ctx context.Context, cl client.Client, id, runID string, wf enumspb.WorkflowExecutionStatus) console.Run {
+	r := console.Run{RunID: id, Status: loop.RunningStatus}
 	switch wf {
 	case enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING:
 		st, err := liveStatus(ctx, cl, id)
