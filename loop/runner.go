@@ -335,7 +335,7 @@ func (r *Runner) Continue(ctx context.Context, res *Result, answers ...Confirmat
 	events := slices.Clone(res.Events)
 	s := Replay(events)
 	for _, a := range answers {
-		if err := CheckAnswer(s, a); err != nil {
+		if err := checkLoggedAnswer(s, events, a); err != nil {
 			return nil, err
 		}
 		events = append(events, Event{Seq: len(events) + 1, At: r.cfg.Now(), Kind: ConfirmationDecided, Confirmation: &a})
