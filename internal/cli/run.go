@@ -132,8 +132,9 @@ Model and tools:
                          only HOME, LOGNAME, PATH, SHELL, TERM and USER otherwise; repeatable
   --mcp-url URL          the tools of an MCP server over streamable HTTP; repeatable
                          (MCP tools are named mcp1_..., mcp2_... in flag order, commands first)
-  --reasoning-effort E   minimal, low, medium or high: how hard a reasoning model thinks
-                         (openai, openai-responses; gemini's thinking level)
+  --reasoning-effort E   none, minimal, low, medium, high, xhigh or max: how hard a reasoning
+                         model thinks (openai, openai-responses; gemini's thinking level,
+                         minimal to high)
   --thinking-budget N    let the model think with up to N tokens a turn (anthropic: at
                          least 1024, interleaved with tool calls; gemini: -1 lets it decide)
   --adaptive-thinking    anthropic: the model decides how much to think
@@ -164,7 +165,8 @@ Budgets (0 or absent means the default):
   --prices FILE          prices as JSON, added to the built-in table:
                          {"MODEL": {"input_per_mtok": 2, "cached_input_per_mtok": 0.5, "output_per_mtok": 8}}
                          optional "cache_write_input_per_mtok": N, for prompt-cache writes
-                         (cached input and cache writes default to the input price)
+                         (cached input and cache writes default to the input price;
+                         a regular file of at most 1 MiB, each price 0 to 1e6)
 
 Recording:
   --db PATH              the SQLite store (default: toolloop.db in $XDG_DATA_HOME/toolloop

@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -675,5 +676,85 @@ func TestMaxStreamBytesFlag(t *testing.T) {
 	}
 	if code, out := run("--max-response-bytes", "100"); code != exitOK {
 		t.Fatalf("--max-response-bytes 100 on a streamed reply: exit %d, stdout:\n%s", code, out)
+	}
+}
+
+// Flags a run cannot use are refused as the command line is read: exit 2,
+// nothing on standard output, one line naming the flag and what it takes.
+// None of these gets as far as a store or a server.
+func TestRunRefusesBadFlagValues(t *testing.T) {
+	dir := t.TempDir()
+	db := filepath.Join(dir, "never.db")
+	fifo := filepath.Join(dir, "prices.fifo")
+	hasFIFO := mkfifo(fifo) == nil
+	huge := filepath.Join(dir, "huge.json")
+	os.WriteFile(huge, []byte(`{"m": {"input_per_mtok": 1, "output_per_mtok": 1}}`+strings.Repeat(" ", 1<<20)), 0o600)
+	priceFile := func(name, body string) string {
+		p := filepath.Join(dir, name)
+		os.WriteFile(p, []byte(body), 0o600)
+		return p
+	}
+	base := []string{"run", "--provider", "openai", "--base-url", "http://127.0.0.1:1/v1", "--model", "m", "--db", db, "--log", dir}
+	cases := []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"--model-timeout", "-1s"}, []string{"-model-timeout", "must not be negative"}},
+		{[]string{"--deadline", "-5m"}, []string{"-deadline", "must not be negative"}},
+		{[]string{"--tool-timeout", "-1ms"}, []string{"-tool-timeout", "must not be negative"}},
+		{[]string{"--slow-writes", "-1s"}, []string{"-slow-writes", "must not be negative"}},
+		{[]string{"--max-response-bytes", "-2"}, []string{"-max-response-bytes", "-1 for no cap"}},
+		{[]string{"--max-stream-bytes", "-5"}, []string{"-max-stream-bytes", "-1 for no cap"}},
+		{[]string{"--reasoning-effort", "extreme"}, []string{"-reasoning-effort", "minimal, low, medium, high"}},
+		{[]string{"--base-url", "not a url"}, []string{"-base-url", "http"}},
+		{[]string{"--base-url", "localhost:11434/v1"}, []string{"-base-url", "http"}},
+		{[]string{"--base-url", "ftp://host/v1"}, []string{"-base-url", "http or https"}},
+		{[]string{"--base-url", "http:///v1"}, []string{"-base-url", "no host"}},
+		{[]string{"--max-cost", "NaN"}, []string{"--max-cost", "finite"}},
+		{[]string{"--max-cost", "+Inf"}, []string{"--max-cost", "finite"}},
+		{[]string{"--prices", "/dev/zero"}, []string{"--prices /dev/zero", "not a regular file (a character device)"}},
+		{[]string{"--prices", dir}, []string{"--prices " + dir, "a directory"}},
+		{[]string{"--prices", huge}, []string{"--prices " + huge, "more than the 1048576 bytes"}},
+		{[]string{"--prices", priceFile("inf.json", `{"m": {"input_per_mtok": 1e308, "output_per_mtok": 1e308}}`)}, []string{"--prices", "input_per_mtok 1e+308 is out of range", "0 to 1e+06"}},
+		{[]string{"--prices", priceFile("neg.json", `{"m": {"input_per_mtok": 1, "output_per_mtok": 1, "cached_input_per_mtok": -0.1}}`)}, []string{"--prices", "cached_input_per_mtok -0.1 is out of range"}},
+		{[]string{"--prices", priceFile("big.json", `{"m": {"input_per_mtok": 1, "output_per_mtok": 1000001}}`)}, []string{"--prices", "output_per_mtok 1.000001e+06 is out of range"}},
+	}
+	if hasFIFO {
+		cases = append(cases, struct {
+			args []string
+			want []string
+		}{[]string{"--prices", fifo}, []string{"--prices " + fifo, "a FIFO"}})
+	}
+	for _, tc := range cases {
+		done := make(chan struct{})
+		var code int
+		var out, errOut string
+		go func() {
+			defer close(done)
+			code, out, errOut = call(append(append(slices.Clone(base), tc.args...), "q")...)
+		}()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%v: still running after 10s", tc.args)
+		}
+		ok := code == exitUsage && out == "" && len(lines(errOut)) == 1
+		for _, w := range tc.want {
+			ok = ok && strings.Contains(errOut, w)
+		}
+		if !ok {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q; want exit 2 and one line with %q", tc.args, code, out, errOut, tc.want)
+		}
+	}
+	if _, err := os.Stat(db); err == nil {
+		t.Error("a refused command line made a store")
+	}
+	// The values the flags document are taken.
+	fs := flag.NewFlagSet("run", flag.ContinueOnError)
+	src, bf := addSourceFlags(fs), addBudgetFlags(fs)
+	err := fs.Parse([]string{"--model-timeout", "0", "--max-response-bytes", "-1", "--max-stream-bytes", "0", "--reasoning-effort", "minimal",
+		"--base-url", "https://user:pw@proxy.example:8443/v1?x=1", "--deadline", "90s", "--slow-writes", "1ms"})
+	if err != nil || src.maxResponseBytes != -1 || src.reasoningEffort != "minimal" || bf.deadline != 90*time.Second || src.slowWrites != time.Millisecond {
+		t.Errorf("good values: %v, %+v", err, src)
 	}
 }
