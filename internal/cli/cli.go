@@ -13,6 +13,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/toolloop/toolloop/loop"
 )
 
 // Exit codes.
@@ -254,6 +256,18 @@ func (c *cli) usageError(cmd string, err error, help func(io.Writer)) int {
 	}
 	fmt.Fprintf(c.stderr, "toolloop %s: %v (run 'toolloop help %s')\n", cmd, err, cmd)
 	return exitUsage
+}
+
+// badRunID reports whether id, given to cmd as what (--id, RUN_ID),
+// cannot be a run ID (loop.CheckRunID), and if so says so on standard
+// error: the caller then exits with exitUsage. Such an ID would name no
+// log file, or forge lines in what the commands print.
+func (c *cli) badRunID(cmd, what, id string) bool {
+	err := loop.CheckRunID(id)
+	if err != nil {
+		fmt.Fprintf(c.stderr, "toolloop %s: %s: %v\n", cmd, what, err)
+	}
+	return err != nil
 }
 
 // stringList is a flag that may be given several times.

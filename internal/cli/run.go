@@ -32,6 +32,9 @@ func (c *cli) runCmd(ctx context.Context, drv Driver, args []string) int {
 		fmt.Fprintf(c.stderr, "toolloop run: want one prompt, got %d argument(s); quote it: toolloop run [flags] \"your question\"\n", len(pos))
 		return exitUsage
 	}
+	if *id != "" && c.badRunID("run", "--id", *id) {
+		return exitUsage
+	}
 	budgets, err := bf.budgets()
 	if err != nil {
 		return c.fail("run", err)
@@ -147,7 +150,8 @@ Model and tools:
                          (a drill: the window where a crash leaves a write's outcome unknown)
   --system TEXT          a system prompt
   --identity NAME        who the run acts for (default cli)
-  --id ID                the run's ID (default: a random one); an ID in use is refused
+  --id ID                the run's ID (default: a random one): 1 to 128 letters, digits,
+                         '-', '_' and '.', not starting with '.'; an ID in use is refused
   --detach               print the run's ID and return at once (on a backend whose runs
                          outlive the command, such as the Temporal build's --temporal)
   --no-stream            ask the model for whole turns; print the answer once the run

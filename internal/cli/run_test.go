@@ -758,3 +758,47 @@ func TestRunRefusesBadFlagValues(t *testing.T) {
 		t.Errorf("good values: %v, %+v", err, src)
 	}
 }
+
+// A run ID that cannot name a log file, or would forge a line in what the
+// commands print, is refused by every command that takes one, before it
+// opens anything: exit 2, one line naming the flag or argument.
+func TestRunIDsAreChecked(t *testing.T) {
+	dir := t.TempDir()
+	db, logs := filepath.Join(dir, "t.db"), filepath.Join(dir, "logs")
+	// A store with one run, so that only the ID can be what is wrong.
+	if code, _, errOut := call("run", "--provider", "sandbox", "--tools", "orders", "--db", db, "--log", logs, "--id", "good-1", "where is A100"); code != exitOK {
+		t.Fatalf("setup run: exit %d: %s", code, errOut)
+	}
+	for _, id := range []string{"../../x", "a/b", strings.Repeat("x", 5000), "with space", "two\nlines", "nul\x00", "", ".", "..", ".hidden"} {
+		for _, args := range [][]string{
+			{"run", "--provider", "sandbox", "--tools", "orders", "--db", db, "--log", logs, "--id", id, "where is A100"},
+			{"resume", id, "--db", db},
+			{"approve", id, "call_1", "--by", "dana", "--db", db},
+			{"deny", id, "call_1", "--by", "dana", "--db", db},
+			{"trace", "show", id, "--db", db},
+			{"trace", "diagnose", id, "--log", logs},
+		} {
+			if id == "" && args[0] == "run" {
+				continue // --id "" is the default: a random ID
+			}
+			if strings.Contains(id, "/") && args[0] == "trace" {
+				continue // a path: trace reads log files by name
+			}
+			what := "RUN_ID"
+			if args[0] == "run" {
+				what = "--id"
+			}
+			code, out, errOut := call(args...)
+			if code != exitUsage || out != "" || len(lines(errOut)) != 1 || !strings.Contains(errOut, what+": ") || !strings.Contains(errOut, "letters, digits") {
+				t.Errorf("%s %.40q: exit %d, stdout %q, stderr %q; want exit 2 and one line naming %s", args[0], id, code, out, errOut, what)
+			}
+		}
+	}
+	entries, _ := os.ReadDir(logs)
+	if len(entries) != 1 || entries[0].Name() != "good-1.jsonl" {
+		t.Errorf("logs: %v, want only good-1.jsonl", entries)
+	}
+	if code, out, _ := call("runs", "--db", db); code != exitOK || len(lines(out)) != 2 {
+		t.Errorf("runs: exit %d, want the one run:\n%s", code, out)
+	}
+}

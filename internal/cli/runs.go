@@ -177,6 +177,9 @@ func (c *cli) decide(ctx context.Context, drv Driver, verb string, args []string
 		return exitUsage
 	}
 	runID, callID := pos[0], pos[1]
+	if c.badRunID(verb, "RUN_ID", runID) {
+		return exitUsage
+	}
 	if strings.TrimSpace(*by) == "" {
 		fmt.Fprintf(c.stderr, "toolloop %s: --by NAME is missing: say who decides, e.g. toolloop %s %s %s --by alice\n", verb, verb, shellQuote(runID), shellQuote(callID))
 		return exitUsage
@@ -271,6 +274,9 @@ func (c *cli) resume(ctx context.Context, drv Driver, args []string) int {
 		return exitUsage
 	}
 	runID := pos[0]
+	if c.badRunID("resume", "RUN_ID", runID) {
+		return exitUsage
+	}
 	b, err := open(ctx, &Kit{c})
 	if err != nil {
 		return c.fail("resume", err)
