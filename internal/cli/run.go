@@ -28,7 +28,12 @@ func (c *cli) runCmd(ctx context.Context, drv Driver, args []string) int {
 	if err != nil {
 		return c.usageError("run", err, nil)
 	}
-	if len(pos) != 1 || strings.TrimSpace(pos[0]) == "" {
+	if len(pos) == 1 && strings.TrimSpace(pos[0]) == "" {
+		// Sent on, it would reach the model as no message at all.
+		fmt.Fprintf(c.stderr, "toolloop run: the prompt is empty; say what the run is to do: toolloop run [flags] \"your question\"\n")
+		return exitUsage
+	}
+	if len(pos) != 1 {
 		fmt.Fprintf(c.stderr, "toolloop run: want one prompt, got %d argument(s); quote it: toolloop run [flags] \"your question\"\n", len(pos))
 		return exitUsage
 	}

@@ -401,6 +401,8 @@ func TestRunErrors(t *testing.T) {
 		{nil, []string{"--provider", "openai", "q"}, "--model is missing"},
 		{nil, []string{"--provider", "openai", "--model", "m"}, "want one prompt"},
 		{nil, []string{"--provider", "openai", "--model", "m", "a", "b"}, "want one prompt, got 2"},
+		{nil, []string{"--provider", "openai", "--model", "m", ""}, "the prompt is empty"},
+		{nil, []string{"--provider", "sandbox", " \n\t"}, "the prompt is empty"},
 		{nil, []string{"--provider", "openai", "--model", "m", "--deadline", "soon", "q"}, `invalid value "soon" for flag -deadline`},
 		{nil, []string{"--provider", "openai", "--model", "m", "--max-steps", "-1", "q"}, "--max-steps must not be negative"},
 		{nil, []string{"--provider", "openai", "--model", "m", "--bogus", "q"}, "flag provided but not defined: -bogus"},
