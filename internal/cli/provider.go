@@ -180,6 +180,31 @@ func redactURL(raw string) string {
 	return u.String()
 }
 
+// noStreamFlag begins the recorded flags of a run that asked for whole
+// turns. The canonical flags always begin with --provider, so nothing
+// else can be taken for it.
+const noStreamFlag = " --no-stream"
+
+// recordedFlags returns what a toolloop run run records of its flags:
+// --no-stream if it does not stream, then the canonical source flags.
+// Resume takes them all, and follows the run's choice unless told
+// otherwise.
+func recordedFlags(f *sourceFlags, stream bool) string {
+	if stream {
+		return f.canonical()
+	}
+	return noStreamFlag + f.canonical()
+}
+
+// splitRecorded splits a run's recorded flags (see recordedFlags) into the
+// source flags and whether the run streamed. Runs recorded before the
+// choice was (which resumed with whole turns) count as streamed, as toolloop
+// run's default is.
+func splitRecorded(recorded string) (source string, stream bool) {
+	source, noStream := strings.CutPrefix(recorded, noStreamFlag)
+	return source, !noStream
+}
+
 // resumeFlagsOf returns the flags resume needs besides --db for the run
 // that start opens: the recorded provider and tool flags of a toolloop run
 // run, nothing for others.

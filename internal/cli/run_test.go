@@ -33,6 +33,13 @@ type chatServer struct {
 	replies []string
 	reqs    []chatRequest
 	auth    []string
+	// streamed says, for each request answered, whether it asked for a
+	// stream.
+	streamed []bool
+	// streamOnly makes the server refuse requests for whole replies with
+	// 400, as some compatible servers do; wholeRefused counts them.
+	streamOnly   bool
+	wholeRefused int
 }
 
 // chatRequest is the part of a Chat Completions request the tests read.
@@ -67,16 +74,26 @@ func newChatServer(t *testing.T, replies ...string) *chatServer {
 		if err := json.Unmarshal(body, &req); err != nil {
 			t.Errorf("request body: %v\n%s", err, body)
 		}
-		s.mu.Lock()
-		n := len(s.reqs)
-		s.reqs = append(s.reqs, req)
-		s.auth = append(s.auth, r.Header.Get("Authorization"))
-		reply := s.replies[min(n, len(s.replies)-1)]
-		s.mu.Unlock()
 		var asked struct {
 			Stream bool `json:"stream"`
 		}
-		if json.Unmarshal(body, &asked); asked.Stream {
+		json.Unmarshal(body, &asked)
+		s.mu.Lock()
+		if s.streamOnly && !asked.Stream {
+			s.wholeRefused++
+			s.mu.Unlock()
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusBadRequest)
+			io.WriteString(w, `{"error": {"message": "this server answers only streamed requests: set stream to true", "type": "invalid_request_error", "param": "stream", "code": null}}`)
+			return
+		}
+		n := len(s.reqs)
+		s.reqs = append(s.reqs, req)
+		s.auth = append(s.auth, r.Header.Get("Authorization"))
+		s.streamed = append(s.streamed, asked.Stream)
+		reply := s.replies[min(n, len(s.replies)-1)]
+		s.mu.Unlock()
+		if asked.Stream {
 			w.Header().Set("Content-Type", "text/event-stream")
 			io.WriteString(w, chatChunks(t, reply))
 			return
@@ -621,7 +638,7 @@ func TestModelTimeoutFlag(t *testing.T) {
 	if err := fs.Parse([]string{"--model-timeout", "3s"}); err != nil {
 		t.Fatal(err)
 	}
-	if got := runConfig(src, nil, nil, nil, nil).ModelTimeout; got != 3*time.Second {
+	if got := runConfig(src, true, nil, nil, nil, nil).ModelTimeout; got != 3*time.Second {
 		t.Fatalf("ModelTimeout = %v, want 3s", got)
 	}
 }
@@ -802,5 +819,84 @@ func TestRunIDsAreChecked(t *testing.T) {
 	}
 	if code, out, _ := call("runs", "--db", db); code != exitOK || len(lines(out)) != 2 {
 		t.Errorf("runs: exit %d, want the one run:\n%s", code, out)
+	}
+}
+
+// Resume streams as the run did: a run started streamed against a server
+// that answers only streamed requests, paused for a confirmation, goes on
+// there with no flag for it; --no-stream overrides the recorded choice
+// (and that server refuses it), and a run started with --no-stream
+// resumes with whole turns unless --stream says otherwise.
+func TestResumeStreamsAsTheRunDid(t *testing.T) {
+	dir := t.TempDir()
+	db, logs := filepath.Join(dir, "t.db"), filepath.Join(dir, "logs")
+	// pause starts a run that pauses before a refund and approves the
+	// refund; it returns the resume command the run printed.
+	pause := func(srv *chatServer, id string, flags ...string) []string {
+		t.Helper()
+		args := append([]string{"run", "--provider", "openai", "--base-url", srv.srv.URL + "/v1", "--model", "any", "--tools", "orders",
+			"--confirm-writes", "--db", db, "--log", logs, "--id", id}, flags...)
+		code, out, errOut := call(append(args, "Refund A103, it arrived broken.")...)
+		if code != exitOK || !strings.Contains(out, "status=confirmation_required") {
+			t.Fatalf("run %s: exit %d\n%s%s", id, code, out, errOut)
+		}
+		if code, _, errOut := call("approve", id, "call_r", "--by", "dana", "--db", db); code != exitOK {
+			t.Fatalf("approve %s: exit %d %s", id, code, errOut)
+		}
+		for _, l := range lines(out) {
+			if strings.HasPrefix(l, "toolloop resume ") {
+				return append(strings.Fields(l)[1:], "--log", logs)
+			}
+		}
+		t.Fatalf("run %s printed no resume command:\n%s", id, out)
+		return nil
+	}
+	replies := []string{chatCalls([3]string{"call_r", "refund_order", `{"order_id":"A103","reason":"broken"}`}), chatText("Refunded.")}
+
+	streamOnly := newChatServer(t, replies...)
+	streamOnly.streamOnly = true
+	resume := pause(streamOnly, "streamed-1")
+	if slices.Contains(resume, "--no-stream") {
+		t.Errorf("a streamed run's resume command asks for whole turns: %q", resume)
+	}
+	code, out, errOut := call(resume...)
+	if code != exitOK || !strings.Contains(out, "Refunded.\nstatus=final_answer steps=2 tool_calls=1 ") {
+		t.Fatalf("resume without flags: exit %d\n%s%s", code, out, errOut)
+	}
+	if streamOnly.wholeRefused != 0 || !slices.Equal(streamOnly.streamed, []bool{true, true}) {
+		t.Errorf("requests streamed: %v, %d refused; want two streamed", streamOnly.streamed, streamOnly.wholeRefused)
+	}
+
+	streamOnly = newChatServer(t, replies...)
+	streamOnly.streamOnly = true
+	resume = pause(streamOnly, "streamed-2")
+	code, out, _ = call(append(resume, "--no-stream")...)
+	if code != exitFail || !strings.Contains(out, "status=model_error") || streamOnly.wholeRefused == 0 {
+		t.Fatalf("resume --no-stream on a stream-only server: exit %d, %d whole requests refused\n%s", code, streamOnly.wholeRefused, out)
+	}
+	if code, _, errOut := call(append(resume, "--stream", "--no-stream")...); code != exitUsage || !strings.Contains(errOut, "--stream and --no-stream") {
+		t.Errorf("--stream --no-stream: exit %d %s", code, errOut)
+	}
+
+	whole := newChatServer(t, replies...)
+	resume = pause(whole, "whole-1", "--no-stream")
+	if !slices.Contains(resume, "--no-stream") {
+		t.Errorf("a --no-stream run's resume command lacks --no-stream: %q", resume)
+	}
+	noFlag := slices.DeleteFunc(slices.Clone(resume), func(a string) bool { return a == "--no-stream" })
+	if code, out, errOut := call(noFlag...); code != exitOK || !strings.Contains(out, "status=final_answer") {
+		t.Fatalf("resume of a --no-stream run: exit %d\n%s%s", code, out, errOut)
+	}
+	if want := []bool{false, false}; !slices.Equal(whole.streamed, want) {
+		t.Errorf("requests streamed: %v, want %v", whole.streamed, want)
+	}
+	whole = newChatServer(t, replies...)
+	resume = pause(whole, "whole-2", "--no-stream")
+	noFlag = slices.DeleteFunc(slices.Clone(resume), func(a string) bool { return a == "--no-stream" })
+	if code, out, errOut := call(append(noFlag, "--stream")...); code != exitOK || !strings.Contains(out, "status=final_answer") {
+		t.Fatalf("resume --stream of a --no-stream run: exit %d\n%s%s", code, out, errOut)
+	}
+	if want := []bool{false, true}; !slices.Equal(whole.streamed, want) {
+		t.Errorf("requests streamed: %v, want %v", whole.streamed, want)
 	}
 }

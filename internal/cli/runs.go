@@ -368,7 +368,8 @@ The run's configuration is rebuilt from its session:
                           --base-url, --tools, --mcp, --mcp-env, --mcp-url,
                           --confirm-writes); the error for missing or
                           different flags lists them. Its API key is read
-                          again; budgets, identity and price come from the log
+                          again; budgets, identity and price come from the log.
+                          It streams the model's turns if the run did
 
 Flags:
   --db PATH   the SQLite store (default: toolloop.db in $XDG_DATA_HOME/toolloop
@@ -378,6 +379,10 @@ Flags:
               default runs directory without it
   --exporter none|stdout|otlp, --otlp-endpoint URL
               export the resumed part as OpenTelemetry spans
+  --stream, --no-stream
+              a 'toolloop run' run: ask the model for each turn as a stream,
+              or for whole turns, whatever the run did (the answer is printed
+              once the run stops either way)
 
 Exit status: 0 when the run ends with a final answer or pauses for a
 person, 1 for any other status, 2 for a usage error, 3 when another process
