@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -14,6 +15,7 @@ import (
 	"sync"
 	"time"
 	"unicode"
+	"unicode/utf8"
 )
 
 // MinTokenLen is the shortest token a users file may give: tokens are
@@ -47,8 +49,9 @@ func LoadUsers(path string) (*Users, error) {
 // ParseUsers reads the users, one "NAME TOKEN" a line, separated by spaces
 // or tabs. Blank lines and lines starting with # are skipped. A name is
 // letters, digits and ".-_@"; a token at least MinTokenLen printable
-// characters without spaces. Two lines with one name, or one token, are
-// an error: a token must say who is acting. Errors name the line.
+// characters (not bytes) without spaces. Two lines with one name (also
+// when they differ only in case), or one token, are an error: a token must
+// say who is acting. Errors name the line.
 func ParseUsers(rd io.Reader) (*Users, error) {
 	u := &Users{byName: map[string][32]byte{}}
 	tokens := map[[32]byte]int{}
@@ -71,11 +74,19 @@ func ParseUsers(rd io.Reader) (*Users, error) {
 				return nil, fmt.Errorf("line %d: name %q: only letters, digits and .-_@ are allowed, not %q", n, name, c)
 			}
 		}
-		if len(token) < MinTokenLen {
-			return nil, fmt.Errorf("line %d: the token of %s is %d characters long; want at least %d (e.g. from: openssl rand -hex 16)", n, name, len(token), MinTokenLen)
+		if err := checkToken(token); err != nil {
+			return nil, fmt.Errorf("line %d: the token of %s %v", n, name, err)
 		}
 		if first, ok := lines[name]; ok {
 			return nil, fmt.Errorf("line %d: name %s is already on line %d; each person once", n, name, first)
+		}
+		// Dana and DANA would be two people to the console and one to
+		// whoever reads a run's log.
+		for _, other := range u.names {
+			if strings.EqualFold(other, name) {
+				return nil, fmt.Errorf("line %d: name %s differs only in case from %s on line %d; each person once, under one spelling",
+					n, name, other, lines[other])
+			}
 		}
 		sum := sha256.Sum256([]byte(token))
 		if first, ok := tokens[sum]; ok {
@@ -92,6 +103,26 @@ func ParseUsers(rd io.Reader) (*Users, error) {
 		return nil, fmt.Errorf("no users: want one NAME TOKEN a line")
 	}
 	return u, nil
+}
+
+// checkToken reports what is wrong with a token, as the end of a sentence
+// that begins with its owner ("the token of alice ..."), or nil. A token
+// is valid UTF-8 of at least MinTokenLen characters (runes, not bytes: five
+// emoji are 20 bytes and a weak password), none of them a control or an
+// invisible formatting character, which no one can type or see.
+func checkToken(token string) error {
+	if !utf8.ValidString(token) {
+		return errors.New("is not valid UTF-8")
+	}
+	for i, r := range token {
+		if !unicode.IsGraphic(r) {
+			return fmt.Errorf("has the control or invisible character %U at byte %d; want printable characters", r, i)
+		}
+	}
+	if n := utf8.RuneCountInString(token); n < MinTokenLen {
+		return fmt.Errorf("is %d characters long; want at least %d (e.g. from: openssl rand -hex 16)", n, MinTokenLen)
+	}
+	return nil
 }
 
 // lookup returns the name whose token is token. It compares the token's

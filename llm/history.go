@@ -1,6 +1,9 @@
 package llm
 
-import "fmt"
+import (
+	"fmt"
+	"strings"
+)
 
 // CheckHistory verifies the history invariant: every tool call has a
 // non-empty ID that is unique in the conversation, is answered by exactly one
@@ -44,6 +47,21 @@ func CheckHistory(msgs []Message) error {
 	for _, id := range order {
 		if name, ok := open[id]; ok {
 			return fmt.Errorf("tool call %q (%s) has no result", id, name)
+		}
+	}
+	return nil
+}
+
+// CheckUserMessages reports the first user message that has nothing to
+// say (its text empty or only white space), naming its index, or nil.
+// Providers are given nothing to answer by such a message: sent as it is,
+// a conversation of only that message reached Gemini with no contents and
+// Anthropic with no messages, the adapters having nothing to send. A run
+// refuses it up front instead (loop.Runner.Run).
+func CheckUserMessages(msgs []Message) error {
+	for i, m := range msgs {
+		if m.Role == RoleUser && strings.TrimSpace(m.Text) == "" {
+			return fmt.Errorf("message %d: the user message is empty; a model has nothing to answer", i)
 		}
 	}
 	return nil

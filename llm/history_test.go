@@ -1,6 +1,8 @@
 package llm_test
 
 import (
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -181,5 +183,19 @@ func TestCheckHistoryNamesMessageIndex(t *testing.T) {
 	err := llm.CheckHistory(msgs)
 	if err == nil || !strings.Contains(err.Error(), "message 3") {
 		t.Fatalf("CheckHistory() = %v, want it to name message 3", err)
+	}
+}
+
+func TestCheckUserMessages(t *testing.T) {
+	ok := []llm.Message{llm.SystemMessage(""), llm.UserMessage("hi"), {Role: llm.RoleAssistant}, llm.UserMessage(" x ")}
+	if err := llm.CheckUserMessages(ok); err != nil {
+		t.Errorf("CheckUserMessages(%v) = %v", ok, err)
+	}
+	for i, text := range []string{"", " ", "\t\n"} {
+		msgs := append(slices.Clone(ok), llm.UserMessage(text))
+		err := llm.CheckUserMessages(msgs)
+		if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("message %d: the user message is empty", len(ok))) {
+			t.Errorf("case %d (%q): %v, want an error naming message %d", i, text, err, len(ok))
+		}
 	}
 }

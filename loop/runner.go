@@ -254,7 +254,8 @@ func (r *Result) Answer() string {
 
 // Run runs the loop from msgs until it stops. The error is nil exactly when
 // the status is final_answer. The Result is returned in every case but
-// three: a configuration error; a run whose lease another driver holds
+// three: a configuration error (or an empty user message in msgs, which
+// llm.CheckUserMessages refuses); a run whose lease another driver holds
 // (*store.LeaseHeldError, with a store that has leases); and a run that
 // stopped being driven because its store failed or its lease was taken
 // over (*InterruptedError).
@@ -263,6 +264,9 @@ func (r *Result) Answer() string {
 // executor, whose timeouts hold whatever a handler does (see
 // executor.Executor.Run), so Run returns by the run's deadline.
 func (r *Runner) Run(ctx context.Context, msgs []llm.Message) (*Result, error) {
+	if err := llm.CheckUserMessages(msgs); err != nil {
+		return nil, fmt.Errorf("loop: %w", err)
+	}
 	start := &StartInfo{
 		RunID: r.cfg.NewRunID(), SessionID: r.cfg.SessionID, Model: r.cfg.ModelName, PromptVersion: r.cfg.PromptVersion,
 		ToolsVersion: r.cfg.Tools.Version(), Identity: r.cfg.Identity, Budgets: r.budgets, Price: r.price,

@@ -3,6 +3,7 @@ package cli
 import (
 	"flag"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/toolloop/toolloop/loop"
@@ -20,8 +21,8 @@ type budgetFlags struct {
 func addBudgetFlags(fs *flag.FlagSet) *budgetFlags {
 	b := &budgetFlags{}
 	fs.IntVar(&b.maxSteps, "max-steps", 0, "at most `N` model turns (default 10)")
-	fs.DurationVar(&b.deadline, "deadline", 0, "the run's total time `D`, e.g. 2m (default 10m)")
-	fs.DurationVar(&b.toolTimeout, "tool-timeout", 0, "every tool call's timeout `D` (default: each tool's own)")
+	fs.Var(durationFlag{&b.deadline}, "deadline", "the run's total time `D`, e.g. 2m (default 10m)")
+	fs.Var(durationFlag{&b.toolTimeout}, "tool-timeout", "every tool call's timeout `D` (default: each tool's own)")
 	fs.IntVar(&b.maxToolCalls, "max-tool-calls", 0, "at most `N` tool calls (default 100)")
 	fs.Int64Var(&b.maxTokens, "max-tokens", 0, "at most `N` input plus output tokens (default: no limit)")
 	fs.Float64Var(&b.maxCost, "max-cost", 0, "at most `USD` dollars, priced by the model's price (default: no limit)")
@@ -31,6 +32,9 @@ func addBudgetFlags(fs *flag.FlagSet) *budgetFlags {
 }
 
 func (b *budgetFlags) budgets() (loop.Budgets, error) {
+	if math.IsNaN(b.maxCost) || math.IsInf(b.maxCost, 0) {
+		return loop.Budgets{}, &usageErr{fmt.Sprintf("--max-cost %v: want a finite number of dollars", b.maxCost)}
+	}
 	for name, v := range map[string]float64{
 		"max-steps": float64(b.maxSteps), "max-tool-calls": float64(b.maxToolCalls), "max-tokens": float64(b.maxTokens),
 		"max-cost": b.maxCost, "deadline": float64(b.deadline), "tool-timeout": float64(b.toolTimeout),

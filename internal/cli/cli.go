@@ -6,10 +6,15 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/url"
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
+	"time"
+
+	"github.com/toolloop/toolloop/loop"
 )
 
 // Exit codes.
@@ -253,11 +258,124 @@ func (c *cli) usageError(cmd string, err error, help func(io.Writer)) int {
 	return exitUsage
 }
 
+// badRunID reports whether id, given to cmd as what (--id, RUN_ID),
+// cannot be a run ID (loop.CheckRunID), and if so says so on standard
+// error: the caller then exits with exitUsage. Such an ID would name no
+// log file, or forge lines in what the commands print.
+func (c *cli) badRunID(cmd, what, id string) bool {
+	err := loop.CheckRunID(id)
+	if err != nil {
+		fmt.Fprintf(c.stderr, "toolloop %s: %s: %v\n", cmd, what, err)
+	}
+	return err != nil
+}
+
 // stringList is a flag that may be given several times.
 type stringList []string
 
 func (l *stringList) String() string     { return strings.Join(*l, ", ") }
 func (l *stringList) Set(v string) error { *l = append(*l, v); return nil }
+
+// durationFlag is a flag holding a time.Duration that may not be
+// negative: 0 (or leaving the flag out) means the default, and a negative
+// one is refused as the flag is parsed, so that no run starts with it.
+type durationFlag struct{ d *time.Duration }
+
+func (f durationFlag) String() string {
+	if f.d == nil {
+		return "0s"
+	}
+	return f.d.String()
+}
+
+func (f durationFlag) Set(v string) error {
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		return errors.New("want a duration such as 90s or 5m")
+	}
+	if d < 0 {
+		return errors.New("must not be negative (0, or leaving the flag out, means the default)")
+	}
+	*f.d = d
+	return nil
+}
+
+// byteCapFlag is a flag holding a cap in bytes: a positive number, 0 (or
+// leaving the flag out) for the default, or -1 for no cap.
+type byteCapFlag struct{ n *int64 }
+
+func (f byteCapFlag) String() string {
+	if f.n == nil {
+		return "0"
+	}
+	return strconv.FormatInt(*f.n, 10)
+}
+
+func (f byteCapFlag) Set(v string) error {
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n < -1 {
+		return errors.New("want a number of bytes, 0 for the default or -1 for no cap")
+	}
+	*f.n = n
+	return nil
+}
+
+// choiceFlag is a string flag that takes one of a fixed list of values.
+type choiceFlag struct {
+	s      *string
+	values []string
+}
+
+func (f choiceFlag) String() string {
+	if f.s == nil {
+		return ""
+	}
+	return *f.s
+}
+
+func (f choiceFlag) Set(v string) error {
+	if !slices.Contains(f.values, v) {
+		return fmt.Errorf("want one of %s", strings.Join(f.values, ", "))
+	}
+	*f.s = v
+	return nil
+}
+
+// httpURLFlag is a string flag that takes an absolute http or https URL
+// with a host, so that a URL that cannot work is refused as the command
+// line is read, not when the run first needs it.
+type httpURLFlag struct{ s *string }
+
+func (f httpURLFlag) String() string {
+	if f.s == nil {
+		return ""
+	}
+	return *f.s
+}
+
+func (f httpURLFlag) Set(v string) error {
+	if err := checkHTTPURL(v); err != nil {
+		return err
+	}
+	*f.s = v
+	return nil
+}
+
+// checkHTTPURL reports why raw is not an absolute http or https URL with a
+// host, or nil. The error does not repeat the URL, which may hold a
+// secret.
+func checkHTTPURL(raw string) error {
+	u, err := url.Parse(raw)
+	switch {
+	case err != nil || u.Opaque != "":
+		return errors.New("want an absolute http or https URL, such as http://localhost:11434/v1")
+	case u.Scheme != "http" && u.Scheme != "https":
+		return errors.New("want an http or https URL, such as http://localhost:11434/v1")
+	case u.Host == "" || u.Hostname() == "":
+		return errors.New("the URL has no host; want one such as http://localhost:11434/v1")
+	}
+	return nil
+}
 
 // shellQuote quotes s for a POSIX shell when it needs it, so that printed
 // commands can be pasted as they are.

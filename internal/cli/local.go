@@ -55,6 +55,8 @@ func (localDriver) Flags(cmd string, fs *flag.FlagSet) Opener {
 	}
 	if cmd == "resume" {
 		fs.StringVar(&b.pricesFile, "prices", "", "not for resume: a run keeps the price its log recorded")
+		fs.BoolVar(&b.stream, "stream", false, "ask the model for each turn as a stream, whatever the run recorded")
+		fs.BoolVar(&b.noStream, "no-stream", false, "ask the model for whole turns, whatever the run recorded")
 	}
 	return b.open
 }
@@ -67,6 +69,9 @@ type local struct {
 	db, logDir, pricesFile string
 	src                    *sourceFlags
 	tf                     *traceFlags
+	// stream and noStream are resume's --stream and --no-stream, which
+	// override the run's recorded choice.
+	stream, noStream bool
 
 	// resuming makes resumes one at a time: a resume keeps what it
 	// opens (the order book, observers, closers) in the fields below,
@@ -83,6 +88,9 @@ type local struct {
 // exist, and open it now; run and demo make it when they first need it.
 func (b *local) open(ctx context.Context, k *Kit) (Backend, error) {
 	b.c = k.c
+	if b.stream && b.noStream {
+		return nil, &usageErr{"--stream and --no-stream: give one or the other (neither: as the run did)"}
+	}
 	switch b.cmd {
 	case "run", "demo", "trace":
 		return b, nil
@@ -234,10 +242,10 @@ func (b *local) Start(ctx context.Context, req *Request) (*loop.Result, error) {
 	if len(sets) > 0 {
 		def = orders.SystemPrompt
 	}
-	cfg := runConfig(src, model, box.reg, st, obs)
+	cfg := runConfig(src, !req.NoStream, model, box.reg, st, obs)
 	cfg.Identity = req.Identity
 	cfg.Budgets = budgets
-	cfg.Stream, cfg.Watch = !req.NoStream, req.Watch
+	cfg.Watch = req.Watch
 	if req.ID != "" {
 		id := req.ID
 		cfg.NewRunID = func() string { return id }
@@ -254,9 +262,12 @@ func (b *local) Start(ctx context.Context, req *Request) (*loop.Result, error) {
 }
 
 // runConfig is the configuration of a toolloop run run that its flags
-// decide; the caller adds identity and budgets.
-func runConfig(src *sourceFlags, model llm.Model, reg *tool.Registry, st *sqlite.Store, obs loop.Observer) loop.Config {
+// and whether it streams decide; the caller adds identity and budgets.
+// The flags are recorded in the run's prompt version (see recordedFlags),
+// for resume.
+func runConfig(src *sourceFlags, stream bool, model llm.Model, reg *tool.Registry, st *sqlite.Store, obs loop.Observer) loop.Config {
 	return loop.Config{
+		Stream:        stream,
 		Model:         model,
 		ModelName:     src.model,
 		ModelTimeout:  src.modelTimeout,
@@ -264,7 +275,7 @@ func runConfig(src *sourceFlags, model llm.Model, reg *tool.Registry, st *sqlite
 		Policy:        src.policy(),
 		Executor:      executor.New(&executor.Options{Ledger: st}),
 		SessionID:     runSessionPrefix + src.provider + ":" + src.model,
-		PromptVersion: runPromptPrefix + src.canonical(),
+		PromptVersion: runPromptPrefix + recordedFlags(src, stream),
 		Store:         st,
 		Observer:      obs,
 	}
@@ -316,6 +327,7 @@ func (b *local) Resume(ctx context.Context, runID string) (*loop.Result, error) 
 		return nil, &usageErr{fmt.Sprintf("run %s has session %q: toolloop can resume the runs of toolloop demo and toolloop run, whose configuration it knows how to rebuild; resume others from the program that started them", runID, start.SessionID)}
 	}
 	recorded := resumeFlagsOf(start)
+	sourceRecorded, streamed := splitRecorded(recorded)
 	if s := loop.Replay(events); s.Done {
 		// Ended, or still waiting for answers: nothing to drive, so no
 		// provider is needed. Its log file may lag behind the store (its
@@ -328,9 +340,18 @@ func (b *local) Resume(ctx context.Context, runID string) (*loop.Result, error) 
 		return nil, &usageErr{fmt.Sprintf("run %s was started by toolloop run; resume it with the flags it ran with: toolloop resume %s --db %s%s",
 			runID, shellQuote(runID), shellQuote(b.path), recorded)}
 	}
-	if got := src.canonical(); got != recorded {
+	if got := src.canonical(); got != sourceRecorded {
 		return nil, &usageErr{fmt.Sprintf("run %s ran with%s, not%s; resume it with: toolloop resume %s --db %s%s",
-			runID, recorded, got, shellQuote(runID), shellQuote(b.path), recorded)}
+			runID, sourceRecorded, got, shellQuote(runID), shellQuote(b.path), recorded)}
+	}
+	// The run streams as it did, unless told otherwise: a server that
+	// answers only streamed requests then serves the resumed part too.
+	stream := streamed
+	switch {
+	case b.stream:
+		stream = true
+	case b.noStream:
+		stream = false
 	}
 	if b.pricesFile != "" {
 		return nil, &usageErr{"--prices does not apply to resume: a run keeps the price its log recorded"}
@@ -352,7 +373,7 @@ func (b *local) Resume(ctx context.Context, runID string) (*loop.Result, error) 
 	if err != nil {
 		return nil, err
 	}
-	cfg := runConfig(src, model, box.reg, b.st, obs)
+	cfg := runConfig(src, stream, model, box.reg, b.st, obs)
 	cfg.Identity = start.Identity
 	cfg.Budgets = start.Budgets
 	if start.Price != nil {
@@ -397,7 +418,7 @@ func (b *local) RunScenario(ctx context.Context, s orders.Scenario, obs loop.Obs
 // on over the store's book and ledger; the others get a fresh book, as
 // every run of theirs does.
 func (b *local) resumeScenario(ctx context.Context, s orders.Scenario, runID string) (*loop.Result, orders.OrderBook, error) {
-	if b.src.given() || b.pricesFile != "" {
+	if b.src.given() || b.pricesFile != "" || b.stream || b.noStream {
 		return nil, nil, &usageErr{fmt.Sprintf("run %s is a sandbox run (%s): its model and tools come from the scenario; drop the provider and tool flags", runID, s.SessionID())}
 	}
 	opts := orders.RunOptions{Store: b.st}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"regexp"
 	"sort"
@@ -98,6 +99,67 @@ func priceFor(prices loop.Prices, model string) (loop.Price, bool) {
 	return loop.Price{}, false
 }
 
+// maxPricePerMTok is the highest price per million tokens --prices takes:
+// far above any real model's, and low enough that a run's cost stays a
+// finite number however many tokens it uses (a price of 1e308 made it +Inf).
+const maxPricePerMTok = 1e6
+
+// maxPricesFileBytes caps how much of a --prices file is read: a price
+// table is a few kilobytes.
+const maxPricesFileBytes = 1 << 20
+
+// readPricesFile reads the --prices file at path: a regular file of at
+// most maxPricesFileBytes. Anything else (a device such as /dev/zero that
+// never ends, a FIFO whose open would wait for a writer) is refused before
+// it is opened for reading.
+func readPricesFile(path string) ([]byte, error) {
+	st, err := os.Stat(path)
+	if err != nil {
+		return nil, fmt.Errorf("--prices: %w", err)
+	}
+	if !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("--prices %s: not a regular file (%s); want a JSON file", path, fileKind(st.Mode()))
+	}
+	if st.Size() > maxPricesFileBytes {
+		return nil, fmt.Errorf("--prices %s: %d bytes, more than the %d bytes a prices file may have", path, st.Size(), maxPricesFileBytes)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("--prices: %w", err)
+	}
+	defer f.Close()
+	// The file may have changed since Stat: check what was opened, and
+	// read no more than the cap whatever it is.
+	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("--prices %s: not a regular file; want a JSON file", path)
+	}
+	data, err := io.ReadAll(io.LimitReader(f, maxPricesFileBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("--prices: %w", err)
+	}
+	if len(data) > maxPricesFileBytes {
+		return nil, fmt.Errorf("--prices %s: more than the %d bytes a prices file may have", path, maxPricesFileBytes)
+	}
+	return data, nil
+}
+
+// fileKind names the kind of file mode m describes, for messages.
+func fileKind(m os.FileMode) string {
+	switch {
+	case m.IsDir():
+		return "a directory"
+	case m&os.ModeNamedPipe != 0:
+		return "a FIFO"
+	case m&os.ModeSocket != 0:
+		return "a socket"
+	case m&os.ModeCharDevice != 0:
+		return "a character device"
+	case m&os.ModeDevice != 0:
+		return "a device"
+	}
+	return "not a plain file"
+}
+
 // loadPrices returns the built-in table with the entries of the JSON file
 // at path (if any) added or replacing theirs. The file maps model names to
 // prices: {"my-model": {"input_per_mtok": 1, "cached_input_per_mtok": 0.1,
@@ -109,9 +171,9 @@ func loadPrices(path string) (loop.Prices, error) {
 	if path == "" {
 		return out, nil
 	}
-	data, err := os.ReadFile(path)
+	data, err := readPricesFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("--prices: %w", err)
+		return nil, err
 	}
 	var file map[string]*struct {
 		Input       *float64 `json:"input_per_mtok"`
@@ -134,8 +196,15 @@ func loadPrices(path string) (loop.Prices, error) {
 		switch {
 		case e == nil || e.Input == nil || e.Output == nil:
 			return nil, fmt.Errorf("--prices %s: model %q needs input_per_mtok and output_per_mtok", path, m)
-		case *e.Input < 0 || *e.Output < 0 || (e.CachedInput != nil && *e.CachedInput < 0) || (e.CacheWrite != nil && *e.CacheWrite < 0):
-			return nil, fmt.Errorf("--prices %s: model %q has a negative price", path, m)
+		}
+		for _, r := range []struct {
+			name string
+			v    *float64
+		}{{"input_per_mtok", e.Input}, {"cached_input_per_mtok", e.CachedInput}, {"cache_write_input_per_mtok", e.CacheWrite}, {"output_per_mtok", e.Output}} {
+			if r.v != nil && !(*r.v >= 0 && *r.v <= maxPricePerMTok) {
+				return nil, fmt.Errorf("--prices %s: model %q: %s %v is out of range; want a number of dollars from 0 to %g per million tokens",
+					path, m, r.name, *r.v, float64(maxPricePerMTok))
+			}
 		}
 		p := loop.Price{InputPerMTok: *e.Input, OutputPerMTok: *e.Output, CachedInputPerMTok: *e.Input}
 		if e.CachedInput != nil {

@@ -85,6 +85,11 @@ type sourceFlags struct {
 	cacheTTL      string
 }
 
+// reasoningEfforts are the values --reasoning-effort takes: OpenAI's
+// efforts (its SDK's list); Gemini takes minimal to high, and its
+// adapter's Validate refuses the others.
+var reasoningEfforts = []string{"none", "minimal", "low", "medium", "high", "xhigh", "max"}
+
 // addSourceFlags defines the model and tool flags on fs; --model only if
 // fs has none yet.
 func addSourceFlags(fs *flag.FlagSet) *sourceFlags {
@@ -93,22 +98,22 @@ func addSourceFlags(fs *flag.FlagSet) *sourceFlags {
 	if fs.Lookup("model") == nil { // toolloop run has its own, for every backend
 		fs.StringVar(&f.model, "model", "", "the `MODEL` name the provider knows")
 	}
-	fs.StringVar(&f.baseURL, "base-url", "", "the provider's API at another `URL` (an OpenAI-compatible server, a proxy)")
+	fs.Var(httpURLFlag{&f.baseURL}, "base-url", "the provider's API at another `URL` (an OpenAI-compatible server, a proxy)")
 	fs.Var(&f.tools, "tools", "built-in tool `SET`s, comma-separated: orders")
 	fs.Var(&f.mcp, "mcp", "add the tools of the MCP server started by `'CMD ARGS'` (stdio); repeatable")
 	fs.Var(&f.mcpEnv, "mcp-env", "pass the variable `NAME` (or set NAME=VALUE) to the --mcp servers, which otherwise get only HOME, LOGNAME, PATH, SHELL, TERM and USER; repeatable")
 	fs.Var(&f.mcpURL, "mcp-url", "add the tools of the MCP server at `URL` (streamable HTTP); repeatable")
-	fs.DurationVar(&f.modelTimeout, "model-timeout", 0, "give up on a model request after `D` and try again, as for a rate limit (default 5m)")
-	fs.Int64Var(&f.maxResponseBytes, "max-response-bytes", 0, "fail a model reply larger than `N` bytes (default 8 MiB; -1 for no cap)")
-	fs.Int64Var(&f.maxStreamBytes, "max-stream-bytes", 0, "fail a streamed model reply larger than `N` bytes (default 64 MiB; -1 for no cap)")
-	fs.StringVar(&f.reasoningEffort, "reasoning-effort", "", "how hard a reasoning model thinks, `E`: minimal, low, medium, high (openai, openai-responses; gemini's thinking level)")
+	fs.Var(durationFlag{&f.modelTimeout}, "model-timeout", "give up on a model request after `D` and try again, as for a rate limit (default 5m)")
+	fs.Var(byteCapFlag{&f.maxResponseBytes}, "max-response-bytes", "fail a model reply larger than `N` bytes (default 8 MiB; -1 for no cap)")
+	fs.Var(byteCapFlag{&f.maxStreamBytes}, "max-stream-bytes", "fail a streamed model reply larger than `N` bytes (default 64 MiB; -1 for no cap)")
+	fs.Var(choiceFlag{&f.reasoningEffort, reasoningEfforts}, "reasoning-effort", "how hard a reasoning model thinks, `E`: "+strings.Join(reasoningEfforts, ", ")+" (openai, openai-responses; gemini's thinking level: minimal to high)")
 	fs.Int64Var(&f.thinkingBudget, "thinking-budget", 0, "let the model think with up to `N` tokens a turn (anthropic: at least 1024, interleaved with tool calls; gemini: -1 lets the model decide)")
 	fs.BoolVar(&f.adaptiveThinking, "adaptive-thinking", false, "anthropic: the model decides how much to think")
 	fs.BoolVar(&f.showReasoning, "show-reasoning", false, "ask for summaries of the model's reasoning, kept in the log (openai-responses, gemini)")
 	fs.BoolVar(&f.noPromptCache, "no-prompt-cache", false, "do not ask the provider to cache the prompt (caching is on: Anthropic cache breakpoints, an OpenAI prompt_cache_key per run)")
 	fs.StringVar(&f.cacheTTL, "cache-ttl", "", "anthropic: keep the prompt cache `TTL` after its last use, 5m (the default; writes cost 1.25x input) or 1h (writes cost 2x)")
 	fs.BoolVar(&f.confirmWrites, "confirm-writes", false, "pause the run for a person's confirmation before any write")
-	fs.DurationVar(&f.slowWrites, "slow-writes", 0, "with --tools orders: every refund, voucher and cancellation answers `D` after it is applied (a drill for crashes and timeouts mid-write)")
+	fs.Var(durationFlag{&f.slowWrites}, "slow-writes", "with --tools orders: every refund, voucher and cancellation answers `D` after it is applied (a drill for crashes and timeouts mid-write)")
 	return f
 }
 
@@ -181,6 +186,31 @@ func redactURL(raw string) string {
 	}
 	u.User, u.RawQuery, u.Fragment = nil, "", ""
 	return u.String()
+}
+
+// noStreamFlag begins the recorded flags of a run that asked for whole
+// turns. The canonical flags always begin with --provider, so nothing
+// else can be taken for it.
+const noStreamFlag = " --no-stream"
+
+// recordedFlags returns what a toolloop run run records of its flags:
+// --no-stream if it does not stream, then the canonical source flags.
+// Resume takes them all, and follows the run's choice unless told
+// otherwise.
+func recordedFlags(f *sourceFlags, stream bool) string {
+	if stream {
+		return f.canonical()
+	}
+	return noStreamFlag + f.canonical()
+}
+
+// splitRecorded splits a run's recorded flags (see recordedFlags) into the
+// source flags and whether the run streamed. Runs recorded before the
+// choice was (which resumed with whole turns) count as streamed, as toolloop
+// run's default is.
+func splitRecorded(recorded string) (source string, stream bool) {
+	source, noStream := strings.CutPrefix(recorded, noStreamFlag)
+	return source, !noStream
 }
 
 // resumeFlagsOf returns the flags resume needs besides --db for the run

@@ -28,8 +28,16 @@ func (c *cli) runCmd(ctx context.Context, drv Driver, args []string) int {
 	if err != nil {
 		return c.usageError("run", err, nil)
 	}
-	if len(pos) != 1 || strings.TrimSpace(pos[0]) == "" {
+	if len(pos) == 1 && strings.TrimSpace(pos[0]) == "" {
+		// Sent on, it would reach the model as no message at all.
+		fmt.Fprintf(c.stderr, "toolloop run: the prompt is empty; say what the run is to do: toolloop run [flags] \"your question\"\n")
+		return exitUsage
+	}
+	if len(pos) != 1 {
 		fmt.Fprintf(c.stderr, "toolloop run: want one prompt, got %d argument(s); quote it: toolloop run [flags] \"your question\"\n", len(pos))
+		return exitUsage
+	}
+	if *id != "" && c.badRunID("run", "--id", *id) {
 		return exitUsage
 	}
 	budgets, err := bf.budgets()
@@ -132,8 +140,9 @@ Model and tools:
                          only HOME, LOGNAME, PATH, SHELL, TERM and USER otherwise; repeatable
   --mcp-url URL          the tools of an MCP server over streamable HTTP; repeatable
                          (MCP tools are named mcp1_..., mcp2_... in flag order, commands first)
-  --reasoning-effort E   minimal, low, medium or high: how hard a reasoning model thinks
-                         (openai, openai-responses; gemini's thinking level)
+  --reasoning-effort E   none, minimal, low, medium, high, xhigh or max: how hard a reasoning
+                         model thinks (openai, openai-responses; gemini's thinking level,
+                         minimal to high)
   --thinking-budget N    let the model think with up to N tokens a turn (anthropic: at
                          least 1024, interleaved with tool calls; gemini: -1 lets it decide)
   --adaptive-thinking    anthropic: the model decides how much to think
@@ -146,7 +155,8 @@ Model and tools:
                          (a drill: the window where a crash leaves a write's outcome unknown)
   --system TEXT          a system prompt
   --identity NAME        who the run acts for (default cli)
-  --id ID                the run's ID (default: a random one); an ID in use is refused
+  --id ID                the run's ID (default: a random one): 1 to 128 letters, digits,
+                         '-', '_' and '.', not starting with '.'; an ID in use is refused
   --detach               print the run's ID and return at once (on a backend whose runs
                          outlive the command, such as the Temporal build's --temporal)
   --no-stream            ask the model for whole turns; print the answer once the run
@@ -164,7 +174,8 @@ Budgets (0 or absent means the default):
   --prices FILE          prices as JSON, added to the built-in table:
                          {"MODEL": {"input_per_mtok": 2, "cached_input_per_mtok": 0.5, "output_per_mtok": 8}}
                          optional "cache_write_input_per_mtok": N, for prompt-cache writes
-                         (cached input and cache writes default to the input price)
+                         (cached input and cache writes default to the input price;
+                         a regular file of at most 1 MiB, each price 0 to 1e6)
 
 Recording:
   --db PATH              the SQLite store (default: toolloop.db in $XDG_DATA_HOME/toolloop

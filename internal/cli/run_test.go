@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -32,6 +33,13 @@ type chatServer struct {
 	replies []string
 	reqs    []chatRequest
 	auth    []string
+	// streamed says, for each request answered, whether it asked for a
+	// stream.
+	streamed []bool
+	// streamOnly makes the server refuse requests for whole replies with
+	// 400, as some compatible servers do; wholeRefused counts them.
+	streamOnly   bool
+	wholeRefused int
 }
 
 // chatRequest is the part of a Chat Completions request the tests read.
@@ -66,16 +74,26 @@ func newChatServer(t *testing.T, replies ...string) *chatServer {
 		if err := json.Unmarshal(body, &req); err != nil {
 			t.Errorf("request body: %v\n%s", err, body)
 		}
-		s.mu.Lock()
-		n := len(s.reqs)
-		s.reqs = append(s.reqs, req)
-		s.auth = append(s.auth, r.Header.Get("Authorization"))
-		reply := s.replies[min(n, len(s.replies)-1)]
-		s.mu.Unlock()
 		var asked struct {
 			Stream bool `json:"stream"`
 		}
-		if json.Unmarshal(body, &asked); asked.Stream {
+		json.Unmarshal(body, &asked)
+		s.mu.Lock()
+		if s.streamOnly && !asked.Stream {
+			s.wholeRefused++
+			s.mu.Unlock()
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusBadRequest)
+			io.WriteString(w, `{"error": {"message": "this server answers only streamed requests: set stream to true", "type": "invalid_request_error", "param": "stream", "code": null}}`)
+			return
+		}
+		n := len(s.reqs)
+		s.reqs = append(s.reqs, req)
+		s.auth = append(s.auth, r.Header.Get("Authorization"))
+		s.streamed = append(s.streamed, asked.Stream)
+		reply := s.replies[min(n, len(s.replies)-1)]
+		s.mu.Unlock()
+		if asked.Stream {
 			w.Header().Set("Content-Type", "text/event-stream")
 			io.WriteString(w, chatChunks(t, reply))
 			return
@@ -400,6 +418,8 @@ func TestRunErrors(t *testing.T) {
 		{nil, []string{"--provider", "openai", "q"}, "--model is missing"},
 		{nil, []string{"--provider", "openai", "--model", "m"}, "want one prompt"},
 		{nil, []string{"--provider", "openai", "--model", "m", "a", "b"}, "want one prompt, got 2"},
+		{nil, []string{"--provider", "openai", "--model", "m", ""}, "the prompt is empty"},
+		{nil, []string{"--provider", "sandbox", " \n\t"}, "the prompt is empty"},
 		{nil, []string{"--provider", "openai", "--model", "m", "--deadline", "soon", "q"}, `invalid value "soon" for flag -deadline`},
 		{nil, []string{"--provider", "openai", "--model", "m", "--max-steps", "-1", "q"}, "--max-steps must not be negative"},
 		{nil, []string{"--provider", "openai", "--model", "m", "--bogus", "q"}, "flag provided but not defined: -bogus"},
@@ -618,7 +638,7 @@ func TestModelTimeoutFlag(t *testing.T) {
 	if err := fs.Parse([]string{"--model-timeout", "3s"}); err != nil {
 		t.Fatal(err)
 	}
-	if got := runConfig(src, nil, nil, nil, nil).ModelTimeout; got != 3*time.Second {
+	if got := runConfig(src, true, nil, nil, nil, nil).ModelTimeout; got != 3*time.Second {
 		t.Fatalf("ModelTimeout = %v, want 3s", got)
 	}
 }
@@ -675,5 +695,208 @@ func TestMaxStreamBytesFlag(t *testing.T) {
 	}
 	if code, out := run("--max-response-bytes", "100"); code != exitOK {
 		t.Fatalf("--max-response-bytes 100 on a streamed reply: exit %d, stdout:\n%s", code, out)
+	}
+}
+
+// Flags a run cannot use are refused as the command line is read: exit 2,
+// nothing on standard output, one line naming the flag and what it takes.
+// None of these gets as far as a store or a server.
+func TestRunRefusesBadFlagValues(t *testing.T) {
+	dir := t.TempDir()
+	db := filepath.Join(dir, "never.db")
+	fifo := filepath.Join(dir, "prices.fifo")
+	hasFIFO := mkfifo(fifo) == nil
+	huge := filepath.Join(dir, "huge.json")
+	os.WriteFile(huge, []byte(`{"m": {"input_per_mtok": 1, "output_per_mtok": 1}}`+strings.Repeat(" ", 1<<20)), 0o600)
+	priceFile := func(name, body string) string {
+		p := filepath.Join(dir, name)
+		os.WriteFile(p, []byte(body), 0o600)
+		return p
+	}
+	base := []string{"run", "--provider", "openai", "--base-url", "http://127.0.0.1:1/v1", "--model", "m", "--db", db, "--log", dir}
+	cases := []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"--model-timeout", "-1s"}, []string{"-model-timeout", "must not be negative"}},
+		{[]string{"--deadline", "-5m"}, []string{"-deadline", "must not be negative"}},
+		{[]string{"--tool-timeout", "-1ms"}, []string{"-tool-timeout", "must not be negative"}},
+		{[]string{"--slow-writes", "-1s"}, []string{"-slow-writes", "must not be negative"}},
+		{[]string{"--max-response-bytes", "-2"}, []string{"-max-response-bytes", "-1 for no cap"}},
+		{[]string{"--max-stream-bytes", "-5"}, []string{"-max-stream-bytes", "-1 for no cap"}},
+		{[]string{"--reasoning-effort", "extreme"}, []string{"-reasoning-effort", "minimal, low, medium, high"}},
+		{[]string{"--base-url", "not a url"}, []string{"-base-url", "http"}},
+		{[]string{"--base-url", "localhost:11434/v1"}, []string{"-base-url", "http"}},
+		{[]string{"--base-url", "ftp://host/v1"}, []string{"-base-url", "http or https"}},
+		{[]string{"--base-url", "http:///v1"}, []string{"-base-url", "no host"}},
+		{[]string{"--max-cost", "NaN"}, []string{"--max-cost", "finite"}},
+		{[]string{"--max-cost", "+Inf"}, []string{"--max-cost", "finite"}},
+		{[]string{"--prices", "/dev/zero"}, []string{"--prices /dev/zero", "not a regular file (a character device)"}},
+		{[]string{"--prices", dir}, []string{"--prices " + dir, "a directory"}},
+		{[]string{"--prices", huge}, []string{"--prices " + huge, "more than the 1048576 bytes"}},
+		{[]string{"--prices", priceFile("inf.json", `{"m": {"input_per_mtok": 1e308, "output_per_mtok": 1e308}}`)}, []string{"--prices", "input_per_mtok 1e+308 is out of range", "0 to 1e+06"}},
+		{[]string{"--prices", priceFile("neg.json", `{"m": {"input_per_mtok": 1, "output_per_mtok": 1, "cached_input_per_mtok": -0.1}}`)}, []string{"--prices", "cached_input_per_mtok -0.1 is out of range"}},
+		{[]string{"--prices", priceFile("big.json", `{"m": {"input_per_mtok": 1, "output_per_mtok": 1000001}}`)}, []string{"--prices", "output_per_mtok 1.000001e+06 is out of range"}},
+	}
+	if hasFIFO {
+		cases = append(cases, struct {
+			args []string
+			want []string
+		}{[]string{"--prices", fifo}, []string{"--prices " + fifo, "a FIFO"}})
+	}
+	for _, tc := range cases {
+		done := make(chan struct{})
+		var code int
+		var out, errOut string
+		go func() {
+			defer close(done)
+			code, out, errOut = call(append(append(slices.Clone(base), tc.args...), "q")...)
+		}()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%v: still running after 10s", tc.args)
+		}
+		ok := code == exitUsage && out == "" && len(lines(errOut)) == 1
+		for _, w := range tc.want {
+			ok = ok && strings.Contains(errOut, w)
+		}
+		if !ok {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q; want exit 2 and one line with %q", tc.args, code, out, errOut, tc.want)
+		}
+	}
+	if _, err := os.Stat(db); err == nil {
+		t.Error("a refused command line made a store")
+	}
+	// The values the flags document are taken.
+	fs := flag.NewFlagSet("run", flag.ContinueOnError)
+	src, bf := addSourceFlags(fs), addBudgetFlags(fs)
+	err := fs.Parse([]string{"--model-timeout", "0", "--max-response-bytes", "-1", "--max-stream-bytes", "0", "--reasoning-effort", "minimal",
+		"--base-url", "https://user:pw@proxy.example:8443/v1?x=1", "--deadline", "90s", "--slow-writes", "1ms"})
+	if err != nil || src.maxResponseBytes != -1 || src.reasoningEffort != "minimal" || bf.deadline != 90*time.Second || src.slowWrites != time.Millisecond {
+		t.Errorf("good values: %v, %+v", err, src)
+	}
+}
+
+// A run ID that cannot name a log file, or would forge a line in what the
+// commands print, is refused by every command that takes one, before it
+// opens anything: exit 2, one line naming the flag or argument.
+func TestRunIDsAreChecked(t *testing.T) {
+	dir := t.TempDir()
+	db, logs := filepath.Join(dir, "t.db"), filepath.Join(dir, "logs")
+	// A store with one run, so that only the ID can be what is wrong.
+	if code, _, errOut := call("run", "--provider", "sandbox", "--tools", "orders", "--db", db, "--log", logs, "--id", "good-1", "where is A100"); code != exitOK {
+		t.Fatalf("setup run: exit %d: %s", code, errOut)
+	}
+	for _, id := range []string{"../../x", "a/b", strings.Repeat("x", 5000), "with space", "two\nlines", "nul\x00", "", ".", "..", ".hidden"} {
+		for _, args := range [][]string{
+			{"run", "--provider", "sandbox", "--tools", "orders", "--db", db, "--log", logs, "--id", id, "where is A100"},
+			{"resume", id, "--db", db},
+			{"approve", id, "call_1", "--by", "dana", "--db", db},
+			{"deny", id, "call_1", "--by", "dana", "--db", db},
+			{"trace", "show", id, "--db", db},
+			{"trace", "diagnose", id, "--log", logs},
+		} {
+			if id == "" && args[0] == "run" {
+				continue // --id "" is the default: a random ID
+			}
+			if strings.Contains(id, "/") && args[0] == "trace" {
+				continue // a path: trace reads log files by name
+			}
+			what := "RUN_ID"
+			if args[0] == "run" {
+				what = "--id"
+			}
+			code, out, errOut := call(args...)
+			if code != exitUsage || out != "" || len(lines(errOut)) != 1 || !strings.Contains(errOut, what+": ") || !strings.Contains(errOut, "letters, digits") {
+				t.Errorf("%s %.40q: exit %d, stdout %q, stderr %q; want exit 2 and one line naming %s", args[0], id, code, out, errOut, what)
+			}
+		}
+	}
+	entries, _ := os.ReadDir(logs)
+	if len(entries) != 1 || entries[0].Name() != "good-1.jsonl" {
+		t.Errorf("logs: %v, want only good-1.jsonl", entries)
+	}
+	if code, out, _ := call("runs", "--db", db); code != exitOK || len(lines(out)) != 2 {
+		t.Errorf("runs: exit %d, want the one run:\n%s", code, out)
+	}
+}
+
+// Resume streams as the run did: a run started streamed against a server
+// that answers only streamed requests, paused for a confirmation, goes on
+// there with no flag for it; --no-stream overrides the recorded choice
+// (and that server refuses it), and a run started with --no-stream
+// resumes with whole turns unless --stream says otherwise.
+func TestResumeStreamsAsTheRunDid(t *testing.T) {
+	dir := t.TempDir()
+	db, logs := filepath.Join(dir, "t.db"), filepath.Join(dir, "logs")
+	// pause starts a run that pauses before a refund and approves the
+	// refund; it returns the resume command the run printed.
+	pause := func(srv *chatServer, id string, flags ...string) []string {
+		t.Helper()
+		args := append([]string{"run", "--provider", "openai", "--base-url", srv.srv.URL + "/v1", "--model", "any", "--tools", "orders",
+			"--confirm-writes", "--db", db, "--log", logs, "--id", id}, flags...)
+		code, out, errOut := call(append(args, "Refund A103, it arrived broken.")...)
+		if code != exitOK || !strings.Contains(out, "status=confirmation_required") {
+			t.Fatalf("run %s: exit %d\n%s%s", id, code, out, errOut)
+		}
+		if code, _, errOut := call("approve", id, "call_r", "--by", "dana", "--db", db); code != exitOK {
+			t.Fatalf("approve %s: exit %d %s", id, code, errOut)
+		}
+		for _, l := range lines(out) {
+			if strings.HasPrefix(l, "toolloop resume ") {
+				return append(strings.Fields(l)[1:], "--log", logs)
+			}
+		}
+		t.Fatalf("run %s printed no resume command:\n%s", id, out)
+		return nil
+	}
+	replies := []string{chatCalls([3]string{"call_r", "refund_order", `{"order_id":"A103","reason":"broken"}`}), chatText("Refunded.")}
+
+	streamOnly := newChatServer(t, replies...)
+	streamOnly.streamOnly = true
+	resume := pause(streamOnly, "streamed-1")
+	if slices.Contains(resume, "--no-stream") {
+		t.Errorf("a streamed run's resume command asks for whole turns: %q", resume)
+	}
+	code, out, errOut := call(resume...)
+	if code != exitOK || !strings.Contains(out, "Refunded.\nstatus=final_answer steps=2 tool_calls=1 ") {
+		t.Fatalf("resume without flags: exit %d\n%s%s", code, out, errOut)
+	}
+	if streamOnly.wholeRefused != 0 || !slices.Equal(streamOnly.streamed, []bool{true, true}) {
+		t.Errorf("requests streamed: %v, %d refused; want two streamed", streamOnly.streamed, streamOnly.wholeRefused)
+	}
+
+	streamOnly = newChatServer(t, replies...)
+	streamOnly.streamOnly = true
+	resume = pause(streamOnly, "streamed-2")
+	code, out, _ = call(append(resume, "--no-stream")...)
+	if code != exitFail || !strings.Contains(out, "status=model_error") || streamOnly.wholeRefused == 0 {
+		t.Fatalf("resume --no-stream on a stream-only server: exit %d, %d whole requests refused\n%s", code, streamOnly.wholeRefused, out)
+	}
+	if code, _, errOut := call(append(resume, "--stream", "--no-stream")...); code != exitUsage || !strings.Contains(errOut, "--stream and --no-stream") {
+		t.Errorf("--stream --no-stream: exit %d %s", code, errOut)
+	}
+
+	whole := newChatServer(t, replies...)
+	resume = pause(whole, "whole-1", "--no-stream")
+	if !slices.Contains(resume, "--no-stream") {
+		t.Errorf("a --no-stream run's resume command lacks --no-stream: %q", resume)
+	}
+	noFlag := slices.DeleteFunc(slices.Clone(resume), func(a string) bool { return a == "--no-stream" })
+	if code, out, errOut := call(noFlag...); code != exitOK || !strings.Contains(out, "status=final_answer") {
+		t.Fatalf("resume of a --no-stream run: exit %d\n%s%s", code, out, errOut)
+	}
+	if want := []bool{false, false}; !slices.Equal(whole.streamed, want) {
+		t.Errorf("requests streamed: %v, want %v", whole.streamed, want)
+	}
+	whole = newChatServer(t, replies...)
+	resume = pause(whole, "whole-2", "--no-stream")
+	noFlag = slices.DeleteFunc(slices.Clone(resume), func(a string) bool { return a == "--no-stream" })
+	if code, out, errOut := call(append(noFlag, "--stream")...); code != exitOK || !strings.Contains(out, "status=final_answer") {
+		t.Fatalf("resume --stream of a --no-stream run: exit %d\n%s%s", code, out, errOut)
+	}
+	if want := []bool{false, true}; !slices.Equal(whole.streamed, want) {
+		t.Errorf("requests streamed: %v, want %v", whole.streamed, want)
 	}
 }

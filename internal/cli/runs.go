@@ -201,6 +201,9 @@ func (c *cli) decide(ctx context.Context, drv Driver, verb string, args []string
 		return exitUsage
 	}
 	runID, callID := pos[0], pos[1]
+	if c.badRunID(verb, "RUN_ID", runID) {
+		return exitUsage
+	}
 	answer := loop.Confirmation{CallID: callID, Approved: verb == "approve", By: *by, Note: *note}
 	// What is wrong with the answer itself is said before the backend is
 	// reached; the backend checks it again with the rest.
@@ -316,6 +319,9 @@ func (c *cli) resume(ctx context.Context, drv Driver, args []string) int {
 		return exitUsage
 	}
 	runID := pos[0]
+	if c.badRunID("resume", "RUN_ID", runID) {
+		return exitUsage
+	}
 	b, err := open(ctx, &Kit{c})
 	if err != nil {
 		return c.fail("resume", err)
@@ -417,7 +423,8 @@ The run's configuration is rebuilt from its session:
                           --base-url, --tools, --mcp, --mcp-env, --mcp-url,
                           --confirm-writes); the error for missing or
                           different flags lists them. Its API key is read
-                          again; budgets, identity and price come from the log
+                          again; budgets, identity and price come from the log.
+                          It streams the model's turns if the run did
 
 Flags:
   --db PATH   the SQLite store (default: toolloop.db in $XDG_DATA_HOME/toolloop
@@ -427,6 +434,10 @@ Flags:
               default runs directory without it
   --exporter none|stdout|otlp, --otlp-endpoint URL
               export the resumed part as OpenTelemetry spans
+  --stream, --no-stream
+              a 'toolloop run' run: ask the model for each turn as a stream,
+              or for whole turns, whatever the run did (the answer is printed
+              once the run stops either way)
 
 Exit status: 0 when the run ends with a final answer or pauses for a
 person, 1 for any other status, 2 for a usage error, 3 when another process

@@ -105,6 +105,9 @@ func (c *cli) traceRun(ctx context.Context, drv Driver, sub string, args []strin
 		fmt.Fprintf(c.stderr, "toolloop %s: want one RUN_ID (or a run log FILE), got %d\n", cmd, len(refs))
 		return exitUsage
 	}
+	if ref := refs[0]; !looksLikeFile(ref) && !isFile(ref) && c.badRunID(cmd, "RUN_ID", ref) {
+		return exitUsage
+	}
 	if *width < 10 || *width > 400 {
 		fmt.Fprintf(c.stderr, "toolloop %s: --width %d: want 10 to 400\n", cmd, *width)
 		return exitUsage
@@ -200,6 +203,12 @@ func diagnose(events []loop.Event, path string, asJSON bool, stdout, stderr io.W
 		return exitFail
 	}
 	return exitOK
+}
+
+// isFile reports whether path is a file that is there.
+func isFile(path string) bool {
+	st, err := os.Stat(path)
+	return err == nil && !st.IsDir()
 }
 
 // looksLikeFile reports whether ref names a file rather than a run ID.

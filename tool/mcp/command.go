@@ -123,6 +123,9 @@ type process struct {
 	stderr *tail
 	grace  time.Duration
 	group  bool // the server leads a process group of its own
+	// reaper kills the server's group if this process dies without
+	// closing it (Linux; nil elsewhere, or if it could not start).
+	reaper *reaper
 
 	exited  chan struct{} // closed once cmd.Wait returned
 	waitErr error         // what cmd.Wait returned; read after exited
@@ -178,7 +181,31 @@ func startProcess(cmd *exec.Cmd, o *Options) (*process, error) {
 		return nil, fmt.Errorf("mcp: %w", err)
 	}
 	cmd.Stdin, cmd.Stdout = inR, outW
-	err = cmd.Start()
+	// One goroutine starts the server and waits for it. Where the server
+	// is to die with the thread that started it (Pdeathsig on Linux: the
+	// kernel signals on the end of the thread, not of the process), that
+	// goroutine holds its OS thread from before the start until the server
+	// has exited. Otherwise the start could run on any thread, and the
+	// runtime ends threads of its own accord (one whose goroutine exits
+	// while locked to it, as another package's may), which would kill a
+	// server this process still uses. The cost is one blocked thread per
+	// running server; one shared starter goroutine would have to be locked
+	// for as long as any server runs anyway, and adds a hand-off.
+	started := make(chan error, 1)
+	go func() {
+		if diesWithThread(cmd) {
+			runtime.LockOSThread()
+			defer runtime.UnlockOSThread()
+		}
+		if err := cmd.Start(); err != nil {
+			started <- err
+			return
+		}
+		started <- nil
+		p.waitErr = cmd.Wait()
+		close(p.exited)
+	}()
+	err = <-started
 	// The child has its own copies of these ends (or never will).
 	inR.Close()
 	outW.Close()
@@ -188,10 +215,9 @@ func startProcess(cmd *exec.Cmd, o *Options) (*process, error) {
 		return nil, fmt.Errorf("mcp: starting the server: %w", err)
 	}
 	p.stdin, p.stdout = inW, outR
-	go func() {
-		p.waitErr = p.cmd.Wait()
-		close(p.exited)
-	}()
+	if p.group {
+		p.reaper = startReaper(cmd.Process.Pid)
+	}
 	return p, nil
 }
 
@@ -206,7 +232,8 @@ func (p *process) Write(b []byte) (int, error) { return p.stdin.Write(b) }
 // within the grace period, and kills it if it still has not after another.
 // The signals go to the server's process group, and whatever is left of
 // the group afterwards is killed, so that no helper the server started is
-// left behind. Close returns how the server exited.
+// left behind; then the group's reaper is stopped, before the group's ID
+// can name another group. Close returns how the server exited.
 func (p *process) Close() error {
 	p.closeOnce.Do(func() { p.closeErr = p.shutdown() })
 	return p.closeErr
@@ -227,6 +254,7 @@ func (p *process) shutdown() error {
 	if p.group {
 		p.signal(sigKill) // what is left of the group; usually nothing
 	}
+	p.reaper.stop()
 	// The server is gone; descendants that left its group may still hold
 	// its stdout, and must not keep the reader waiting.
 	p.stdout.Close()

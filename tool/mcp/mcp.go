@@ -184,7 +184,14 @@ var errHandshakeTimeout = errors.New("the MCP handshake timed out")
 // dies says why); it also goes to cmd.Stderr when that is set. Unless the
 // caller set cmd.SysProcAttr, on Unix the server runs in a process group
 // of its own, so that Close ends the helpers it started too; a terminal's
-// Ctrl-C does not reach it directly, the caller's shutdown does.
+// Ctrl-C does not reach it directly, the caller's shutdown does. On Linux
+// the group also dies with this process however it ends, SIGKILL
+// included: the kernel kills the server when the thread that started it
+// ends (Pdeathsig; the thread is kept for as long as the server runs),
+// and a small /bin/sh process waiting on a pipe from this one kills the
+// rest of the group when that pipe closes. A program that exits without
+// Close thus kills its servers rather than letting them see their input
+// close.
 //
 // Close closes the server's input, waits up to Options.ShutdownTimeout
 // for it to exit, then sends SIGTERM, waits as long again, and kills it.

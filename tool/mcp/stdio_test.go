@@ -39,6 +39,9 @@ const (
 //     in the result of the tool helper_pid;
 //   - sleep: sleep an hour.
 func serveChild() bool {
+	if os.Getenv(clientEnv) == "1" {
+		clientChild()
+	}
 	if os.Getenv(childEnv) != "1" {
 		return false
 	}
@@ -104,6 +107,47 @@ func serveChild() bool {
 	}
 	os.Exit(0)
 	return true
+}
+
+// clientEnv marks the test binary re-executed as a client of the fixture
+// server: see clientChild.
+const clientEnv = "TOOLLOOP_MCP_TEST_CLIENT"
+
+// clientChild is a process that uses this package: it starts the fixture
+// server in mode spawn with ConnectCommand, prints "SERVER_PID HELPER_PID"
+// on a line of its standard output once the server runs, and waits to be
+// killed. It never returns.
+func clientChild() {
+	fail := func(err error) {
+		fmt.Fprintln(os.Stderr, "client:", err)
+		os.Exit(1)
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestMCPServerChild$")
+	cmd.Env = append(os.Environ(), childEnv+"=1", clientEnv+"=", modeEnv+"=spawn", raceEnv())
+	src, err := mcp.ConnectCommand(context.Background(), cmd, nil)
+	if err != nil {
+		fail(err)
+	}
+	tools, err := src.Tools(context.Background())
+	if err != nil {
+		fail(err)
+	}
+	for _, tt := range tools {
+		if tt.Name() != "helper_pid" {
+			continue
+		}
+		out, err := tt.Call(context.Background(), json.RawMessage(`{}`))
+		var helper struct{ PID int }
+		if err == nil {
+			err = json.Unmarshal(out, &helper)
+		}
+		if err != nil {
+			fail(err)
+		}
+		fmt.Printf("%d %d\n", cmd.Process.Pid, helper.PID)
+		select {} // until killed
+	}
+	fail(errors.New("the server has no tool helper_pid"))
 }
 
 // TestMCPServerChild names the test the child runs; the child never gets
