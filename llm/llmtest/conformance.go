@@ -104,7 +104,7 @@ func RunConformance(t *testing.T, h Harness) {
 	ctx := context.Background()
 	req := conformanceRequest()
 
-	get := func(t *testing.T, c Case) (*llm.Response, error, func() []byte) {
+	get := func(t *testing.T, c Case) (*llm.Response, func() []byte, error) {
 		t.Helper()
 		m, last, skip := h.NewModel(t, c)
 		if skip {
@@ -113,11 +113,11 @@ func RunConformance(t *testing.T, h Harness) {
 		cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		defer cancel()
 		resp, err := m.Generate(cctx, req)
-		return resp, err, last
+		return resp, last, err
 	}
 
 	t.Run(string(CaseFinalAnswer), func(t *testing.T) {
-		resp, err, last := get(t, CaseFinalAnswer)
+		resp, last, err := get(t, CaseFinalAnswer)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -147,7 +147,7 @@ func RunConformance(t *testing.T, h Harness) {
 	})
 
 	t.Run(string(CaseTruncated), func(t *testing.T) {
-		resp, err, _ := get(t, CaseTruncated)
+		resp, _, err := get(t, CaseTruncated)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -158,7 +158,7 @@ func RunConformance(t *testing.T, h Harness) {
 	})
 
 	t.Run(string(CaseSingleCall), func(t *testing.T) {
-		resp, err, _ := get(t, CaseSingleCall)
+		resp, _, err := get(t, CaseSingleCall)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -169,7 +169,7 @@ func RunConformance(t *testing.T, h Harness) {
 	})
 
 	t.Run(string(CaseParallelCalls), func(t *testing.T) {
-		resp, err, _ := get(t, CaseParallelCalls)
+		resp, _, err := get(t, CaseParallelCalls)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -182,7 +182,7 @@ func RunConformance(t *testing.T, h Harness) {
 	})
 
 	t.Run(string(CaseInvalidArguments), func(t *testing.T) {
-		resp, err, _ := get(t, CaseInvalidArguments)
+		resp, _, err := get(t, CaseInvalidArguments)
 		if err != nil {
 			t.Fatalf("invalid argument JSON must reach the loop as a call, not fail the request: %v", err)
 		}
@@ -329,7 +329,7 @@ func RunConformance(t *testing.T, h Harness) {
 		{CaseContextLength, false, "context"},
 	} {
 		t.Run(string(c.c), func(t *testing.T) {
-			_, err, _ := get(t, c.c)
+			_, _, err := get(t, c.c)
 			var me *llm.Error
 			if !errors.As(err, &me) {
 				t.Fatalf("error %v is not an *llm.Error", err)
