@@ -495,13 +495,13 @@ func cutResult(content json.RawMessage, limit int) (json.RawMessage, int) {
 // ended reports a call cut short because the run itself was canceled or
 // ran out of time: not the tool's fault, and nothing the model can fix.
 func (e *Executor) ended(c *Call, attempts int, start time.Time, err error) Outcome {
-	o := e.outcome(c, attempts, start, llm.StatusSkipped, llm.ErrCanceled, "the run ended before this call finished")
+	o := e.outcome(c, attempts, start, llm.StatusSkipped, llm.KindCanceled, "the run ended before this call finished")
 	o.StopRun, o.Err = true, err.Error()
 	return o
 }
 
 func (e *Executor) timedOut(c *Call, attempts int, start time.Time, timeout time.Duration, err error) Outcome {
-	o := e.outcome(c, attempts, start, llm.StatusError, tool.KindTimeout, fmt.Sprintf("the tool did not finish within %v", timeout))
+	o := e.outcome(c, attempts, start, llm.StatusError, llm.KindTimeout, fmt.Sprintf("the tool did not finish within %v", timeout))
 	o.TimedOut, o.StopRun, o.Err = true, c.Tool.OnTimeout() == tool.TimeoutStop, err.Error()
 	return o
 }
@@ -510,7 +510,7 @@ func (e *Executor) failed(c *Call, attempts int, start time.Time, err error) Out
 	kind := tool.KindOf(err)
 	o := e.outcome(c, attempts, start, llm.StatusError, kind, modelMessage(err, attempts))
 	o.Err = err.Error()
-	if kind == tool.KindOutcomeUnknown && c.Tool.Effect() == tool.Write && !c.guarded() {
+	if kind == llm.KindOutcomeUnknown && c.Tool.Effect() == tool.Write && !c.guarded() {
 		// A write without a ledger key has no look-up to settle it (a
 		// guarded one goes to reconcile): it may have happened, and the
 		// model must not be left to try it again.

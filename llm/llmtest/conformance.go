@@ -98,7 +98,7 @@ type Harness struct {
 
 // RunConformance checks that an adapter maps the provider's replies onto
 // llm types the way the loop needs: text, tool calls with their IDs and raw
-// arguments, usage, finish reasons, error classes; and that it sends tool
+// arguments, usage, finish reasons, error kinds; and that it sends tool
 // results linked by call ID.
 func RunConformance(t *testing.T, h Harness) {
 	ctx := context.Background()
@@ -360,8 +360,8 @@ func conformanceRequest() *llm.Request {
 				{ID: "call_b", Name: "get_weather", Arguments: json.RawMessage(`{"city":"Bergen"}`)},
 			}},
 			llm.ToolMessage(llm.ToolResult{CallID: "call_a", Name: "get_weather", Status: llm.StatusOK, Content: json.RawMessage(`{"temp_c":8}`)}),
-			llm.ToolMessage(llm.ToolResult{CallID: "call_b", Name: "get_weather", Status: llm.StatusError, ErrorKind: llm.ErrNotFound,
-				Content: llm.ErrorContent(llm.ErrNotFound, "no station in Bergen")}),
+			llm.ToolMessage(llm.ToolResult{CallID: "call_b", Name: "get_weather", Status: llm.StatusError, ErrorKind: llm.KindNotFound,
+				Content: llm.ErrorContent(llm.KindNotFound, "no station in Bergen")}),
 		},
 		Tools: []llm.ToolDefinition{
 			{Name: "get_weather", Description: "current weather", InputSchema: json.RawMessage(`{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}`)},
