@@ -11,6 +11,8 @@ import (
 	"github.com/toolloop/toolloop/store"
 )
 
+// BEGIN deprecated kind names: delete through END once loop and temporal use the new names.
+
 // Deprecated names, kept only while package temporal moves to the llm
 // names; this whole block is to be deleted then. The error kinds of
 // guarded writes are llm's, beside every other kind: an Err name is for
@@ -23,6 +25,8 @@ const (
 	// Deprecated: use llm.KindWriteInProgress.
 	ErrWriteInProgress = llm.KindWriteInProgress
 )
+
+// END deprecated kind names.
 
 // guardedWrite wraps the execution of one write call with the ledger: it
 // replays a finished write, refuses a key reused with other arguments,

@@ -96,6 +96,8 @@ const (
 	KindProtocolError ErrorKind = "protocol_error"
 )
 
+// BEGIN deprecated kind names: delete through END once loop and temporal use the new names.
+
 // Deprecated names, kept only while packages loop and temporal move to
 // the names above; this whole block is to be deleted then.
 const (
@@ -145,8 +147,9 @@ const (
 	ErrorProtocol = KindProtocolError
 )
 
-// ErrorClass is the old name of ErrorKind for model requests; it is part
-// of the deprecated block above and goes with it.
+// ErrorClass is the old name of ErrorKind for model requests.
 //
 // Deprecated: use ErrorKind.
 type ErrorClass = ErrorKind
+
+// END deprecated kind names.

@@ -11,6 +11,8 @@ import (
 	"github.com/toolloop/toolloop/llm"
 )
 
+// BEGIN deprecated kind names: delete through END once loop and temporal use the new names.
+
 // Deprecated names, kept only while packages loop and temporal move to
 // the llm names; this whole block is to be deleted then. A handler's
 // error kinds are llm's (llm.ErrorKind): one name for each kind.
@@ -32,6 +34,8 @@ const (
 	// Deprecated: use llm.KindOutcomeUnknown.
 	KindOutcomeUnknown = llm.KindOutcomeUnknown
 )
+
+// END deprecated kind names.
 
 // Error is a classified tool failure. Handlers return one (through the
 // constructors below) to tell the executor what kind of failure it is;
