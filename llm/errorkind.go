@@ -5,14 +5,14 @@ package llm
 // and "stop") or a model request's (Error.Kind, which tells the loop
 // whether another attempt can help).
 //
-// It is the one vocabulary of failures in toolloop. Tool results and
-// model requests used to have a type each, and package tool re-exported
-// the first under other names: three names for "rate_limited", and no
-// way to see from one list which meanings the two sides share. Now each
-// kind has one name, whatever it classifies, and the groups below say
-// where each may appear. A kind from the wrong group (a tool result of
-// kind authentication) is not forbidden by the type; nothing in toolloop
-// makes one, and a reader of a log or a trace meets one list either way.
+// It is the one vocabulary of failures in toolloop, for both. A failure
+// that means the same on both sides (the service at the other end is
+// rate limiting, down or slow) has one value and one name, so that a log,
+// a trace or a retry rule reads one list; the groups below say where each
+// kind may appear. The type does not stop a kind from the wrong group (a
+// tool result of kind authentication): nothing in toolloop makes one, and
+// a type for each side would buy that check with two names for each of
+// rate_limited, unavailable and timeout.
 //
 // A kind's value is its wire form: it is written into run logs, traces,
 // Temporal histories and what the model reads, so a value never changes
@@ -23,9 +23,10 @@ type ErrorKind string
 
 // Kinds shared by tool calls and model requests: the service at the other
 // end (a tool's backend, the model's provider) is overloaded, down or
-// slow. They mean the same on both sides, so they are one value each;
-// they are the kinds a later attempt may not meet (tool.Retryable,
-// Error.Retryable).
+// slow. They mean the same on both sides, so each is one value. A later
+// attempt may not meet them: a model request of any of the three is
+// retried (Error.Retryable), a tool call of the first two too
+// (tool.Retryable), while a tool's timeout goes by its OnTimeout policy.
 const (
 	KindRateLimited ErrorKind = "rate_limited"
 	KindUnavailable ErrorKind = "unavailable"
