@@ -258,7 +258,7 @@ func TestCrashResume(t *testing.T) {
 			// new attempt is refused. (Checked only while surely young.)
 			if time.Since(rec.UpdatedAt) < timeout/2 {
 				o := ex.Run(ctx, crashCall("c-early", refund, order, timeout))
-				if o.Result.ErrorKind != executor.ErrWriteInProgress || execs.Load() != 0 {
+				if o.Result.ErrorKind != llm.KindWriteInProgress || execs.Load() != 0 {
 					t.Fatalf("cycle %d (%s): attempt on a young in-flight record = %+v", i, mode, o)
 				}
 				tl.inProgress++

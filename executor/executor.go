@@ -356,7 +356,7 @@ func (e *Executor) run(ctx context.Context, c Call, first *binding) Outcome {
 		if b.err != nil {
 			err = b.err
 		} else {
-			content, err, late = e.attempt(ctx, &c, b.call, timeout)
+			content, late, err = e.attempt(ctx, &c, b.call, timeout)
 		}
 		switch {
 		case err == nil:
@@ -495,13 +495,13 @@ func cutResult(content json.RawMessage, limit int) (json.RawMessage, int) {
 // ended reports a call cut short because the run itself was canceled or
 // ran out of time: not the tool's fault, and nothing the model can fix.
 func (e *Executor) ended(c *Call, attempts int, start time.Time, err error) Outcome {
-	o := e.outcome(c, attempts, start, llm.StatusSkipped, llm.ErrCanceled, "the run ended before this call finished")
+	o := e.outcome(c, attempts, start, llm.StatusSkipped, llm.KindCanceled, "the run ended before this call finished")
 	o.StopRun, o.Err = true, err.Error()
 	return o
 }
 
 func (e *Executor) timedOut(c *Call, attempts int, start time.Time, timeout time.Duration, err error) Outcome {
-	o := e.outcome(c, attempts, start, llm.StatusError, tool.KindTimeout, fmt.Sprintf("the tool did not finish within %v", timeout))
+	o := e.outcome(c, attempts, start, llm.StatusError, llm.KindTimeout, fmt.Sprintf("the tool did not finish within %v", timeout))
 	o.TimedOut, o.StopRun, o.Err = true, c.Tool.OnTimeout() == tool.TimeoutStop, err.Error()
 	return o
 }
@@ -510,7 +510,7 @@ func (e *Executor) failed(c *Call, attempts int, start time.Time, err error) Out
 	kind := tool.KindOf(err)
 	o := e.outcome(c, attempts, start, llm.StatusError, kind, modelMessage(err, attempts))
 	o.Err = err.Error()
-	if kind == tool.KindOutcomeUnknown && c.Tool.Effect() == tool.Write && !c.guarded() {
+	if kind == llm.KindOutcomeUnknown && c.Tool.Effect() == tool.Write && !c.guarded() {
 		// A write without a ledger key has no look-up to settle it (a
 		// guarded one goes to reconcile): it may have happened, and the
 		// model must not be left to try it again.
@@ -549,7 +549,7 @@ type answer struct {
 // goroutine of its own, and the caller stops waiting at the timeout or
 // when ctx ends, leaving a handler that ignores its context to finish
 // alone (for a write, keeping the key marked running till then).
-func (e *Executor) attempt(ctx context.Context, c *Call, call tool.Bound, timeout time.Duration) (json.RawMessage, error, bool) {
+func (e *Executor) attempt(ctx context.Context, c *Call, call tool.Bound, timeout time.Duration) (content json.RawMessage, late bool, err error) {
 	cctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	if c.guarded() {
@@ -569,9 +569,9 @@ func (e *Executor) attempt(ctx context.Context, c *Call, call tool.Bound, timeou
 		return e.settle(ctx, cctx, c, a)
 	case <-cctx.Done():
 		if ctx.Err() != nil {
-			return nil, ctx.Err(), false
+			return nil, false, ctx.Err()
 		}
-		return nil, cctx.Err(), true
+		return nil, true, cctx.Err()
 	}
 }
 
@@ -580,18 +580,18 @@ func (e *Executor) attempt(ctx context.Context, c *Call, call tool.Bound, timeou
 // whatever it returned, as attempt gives up on a goroutine at the deadline. (A write's late
 // outcome goes to the ledger's reconciliation, which asks the tool's
 // status look-up.) A result is encoded here, on the driving goroutine.
-func (e *Executor) settle(ctx, cctx context.Context, c *Call, a answer) (json.RawMessage, error, bool) {
+func (e *Executor) settle(ctx, cctx context.Context, c *Call, a answer) (content json.RawMessage, late bool, err error) {
 	if ctx.Err() == nil && errors.Is(cctx.Err(), context.DeadlineExceeded) {
 		if a.err == nil {
 			a.err = cctx.Err()
 		}
-		return nil, a.err, true
+		return nil, true, a.err
 	}
 	if a.err != nil {
-		return nil, a.err, false
+		return nil, false, a.err
 	}
-	content, err := e.encode(c, a.out)
-	return content, err, false
+	content, err = e.encode(c, a.out)
+	return content, false, err
 }
 
 // invoke calls the handler, turning a panic into an error. For a write it

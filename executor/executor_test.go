@@ -260,7 +260,7 @@ func TestRunStagePartialSuccess(t *testing.T) {
 	want := []struct {
 		status llm.ResultStatus
 		kind   llm.ErrorKind
-	}{{llm.StatusOK, ""}, {llm.StatusError, tool.KindNotFound}, {llm.StatusError, tool.KindInternal}, {llm.StatusOK, ""}}
+	}{{llm.StatusOK, ""}, {llm.StatusError, llm.KindNotFound}, {llm.StatusError, llm.KindInternal}, {llm.StatusOK, ""}}
 	for i, w := range want {
 		r := out[i].Result
 		if r.CallID != calls[i].Call.ID || r.Status != w.status || r.ErrorKind != w.kind {
@@ -304,7 +304,7 @@ func TestTimeoutToolIgnoresContext(t *testing.T) {
 			if !o.TimedOut || o.StopRun != tc.stopRun {
 				t.Errorf("TimedOut, StopRun = %v, %v; want true, %v", o.TimedOut, o.StopRun, tc.stopRun)
 			}
-			if o.Result.Status != llm.StatusError || o.Result.ErrorKind != tool.KindTimeout || o.Result.CallID != "c0" {
+			if o.Result.Status != llm.StatusError || o.Result.ErrorKind != llm.KindTimeout || o.Result.CallID != "c0" {
 				t.Errorf("result = %+v", o.Result)
 			}
 			if msg, _ := errorContent(t, o.Result); !strings.Contains(msg, "50ms") {
@@ -346,7 +346,7 @@ func TestTimeoutToolHonoursContext(t *testing.T) {
 			o := within(t, 50*time.Millisecond+margin, func() executor.Outcome {
 				return ex.Run(context.Background(), call("c", tl, 0))
 			})
-			if !o.TimedOut || !o.StopRun || o.Result.ErrorKind != tool.KindTimeout || o.Result.Status != llm.StatusError {
+			if !o.TimedOut || !o.StopRun || o.Result.ErrorKind != llm.KindTimeout || o.Result.Status != llm.StatusError {
 				t.Errorf("outcome = %+v", o)
 			}
 			// A timeout is not retried, even if the tool called it unavailable.
@@ -411,7 +411,7 @@ func TestTimeoutCallOverride(t *testing.T) {
 	o := within(t, 50*time.Millisecond+margin, func() executor.Outcome {
 		return executor.New(nil).Run(context.Background(), c)
 	})
-	if !o.TimedOut || !o.StopRun || o.Result.ErrorKind != tool.KindTimeout {
+	if !o.TimedOut || !o.StopRun || o.Result.ErrorKind != llm.KindTimeout {
 		t.Errorf("outcome = %+v", o)
 	}
 	if msg, _ := errorContent(t, o.Result); !strings.Contains(msg, "50ms") {
@@ -426,7 +426,7 @@ func TestTimeoutExecutorDefault(t *testing.T) {
 	o := within(t, 50*time.Millisecond+margin, func() executor.Outcome {
 		return executor.New(&executor.Options{DefaultTimeout: 50 * time.Millisecond}).Run(context.Background(), call("c", tl, 0))
 	})
-	if !o.TimedOut || o.Result.ErrorKind != tool.KindTimeout {
+	if !o.TimedOut || o.Result.ErrorKind != llm.KindTimeout {
 		t.Errorf("outcome = %+v", o)
 	}
 	b.release()
@@ -444,7 +444,7 @@ func TestPanicRecovered(t *testing.T) {
 				return executor.New(nil).Run(context.Background(), call("c1", tl, 0))
 			})
 			r := o.Result
-			if r.CallID != "c1" || r.Status != llm.StatusError || r.ErrorKind != tool.KindInternal {
+			if r.CallID != "c1" || r.Status != llm.StatusError || r.ErrorKind != llm.KindInternal {
 				t.Errorf("result = %+v", r)
 			}
 			if msg, _ := errorContent(t, r); !strings.Contains(msg, "panicked") {
@@ -500,7 +500,7 @@ func TestRetryDisabled(t *testing.T) {
 		return nil, tool.Unavailable(nil)
 	})
 	o := executor.New(&executor.Options{MaxRetries: -1}).Run(context.Background(), call("c", tl, 0))
-	if o.Attempts != 1 || calls.Load() != 1 || o.Result.ErrorKind != tool.KindUnavailable {
+	if o.Attempts != 1 || calls.Load() != 1 || o.Result.ErrorKind != llm.KindUnavailable {
 		t.Errorf("outcome = %+v, calls = %d", o, calls.Load())
 	}
 	if msg, _ := errorContent(t, o.Result); strings.Contains(msg, "attempts") {
@@ -603,10 +603,10 @@ func TestDeterministicFailuresNotRetried(t *testing.T) {
 		kind    llm.ErrorKind
 		message string
 	}{
-		{"not found", tool.NotFound("no order A1"), tool.KindNotFound, "no order A1"},
-		{"needs input", tool.NeedsInput("which address?"), tool.KindNeedsInput, "which address?"},
-		{"plain error", errors.New("db constraint violated"), tool.KindInternal, "db constraint violated"},
-		{"invalid arguments", &tool.Error{Kind: tool.KindInvalidArguments, Msg: "n must be even"}, tool.KindInvalidArguments, "n must be even"},
+		{"not found", tool.NotFound("no order A1"), llm.KindNotFound, "no order A1"},
+		{"needs input", tool.NeedsInput("which address?"), llm.KindNeedsInput, "which address?"},
+		{"plain error", errors.New("db constraint violated"), llm.KindInternal, "db constraint violated"},
+		{"invalid arguments", &tool.Error{Kind: llm.KindInvalidArguments, Msg: "n must be even"}, llm.KindInvalidArguments, "n must be even"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -637,7 +637,7 @@ func TestUndecodableArguments(t *testing.T) {
 	tl := mkTool(t, tool.Spec[args]{}, func(context.Context, args) (any, error) { calls.Add(1); return "x", nil })
 	c := executor.Call{Call: llm.ToolCall{ID: "c", Name: "t", Arguments: json.RawMessage(`{"n":"two"}`)}, Tool: tl}
 	o := executor.New(nil).Run(context.Background(), c)
-	if o.Result.ErrorKind != tool.KindInvalidArguments || o.Attempts != 1 || calls.Load() != 0 {
+	if o.Result.ErrorKind != llm.KindInvalidArguments || o.Attempts != 1 || calls.Load() != 0 {
 		t.Errorf("outcome = %+v, calls = %d", o, calls.Load())
 	}
 }
@@ -655,7 +655,7 @@ func TestCanceledBeforeRun(t *testing.T) {
 		out := within(t, margin, func() []executor.Outcome { return ex.RunStage(ctx, calls3) })
 		for i, o := range out {
 			r := o.Result
-			if r.CallID != calls3[i].Call.ID || r.Status != llm.StatusSkipped || r.ErrorKind != llm.ErrCanceled {
+			if r.CallID != calls3[i].Call.ID || r.Status != llm.StatusSkipped || r.ErrorKind != llm.KindCanceled {
 				t.Errorf("outcome %d result = %+v, want skipped/canceled", i, r)
 			}
 			if !o.StopRun || o.TimedOut {
@@ -692,7 +692,7 @@ func TestCanceledDuringRun(t *testing.T) {
 	case <-time.After(margin):
 		t.Fatal("Run did not return after cancel")
 	}
-	if o.Result.Status != llm.StatusSkipped || o.Result.ErrorKind != llm.ErrCanceled || !o.StopRun || o.TimedOut {
+	if o.Result.Status != llm.StatusSkipped || o.Result.ErrorKind != llm.KindCanceled || !o.StopRun || o.TimedOut {
 		t.Errorf("outcome = %+v", o)
 	}
 	if o.Attempts != 1 {
@@ -716,7 +716,7 @@ func TestCanceledWhileToolIgnoresContext(t *testing.T) {
 	case <-time.After(margin):
 		t.Fatal("Run did not return after cancel")
 	}
-	if o.Result.Status != llm.StatusSkipped || o.Result.ErrorKind != llm.ErrCanceled || !o.StopRun || o.TimedOut {
+	if o.Result.Status != llm.StatusSkipped || o.Result.ErrorKind != llm.KindCanceled || !o.StopRun || o.TimedOut {
 		t.Errorf("outcome = %+v", o)
 	}
 	b.release()
@@ -731,7 +731,7 @@ func TestRunDeadlineIsNotToolTimeout(t *testing.T) {
 	o := within(t, 50*time.Millisecond+margin, func() executor.Outcome {
 		return executor.New(nil).Run(ctx, call("c", tl, 0))
 	})
-	if o.TimedOut || !o.StopRun || o.Result.ErrorKind != llm.ErrCanceled || o.Result.Status != llm.StatusSkipped {
+	if o.TimedOut || !o.StopRun || o.Result.ErrorKind != llm.KindCanceled || o.Result.Status != llm.StatusSkipped {
 		t.Errorf("outcome = %+v", o)
 	}
 	b.release()
@@ -761,7 +761,7 @@ func TestCanceledDuringRetryWait(t *testing.T) {
 	case <-time.After(margin):
 		t.Fatal("Run kept waiting after cancel")
 	}
-	if o.Result.Status != llm.StatusSkipped || o.Result.ErrorKind != llm.ErrCanceled || !o.StopRun {
+	if o.Result.Status != llm.StatusSkipped || o.Result.ErrorKind != llm.KindCanceled || !o.StopRun {
 		t.Errorf("outcome = %+v", o)
 	}
 	if n := calls.Load(); n != 1 {
@@ -866,7 +866,7 @@ func TestRetryThenTimeout(t *testing.T) {
 	})
 	ex := executor.New(&executor.Options{RetryBackoff: time.Millisecond})
 	o := within(t, 50*time.Millisecond+margin, func() executor.Outcome { return ex.Run(context.Background(), call("c", tl, 0)) })
-	if !o.TimedOut || o.StopRun || o.Attempts != 2 || o.Result.ErrorKind != tool.KindTimeout {
+	if !o.TimedOut || o.StopRun || o.Attempts != 2 || o.Result.ErrorKind != llm.KindTimeout {
 		t.Errorf("outcome = %+v", o)
 	}
 	b.release()
@@ -884,7 +884,7 @@ func TestOutcomeJSON(t *testing.T) {
 	if err := json.Unmarshal(b, &back); err != nil {
 		t.Fatal(err)
 	}
-	if back.Result.CallID != "c" || back.Result.ErrorKind != tool.KindNotFound || back.Attempts != 1 || back.Err != o.Err {
+	if back.Result.CallID != "c" || back.Result.ErrorKind != llm.KindNotFound || back.Attempts != 1 || back.Err != o.Err {
 		t.Errorf("round trip = %+v", back)
 	}
 }

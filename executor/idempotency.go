@@ -9,22 +9,24 @@ import (
 
 	"github.com/toolloop/toolloop/llm"
 	"github.com/toolloop/toolloop/store"
-	"github.com/toolloop/toolloop/tool"
 )
 
-// ErrIdempotencyConflict is the error kind of a write whose idempotency
-// key was already used with other arguments: the call is refused, never
-// executed.
-const ErrIdempotencyConflict llm.ErrorKind = "idempotency_conflict"
+// BEGIN deprecated kind names: delete through END once loop and temporal use the new names.
 
-// ErrOutcomeUnknown is the error kind of a write that may or may not have
-// happened and that no status look-up could settle.
-// A handler reports one with tool.OutcomeUnknown.
-const ErrOutcomeUnknown = tool.KindOutcomeUnknown
+// Deprecated names, kept only while package temporal moves to the llm
+// names; this whole block is to be deleted then. The error kinds of
+// guarded writes are llm's, beside every other kind: an Err name is for
+// an error value, which a kind is not.
+const (
+	// Deprecated: use llm.KindIdempotencyConflict.
+	ErrIdempotencyConflict = llm.KindIdempotencyConflict
+	// Deprecated: use llm.KindOutcomeUnknown.
+	ErrOutcomeUnknown = llm.KindOutcomeUnknown
+	// Deprecated: use llm.KindWriteInProgress.
+	ErrWriteInProgress = llm.KindWriteInProgress
+)
 
-// ErrWriteInProgress is the error kind of a write whose key another
-// attempt holds in flight right now.
-const ErrWriteInProgress llm.ErrorKind = "write_in_progress"
+// END deprecated kind names.
 
 // guardedWrite wraps the execution of one write call with the ledger: it
 // replays a finished write, refuses a key reused with other arguments,
@@ -47,7 +49,7 @@ func (e *Executor) guardedWrite(ctx context.Context, c Call, first *binding) Out
 	old, claimed, err := e.ledger.Claim(ctx, rec)
 	if err != nil {
 		// Without the ledger the write cannot be made safe; it does not run.
-		return e.refused(c, start, tool.KindUnavailable, "the idempotency ledger is unavailable: "+err.Error())
+		return e.refused(c, start, llm.KindUnavailable, "the idempotency ledger is unavailable: "+err.Error())
 	}
 	e.maybePrune(ctx, rec.CreatedAt)
 	if !claimed {
@@ -86,7 +88,7 @@ func (e *Executor) finishClaimed(ctx context.Context, c Call, claim store.Record
 	case o.Attempts == 0:
 		// The run ended before the handler started: nothing was written,
 		// so the key is released below.
-	case o.TimedOut || o.StopRun || o.Result.ErrorKind == tool.KindOutcomeUnknown:
+	case o.TimedOut || o.StopRun || o.Result.ErrorKind == llm.KindOutcomeUnknown:
 		// Timed out, cut short, or its answer lost: the write may or may
 		// not have happened.
 		return e.reconcile(ctx, c, o)
@@ -102,7 +104,7 @@ func (e *Executor) finishClaimed(ctx context.Context, c Call, claim store.Record
 // existing handles a key that already has a record.
 func (e *Executor) existing(ctx context.Context, c Call, old store.Record, start time.Time) Outcome {
 	if old.ArgsHash != c.ArgsHash {
-		return e.refused(c, start, ErrIdempotencyConflict, fmt.Sprintf(
+		return e.refused(c, start, llm.KindIdempotencyConflict, fmt.Sprintf(
 			"idempotency key %q was first used by call %s with other arguments; this call was not executed", old.Key, old.CallID))
 	}
 	if old.State == store.Done {
@@ -123,33 +125,33 @@ func (e *Executor) existing(ctx context.Context, c Call, old store.Record, start
 		// ErrNotInFlight: the attempt that claimed the key recorded its
 		// outcome meanwhile; the look-up's answer stands.
 		if err := e.finish(ctx, c.IdempotencyKey, res); err != nil && !errors.Is(err, store.ErrNotInFlight) {
-			return e.refused(c, start, tool.KindUnavailable, "recording the reconciled write: "+err.Error())
+			return e.refused(c, start, llm.KindUnavailable, "recording the reconciled write: "+err.Error())
 		}
 		return Outcome{Result: res, Started: start, Duration: e.opts.Now().Sub(start), IdempotencyKey: c.IdempotencyKey, Reconciled: true}
 	}
 	// Not written (yet). If the earlier attempt may still be running, its
 	// write could land after our look-up: wait it out rather than race it.
 	if e.stillRunning(c.IdempotencyKey) {
-		return e.refused(c, start, ErrWriteInProgress, fmt.Sprintf(
+		return e.refused(c, start, llm.KindWriteInProgress, fmt.Sprintf(
 			"the write with idempotency key %q timed out but its handler is still running; it may yet land", old.Key))
 	}
 	// Another process's attempt: if it may still be running, its write
 	// could land after our look-up.
 	if age := time.Since(old.UpdatedAt); age < e.timeout(&c) {
-		return e.refused(c, start, ErrWriteInProgress, fmt.Sprintf(
+		return e.refused(c, start, llm.KindWriteInProgress, fmt.Sprintf(
 			"a write with idempotency key %q started %v ago and may still be running", old.Key, age.Round(time.Millisecond)))
 	}
 	// The earlier attempt is over and wrote nothing: take the key over.
 	// Release exactly the stale claim: if another attempt took the key
 	// over meanwhile, its claim stays, and claiming again below finds it.
 	if err := e.release(ctx, old); err != nil {
-		return e.refused(c, start, tool.KindUnavailable, "releasing the stale idempotency key: "+err.Error())
+		return e.refused(c, start, llm.KindUnavailable, "releasing the stale idempotency key: "+err.Error())
 	}
 	return e.guardedWrite(ctx, c, nil)
 }
 
 func (e *Executor) unknown(c Call, start time.Time, msg string) Outcome {
-	o := e.refused(c, start, ErrOutcomeUnknown, msg)
+	o := e.refused(c, start, llm.KindOutcomeUnknown, msg)
 	o.Result.Status, o.OutcomeUnknown, o.StopRun = llm.StatusSkipped, true, true
 	return o
 }
@@ -228,7 +230,7 @@ func (e *Executor) finish(ctx context.Context, key string, res llm.ToolResult) e
 func (e *Executor) replayed(c Call, old store.Record, start time.Time) Outcome {
 	var res llm.ToolResult
 	if err := json.Unmarshal(old.Result, &res); err != nil {
-		return e.refused(c, start, tool.KindInternal, "the stored result of idempotency key "+old.Key+" is unreadable: "+err.Error())
+		return e.refused(c, start, llm.KindInternal, "the stored result of idempotency key "+old.Key+" is unreadable: "+err.Error())
 	}
 	// The stored result answered another call; this one gets it under
 	// its own ID.

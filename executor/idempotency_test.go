@@ -272,7 +272,7 @@ func TestIdempotentWriteConflict(t *testing.T) {
 		c2 := refundCall("c2", tl, "A1")
 		c2.ArgsHash = "hash-other"
 		o := run(ex, c2)
-		if o.Result.Status != llm.StatusError || o.Result.ErrorKind != executor.ErrIdempotencyConflict ||
+		if o.Result.Status != llm.StatusError || o.Result.ErrorKind != llm.KindIdempotencyConflict ||
 			o.Replayed || o.StopRun || o.Result.CallID != "c2" || o.IdempotencyKey != "refund:A1" {
 			t.Errorf("conflicting call = %+v", o)
 		}
@@ -289,7 +289,7 @@ func TestIdempotentWriteConflict(t *testing.T) {
 		claimInFlight(t, l, refundCall("x", tl, "B2"), time.Now())
 		c3 := refundCall("c3", tl, "B2")
 		c3.ArgsHash = "hash-other"
-		if o := run(ex, c3); o.Result.ErrorKind != executor.ErrIdempotencyConflict || s.execs.Load() != 1 {
+		if o := run(ex, c3); o.Result.ErrorKind != llm.KindIdempotencyConflict || s.execs.Load() != 1 {
 			t.Errorf("conflict with an in-flight key = %+v", o)
 		}
 	})
@@ -301,7 +301,7 @@ func TestIdempotentWriteFailureReleasesKey(t *testing.T) {
 		tl := s.tool(t, 0, true)
 		ex := executor.New(&executor.Options{Ledger: l})
 		o := run(ex, refundCall("c1", tl, "A1"))
-		if o.Result.Status != llm.StatusError || o.Result.ErrorKind != tool.KindNotFound || o.StopRun || o.OutcomeUnknown ||
+		if o.Result.Status != llm.StatusError || o.Result.ErrorKind != llm.KindNotFound || o.StopRun || o.OutcomeUnknown ||
 			o.IdempotencyKey != "refund:A1" {
 			t.Fatalf("failed call = %+v", o)
 		}
@@ -364,7 +364,7 @@ func TestIdempotentWriteTimeoutUnknown(t *testing.T) {
 		// A later attempt cannot know either, and does not execute.
 		s.setBehaviour(refundOK)
 		o = run(ex, refundCall("c2", tl, "A1"))
-		if !o.OutcomeUnknown || !o.StopRun || o.Result.Status != llm.StatusSkipped || o.Result.ErrorKind != executor.ErrOutcomeUnknown {
+		if !o.OutcomeUnknown || !o.StopRun || o.Result.Status != llm.StatusSkipped || o.Result.ErrorKind != llm.KindOutcomeUnknown {
 			t.Errorf("second attempt = %+v", o)
 		}
 		if s.execs.Load() != 1 {
@@ -386,7 +386,7 @@ func TestIdempotentWriteTimeoutNotApplied(t *testing.T) {
 		o := run(ex, refundCall("c1", tl, "A1"))
 		// Not settled: the look-up ran but found nothing, so the timeout
 		// stands and Reconciled stays false.
-		if o.Reconciled || !o.TimedOut || !o.StopRun || o.OutcomeUnknown || o.Result.ErrorKind != tool.KindTimeout ||
+		if o.Reconciled || !o.TimedOut || !o.StopRun || o.OutcomeUnknown || o.Result.ErrorKind != llm.KindTimeout ||
 			s.lookups.Load() != 1 {
 			t.Fatalf("outcome = %+v", o)
 		}
@@ -401,7 +401,7 @@ func TestIdempotentWriteTimeoutNotApplied(t *testing.T) {
 		// once more.
 		lookups := int32(2)
 		o = run(ex, refundCall("c2", tl, "A1"))
-		for i := 0; o.Result.ErrorKind == executor.ErrWriteInProgress && i < 200; i++ {
+		for i := 0; o.Result.ErrorKind == llm.KindWriteInProgress && i < 200; i++ {
 			time.Sleep(5 * time.Millisecond)
 			o = run(ex, refundCall("c2", tl, "A1"))
 			lookups++
@@ -460,9 +460,9 @@ func TestIdempotentWriteInFlightRecord(t *testing.T) {
 		{"stale, applied", old, true, true, nil, "", llm.StatusOK, true, false, 0, store.Done},
 		{"stale, not applied", old, false, true, nil, "", llm.StatusOK, false, false, 1, store.Done},
 		{"young, applied", young, true, true, nil, "", llm.StatusOK, true, false, 0, store.Done},
-		{"young, not applied", young, false, true, nil, executor.ErrWriteInProgress, llm.StatusError, false, false, 0, store.InFlight},
-		{"no look-up", old, true, false, nil, executor.ErrOutcomeUnknown, llm.StatusSkipped, false, true, 0, store.InFlight},
-		{"look-up fails", old, false, true, errors.New("shop down"), executor.ErrOutcomeUnknown, llm.StatusSkipped, false, true, 0, store.InFlight},
+		{"young, not applied", young, false, true, nil, llm.KindWriteInProgress, llm.StatusError, false, false, 0, store.InFlight},
+		{"no look-up", old, true, false, nil, llm.KindOutcomeUnknown, llm.StatusSkipped, false, true, 0, store.InFlight},
+		{"look-up fails", old, false, true, errors.New("shop down"), llm.KindOutcomeUnknown, llm.StatusSkipped, false, true, 0, store.InFlight},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			forEach(t, func(t *testing.T, l store.Ledger, run func(*executor.Executor, executor.Call) executor.Outcome) {
@@ -622,7 +622,7 @@ func TestLedgerUnavailable(t *testing.T) {
 			tl := s.tool(t, 0, true)
 			ex := executor.New(&executor.Options{Ledger: failingLedger{store.NewMemory()}})
 			o := p.run(t, ex, context.Background(), refundCall("c1", tl, "A1"))
-			if o.Result.Status != llm.StatusError || o.Result.ErrorKind != tool.KindUnavailable || s.execs.Load() != 0 ||
+			if o.Result.Status != llm.StatusError || o.Result.ErrorKind != llm.KindUnavailable || s.execs.Load() != 0 ||
 				!strings.Contains(o.Err, "disk on fire") {
 				t.Errorf("outcome = %+v, execs %d", o, s.execs.Load())
 			}
@@ -655,7 +655,7 @@ func TestIdempotentWriteConcurrentAttempts(t *testing.T) {
 			for i, o := range outs {
 				switch {
 				case o.Result.Status == llm.StatusOK:
-				case o.Result.ErrorKind == executor.ErrWriteInProgress:
+				case o.Result.ErrorKind == llm.KindWriteInProgress:
 				default:
 					t.Errorf("attempt %d = %+v", i, o)
 				}
@@ -685,7 +685,7 @@ func TestIdempotentWriteCanceledBefore(t *testing.T) {
 				ex := executor.New(&executor.Options{Ledger: ledger})
 				check := func(o executor.Outcome, path string) {
 					t.Helper()
-					if o.Result.Status != llm.StatusSkipped || o.Result.ErrorKind != llm.ErrCanceled || !o.StopRun ||
+					if o.Result.Status != llm.StatusSkipped || o.Result.ErrorKind != llm.KindCanceled || !o.StopRun ||
 						o.OutcomeUnknown || o.Attempts != 0 || o.IdempotencyKey == "" || s.execs.Load() != 0 {
 						t.Errorf("%s: outcome = %+v", path, o)
 					}
@@ -777,7 +777,7 @@ func TestIdempotentWriteLookupFails(t *testing.T) {
 				}
 				claimInFlight(t, l, refundCall("c0", tl, "B2"), time.Now().Add(-time.Hour))
 				o = run(ex, refundCall("c2", tl, "B2"))
-				if !o.OutcomeUnknown || !o.StopRun || o.Result.ErrorKind != executor.ErrOutcomeUnknown || s.execs.Load() != 1 {
+				if !o.OutcomeUnknown || !o.StopRun || o.Result.ErrorKind != llm.KindOutcomeUnknown || s.execs.Load() != 1 {
 					t.Errorf("in-flight record: %+v", o)
 				}
 				for _, key := range []string{"refund:A1", "refund:B2"} {
@@ -802,7 +802,7 @@ func TestIdempotentWriteUnreadableStoredResult(t *testing.T) {
 			t.Fatal(err)
 		}
 		o := run(executor.New(&executor.Options{Ledger: l}), c)
-		if o.Replayed || o.Result.Status != llm.StatusError || o.Result.ErrorKind != tool.KindInternal || s.execs.Load() != 0 {
+		if o.Replayed || o.Result.Status != llm.StatusError || o.Result.ErrorKind != llm.KindInternal || s.execs.Load() != 0 {
 			t.Errorf("outcome = %+v", o)
 		}
 	})
@@ -859,7 +859,7 @@ func TestAbandonedWriteBlocksItsKeyUntilItReturns(t *testing.T) {
 				t.Fatalf("first = %+v", first)
 			}
 			second := call("c2")
-			if second.Result.ErrorKind != executor.ErrWriteInProgress {
+			if second.Result.ErrorKind != llm.KindWriteInProgress {
 				t.Fatalf("second attempt while the first handler runs = %+v", second)
 			}
 			free()
@@ -869,7 +869,7 @@ func TestAbandonedWriteBlocksItsKeyUntilItReturns(t *testing.T) {
 			var third executor.Outcome
 			for i := 0; i < 100; i++ {
 				third = call(fmt.Sprint("c3-", i))
-				if third.Result.ErrorKind != executor.ErrWriteInProgress {
+				if third.Result.ErrorKind != llm.KindWriteInProgress {
 					break
 				}
 				time.Sleep(5 * time.Millisecond)

@@ -108,7 +108,7 @@ func TestOutcomeUnknownWrite(t *testing.T) {
 		s := newShop(t, refundOK)
 		ex := executor.New(&executor.Options{Ledger: l})
 		o := run(ex, refundCall("c1", lostAnswer(t, s, false), "A1"))
-		if !o.OutcomeUnknown || !o.StopRun || o.Result.ErrorKind != executor.ErrOutcomeUnknown || o.Attempts != 1 {
+		if !o.OutcomeUnknown || !o.StopRun || o.Result.ErrorKind != llm.KindOutcomeUnknown || o.Attempts != 1 {
 			t.Fatalf("outcome = %+v", o)
 		}
 		if rec, _ := record(t, l, "refund:A1"); rec.State != store.InFlight {

@@ -18,16 +18,17 @@
 // the link is always the ID, never a position or a completion order, and
 // CheckHistory verifies that invariant on any conversation.
 //
-// Failures of the provider come back as *Error, classified by ErrorClass
-// (rate limited, unavailable, authentication, unknown model, context
-// length, refusal, bad request) with Retryable and RetryAfter; HTTPError
-// gives adapters one classification of HTTP replies, and IsRetryable is
-// what the loop's bounded retries ask. A wait the provider asks for that
+// Failures of the provider come back as *Error, classified by the same
+// ErrorKind as tool results (rate limited, unavailable and timeout mean
+// the same on both sides; authentication, unknown model, context length,
+// refusal, bad request are a model request's own) with Retryable and
+// RetryAfter; HTTPError gives adapters one classification of HTTP
+// replies, and IsRetryable is what the loop's bounded retries ask. A wait the provider asks for that
 // outlasts the run's deadline makes the failure final and says so
 // (CheckRetryAfter, which the loop calls). ResponseGuard caps the size of a reply
 // (DefaultMaxResponseBytes unless an adapter's MaxResponseBytes says
 // otherwise) and names a successful reply that is not JSON; both fail as
-// ErrorBadResponse. Response.Truncated marks an answer cut off at the
+// KindBadResponse. Response.Truncated marks an answer cut off at the
 // output token limit, whatever the provider calls it.
 //
 // Start with Model, Request, Response, Message and ToolResult. Adapters

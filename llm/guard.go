@@ -47,7 +47,7 @@ func streamExpected(req *http.Request) bool {
 // ResponseGuard checks a provider's HTTP replies before an SDK reads them:
 // a body longer than MaxBytes, or a successful reply that is not JSON (an
 // event stream, an HTML page), fails the read with an *Error of kind
-// ErrorBadResponse that says what came back. Adapters install it through
+// KindBadResponse that says what came back. Adapters install it through
 // their SDK's middleware or HTTP client; the SDK then returns that error,
 // wrapped, from the request.
 //
@@ -274,7 +274,7 @@ func (b *guardedBody) sniffJSON() error {
 		b.head = buf
 		return nil
 	}
-	return &Error{Kind: ErrorBadResponse, Err: fmt.Errorf("%s answered with %s where JSON was expected%s; it began %s",
+	return &Error{Kind: KindBadResponse, Err: fmt.Errorf("%s answered with %s where JSON was expected%s; it began %s",
 		b.provider, describeType(b.contentType), typeHint(b.contentType), quoteStart(buf))}
 }
 
@@ -291,7 +291,7 @@ func (b *guardedBody) tooLarge(n int64, announced bool) error {
 	if b.stream {
 		name = "a streamed model response (MaxStreamBytes)"
 	}
-	return &Error{Kind: ErrorBadResponse, Err: fmt.Errorf(
+	return &Error{Kind: KindBadResponse, Err: fmt.Errorf(
 		"%s sent a reply larger than the %s cap on %s: %s", b.provider, byteSize(b.max), name, what)}
 }
 

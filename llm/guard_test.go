@@ -23,8 +23,8 @@ func guarded(status int, ct, body string, contentLength int64, g ResponseGuard) 
 func badResponse(t *testing.T, err error, want ...string) {
 	t.Helper()
 	var e *Error
-	if !errors.As(err, &e) || e.Kind != ErrorBadResponse || e.Retryable {
-		t.Fatalf("err = %v, want a non-retryable %s *llm.Error", err, ErrorBadResponse)
+	if !errors.As(err, &e) || e.Kind != KindBadResponse || e.Retryable {
+		t.Fatalf("err = %v, want a non-retryable %s *llm.Error", err, KindBadResponse)
 	}
 	for _, w := range want {
 		if !strings.Contains(err.Error(), w) {
@@ -100,7 +100,7 @@ func TestResponseGuardClient(t *testing.T) {
 func TestCheckRetryAfter(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	asked := &Error{Kind: ErrorRateLimited, Retryable: true, RetryAfter: time.Hour, Err: errors.New("429")}
+	asked := &Error{Kind: KindRateLimited, Retryable: true, RetryAfter: time.Hour, Err: errors.New("429")}
 	long := CheckRetryAfter(ctx, asked)
 	if long.Retryable || !asked.Retryable {
 		t.Error("a wait past the deadline is still retryable, or the provider's error was changed")
@@ -110,11 +110,11 @@ func TestCheckRetryAfter(t *testing.T) {
 			t.Errorf("err = %q, want %q", long, w)
 		}
 	}
-	short := &Error{Kind: ErrorRateLimited, Retryable: true, RetryAfter: time.Second, Err: errors.New("429")}
+	short := &Error{Kind: KindRateLimited, Retryable: true, RetryAfter: time.Second, Err: errors.New("429")}
 	if CheckRetryAfter(ctx, short) != short || !short.Retryable || short.Error() != "rate_limited: 429" {
 		t.Errorf("a wait within the deadline changed: %v", short)
 	}
-	none := &Error{Kind: ErrorRateLimited, Retryable: true, RetryAfter: time.Hour, Err: errors.New("429")}
+	none := &Error{Kind: KindRateLimited, Retryable: true, RetryAfter: time.Hour, Err: errors.New("429")}
 	if CheckRetryAfter(context.Background(), none) != none || !none.Retryable {
 		t.Error("without a deadline the wait is not too long")
 	}

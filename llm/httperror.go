@@ -18,17 +18,17 @@ func HTTPError(status int, header http.Header, body string, err error, now time.
 	lower := strings.ToLower(body)
 	switch {
 	case status == http.StatusTooManyRequests:
-		e.Kind, e.Retryable = ErrorRateLimited, true
+		e.Kind, e.Retryable = KindRateLimited, true
 	case status == http.StatusRequestTimeout || status == http.StatusConflict || status >= 500:
-		e.Kind, e.Retryable = ErrorUnavailable, true
+		e.Kind, e.Retryable = KindUnavailable, true
 	case status == http.StatusUnauthorized || status == http.StatusForbidden:
-		e.Kind = ErrorAuth
+		e.Kind = KindAuthentication
 	case status == http.StatusNotFound:
-		e.Kind = ErrorUnknownModel
+		e.Kind = KindUnknownModel
 	case isContextLength(lower):
-		e.Kind = ErrorContextLength
+		e.Kind = KindContextLengthExceeded
 	default:
-		e.Kind = ErrorBadRequest
+		e.Kind = KindBadRequest
 	}
 	if e.Retryable {
 		e.RetryAfter = retryAfter(header, now)

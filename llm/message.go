@@ -225,28 +225,6 @@ const (
 	StatusSkipped ResultStatus = "skipped"
 )
 
-// ErrorKind classifies a failed or skipped call. The model sees it, and the
-// loop uses it to decide between "send back" and "stop".
-type ErrorKind string
-
-// Error kinds. The first group goes back to the model as a recoverable
-// result; the second names why a call was not run or why the run stopped.
-const (
-	ErrNotFound         ErrorKind = "not_found"
-	ErrInvalidArguments ErrorKind = "invalid_arguments"
-	ErrNeedsInput       ErrorKind = "needs_input"
-	ErrRateLimited      ErrorKind = "rate_limited"
-	ErrUnavailable      ErrorKind = "unavailable"
-	ErrTimeout          ErrorKind = "timeout"
-	ErrInternal         ErrorKind = "internal"
-
-	ErrToolNotAllowed       ErrorKind = "tool_not_allowed"
-	ErrPermissionDenied     ErrorKind = "permission_denied"
-	ErrAwaitingConfirmation ErrorKind = "awaiting_confirmation"
-	ErrCanceled             ErrorKind = "canceled"
-	ErrRunStopped           ErrorKind = "run_stopped"
-)
-
 // ToolResult answers one tool call. Content is JSON: the tool's output when
 // Status is ok, or an object {"error": "..."} describing the failure.
 type ToolResult struct {

@@ -30,7 +30,7 @@ func TestConstructors(t *testing.T) {
 }
 
 func TestErrorContent(t *testing.T) {
-	raw := llm.ErrorContent(llm.ErrNotFound, `no order "A1"`)
+	raw := llm.ErrorContent(llm.KindNotFound, `no order "A1"`)
 	var got map[string]any
 	if err := json.Unmarshal(raw, &got); err != nil {
 		t.Fatalf("ErrorContent is not JSON: %v (%s)", err, raw)
@@ -50,8 +50,8 @@ func TestMessageJSONRoundTrip(t *testing.T) {
 			{ID: "call_1", Name: "get_order", Arguments: json.RawMessage(`{"order_id":"A100"}`)},
 		}},
 		llm.ToolMessage(llm.ToolResult{
-			CallID: "call_1", Name: "get_order", Status: llm.StatusError, ErrorKind: llm.ErrNotFound,
-			Content: llm.ErrorContent(llm.ErrNotFound, "no such order"),
+			CallID: "call_1", Name: "get_order", Status: llm.StatusError, ErrorKind: llm.KindNotFound,
+			Content: llm.ErrorContent(llm.KindNotFound, "no such order"),
 		}),
 	}
 	b, err := json.Marshal(msgs)

@@ -164,8 +164,9 @@ func addSat(a, b int64) int64 {
 // retry can help. Adapters return it; any other error is treated as
 // non-retryable.
 type Error struct {
-	// Kind classifies the failure; it leads the error's text.
-	Kind ErrorClass
+	// Kind classifies the failure, from the model-request and shared
+	// groups of ErrorKind; it leads the error's text.
+	Kind ErrorKind
 	// StatusCode is the HTTP status, when there was one.
 	StatusCode int
 	// Retryable is true for failures a later attempt may not meet
@@ -187,31 +188,6 @@ func (e *Error) Error() string {
 	}
 	return msg
 }
-
-// ErrorClass classifies a failed model request.
-type ErrorClass string
-
-// Model error classes. RateLimited, Unavailable and Timeout are
-// retryable (unless the provider's wait outlasts the run: the loop checks
-// with CheckRetryAfter); the others are not, and each names the fix: a key, a
-// model name, a shorter prompt, a server that answers in JSON.
-const (
-	ErrorRateLimited ErrorClass = "rate_limited"
-	ErrorUnavailable ErrorClass = "unavailable"
-	// ErrorTimeout is a request that did not answer within the loop's
-	// model request timeout.
-	ErrorTimeout       ErrorClass = "timeout"
-	ErrorAuth          ErrorClass = "authentication"
-	ErrorUnknownModel  ErrorClass = "unknown_model"
-	ErrorContextLength ErrorClass = "context_length_exceeded"
-	ErrorRefusal       ErrorClass = "refusal"
-	ErrorBadRequest    ErrorClass = "bad_request"
-	// ErrorBadResponse is a reply the adapter could not use: larger than
-	// its cap on a response (ResponseGuard), or not the JSON the API
-	// speaks (a proxy streaming, an HTML page). Sending the same request
-	// again would meet the same server, so it is not retryable.
-	ErrorBadResponse ErrorClass = "bad_response"
-)
 
 // Unwrap returns the underlying failure.
 func (e *Error) Unwrap() error { return e.Err }

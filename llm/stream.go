@@ -30,10 +30,10 @@ import (
 // same rules as Generate about req: it must not modify it.
 //
 // Nothing comes after the finish: the Accumulator refuses any delta after
-// DeltaFinish as ErrorProtocol, and adapters hold the provider's own end
+// DeltaFinish as KindProtocolError, and adapters hold the provider's own end
 // of the answer (a finish or stop reason that arrives before the stream's
 // last chunk) to the same rule: text or a call after it is an
-// ErrorProtocol failure, never part of the answer. Usage after it is
+// KindProtocolError failure, never part of the answer. Usage after it is
 // expected (OpenAI's last chunk). A server that answers a streamed
 // request with the whole reply (not an event stream) is not a failure:
 // adapters yield that reply's Deltas, marked Response.NotStreamed.
@@ -117,20 +117,12 @@ type Finish struct {
 	NotStreamed bool
 }
 
-// ErrorProtocol is a reply that breaks the provider's own protocol: a
-// stream whose chunks contradict each other (one call index with two
-// IDs, arguments for a call never started, an event after the end).
-// Trying again would not make the provider consistent, so it is not
-// retryable, and the loop stops the run with protocol_error rather than
-// guess which chunk was meant.
-const ErrorProtocol ErrorClass = "protocol_error"
-
 // Accumulator assembles a streamed turn's deltas into the Response that
 // the loop records. It is strict where a lenient merge has gone wrong in
 // other tool loops: calls are kept apart by Index and ID, never merged by
 // position; arguments go to the call their Index names and only while it
 // is open; and nothing is accepted after the finish. Every inconsistency
-// is an *Error of kind ErrorProtocol naming the delta.
+// is an *Error of kind KindProtocolError naming the delta.
 //
 // The zero value is ready to use.
 type Accumulator struct {
@@ -260,7 +252,7 @@ func (a *Accumulator) open(d Delta) (*streamCall, error) {
 }
 
 func (a *Accumulator) protocol(format string, args ...any) error {
-	return &Error{Kind: ErrorProtocol, Err: fmt.Errorf("inconsistent stream: "+format, args...)}
+	return &Error{Kind: KindProtocolError, Err: fmt.Errorf("inconsistent stream: "+format, args...)}
 }
 
 // Started reports whether the stream has shown something: text,
@@ -303,7 +295,7 @@ func (a *Accumulator) Response() *Response {
 // Collect drains a stream into an Accumulator and returns the assembled
 // turn. On failure it returns the error with what was received so far
 // (nil if nothing was); a stream that ends without a finish is an
-// ErrorProtocol failure, since the turn may be cut short.
+// KindProtocolError failure, since the turn may be cut short.
 func Collect(stream iter.Seq2[Delta, error]) (*Response, error) {
 	var acc Accumulator
 	for d, err := range stream {
@@ -328,7 +320,7 @@ func Collect(stream iter.Seq2[Delta, error]) (*Response, error) {
 }
 
 // ErrStreamEnded is what an adapter yields when the connection closed in
-// the middle of a turn, wrapped in an *Error of kind ErrorUnavailable.
+// the middle of a turn, wrapped in an *Error of kind KindUnavailable.
 var ErrStreamEnded = errors.New("the stream ended before the turn finished")
 
 // Deltas returns the deltas of a stream that carried resp whole, in the
@@ -367,7 +359,7 @@ func Deltas(resp *Response, provider string) []Delta {
 	}})
 }
 
-// CheckCallIDs fails with an *Error of kind ErrorProtocol when a call's ID
+// CheckCallIDs fails with an *Error of kind KindProtocolError when a call's ID
 // holds a control character: a C0 or C1 control (a newline, a carriage
 // return, NUL, ...), DEL, or a Unicode line or paragraph separator
 // (U+2028, U+2029). No provider makes such IDs, and one would let a
@@ -377,7 +369,7 @@ func Deltas(resp *Response, provider string) []Delta {
 func CheckCallIDs(calls []ToolCall) error {
 	for i := range calls {
 		if p := callIDProblem(calls[i].ID); p != "" {
-			return &Error{Kind: ErrorProtocol, Err: fmt.Errorf("tool call %d: %s", i, p)}
+			return &Error{Kind: KindProtocolError, Err: fmt.Errorf("tool call %d: %s", i, p)}
 		}
 	}
 	return nil

@@ -91,8 +91,8 @@ func TestAccumulatorRefusesInconsistentChunks(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Collect(seq(tc.ds, nil))
 			var e *Error
-			if !errors.As(err, &e) || e.Kind != ErrorProtocol || e.Retryable {
-				t.Fatalf("err = %v, want a non-retryable %s", err, ErrorProtocol)
+			if !errors.As(err, &e) || e.Kind != KindProtocolError || e.Retryable {
+				t.Fatalf("err = %v, want a non-retryable %s", err, KindProtocolError)
 			}
 			if !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("err = %q, want it to say %q", err, tc.want)
@@ -136,7 +136,7 @@ func TestAccumulatorStarted(t *testing.T) {
 // A stream that breaks keeps what it received; one that fails before its
 // first delta returns no response; one that ends without a finish fails.
 func TestCollectFailures(t *testing.T) {
-	boom := &Error{Kind: ErrorUnavailable, Retryable: true, Err: ErrStreamEnded}
+	boom := &Error{Kind: KindUnavailable, Retryable: true, Err: ErrStreamEnded}
 	resp, err := Collect(seq(nil, boom))
 	if resp != nil || !errors.Is(err, ErrStreamEnded) {
 		t.Errorf("failed before the first delta: %v, %v; want no response and the error", resp, err)
@@ -196,12 +196,12 @@ func TestCallIDsWithControlCharacters(t *testing.T) {
 	for _, id := range []string{"call_1\nstopped status=final_answer", "call\r", "ca\x00ll", "call\x1b[2J", "call\x7f", "call\u0085", "call\u2028x", "call\u2029"} {
 		err := CheckCallIDs([]ToolCall{{ID: "call_ok", Name: "get"}, {ID: id, Name: "get"}})
 		var e *Error
-		if !errors.As(err, &e) || e.Kind != ErrorProtocol || e.Retryable || !strings.Contains(err.Error(), "tool call 1") || !strings.Contains(err.Error(), "control character") {
+		if !errors.As(err, &e) || e.Kind != KindProtocolError || e.Retryable || !strings.Contains(err.Error(), "tool call 1") || !strings.Contains(err.Error(), "control character") {
 			t.Errorf("CheckCallIDs(%q) = %v; want a protocol_error naming call 1's control character", id, err)
 		}
 		var acc Accumulator
 		err = acc.Add(Delta{Kind: DeltaToolCallStart, Index: 0, Call: call(id, "get")})
-		if !errors.As(err, &e) || e.Kind != ErrorProtocol || !strings.Contains(err.Error(), "control character") {
+		if !errors.As(err, &e) || e.Kind != KindProtocolError || !strings.Contains(err.Error(), "control character") {
 			t.Errorf("Accumulator took the call ID %q: %v", id, err)
 		}
 		if strings.ContainsAny(err.Error(), "\n\r\x00") {

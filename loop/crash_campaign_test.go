@@ -1070,10 +1070,10 @@ func (c *campaign) checkFinal() campFinal {
 			if r.Status != llm.StatusOK {
 				fin.refundResults[string(r.ErrorKind)]++
 				switch r.ErrorKind {
-				case executor.ErrWriteInProgress:
+				case llm.KindWriteInProgress:
 					// A killed child's attempt may, for all this process
 					// knows, still be running: recoverable, and expected.
-				case tool.KindUnavailable:
+				case llm.KindUnavailable:
 					// Recoverable too; the ledger's claim can fail
 					// spuriously under contention (see docs/RELIABILITY.md).
 					t.Logf("run %s: refund %s: %s", id, r.CallID, r.Content)

@@ -190,7 +190,7 @@ func TestDenyGoesBackToTheModel(t *testing.T) {
 	res, err := runner.Resume(ctx, paused.RunID)
 	mustStatus(t, res, err, loop.FinalAnswer)
 	got := resultFor(t, res.Messages, "c2")
-	if r.applied["A1"] != 0 || got.ErrorKind != llm.ErrPermissionDenied || !strings.Contains(string(got.Content), "over the limit") {
+	if r.applied["A1"] != 0 || got.ErrorKind != llm.KindPermissionDenied || !strings.Contains(string(got.Content), "over the limit") {
 		t.Fatalf("%d refunds, c2 = %+v %s", r.applied["A1"], got, got.Content)
 	}
 	if q := resultFor(t, res.Messages, "c1"); q.Status != llm.StatusOK {

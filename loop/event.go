@@ -117,7 +117,7 @@ const (
 	FailDeadline FailureKind = "deadline"
 	FailModel    FailureKind = "model"
 	// FailProtocol is a model reply that broke its provider's own
-	// protocol (llm.ErrorProtocol: a stream whose pieces contradict each
+	// protocol (llm.KindProtocolError: a stream whose pieces contradict each
 	// other): the run stops with protocol_error, not model_error, since
 	// the fault is the reply's, not the request's.
 	FailProtocol FailureKind = "protocol"

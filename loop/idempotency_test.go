@@ -185,7 +185,7 @@ func TestIdempotencyConflictIsNotExecuted(t *testing.T) {
 		llmtest.Text("the second refund was refused"))
 	res, err := loop.Run(context.Background(), loop.Config{Model: model, Tools: reg}, user("refund"))
 	mustStatus(t, res, err, loop.FinalAnswer)
-	if r := resultFor(t, res.Messages, "c2"); r.ErrorKind != executor.ErrIdempotencyConflict || applied.Load() != 1 {
+	if r := resultFor(t, res.Messages, "c2"); r.ErrorKind != llm.KindIdempotencyConflict || applied.Load() != 1 {
 		t.Fatalf("c2 = %+v, applied %d", r, applied.Load())
 	}
 }

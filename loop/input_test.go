@@ -33,7 +33,7 @@ func TestOverDeepArgumentsAreRecoverableAndReplayable(t *testing.T) {
 			res, err := loop.Run(context.Background(), cfg, user("q"))
 			mustStatus(t, res, err, loop.FinalAnswer)
 			r := resultFor(t, res.Messages, "c1")
-			if r.ErrorKind != llm.ErrInvalidArguments || !strings.Contains(string(r.Content), "more than 64 levels") {
+			if r.ErrorKind != llm.KindInvalidArguments || !strings.Contains(string(r.Content), "more than 64 levels") {
 				t.Fatalf("result %s %s", r.ErrorKind, r.Content)
 			}
 			if f.queries.Load() != 0 {
@@ -75,7 +75,7 @@ func TestArgumentLimitsAreConfigurable(t *testing.T) {
 	t.Run("default size", func(t *testing.T) {
 		res, f := run(t, loop.Budgets{}, padded)
 		r := resultFor(t, res.Messages, "c1")
-		if r.ErrorKind != llm.ErrInvalidArguments || !strings.Contains(string(r.Content), "limit of 1048576 bytes") || f.queries.Load() != 0 {
+		if r.ErrorKind != llm.KindInvalidArguments || !strings.Contains(string(r.Content), "limit of 1048576 bytes") || f.queries.Load() != 0 {
 			t.Fatalf("result %s %s", r.ErrorKind, r.Content)
 		}
 		if got := res.Events[0].Start.Budgets.MaxArgumentBytes; got != loop.DefaultMaxArgumentBytes {

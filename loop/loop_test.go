@@ -159,11 +159,11 @@ func TestRecoverableErrorsGoBackToTheModel(t *testing.T) {
 	)
 	res, err := loop.Run(context.Background(), loop.Config{Model: model, Tools: f.reg}, user("q"))
 	mustStatus(t, res, err, loop.FinalAnswer)
-	if r := resultFor(t, res.Messages, "c1"); r.Status != llm.StatusError || r.ErrorKind != llm.ErrNotFound {
+	if r := resultFor(t, res.Messages, "c1"); r.Status != llm.StatusError || r.ErrorKind != llm.KindNotFound {
 		t.Fatalf("c1 = %+v", r)
 	}
 	r := resultFor(t, res.Messages, "c2")
-	if r.ErrorKind != llm.ErrInvalidArguments || !strings.Contains(string(r.Content), "id") {
+	if r.ErrorKind != llm.KindInvalidArguments || !strings.Contains(string(r.Content), "id") {
 		t.Fatalf("c2 = %+v %s", r, r.Content)
 	}
 	if r := resultFor(t, res.Messages, "c3"); r.Status != llm.StatusOK {
@@ -198,7 +198,7 @@ func TestUnknownToolStopsWithAValidHistory(t *testing.T) {
 	model := llmtest.New(llmtest.Calls(call("c1", "query_order", `{"id":"A1"}`), call("c2", "drop_tables", `{}`)))
 	res, err := loop.Run(context.Background(), loop.Config{Model: model, Tools: f.reg}, user("q"))
 	mustStatus(t, res, err, loop.ToolNotAllowed)
-	if r := resultFor(t, res.Messages, "c2"); r.ErrorKind != llm.ErrToolNotAllowed {
+	if r := resultFor(t, res.Messages, "c2"); r.ErrorKind != llm.KindToolNotAllowed {
 		t.Fatalf("c2 = %+v", r)
 	}
 	if r := resultFor(t, res.Messages, "c1"); r.Status != llm.StatusSkipped {
@@ -217,13 +217,13 @@ func TestPolicyVerdicts(t *testing.T) {
 		want   loop.Status
 		kind   llm.ErrorKind
 	}{
-		{"allowlist", policy.Allowlist("query_order"), policy.Identity{}, loop.ToolNotAllowed, llm.ErrToolNotAllowed},
+		{"allowlist", policy.Allowlist("query_order"), policy.Identity{}, loop.ToolNotAllowed, llm.KindToolNotAllowed},
 		{"permissions", policy.Permissions(policy.Grants{"role:agent": {"query_order"}}),
-			policy.Identity{Name: "bob", Roles: []string{"agent"}}, loop.PermissionDenied, llm.ErrPermissionDenied},
-		{"confirm", policy.ConfirmWrites(), policy.Identity{}, loop.ConfirmationRequired, llm.ErrAwaitingConfirmation},
+			policy.Identity{Name: "bob", Roles: []string{"agent"}}, loop.PermissionDenied, llm.KindPermissionDenied},
+		{"confirm", policy.ConfirmWrites(), policy.Identity{}, loop.ConfirmationRequired, llm.KindAwaitingConfirmation},
 		{"policy_error", policy.Func(func(context.Context, policy.Request) (policy.Decision, error) {
 			return policy.Decision{}, errors.New("policy service down")
-		}), policy.Identity{}, loop.PermissionDenied, llm.ErrPermissionDenied},
+		}), policy.Identity{}, loop.PermissionDenied, llm.KindPermissionDenied},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -483,7 +483,7 @@ func TestToolTimeoutIgnoringContext(t *testing.T) {
 	if took := time.Since(begin); took > 5*time.Second {
 		t.Fatalf("run took %v with a 30ms tool timeout", took)
 	}
-	if r := resultFor(t, res.Messages, "c1"); r.ErrorKind != llm.ErrTimeout {
+	if r := resultFor(t, res.Messages, "c1"); r.ErrorKind != llm.KindTimeout {
 		t.Fatalf("c1 = %+v", r)
 	}
 	if r := resultFor(t, res.Messages, "c2"); r.Status != llm.StatusSkipped || f.queries.Load() != 0 {
@@ -502,7 +502,7 @@ func TestToolTimeoutInAParallelStage(t *testing.T) {
 	if r := resultFor(t, res.Messages, "c2"); r.Status != llm.StatusOK {
 		t.Fatalf("c2 = %+v; a sibling's timeout must not lose this result", r)
 	}
-	if r := resultFor(t, res.Messages, "c1"); r.ErrorKind != llm.ErrTimeout {
+	if r := resultFor(t, res.Messages, "c1"); r.ErrorKind != llm.KindTimeout {
 		t.Fatalf("c1 = %+v", r)
 	}
 }
@@ -514,7 +514,7 @@ func TestToolTimeoutReportedToTheModel(t *testing.T) {
 	model := llmtest.New(llmtest.Calls(call("c1", "slow", `{}`)), llmtest.Text("the slow tool timed out"))
 	res, err := loop.Run(context.Background(), loop.Config{Model: model, Tools: f.reg}, user("q"))
 	mustStatus(t, res, err, loop.FinalAnswer)
-	if r := resultFor(t, res.Messages, "c1"); r.ErrorKind != llm.ErrTimeout {
+	if r := resultFor(t, res.Messages, "c1"); r.ErrorKind != llm.KindTimeout {
 		t.Fatalf("c1 = %+v", r)
 	}
 }
@@ -769,7 +769,7 @@ func TestAbandonedHandlerKeepsItsCall(t *testing.T) {
 			turns = append(turns, llmtest.Text("done"))
 			res, err := loop.Run(context.Background(), loop.Config{Model: llmtest.New(turns...), Tools: f.reg}, user("q"))
 			mustStatus(t, res, err, loop.FinalAnswer)
-			if r := resultFor(t, res.Messages, "c1"); r.ErrorKind != llm.ErrTimeout {
+			if r := resultFor(t, res.Messages, "c1"); r.ErrorKind != llm.KindTimeout {
 				t.Fatalf("c1 = %+v", r)
 			}
 			<-returned

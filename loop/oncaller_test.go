@@ -73,7 +73,7 @@ func TestHonoringToolTimesOutThroughItsContext(t *testing.T) {
 	if !errors.Is(handlerErr, context.DeadlineExceeded) {
 		t.Fatalf("the handler's context ended with %v, want its deadline", handlerErr)
 	}
-	if r := resultFor(t, res.Messages, "c1"); r.ErrorKind != llm.ErrTimeout {
+	if r := resultFor(t, res.Messages, "c1"); r.ErrorKind != llm.KindTimeout {
 		t.Fatalf("c1 = %+v", r)
 	}
 }
@@ -127,7 +127,7 @@ func TestFalselyHonoringToolHoldsRunButTimesOut(t *testing.T) {
 				}
 			}
 			mustStatus(t, got.res, got.err, loop.ToolTimeout)
-			if r := resultFor(t, got.res.Messages, "c1"); r.ErrorKind != llm.ErrTimeout {
+			if r := resultFor(t, got.res.Messages, "c1"); r.ErrorKind != llm.KindTimeout {
 				t.Fatalf("c1 = %+v", r)
 			}
 			time.Sleep(10 * time.Millisecond) // for goleak: the handler's goroutine ends

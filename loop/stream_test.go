@@ -182,7 +182,7 @@ func TestStreamedLogEqualsNoStream(t *testing.T) {
 // and the attempt counts; the watcher sees only the attempt that went on.
 func TestStreamRetriedBeforeFirstDelta(t *testing.T) {
 	f := newFixture(t)
-	busy := &llm.Error{Kind: llm.ErrorUnavailable, Retryable: true, Err: errors.New("busy")}
+	busy := &llm.Error{Kind: llm.KindUnavailable, Retryable: true, Err: errors.New("busy")}
 	m := llmtest.New(llmtest.Text("first try").BreakAfter(0, busy), llmtest.Text("second try"))
 	var text string
 	res, err := loop.Run(context.Background(), loop.Config{Stream: true, Model: m, Tools: f.reg, ModelRetryBackoff: time.Millisecond,
@@ -205,7 +205,7 @@ func TestStreamRetriedBeforeFirstDelta(t *testing.T) {
 // and the model_failed event keeps what was received.
 func TestStreamBrokenAfterFirstDelta(t *testing.T) {
 	f := newFixture(t)
-	broke := &llm.Error{Kind: llm.ErrorUnavailable, Retryable: true, Err: llm.ErrStreamEnded}
+	broke := &llm.Error{Kind: llm.KindUnavailable, Retryable: true, Err: llm.ErrStreamEnded}
 	turns := streamScript()
 	m := llmtest.New(turns[0].BreakAfter(5, broke), llmtest.Text("never"))
 	res, err := loop.Run(context.Background(), loop.Config{Stream: true, Model: m, Tools: f.reg, ModelRetryBackoff: time.Millisecond}, user("hi"))
@@ -233,7 +233,7 @@ func TestStreamBrokenAfterFirstDelta(t *testing.T) {
 // retried like a request.
 func TestStreamRetriedAfterUsageOnly(t *testing.T) {
 	f := newFixture(t)
-	overloaded := &llm.Error{Kind: llm.ErrorUnavailable, Retryable: true, Err: errors.New("overloaded_error")}
+	overloaded := &llm.Error{Kind: llm.KindUnavailable, Retryable: true, Err: errors.New("overloaded_error")}
 	// Text's first delta is its input usage.
 	m := llmtest.New(llmtest.Text("never shown").WithUsage(100, 0).BreakAfter(1, overloaded), llmtest.Text("second try"))
 	res, err := loop.Run(context.Background(), loop.Config{Stream: true, Model: m, Tools: f.reg, ModelRetryBackoff: time.Millisecond}, user("hi"))
@@ -276,7 +276,7 @@ func (m *seqModel) Stream(_ context.Context, _ *llm.Request) iter.Seq2[llm.Delta
 
 // A stream whose pieces contradict each other ends the run with
 // protocol_error, not model_error, the loop stops reading it, and what it
-// assembled is kept; so does a Generate that reports llm.ErrorProtocol.
+// assembled is kept; so does a Generate that reports llm.KindProtocolError.
 func TestStreamProtocolError(t *testing.T) {
 	f := newFixture(t)
 	m := &seqModel{deltas: []llm.Delta{
@@ -300,7 +300,7 @@ func TestStreamProtocolError(t *testing.T) {
 	}
 
 	bad := llm.ModelFunc(func(context.Context, *llm.Request) (*llm.Response, error) {
-		return nil, &llm.Error{Kind: llm.ErrorProtocol, Err: errors.New("inconsistent reply")}
+		return nil, &llm.Error{Kind: llm.KindProtocolError, Err: errors.New("inconsistent reply")}
 	})
 	res, err = loop.Run(context.Background(), loop.Config{Stream: true, Model: bad, Tools: f.reg}, user("hi"))
 	mustStatus(t, res, err, loop.ProtocolError)

@@ -12,7 +12,6 @@ import (
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/testsuite"
 
-	"github.com/toolloop/toolloop/executor"
 	"github.com/toolloop/toolloop/llm"
 	"github.com/toolloop/toolloop/llm/llmtest"
 	"github.com/toolloop/toolloop/loop"
@@ -310,7 +309,7 @@ func TestWriteCutByTheDeadline(t *testing.T) {
 		Messages: []llm.Message{llm.UserMessage("refund A1")}, Budgets: loop.Budgets{Deadline: time.Second}}, nil)
 	res := readResult(t, blobs, out)
 	r := toolResult(res.Messages, "r1")
-	if out.Status != loop.DeadlineExceeded || r == nil || r.ErrorKind != executor.ErrOutcomeUnknown {
+	if out.Status != loop.DeadlineExceeded || r == nil || r.ErrorKind != llm.KindOutcomeUnknown {
 		t.Fatalf("status %s (%s), result %+v; want the write's outcome unknown", out.Status, out.Detail, r)
 	}
 }

@@ -339,7 +339,7 @@ func devServerCanceledLocal(t *testing.T, got, want *loop.Result) {
 	if o == nil {
 		t.Fatalf("no outcome for the answer's call: %v", kinds(got.Events))
 	}
-	if o.Attempts == 0 && (o.Result.Status != llm.StatusSkipped || o.Result.ErrorKind != llm.ErrCanceled) {
+	if o.Attempts == 0 && (o.Result.Status != llm.StatusSkipped || o.Result.ErrorKind != llm.KindCanceled) {
 		t.Fatalf("the call that never ran: %+v", o.Result)
 	}
 	if err := llm.CheckHistory(got.Messages); err != nil {

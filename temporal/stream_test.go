@@ -124,7 +124,7 @@ func TestStreamedModelActivity(t *testing.T) {
 // that breaks after it stops the run with model_error, never retried; one
 // whose pieces contradict each other stops it with protocol_error.
 func TestStreamedModelActivityFailures(t *testing.T) {
-	unavailable := &llm.Error{Kind: llm.ErrorUnavailable, Retryable: true, Err: errors.New("connection reset")}
+	unavailable := &llm.Error{Kind: llm.KindUnavailable, Retryable: true, Err: errors.New("connection reset")}
 
 	out, res, starts, _ := streamedRun(t, llmtest.New(llmtest.Text("first try failed").BreakAfter(0, unavailable), llmtest.Text("second try")))
 	if out.Status != loop.FinalAnswer || res.Answer() != "second try" || starts != 2 {

@@ -214,7 +214,7 @@ func TestConfirmDenied(t *testing.T) {
 		t.Fatalf("%d refunds of A103 after a denial", n)
 	}
 	r := toolResult(out.Messages, "call_r1")
-	if r == nil || r.Status != llm.StatusError || r.ErrorKind != llm.ErrPermissionDenied ||
+	if r == nil || r.Status != llm.StatusError || r.ErrorKind != llm.KindPermissionDenied ||
 		!strings.Contains(string(r.Content), "ops-2") || !strings.Contains(string(r.Content), "no photo of the damage") {
 		t.Fatalf("the model was told %+v", r)
 	}
@@ -525,7 +525,7 @@ func TestReadActivityLost(t *testing.T) {
 	})
 	out := sb.run(t, sb.input("run-read-lost", "sandbox"))
 	r := toolResult(out.Messages, "call_q1")
-	if out.Status != loop.FinalAnswer || r == nil || r.ErrorKind != llm.ErrUnavailable ||
+	if out.Status != loop.FinalAnswer || r == nil || r.ErrorKind != llm.KindUnavailable ||
 		!strings.Contains(string(r.Content), "no worker can reach the order service") {
 		t.Fatalf("status %s, result %+v", out.Status, r)
 	}
@@ -558,7 +558,7 @@ func TestInvalidJSONArguments(t *testing.T) {
 	sb.register()
 	out := sb.run(t, sb.input("run-bad-json", "sandbox"))
 	r := toolResult(out.Messages, "call_bad")
-	if out.Status != loop.FinalAnswer || r == nil || r.ErrorKind != llm.ErrInvalidArguments {
+	if out.Status != loop.FinalAnswer || r == nil || r.ErrorKind != llm.KindInvalidArguments {
 		t.Fatalf("status %s (%s), result %+v", out.Status, out.Detail, r)
 	}
 	if got := out.Events[1].Response.Message.ToolCalls[0].Arguments; string(got) != `{"order_id":` {
@@ -599,7 +599,7 @@ func TestArgumentsPastTheLimits(t *testing.T) {
 	}
 	for id, want := range map[string]string{"call_deep": "more than 64 levels", "call_deeper": "more than 64 levels", "call_large": "limit of 100000 bytes"} {
 		r := toolResult(out.Messages, id)
-		if r == nil || r.ErrorKind != llm.ErrInvalidArguments || !strings.Contains(string(r.Content), want) {
+		if r == nil || r.ErrorKind != llm.KindInvalidArguments || !strings.Contains(string(r.Content), want) {
 			t.Fatalf("%s: result %+v", id, r)
 		}
 	}

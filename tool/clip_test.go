@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/toolloop/toolloop/llm"
 	"github.com/toolloop/toolloop/tool"
 )
 
@@ -40,7 +41,7 @@ func TestValidationMessagesQuoteAPrefix(t *testing.T) {
 		for i, args := range cases {
 			_, err := tl.Validate(json.RawMessage(args))
 			var te *tool.Error
-			if !errors.As(err, &te) || te.Kind != tool.KindInvalidArguments {
+			if !errors.As(err, &te) || te.Kind != llm.KindInvalidArguments {
 				t.Errorf("%s, case %d: %v", name, i, err)
 				continue
 			}

@@ -11,19 +11,31 @@ import (
 	"github.com/toolloop/toolloop/llm"
 )
 
-// Error kinds a handler can return, re-exported from llm for convenience.
+// BEGIN deprecated kind names: delete through END once loop and temporal use the new names.
+
+// Deprecated names, kept only while packages loop and temporal move to
+// the llm names; this whole block is to be deleted then. A handler's
+// error kinds are llm's (llm.ErrorKind): one name for each kind.
 const (
-	KindNotFound         = llm.ErrNotFound
-	KindInvalidArguments = llm.ErrInvalidArguments
-	KindNeedsInput       = llm.ErrNeedsInput
-	KindRateLimited      = llm.ErrRateLimited
-	KindUnavailable      = llm.ErrUnavailable
-	KindTimeout          = llm.ErrTimeout
-	KindInternal         = llm.ErrInternal
-	// KindOutcomeUnknown: the call may or may not have taken effect (see
-	// OutcomeUnknown).
-	KindOutcomeUnknown llm.ErrorKind = "outcome_unknown"
+	// Deprecated: use llm.KindNotFound.
+	KindNotFound = llm.KindNotFound
+	// Deprecated: use llm.KindInvalidArguments.
+	KindInvalidArguments = llm.KindInvalidArguments
+	// Deprecated: use llm.KindNeedsInput.
+	KindNeedsInput = llm.KindNeedsInput
+	// Deprecated: use llm.KindRateLimited.
+	KindRateLimited = llm.KindRateLimited
+	// Deprecated: use llm.KindUnavailable.
+	KindUnavailable = llm.KindUnavailable
+	// Deprecated: use llm.KindTimeout.
+	KindTimeout = llm.KindTimeout
+	// Deprecated: use llm.KindInternal.
+	KindInternal = llm.KindInternal
+	// Deprecated: use llm.KindOutcomeUnknown.
+	KindOutcomeUnknown = llm.KindOutcomeUnknown
 )
+
+// END deprecated kind names.
 
 // Error is a classified tool failure. Handlers return one (through the
 // constructors below) to tell the executor what kind of failure it is;
@@ -54,21 +66,21 @@ func (e *Error) Error() string {
 func (e *Error) Unwrap() error { return e.Err }
 
 // NotFound reports that nothing matched; the model may try something else.
-func NotFound(msg string) error { return &Error{Kind: KindNotFound, Msg: msg} }
+func NotFound(msg string) error { return &Error{Kind: llm.KindNotFound, Msg: msg} }
 
 // NeedsInput reports that information only the user can supply is missing.
-func NeedsInput(msg string) error { return &Error{Kind: KindNeedsInput, Msg: msg} }
+func NeedsInput(msg string) error { return &Error{Kind: llm.KindNeedsInput, Msg: msg} }
 
 // RateLimited reports a downstream rate limit; the executor retries it a
 // bounded number of times, waiting at least retryAfter.
 func RateLimited(retryAfter time.Duration, err error) error {
-	return &Error{Kind: KindRateLimited, Msg: "rate limited", RetryAfter: retryAfter, Err: err}
+	return &Error{Kind: llm.KindRateLimited, Msg: "rate limited", RetryAfter: retryAfter, Err: err}
 }
 
 // Unavailable reports a brief downstream outage; the executor retries it a
 // bounded number of times.
 func Unavailable(err error) error {
-	return &Error{Kind: KindUnavailable, Msg: "temporarily unavailable", Err: err}
+	return &Error{Kind: llm.KindUnavailable, Msg: "temporarily unavailable", Err: err}
 }
 
 // OutcomeUnknown reports that the call may or may not have taken effect:
@@ -80,7 +92,7 @@ func Unavailable(err error) error {
 // without one the run stops with tool_outcome_unknown. For a read it is an
 // ordinary error result.
 func OutcomeUnknown(err error) error {
-	return &Error{Kind: KindOutcomeUnknown, Msg: "the request was sent but its answer was lost: it may or may not have taken effect", Err: err}
+	return &Error{Kind: llm.KindOutcomeUnknown, Msg: "the request was sent but its answer was lost: it may or may not have taken effect", Err: err}
 }
 
 // KindOf classifies any error a handler returned.
@@ -92,23 +104,23 @@ func KindOf(err error) llm.ErrorKind {
 	case errors.As(err, &te) && te.Kind != "":
 		return te.Kind
 	case errors.Is(err, context.DeadlineExceeded):
-		return KindTimeout
+		return llm.KindTimeout
 	case errors.Is(err, context.Canceled):
-		return llm.ErrCanceled
+		return llm.KindCanceled
 	}
-	return KindInternal
+	return llm.KindInternal
 }
 
 // Retryable reports whether another attempt of the same call may succeed.
 func Retryable(kind llm.ErrorKind) bool {
-	return kind == KindRateLimited || kind == KindUnavailable
+	return kind == llm.KindRateLimited || kind == llm.KindUnavailable
 }
 
 // Deterministic reports whether the same call with the same arguments will
 // fail the same way again. A model that retries such a call is spinning.
 func Deterministic(kind llm.ErrorKind) bool {
 	switch kind {
-	case KindNotFound, KindInvalidArguments, KindNeedsInput, KindInternal:
+	case llm.KindNotFound, llm.KindInvalidArguments, llm.KindNeedsInput, llm.KindInternal:
 		return true
 	}
 	return false

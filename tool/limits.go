@@ -3,6 +3,8 @@ package tool
 import (
 	"encoding/json"
 	"fmt"
+
+	"github.com/toolloop/toolloop/llm"
 )
 
 // Limits bound a call's arguments before anything parses them. A model can
@@ -23,12 +25,12 @@ type Limits struct {
 // require them to be valid JSON (Validate says what else is wrong).
 func (l Limits) Check(args []byte) error {
 	if l.MaxBytes > 0 && len(args) > l.MaxBytes {
-		return &Error{Kind: KindInvalidArguments, Msg: fmt.Sprintf(
+		return &Error{Kind: llm.KindInvalidArguments, Msg: fmt.Sprintf(
 			"arguments are %d bytes, more than the limit of %d bytes", len(args), l.MaxBytes)}
 	}
 	if l.MaxDepth > 0 {
 		if d := nesting(args, l.MaxDepth); d > l.MaxDepth {
-			return &Error{Kind: KindInvalidArguments, Msg: fmt.Sprintf(
+			return &Error{Kind: llm.KindInvalidArguments, Msg: fmt.Sprintf(
 				"arguments nest more than %d levels deep, the limit", l.MaxDepth)}
 		}
 	}

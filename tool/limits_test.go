@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/toolloop/toolloop/llm"
 	"github.com/toolloop/toolloop/tool"
 )
 
@@ -27,7 +28,7 @@ func TestLimitsCheck(t *testing.T) {
 		switch {
 		case tc.problem == "" && err != nil:
 			t.Errorf("%.30s: %v", tc.args, err)
-		case tc.problem != "" && (!errors.As(err, &te) || te.Kind != tool.KindInvalidArguments || !strings.Contains(te.Msg, tc.problem)):
+		case tc.problem != "" && (!errors.As(err, &te) || te.Kind != llm.KindInvalidArguments || !strings.Contains(te.Msg, tc.problem)):
 			t.Errorf("%.30s: %v, want %q", tc.args, err, tc.problem)
 		}
 	}

@@ -22,6 +22,8 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6/kind"
 	"golang.org/x/text/language"
 	"golang.org/x/text/message"
+
+	"github.com/toolloop/toolloop/llm"
 )
 
 // schemaURL is where an input schema is said to live while it compiles:
@@ -80,14 +82,14 @@ func validateArgs(s *sjs.Schema, args []byte) (uint64, error) {
 		if errors.As(err, &syntax) && syntax.Offset > 0 && !strings.HasPrefix(msg, "unexpected end") {
 			msg += fmt.Sprintf(" at offset %d", syntax.Offset-1) // of the character
 		}
-		return fingerprintBytes(args), &Error{Kind: KindInvalidArguments, Msg: "arguments are not valid JSON: " + clipMessage(msg)}
+		return fingerprintBytes(args), &Error{Kind: llm.KindInvalidArguments, Msg: "arguments are not valid JSON: " + clipMessage(msg)}
 	}
 	if memberCount(args) != decodedMembers(v) {
-		return fingerprintBytes(args), &Error{Kind: KindInvalidArguments, Msg: "duplicate argument " + quoteClipped(duplicatePath(args))}
+		return fingerprintBytes(args), &Error{Kind: llm.KindInvalidArguments, Msg: "duplicate argument " + quoteClipped(duplicatePath(args))}
 	}
 	fp := Fingerprint(v)
 	if err := s.Validate(v); err != nil {
-		return fp, &Error{Kind: KindInvalidArguments, Msg: "arguments do not match the schema: " + describeViolation(err)}
+		return fp, &Error{Kind: llm.KindInvalidArguments, Msg: "arguments do not match the schema: " + describeViolation(err)}
 	}
 	return fp, nil
 }

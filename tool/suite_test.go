@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/toolloop/toolloop/llm"
 )
 
 // suiteDir holds the draft 2020-12 files of the official JSON Schema Test
@@ -79,7 +81,7 @@ func TestSchemaSuite(t *testing.T) {
 						t.Errorf("%s / %s: %s accepted", g.Description, c.Description, c.Data)
 					case err != nil && c.Valid:
 						t.Errorf("%s / %s: %s refused: %v", g.Description, c.Description, c.Data, err)
-					case err != nil && (!errors.As(err, &te) || te.Kind != KindInvalidArguments ||
+					case err != nil && (!errors.As(err, &te) || te.Kind != llm.KindInvalidArguments ||
 						!strings.HasPrefix(te.Msg, "arguments do not match the schema: ")):
 						t.Errorf("%s / %s: %s: error %v is not a schema violation", g.Description, c.Description, c.Data, err)
 					}

@@ -11,6 +11,8 @@ import (
 
 	"github.com/google/jsonschema-go/jsonschema"
 	sjs "github.com/santhosh-tekuri/jsonschema/v6"
+
+	"github.com/toolloop/toolloop/llm"
 )
 
 // Effect says whether a tool changes the world.
@@ -392,9 +394,9 @@ func decodeArgs[In any](args json.RawMessage) (In, error) {
 	if err := json.Unmarshal(args, &in); err != nil {
 		var ute *json.UnmarshalTypeError
 		if errors.As(err, &ute) {
-			return *new(In), &Error{Kind: KindInvalidArguments, Msg: fmt.Sprintf("argument %s: cannot use a JSON %s as %s", quoteClipped(ute.Field), clip(ute.Value), ute.Type)}
+			return *new(In), &Error{Kind: llm.KindInvalidArguments, Msg: fmt.Sprintf("argument %s: cannot use a JSON %s as %s", quoteClipped(ute.Field), clip(ute.Value), ute.Type)}
 		}
-		return *new(In), &Error{Kind: KindInvalidArguments, Msg: "arguments: " + clipMessage(err.Error())}
+		return *new(In), &Error{Kind: llm.KindInvalidArguments, Msg: "arguments: " + clipMessage(err.Error())}
 	}
 	return in, nil
 }

@@ -149,13 +149,13 @@ func TestValidate(t *testing.T) {
 				}
 				return
 			}
-			te := toolError(t, err, tool.KindInvalidArguments)
+			te := toolError(t, err, llm.KindInvalidArguments)
 			for _, w := range tt.wantMsg {
 				if !strings.Contains(te.Msg, w) {
 					t.Errorf("message %q does not mention %q", te.Msg, w)
 				}
 			}
-			if !strings.Contains(err.Error(), string(tool.KindInvalidArguments)) {
+			if !strings.Contains(err.Error(), string(llm.KindInvalidArguments)) {
 				t.Errorf("Error() = %q, want the kind in it", err.Error())
 			}
 		})
@@ -169,12 +169,12 @@ func TestValidateNested(t *testing.T) {
 		t.Fatalf("valid nested arguments rejected: %v", err)
 	}
 	_, err := tl.Validate(json.RawMessage(`{"order_id":"A1","to":{"street":"Main 1"}}`))
-	te := toolError(t, err, tool.KindInvalidArguments)
+	te := toolError(t, err, llm.KindInvalidArguments)
 	if !strings.Contains(te.Msg, "city") {
 		t.Errorf("message %q does not name the missing nested field", te.Msg)
 	}
 	_, err = tl.Validate(json.RawMessage(`{"order_id":"A1","to":{"street":"Main 1","city":"Oslo","zip":1}}`))
-	te = toolError(t, err, tool.KindInvalidArguments)
+	te = toolError(t, err, llm.KindInvalidArguments)
 	if !strings.Contains(te.Msg, "zip") {
 		t.Errorf("message %q does not name the extra nested field", te.Msg)
 	}
@@ -219,7 +219,7 @@ func TestCallRunsHandlerOnlyOnValidArguments(t *testing.T) {
 	}
 
 	for _, bad := range []string{`{`, `{"order_id":1}`, `{}`, `{"order_id":"A1","x":1}`} {
-		if _, err := tl.Call(ctx, json.RawMessage(bad)); tool.KindOf(err) != tool.KindInvalidArguments {
+		if _, err := tl.Call(ctx, json.RawMessage(bad)); tool.KindOf(err) != llm.KindInvalidArguments {
 			t.Errorf("Call(%s) error = %v, want invalid_arguments", bad, err)
 		}
 	}
@@ -229,7 +229,7 @@ func TestCallRunsHandlerOnlyOnValidArguments(t *testing.T) {
 
 	// A handler's classified error reaches the caller unchanged.
 	_, err = tl.Call(ctx, json.RawMessage(`{"order_id":"missing"}`))
-	te := toolError(t, err, tool.KindNotFound)
+	te := toolError(t, err, llm.KindNotFound)
 	if te.Msg != "no order missing" {
 		t.Errorf("message = %q", te.Msg)
 	}
@@ -251,12 +251,12 @@ func TestInvokeDecodesAndEncodes(t *testing.T) {
 	// Invoke does not validate, but decoding still fails cleanly, as an
 	// invalid_arguments error naming the field, before the handler runs.
 	_, err = tl.Invoke(context.Background(), json.RawMessage(`{"order_id":7}`))
-	te := toolError(t, err, tool.KindInvalidArguments)
+	te := toolError(t, err, llm.KindInvalidArguments)
 	if !strings.Contains(te.Msg, "order_id") {
 		t.Errorf("decode error %q does not name the field", te.Msg)
 	}
 	_, err = tl.Invoke(context.Background(), json.RawMessage(`{"order_id":`))
-	toolError(t, err, tool.KindInvalidArguments)
+	toolError(t, err, llm.KindInvalidArguments)
 	if *calls != 1 {
 		t.Errorf("handler ran on undecodable arguments (%d calls)", *calls)
 	}
@@ -288,7 +288,7 @@ func TestInvokeUnencodableOutput(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "encoding result") {
 		t.Fatalf("Call = %v, want an encoding error", err)
 	}
-	if tool.KindOf(err) != tool.KindInternal {
+	if tool.KindOf(err) != llm.KindInternal {
 		t.Errorf("kind = %q, want internal", tool.KindOf(err))
 	}
 }
@@ -303,7 +303,7 @@ func TestMapInput(t *testing.T) {
 	if err != nil || string(out) != "2" {
 		t.Errorf("Call = %s, %v", out, err)
 	}
-	if _, err := tl.Validate(json.RawMessage(`[1]`)); tool.KindOf(err) != tool.KindInvalidArguments {
+	if _, err := tl.Validate(json.RawMessage(`[1]`)); tool.KindOf(err) != llm.KindInvalidArguments {
 		t.Errorf("array accepted by a map tool: %v", err)
 	}
 }
@@ -353,7 +353,7 @@ func TestNewRaw(t *testing.T) {
 	}
 	for args, field := range bad {
 		_, err := tl.Call(ctx, json.RawMessage(args))
-		te := toolError(t, err, tool.KindInvalidArguments)
+		te := toolError(t, err, llm.KindInvalidArguments)
 		if !strings.Contains(te.Msg, field) {
 			t.Errorf("Call(%s): message %q does not mention %q", args, te.Msg, field)
 		}
@@ -666,12 +666,12 @@ func TestErrorType(t *testing.T) {
 		msg       string
 		errString string
 	}{
-		{tool.NotFound("no order A1"), tool.KindNotFound, "no order A1", "not_found: no order A1"},
-		{tool.NeedsInput("which address?"), tool.KindNeedsInput, "which address?", "needs_input: which address?"},
-		{tool.RateLimited(2*time.Second, cause), tool.KindRateLimited, "rate limited", "rate_limited: rate limited"},
-		{tool.Unavailable(cause), tool.KindUnavailable, "temporarily unavailable", "unavailable: temporarily unavailable"},
-		{&tool.Error{Kind: tool.KindInternal, Err: cause}, tool.KindInternal, "", "internal: HTTP 429"},
-		{&tool.Error{Kind: tool.KindTimeout}, tool.KindTimeout, "", "timeout"},
+		{tool.NotFound("no order A1"), llm.KindNotFound, "no order A1", "not_found: no order A1"},
+		{tool.NeedsInput("which address?"), llm.KindNeedsInput, "which address?", "needs_input: which address?"},
+		{tool.RateLimited(2*time.Second, cause), llm.KindRateLimited, "rate limited", "rate_limited: rate limited"},
+		{tool.Unavailable(cause), llm.KindUnavailable, "temporarily unavailable", "unavailable: temporarily unavailable"},
+		{&tool.Error{Kind: llm.KindInternal, Err: cause}, llm.KindInternal, "", "internal: HTTP 429"},
+		{&tool.Error{Kind: llm.KindTimeout}, llm.KindTimeout, "", "timeout"},
 	}
 	for _, tt := range tests {
 		te := toolError(t, tt.err, tt.kind)
@@ -682,7 +682,7 @@ func TestErrorType(t *testing.T) {
 			t.Errorf("Error() = %q, want %q", tt.err.Error(), tt.errString)
 		}
 	}
-	rl := toolError(t, tool.RateLimited(2*time.Second, cause), tool.KindRateLimited)
+	rl := toolError(t, tool.RateLimited(2*time.Second, cause), llm.KindRateLimited)
 	if rl.RetryAfter != 2*time.Second {
 		t.Errorf("RetryAfter = %v", rl.RetryAfter)
 	}
@@ -698,17 +698,17 @@ func TestKindOf(t *testing.T) {
 		want llm.ErrorKind
 	}{
 		{"nil", nil, ""},
-		{"not found", tool.NotFound("x"), tool.KindNotFound},
-		{"wrapped tool error", fmt.Errorf("lookup: %w", tool.Unavailable(nil)), tool.KindUnavailable},
-		{"deadline", context.DeadlineExceeded, tool.KindTimeout},
-		{"wrapped deadline", fmt.Errorf("http: %w", context.DeadlineExceeded), tool.KindTimeout},
-		{"canceled", context.Canceled, llm.ErrCanceled},
-		{"plain error", errors.New("boom"), tool.KindInternal},
+		{"not found", tool.NotFound("x"), llm.KindNotFound},
+		{"wrapped tool error", fmt.Errorf("lookup: %w", tool.Unavailable(nil)), llm.KindUnavailable},
+		{"deadline", context.DeadlineExceeded, llm.KindTimeout},
+		{"wrapped deadline", fmt.Errorf("http: %w", context.DeadlineExceeded), llm.KindTimeout},
+		{"canceled", context.Canceled, llm.KindCanceled},
+		{"plain error", errors.New("boom"), llm.KindInternal},
 		// The tool error's own kind wins over a context error it wraps.
-		{"unavailable wrapping deadline", tool.Unavailable(context.DeadlineExceeded), tool.KindUnavailable},
+		{"unavailable wrapping deadline", tool.Unavailable(context.DeadlineExceeded), llm.KindUnavailable},
 		// A tool error built by hand without a kind is still classified.
-		{"tool error without kind", &tool.Error{Msg: "odd"}, tool.KindInternal},
-		{"tool error without kind wrapping deadline", &tool.Error{Err: context.DeadlineExceeded}, tool.KindTimeout},
+		{"tool error without kind", &tool.Error{Msg: "odd"}, llm.KindInternal},
+		{"tool error without kind wrapping deadline", &tool.Error{Err: context.DeadlineExceeded}, llm.KindTimeout},
 	}
 	for _, tt := range tests {
 		if got := tool.KindOf(tt.err); got != tt.want {
@@ -722,15 +722,15 @@ func TestClassification(t *testing.T) {
 		kind                     llm.ErrorKind
 		retryable, deterministic bool
 	}{
-		{tool.KindNotFound, false, true},
-		{tool.KindInvalidArguments, false, true},
-		{tool.KindNeedsInput, false, true},
-		{tool.KindInternal, false, true},
-		{tool.KindRateLimited, true, false},
-		{tool.KindUnavailable, true, false},
-		{tool.KindTimeout, false, false},
-		{llm.ErrCanceled, false, false},
-		{llm.ErrPermissionDenied, false, false},
+		{llm.KindNotFound, false, true},
+		{llm.KindInvalidArguments, false, true},
+		{llm.KindNeedsInput, false, true},
+		{llm.KindInternal, false, true},
+		{llm.KindRateLimited, true, false},
+		{llm.KindUnavailable, true, false},
+		{llm.KindTimeout, false, false},
+		{llm.KindCanceled, false, false},
+		{llm.KindPermissionDenied, false, false},
 		{"", false, false},
 	}
 	for _, tt := range tests {
@@ -745,7 +745,7 @@ func TestClassification(t *testing.T) {
 		}
 	}
 	// The kinds re-exported by tool are the llm ones.
-	if tool.KindNotFound != llm.ErrNotFound || tool.KindTimeout != llm.ErrTimeout || tool.KindInternal != llm.ErrInternal {
+	if llm.KindNotFound != llm.KindNotFound || llm.KindTimeout != llm.KindTimeout || llm.KindInternal != llm.KindInternal {
 		t.Error("tool kinds differ from llm kinds")
 	}
 }
@@ -781,7 +781,7 @@ func TestNewRawRichSchema(t *testing.T) {
 	}
 	for args, want := range bad {
 		_, err := tl.Call(ctx, json.RawMessage(args))
-		te := toolError(t, err, tool.KindInvalidArguments)
+		te := toolError(t, err, llm.KindInvalidArguments)
 		if !strings.Contains(te.Msg, want) {
 			t.Errorf("Call(%s): message %q does not mention %q", args, te.Msg, want)
 		}

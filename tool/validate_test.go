@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 	"unicode/utf8"
+
+	"github.com/toolloop/toolloop/llm"
 )
 
 // Tests of Validate on fixed schemas and arguments: verdicts, messages
@@ -151,7 +153,7 @@ func vtClassify(tb testing.TB, err error) vtOutcome {
 		return vtValid
 	}
 	var te *Error
-	if !errors.As(err, &te) || te.Kind != KindInvalidArguments {
+	if !errors.As(err, &te) || te.Kind != llm.KindInvalidArguments {
 		tb.Fatalf("error %v (%T) is not an invalid-arguments *Error", err, err)
 	}
 	switch {

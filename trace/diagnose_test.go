@@ -93,7 +93,7 @@ func TestDiagnoseMismatchedResult(t *testing.T) {
 func TestDiagnoseUnkeyedWriteRetry(t *testing.T) {
 	// A write times out without an idempotency key, and the model asks for
 	// it again: it runs a second time.
-	timedOut := failed("p1", "pay", llm.ErrTimeout)
+	timedOut := failed("p1", "pay", llm.KindTimeout)
 	timedOut.TimedOut = true
 	events := newLog().
 		turn(tool.Write, 100, call("p1", "pay", `{"order":"A1","cents":500}`)).stage(0, timedOut).

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/toolloop/toolloop/llm"
 	"github.com/toolloop/toolloop/tool"
 )
 
@@ -91,7 +92,7 @@ type Refund struct {
 // All apply the same rules (a refund pays back the rest of a shipped or
 // delivered order, once; only an order that has not shipped can be
 // cancelled) and fail the same way: an unknown order is a tool.NotFound
-// error and a refused change a tool.KindInvalidArguments error, both of
+// error and a refused change a llm.KindInvalidArguments error, both of
 // which go back to the model. Implementations are safe for concurrent use.
 type OrderBook interface {
 	// Order returns the order with the given ID.
@@ -408,5 +409,5 @@ func (b *Book) Cancels(id string) int {
 func notFound(id string) error { return tool.NotFound("no order " + id) }
 
 func invalid(format string, args ...any) error {
-	return &tool.Error{Kind: tool.KindInvalidArguments, Msg: fmt.Sprintf(format, args...)}
+	return &tool.Error{Kind: llm.KindInvalidArguments, Msg: fmt.Sprintf(format, args...)}
 }

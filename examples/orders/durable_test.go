@@ -65,20 +65,20 @@ func TestBooksAgree(t *testing.T) {
 			if err != nil || o.TotalCents != 6400 || o.Status != orders.StatusDelivered || len(o.Items) != 1 || o.Items[0].SKU != "MA-07" {
 				t.Errorf("Order(A103) = %+v, %v", o, err)
 			}
-			if _, err := book.Order(ctx, "A999"); tool.KindOf(err) != tool.KindNotFound {
+			if _, err := book.Order(ctx, "A999"); tool.KindOf(err) != llm.KindNotFound {
 				t.Errorf("Order(A999): %v, want not_found", err)
 			}
 			r, err := book.Refund(ctx, "A103", "broken")
 			if err != nil || r != (orders.Refund{RefundID: "R-A103-1", OrderID: "A103", AmountCents: 6400, Method: orders.ToPayment, Reason: "broken"}) {
 				t.Errorf("Refund(A103) = %+v, %v", r, err)
 			}
-			if _, err := book.Refund(ctx, "A103", "again"); tool.KindOf(err) != tool.KindInvalidArguments {
+			if _, err := book.Refund(ctx, "A103", "again"); tool.KindOf(err) != llm.KindInvalidArguments {
 				t.Errorf("second refund: %v, want invalid_arguments", err)
 			}
-			if _, err := book.Refund(ctx, "A102", ""); tool.KindOf(err) != tool.KindInvalidArguments || !strings.Contains(err.Error(), "cancel it instead") {
+			if _, err := book.Refund(ctx, "A102", ""); tool.KindOf(err) != llm.KindInvalidArguments || !strings.Contains(err.Error(), "cancel it instead") {
 				t.Errorf("refund of an unshipped order: %v", err)
 			}
-			if _, err := book.Refund(ctx, "A999", ""); tool.KindOf(err) != tool.KindNotFound {
+			if _, err := book.Refund(ctx, "A999", ""); tool.KindOf(err) != llm.KindNotFound {
 				t.Errorf("refund of A999: %v, want not_found", err)
 			}
 			v, err := book.Voucher(ctx, "A101", "credit")
@@ -96,7 +96,7 @@ func TestBooksAgree(t *testing.T) {
 					t.Errorf("RefundCount(%q) = %d, %v; want %d", id, n, err, want)
 				}
 			}
-			if _, err := book.Cancel(ctx, "A100"); tool.KindOf(err) != tool.KindInvalidArguments {
+			if _, err := book.Cancel(ctx, "A100"); tool.KindOf(err) != llm.KindInvalidArguments {
 				t.Errorf("cancel of a shipped order: %v", err)
 			}
 			if c, err := book.Cancel(ctx, "A102"); err != nil || c.Status != orders.StatusCancelled {
@@ -108,7 +108,7 @@ func TestBooksAgree(t *testing.T) {
 			if sh, err := book.Track(ctx, "A100"); err != nil || sh.Carrier != "DHL" || sh.Tracking != "DHL-100-7731" || sh.State != "in_transit" {
 				t.Errorf("Track(A100) = %+v, %v", sh, err)
 			}
-			if _, err := book.Track(ctx, "A105"); tool.KindOf(err) != tool.KindNotFound {
+			if _, err := book.Track(ctx, "A105"); tool.KindOf(err) != llm.KindNotFound {
 				t.Errorf("Track(A105), never shipped: %v", err)
 			}
 			short, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
@@ -154,7 +154,7 @@ func checkShared(t *testing.T, bookA, bookB orders.OrderBook, reopen func() orde
 				mu.Lock()
 				ok++
 				mu.Unlock()
-			} else if tool.KindOf(err) != tool.KindInvalidArguments {
+			} else if tool.KindOf(err) != llm.KindInvalidArguments {
 				t.Errorf("refund: %v", err)
 			}
 		})
@@ -303,7 +303,7 @@ func TestConfirmRefundDenied(t *testing.T) {
 		}
 	}
 	r, _ := result(t, res.Messages, "call_r1")
-	if r.ErrorKind != llm.ErrPermissionDenied {
+	if r.ErrorKind != llm.KindPermissionDenied {
 		t.Errorf("refund result %+v, want permission_denied", r)
 	}
 }

@@ -210,7 +210,7 @@ func TestNormal(t *testing.T) {
 func TestNotFound(t *testing.T) {
 	res, _ := run(t, "not_found")
 	r, at := result(t, res.Messages, "call_q1")
-	if r.Status != llm.StatusError || r.ErrorKind != llm.ErrNotFound {
+	if r.Status != llm.StatusError || r.ErrorKind != llm.KindNotFound {
 		t.Fatalf("result %+v, want an error of kind not_found", r)
 	}
 	if r.Name != orders.QueryOrder || !strings.Contains(string(r.Content), "no order A999") {
@@ -228,7 +228,7 @@ func TestNotFound(t *testing.T) {
 func TestUnknownTool(t *testing.T) {
 	res, _ := run(t, "unknown_tool")
 	r, _ := result(t, res.Messages, "call_d1")
-	if r.ErrorKind != llm.ErrToolNotAllowed {
+	if r.ErrorKind != llm.KindToolNotAllowed {
 		t.Errorf("result kind %s, want tool_not_allowed", r.ErrorKind)
 	}
 }
@@ -254,7 +254,7 @@ func TestLoopForever(t *testing.T) {
 func TestToolTimeout(t *testing.T) {
 	res, _ := run(t, "tool_timeout")
 	r, _ := result(t, res.Messages, "call_t1")
-	if r.Status != llm.StatusError || r.ErrorKind != llm.ErrTimeout {
+	if r.Status != llm.StatusError || r.ErrorKind != llm.KindTimeout {
 		t.Errorf("result %+v, want an error of kind timeout", r)
 	}
 }
@@ -263,7 +263,7 @@ func TestDeadlineExceeded(t *testing.T) {
 	res, _ := run(t, "deadline_exceeded")
 	r, _ := result(t, res.Messages, "call_t1")
 	// The run's deadline cut the call short; that is not the tool's timeout.
-	if r.ErrorKind == llm.ErrTimeout || r.Status == llm.StatusOK {
+	if r.ErrorKind == llm.KindTimeout || r.Status == llm.StatusOK {
 		t.Errorf("result %+v: the deadline, not a tool timeout, must end the call", r)
 	}
 }
@@ -287,7 +287,7 @@ func TestCostBudgetExceeded(t *testing.T) {
 func TestPermissionDenied(t *testing.T) {
 	res, book := run(t, "permission_denied")
 	r, _ := result(t, res.Messages, "call_r1")
-	if r.ErrorKind != llm.ErrPermissionDenied {
+	if r.ErrorKind != llm.KindPermissionDenied {
 		t.Errorf("refund result kind %s, want permission_denied", r.ErrorKind)
 	}
 	if n := book.Refunds("A103"); n != 0 {
@@ -304,7 +304,7 @@ func TestConfirmationRequired(t *testing.T) {
 		t.Errorf("pending %+v, want call_r1 (refund_order)", res.Pending)
 	}
 	r, _ := result(t, res.Messages, "call_r1")
-	if r.Status != llm.StatusSkipped || r.ErrorKind != llm.ErrAwaitingConfirmation {
+	if r.Status != llm.StatusSkipped || r.ErrorKind != llm.KindAwaitingConfirmation {
 		t.Errorf("refund result %+v, want skipped awaiting_confirmation", r)
 	}
 	if !res.Status.Resumable() {
@@ -385,13 +385,13 @@ func TestBookRefund(t *testing.T) {
 	if r.AmountCents != 6400 || r.OrderID != "A103" || r.RefundID == "" {
 		t.Errorf("refund %+v", r)
 	}
-	if _, err := b.Refund(context.Background(), "A103", "again"); tool.KindOf(err) != tool.KindInvalidArguments {
+	if _, err := b.Refund(context.Background(), "A103", "again"); tool.KindOf(err) != llm.KindInvalidArguments {
 		t.Errorf("second refund: %v, want invalid_arguments", err)
 	}
-	if _, err := b.Refund(context.Background(), "A102", ""); tool.KindOf(err) != tool.KindInvalidArguments {
+	if _, err := b.Refund(context.Background(), "A102", ""); tool.KindOf(err) != llm.KindInvalidArguments {
 		t.Errorf("refund of an unshipped order: %v, want invalid_arguments", err)
 	}
-	if _, err := b.Refund(context.Background(), "A999", ""); tool.KindOf(err) != tool.KindNotFound || !strings.Contains(err.Error(), "no order A999") {
+	if _, err := b.Refund(context.Background(), "A999", ""); tool.KindOf(err) != llm.KindNotFound || !strings.Contains(err.Error(), "no order A999") {
 		t.Errorf("refund of A999: %v, want not_found", err)
 	}
 	if b.Refunds("A103") != 1 || b.TotalRefunds() != 1 {
@@ -426,7 +426,7 @@ func TestBookConcurrentRefunds(t *testing.T) {
 
 func TestBookCancel(t *testing.T) {
 	b := orders.NewBook()
-	if _, err := b.Cancel(context.Background(), "A100"); tool.KindOf(err) != tool.KindInvalidArguments {
+	if _, err := b.Cancel(context.Background(), "A100"); tool.KindOf(err) != llm.KindInvalidArguments {
 		t.Errorf("cancel of a shipped order: %v", err)
 	}
 	o, err := b.Cancel(context.Background(), "A102")
@@ -458,7 +458,7 @@ func TestTrackHonoursContext(t *testing.T) {
 	if err != nil || sh.Carrier != "DHL" || sh.State != "in_transit" {
 		t.Errorf("Track(A100) = %+v, %v", sh, err)
 	}
-	if _, err := b.Track(context.Background(), "A102"); tool.KindOf(err) != tool.KindNotFound {
+	if _, err := b.Track(context.Background(), "A102"); tool.KindOf(err) != llm.KindNotFound {
 		t.Errorf("Track(A102), not shipped: %v, want not_found", err)
 	}
 }
@@ -497,10 +497,10 @@ func TestTools(t *testing.T) {
 		t.Errorf("refund_order resources %v", got)
 	}
 	query, _ := reg.Lookup(orders.QueryOrder)
-	if _, err := query.Call(context.Background(), json.RawMessage(`{}`)); tool.KindOf(err) != tool.KindInvalidArguments {
+	if _, err := query.Call(context.Background(), json.RawMessage(`{}`)); tool.KindOf(err) != llm.KindInvalidArguments {
 		t.Errorf("query_order without order_id: %v, want invalid_arguments", err)
 	}
-	if _, err := query.Call(context.Background(), json.RawMessage(`{"order_id":" "}`)); tool.KindOf(err) != tool.KindInvalidArguments {
+	if _, err := query.Call(context.Background(), json.RawMessage(`{"order_id":" "}`)); tool.KindOf(err) != llm.KindInvalidArguments {
 		t.Errorf("query_order with a blank order_id: %v, want invalid_arguments", err)
 	}
 	if _, err := orders.Tools(nil); err == nil {
@@ -548,10 +548,10 @@ func TestListOrdersPages(t *testing.T) {
 	if p, err := get(`{"page":9223372036854775807}`); err != nil || len(p.Orders) != 0 || p.More {
 		t.Errorf("last possible page: %+v %v", p, err)
 	}
-	if _, err := get(`{"page":-1}`); tool.KindOf(err) != tool.KindInvalidArguments {
+	if _, err := get(`{"page":-1}`); tool.KindOf(err) != llm.KindInvalidArguments {
 		t.Errorf("page -1: %v, want invalid_arguments", err)
 	}
-	if _, err := get(`{"page":"two"}`); tool.KindOf(err) != tool.KindInvalidArguments {
+	if _, err := get(`{"page":"two"}`); tool.KindOf(err) != llm.KindInvalidArguments {
 		t.Errorf("page \"two\": %v, want invalid_arguments", err)
 	}
 }

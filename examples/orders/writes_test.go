@@ -306,7 +306,7 @@ func TestBookVoucher(t *testing.T) {
 	if err != nil || v.Method != orders.AsVoucher || v.RefundID != "V-A101-1" || v.AmountCents != 2400 {
 		t.Fatalf("voucher %+v %v", v, err)
 	}
-	if _, err := b.Refund(context.Background(), "A101", ""); tool.KindOf(err) != tool.KindInvalidArguments {
+	if _, err := b.Refund(context.Background(), "A101", ""); tool.KindOf(err) != llm.KindInvalidArguments {
 		t.Errorf("refund after a voucher: %v, want invalid_arguments", err)
 	}
 	if _, ok, _ := b.RefundOf(context.Background(), "A101", orders.ToPayment); ok {

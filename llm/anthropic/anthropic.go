@@ -61,13 +61,13 @@ type Options struct {
 	Now func() time.Time
 	// MaxResponseBytes caps the body of each reply: 0 means
 	// llm.DefaultMaxResponseBytes, negative no cap. A larger reply fails
-	// with a non-retryable llm.ErrorBadResponse that names the cap.
+	// with a non-retryable llm.KindBadResponse that names the cap.
 	MaxResponseBytes int64
 	// MaxStreamBytes caps the body of each streamed reply (Stream): 0
 	// means llm.DefaultMaxStreamBytes, negative no cap. An event stream
 	// repeats its framing with every piece of text, so it needs a larger
 	// cap than the same reply as JSON. A larger reply fails with a
-	// non-retryable llm.ErrorBadResponse that names the cap.
+	// non-retryable llm.KindBadResponse that names the cap.
 	MaxStreamBytes int64
 
 	// ThinkingBudget turns on extended thinking with a fixed budget

@@ -192,8 +192,8 @@ func weatherHistory() []llm.Message {
 			{ID: "toolu_b", Name: "get_weather", Arguments: json.RawMessage(`{"city":"Bergen"}`)},
 		}},
 		llm.ToolMessage(llm.ToolResult{CallID: "toolu_a", Name: "get_weather", Status: llm.StatusOK, Content: json.RawMessage(`{"temp_c":8}`)}),
-		llm.ToolMessage(llm.ToolResult{CallID: "toolu_b", Name: "get_weather", Status: llm.StatusError, ErrorKind: llm.ErrNotFound,
-			Content: llm.ErrorContent(llm.ErrNotFound, "no station in Bergen")}),
+		llm.ToolMessage(llm.ToolResult{CallID: "toolu_b", Name: "get_weather", Status: llm.StatusError, ErrorKind: llm.KindNotFound,
+			Content: llm.ErrorContent(llm.KindNotFound, "no station in Bergen")}),
 	}
 }
 
@@ -277,8 +277,8 @@ func TestRequestEdgeCases(t *testing.T) {
 			{ID: "toolu_x", Name: "get_weather", Arguments: json.RawMessage(`{"city": `)},
 			{ID: "toolu_y", Name: "get_time", Arguments: json.RawMessage(` {"zone": "Europe/Oslo"} `)},
 		}},
-		llm.ToolMessage(llm.ToolResult{CallID: "toolu_x", Name: "get_weather", Status: llm.StatusError, ErrorKind: llm.ErrInvalidArguments,
-			Content: llm.ErrorContent(llm.ErrInvalidArguments, "arguments are not valid JSON")}),
+		llm.ToolMessage(llm.ToolResult{CallID: "toolu_x", Name: "get_weather", Status: llm.StatusError, ErrorKind: llm.KindInvalidArguments,
+			Content: llm.ErrorContent(llm.KindInvalidArguments, "arguments are not valid JSON")}),
 		llm.SystemMessage("Answer in Norwegian."),
 		llm.UserMessage("Never mind the time."),
 		llm.ToolMessage(llm.ToolResult{CallID: "toolu_y", Name: "get_time", Status: llm.StatusSkipped}),
@@ -315,7 +315,7 @@ func TestRequestNeedsModel(t *testing.T) {
 	s := newServer(t, ok("final_answer.json"))
 	_, err := New(s.client(), nil).Generate(context.Background(), &llm.Request{Messages: []llm.Message{llm.UserMessage("Hi.")}})
 	var me *llm.Error
-	if !errors.As(err, &me) || me.Kind != llm.ErrorBadRequest || me.Retryable {
+	if !errors.As(err, &me) || me.Kind != llm.KindBadRequest || me.Retryable {
 		t.Fatalf("err = %v, want a non-retryable bad request", err)
 	}
 	if len(s.requests()) != 0 {
@@ -395,7 +395,7 @@ func TestRefusal(t *testing.T) {
 		t.Fatalf("response = %+v, want none", resp)
 	}
 	var me *llm.Error
-	if !errors.As(err, &me) || me.Kind != llm.ErrorRefusal || me.Retryable {
+	if !errors.As(err, &me) || me.Kind != llm.KindRefusal || me.Retryable {
 		t.Fatalf("err = %v, want a non-retryable refusal", err)
 	}
 	for _, want := range []string{"refusal", "cyber", "declined"} {
@@ -409,19 +409,19 @@ func TestErrors(t *testing.T) {
 	for _, c := range []struct {
 		name      string
 		reply     reply
-		kind      llm.ErrorClass
+		kind      llm.ErrorKind
 		retryable bool
 		after     time.Duration
 	}{
-		{"overloaded", reply{status: 529, file: "overloaded.json"}, llm.ErrorUnavailable, true, 0},
-		{"overloaded with retry-after", reply{status: 529, header: map[string]string{"Retry-After": "7"}, file: "overloaded.json"}, llm.ErrorUnavailable, true, 7 * time.Second},
-		{"rate limited", reply{status: 429, header: map[string]string{"Retry-After": "2"}, file: "rate_limited.json"}, llm.ErrorRateLimited, true, 2 * time.Second},
-		{"spend limit", reply{status: 429, file: "spend_limit.json"}, llm.ErrorRateLimited, false, 0},
-		{"server says no retry", reply{status: 500, header: map[string]string{"X-Should-Retry": "false"}, file: "server_error.json"}, llm.ErrorUnavailable, false, 0},
-		{"server error", reply{status: 500, file: "server_error.json"}, llm.ErrorUnavailable, true, 0},
-		{"unauthorized", reply{status: 401, file: "unauthorized.json"}, llm.ErrorAuth, false, 0},
-		{"unknown model", reply{status: 404, file: "not_found.json"}, llm.ErrorUnknownModel, false, 0},
-		{"prompt too long", reply{status: 400, file: "context_length.json"}, llm.ErrorContextLength, false, 0},
+		{"overloaded", reply{status: 529, file: "overloaded.json"}, llm.KindUnavailable, true, 0},
+		{"overloaded with retry-after", reply{status: 529, header: map[string]string{"Retry-After": "7"}, file: "overloaded.json"}, llm.KindUnavailable, true, 7 * time.Second},
+		{"rate limited", reply{status: 429, header: map[string]string{"Retry-After": "2"}, file: "rate_limited.json"}, llm.KindRateLimited, true, 2 * time.Second},
+		{"spend limit", reply{status: 429, file: "spend_limit.json"}, llm.KindRateLimited, false, 0},
+		{"server says no retry", reply{status: 500, header: map[string]string{"X-Should-Retry": "false"}, file: "server_error.json"}, llm.KindUnavailable, false, 0},
+		{"server error", reply{status: 500, file: "server_error.json"}, llm.KindUnavailable, true, 0},
+		{"unauthorized", reply{status: 401, file: "unauthorized.json"}, llm.KindAuthentication, false, 0},
+		{"unknown model", reply{status: 404, file: "not_found.json"}, llm.KindUnknownModel, false, 0},
+		{"prompt too long", reply{status: 400, file: "context_length.json"}, llm.KindContextLengthExceeded, false, 0},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			s := newServer(t, c.reply)
@@ -458,7 +458,7 @@ func TestTransportErrors(t *testing.T) {
 	), &Options{Model: "m"})
 	_, err := m.Generate(context.Background(), &llm.Request{Messages: []llm.Message{llm.UserMessage("Hi.")}})
 	var me *llm.Error
-	if !errors.As(err, &me) || me.Kind != llm.ErrorUnavailable || !me.Retryable {
+	if !errors.As(err, &me) || me.Kind != llm.KindUnavailable || !me.Retryable {
 		t.Fatalf("connection refused: err = %v, want a retryable unavailable error", err)
 	}
 

@@ -46,7 +46,7 @@
 // cache_creation_input_tokens), CachedInputTokens the cache reads and
 // CacheWriteTokens the cache writes; ReasoningTokens comes from
 // output_tokens_details.thinking_tokens. A stop_reason of "refusal" is an
-// *llm.Error of kind llm.ErrorRefusal.
+// *llm.Error of kind llm.KindRefusal.
 //
 // # Thinking
 //
@@ -155,7 +155,7 @@
 // came. A refusal's stop reason ends the stream with Generate's refusal
 // error. Events that contradict each other (a delta for a block never
 // started or already stopped, a stream that does not begin with
-// message_start) are a non-retryable llm.ErrorProtocol.
+// message_start) are a non-retryable llm.KindProtocolError.
 //
 // A failure before the first event is classified as Generate's is (status,
 // Retry-After, overloaded 529, ...). An error event after it
@@ -168,11 +168,11 @@
 // happened. A connection that drops, or a body that ends before
 // message_stop, is an unavailable error wrapping llm.ErrStreamEnded; a
 // whole reply without a single event (a proxy that answered with JSON) is
-// a non-retryable llm.ErrorBadResponse that says so. A
+// a non-retryable llm.KindBadResponse that says so. A
 // consumer that breaks out of its loop closes the HTTP stream before the
 // iteration returns. The reply's body is capped at Options.MaxStreamBytes
 // (64 MiB by default, llm.DefaultMaxStreamBytes), past which the stream
-// fails as a non-retryable llm.ErrorBadResponse; MaxResponseBytes is for
+// fails as a non-retryable llm.KindBadResponse; MaxResponseBytes is for
 // JSON replies only.
 //
 // # Errors
@@ -192,7 +192,7 @@
 // Every request carries an llm.ResponseGuard as its innermost middleware: a
 // reply larger than Options.MaxResponseBytes (8 MiB by default), or a
 // successful reply that is not JSON (an event stream, an HTML page), fails
-// as a non-retryable llm.ErrorBadResponse that says so. stop_reason
+// as a non-retryable llm.KindBadResponse that says so. stop_reason
 // max_tokens (and model_context_window_exceeded) sets Response.Truncated.
 //
 // # Limits

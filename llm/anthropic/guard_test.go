@@ -19,8 +19,8 @@ import (
 func wantBadResponse(t *testing.T, err error, want ...string) {
 	t.Helper()
 	var me *llm.Error
-	if !errors.As(err, &me) || me.Kind != llm.ErrorBadResponse || me.Retryable {
-		t.Fatalf("err = %v, want a non-retryable %s", err, llm.ErrorBadResponse)
+	if !errors.As(err, &me) || me.Kind != llm.KindBadResponse || me.Retryable {
+		t.Fatalf("err = %v, want a non-retryable %s", err, llm.KindBadResponse)
 	}
 	for _, w := range want {
 		if !strings.Contains(err.Error(), w) {

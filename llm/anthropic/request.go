@@ -63,7 +63,7 @@ func (m *Model) params(req *llm.Request) (anthropic.MessageNewParams, error) {
 // badRequest marks a request the adapter cannot build: no attempt can
 // succeed, so it is not retryable.
 func badRequest(err error) *llm.Error {
-	return &llm.Error{Kind: llm.ErrorBadRequest, Err: err}
+	return &llm.Error{Kind: llm.KindBadRequest, Err: err}
 }
 
 // messages splits a history into the system field and the API's messages,
@@ -195,9 +195,9 @@ func toolResult(r llm.ToolResult) anthropic.ContentBlockParamUnion {
 	if text == "" && failed {
 		kind := r.ErrorKind
 		if kind == "" {
-			kind = llm.ErrInternal
+			kind = llm.KindInternal
 			if r.Status == llm.StatusSkipped {
-				kind = llm.ErrRunStopped
+				kind = llm.KindRunStopped
 			}
 		}
 		text = string(llm.ErrorContent(kind, "the tool call was "+string(r.Status)))

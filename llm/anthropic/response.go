@@ -23,7 +23,7 @@ func response(msg *anthropic.Message) (*llm.Response, error) {
 		return nil, errors.New("anthropic: the API returned an empty response")
 	}
 	if msg.StopReason == anthropic.StopReasonRefusal {
-		return nil, &llm.Error{Kind: llm.ErrorRefusal, Err: refusal(msg)}
+		return nil, &llm.Error{Kind: llm.KindRefusal, Err: refusal(msg)}
 	}
 	var text strings.Builder
 	var calls []llm.ToolCall
@@ -114,7 +114,7 @@ func classify(ctx context.Context, err error, now time.Time) error {
 		errors.Is(err, context.DeadlineExceeded) || errors.Is(err, io.ErrUnexpectedEOF) {
 		// No complete response: a connection failure, a body cut off, or
 		// the SDK's own per-request timeout. Another attempt may succeed.
-		return &llm.Error{Kind: llm.ErrorUnavailable, Retryable: true, Err: err}
+		return &llm.Error{Kind: llm.KindUnavailable, Retryable: true, Err: err}
 	}
 	return fmt.Errorf("anthropic: %w", err)
 }
@@ -131,11 +131,11 @@ func apiError(apiErr *anthropic.Error, status int, err error, now time.Time) *ll
 	e := llm.HTTPError(status, header, apiErr.RawJSON(), err, now)
 	switch apiErr.Type() {
 	case anthropic.ErrorTypeOverloadedError:
-		e.Kind, e.Retryable = llm.ErrorUnavailable, true
+		e.Kind, e.Retryable = llm.KindUnavailable, true
 	case anthropic.ErrorTypeRateLimitError:
-		e.Kind, e.Retryable = llm.ErrorRateLimited, true
+		e.Kind, e.Retryable = llm.KindRateLimited, true
 	case anthropic.ErrorTypeAuthenticationError, anthropic.ErrorTypePermissionError:
-		e.Kind, e.Retryable = llm.ErrorAuth, false
+		e.Kind, e.Retryable = llm.KindAuthentication, false
 	}
 	if e.Retryable && e.RetryAfter == 0 {
 		e.RetryAfter = retryAfter(header, now)

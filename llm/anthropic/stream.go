@@ -68,7 +68,7 @@ func (m *Model) Stream(ctx context.Context, req *llm.Request) iter.Seq2[llm.Delt
 		switch {
 		case err == nil && s.events == 0:
 			// An event stream without a single event.
-			err = &llm.Error{Kind: llm.ErrorBadResponse, Err: errors.New(
+			err = &llm.Error{Kind: llm.KindBadResponse, Err: errors.New(
 				"anthropic: the reply to a streamed request held no events (is streaming turned off at a proxy?)")}
 		case err == nil:
 			// The body ended cleanly, but before message_stop.
@@ -104,7 +104,7 @@ func (s *streamer) whole(ctx context.Context, resp *http.Response, now time.Time
 		if err == nil {
 			err = fmt.Errorf(`its type is %q, not "message"`, msg.Type)
 		}
-		s.fail(&llm.Error{Kind: llm.ErrorBadResponse, Err: fmt.Errorf(
+		s.fail(&llm.Error{Kind: llm.KindBadResponse, Err: fmt.Errorf(
 			"anthropic: a streamed request was answered with Content-Type %s, not an event stream, and its body is not a message: %w",
 			resp.Header.Get("Content-Type"), err)})
 		return
@@ -428,16 +428,16 @@ func (s *streamer) failure(ctx context.Context, err error, now time.Time) error 
 	}
 	var netErr net.Error
 	if errors.As(err, &netErr) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
-		return &llm.Error{Kind: llm.ErrorUnavailable, Retryable: true,
+		return &llm.Error{Kind: llm.KindUnavailable, Retryable: true,
 			Err: fmt.Errorf("anthropic: %w after %d events: %w", llm.ErrStreamEnded, s.events, err)}
 	}
 	var se *json.SyntaxError
 	var te *json.UnmarshalTypeError
 	if errors.As(err, &se) || errors.As(err, &te) {
-		return &llm.Error{Kind: llm.ErrorBadResponse, Err: fmt.Errorf("anthropic: the stream sent an event whose data is not valid JSON, after %d events: %w", s.events, err)}
+		return &llm.Error{Kind: llm.KindBadResponse, Err: fmt.Errorf("anthropic: the stream sent an event whose data is not valid JSON, after %d events: %w", s.events, err)}
 	}
 	// A line past the SDK's limit, or another failure to decode.
-	return &llm.Error{Kind: llm.ErrorBadResponse, Err: fmt.Errorf("anthropic: the stream could not be read after %d events: %w", s.events, err)}
+	return &llm.Error{Kind: llm.KindBadResponse, Err: fmt.Errorf("anthropic: the stream could not be read after %d events: %w", s.events, err)}
 }
 
 // eventFailure classifies an error event, which ended a stream whose
@@ -504,7 +504,7 @@ func (e *eventError) Unwrap() error { return e.err }
 
 // protocolError is a stream whose events contradict each other.
 func protocolError(format string, args ...any) *llm.Error {
-	return &llm.Error{Kind: llm.ErrorProtocol, Err: fmt.Errorf("anthropic: inconsistent stream: "+format, args...)}
+	return &llm.Error{Kind: llm.KindProtocolError, Err: fmt.Errorf("anthropic: inconsistent stream: "+format, args...)}
 }
 
 var _ llm.StreamingModel = (*Model)(nil)

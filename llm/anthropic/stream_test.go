@@ -305,13 +305,13 @@ func TestStreamErrorEvent(t *testing.T) {
 	body := readFixture(t, "stream_overloaded.sse")
 	for _, c := range []struct {
 		typ, msg  string
-		kind      llm.ErrorClass
+		kind      llm.ErrorKind
 		retryable bool
 	}{
-		{"overloaded_error", "Overloaded", llm.ErrorUnavailable, true},
-		{"api_error", "Internal server error", llm.ErrorUnavailable, true},
-		{"rate_limit_error", "Rate limited", llm.ErrorRateLimited, true},
-		{"invalid_request_error", "messages: too long", llm.ErrorBadRequest, false},
+		{"overloaded_error", "Overloaded", llm.KindUnavailable, true},
+		{"api_error", "Internal server error", llm.KindUnavailable, true},
+		{"rate_limit_error", "Rate limited", llm.KindRateLimited, true},
+		{"invalid_request_error", "messages: too long", llm.KindBadRequest, false},
 	} {
 		t.Run(c.typ, func(t *testing.T) {
 			b := bytes.Replace(body, []byte(`"type":"overloaded_error","message":"Overloaded"`),
@@ -367,7 +367,7 @@ func TestStreamDropped(t *testing.T) {
 			ss := newSSEServer(t, c.body, 5, c.cut)
 			resp, err := llm.Collect(New(ss.client(), nil).Stream(context.Background(), streamRequest()))
 			var me *llm.Error
-			if !errors.Is(err, llm.ErrStreamEnded) || !errors.As(err, &me) || me.Kind != llm.ErrorUnavailable || !me.Retryable {
+			if !errors.Is(err, llm.ErrStreamEnded) || !errors.As(err, &me) || me.Kind != llm.KindUnavailable || !me.Retryable {
 				t.Fatalf("err = %v, want a retryable unavailable llm.ErrStreamEnded", err)
 			}
 			if resp == nil || resp.Message.Text != "It is 12 °C" {
@@ -412,7 +412,7 @@ func TestStreamErrorsBeforeFirstDelta(t *testing.T) {
 		option.WithAPIKey("test"), option.WithMaxRetries(0)), &Options{Model: "m"})
 	_, err := llm.Collect(m.Stream(context.Background(), &llm.Request{Messages: []llm.Message{llm.UserMessage("Hi.")}}))
 	var me *llm.Error
-	if !errors.As(err, &me) || me.Kind != llm.ErrorUnavailable || !me.Retryable {
+	if !errors.As(err, &me) || me.Kind != llm.KindUnavailable || !me.Retryable {
 		t.Errorf("connection refused: %v, want a retryable unavailable error", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -423,7 +423,7 @@ func TestStreamErrorsBeforeFirstDelta(t *testing.T) {
 		t.Errorf("canceled: %v, want context.Canceled, not retryable", err)
 	}
 	_, err = llm.Collect(New(s.client(), &Options{ThinkingBudget: 10}).Stream(context.Background(), &llm.Request{Model: "m"}))
-	if !errors.As(err, &me) || me.Kind != llm.ErrorBadRequest || len(s.requests()) != 0 {
+	if !errors.As(err, &me) || me.Kind != llm.KindBadRequest || len(s.requests()) != 0 {
 		t.Errorf("invalid options: %v after %d requests, want a bad request and nothing sent", err, len(s.requests()))
 	}
 }
@@ -544,19 +544,19 @@ func TestStreamProtocolErrors(t *testing.T) {
 	firstDelta := strings.Index(body, "event: content_block_delta")
 	for _, c := range []struct {
 		name, body string
-		kind       llm.ErrorClass
+		kind       llm.ErrorKind
 		want       string
 	}{
 		{"delta for a block never started", body[:firstDelta] + "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":3,\"delta\":{\"type\":\"text_delta\",\"text\":\"x\"}}\n\n",
-			llm.ErrorProtocol, "index 3"},
-		{"no message_start", body[strings.Index(body, "event: content_block_start"):], llm.ErrorProtocol, "not message_start"},
+			llm.KindProtocolError, "index 3"},
+		{"no message_start", body[strings.Index(body, "event: content_block_start"):], llm.KindProtocolError, "not message_start"},
 		{"delta after its block stopped", strings.Replace(body, "event: message_delta", "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"x\"}}\n\nevent: message_delta", 1),
-			llm.ErrorProtocol, "after it stopped"},
-		{"refusal", strings.Replace(body, `"stop_reason":"end_turn"`, `"stop_reason":"refusal"`, 1), llm.ErrorRefusal, "refused"},
+			llm.KindProtocolError, "after it stopped"},
+		{"refusal", strings.Replace(body, `"stop_reason":"end_turn"`, `"stop_reason":"refusal"`, 1), llm.KindRefusal, "refused"},
 		{"content in message_start", strings.Replace(body, `"content":[]`, `"content":[{"type":"text","text":"x"}]`, 1),
-			llm.ErrorProtocol, "message_start carried 1 content block"},
+			llm.KindProtocolError, "message_start carried 1 content block"},
 		{"a block started out of order", strings.Replace(body, `"type":"content_block_start","index":0`, `"type":"content_block_start","index":1`, 1),
-			llm.ErrorProtocol, "index 1"},
+			llm.KindProtocolError, "index 1"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			ss := newSSEServer(t, []byte(c.body), 4, 0)

@@ -400,7 +400,7 @@ func TestThinkingTurnMustComeBackUnchanged(t *testing.T) {
 				return
 			}
 			var le *llm.Error
-			if !errors.As(err, &le) || le.Kind != llm.ErrorBadRequest || le.Retryable || !strings.Contains(err.Error(), tc.want) {
+			if !errors.As(err, &le) || le.Kind != llm.KindBadRequest || le.Retryable || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("err = %v, want a non-retryable bad request saying %q", err, tc.want)
 			}
 		})
@@ -581,7 +581,7 @@ func TestThinkingOptionsRefused(t *testing.T) {
 		api := newThinkingAPI(t, "thinking_answer.json")
 		_, err = New(api.client(), &tc.opts).Generate(context.Background(), &llm.Request{Model: "m", Messages: []llm.Message{llm.UserMessage("hi")}})
 		var le *llm.Error
-		if !errors.As(err, &le) || le.Kind != llm.ErrorBadRequest || le.Retryable || !strings.Contains(err.Error(), tc.want) {
+		if !errors.As(err, &le) || le.Kind != llm.KindBadRequest || le.Retryable || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("Generate with %+v: err = %v, want a non-retryable bad request saying %q", tc.opts, err, tc.want)
 		}
 		if n := len(api.requests()); n != 0 {

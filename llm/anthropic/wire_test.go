@@ -18,7 +18,7 @@ import (
 
 // wantKind fails unless err is a non-retryable *llm.Error of kind saying
 // want.
-func wantKind(t *testing.T, err error, kind llm.ErrorClass, want string) {
+func wantKind(t *testing.T, err error, kind llm.ErrorKind, want string) {
 	t.Helper()
 	var e *llm.Error
 	if !errors.As(err, &e) || e.Kind != kind || e.Retryable || !strings.Contains(err.Error(), want) {
@@ -63,9 +63,9 @@ func TestStreamAnsweredWithJSON(t *testing.T) {
 		})
 	}
 	_, err := llm.Collect(New(rawClient(t, "application/json", `{"object":"list","data":[]}`), nil).Stream(context.Background(), streamRequest()))
-	wantKind(t, err, llm.ErrorBadResponse, `its body is not a message: its type is "", not "message"`)
+	wantKind(t, err, llm.KindBadResponse, `its body is not a message: its type is "", not "message"`)
 	_, err = llm.Collect(New(rawClient(t, "text/html", `<html>Sign in</html>`), nil).Stream(context.Background(), streamRequest()))
-	wantKind(t, err, llm.ErrorBadResponse, "where JSON was expected")
+	wantKind(t, err, llm.KindBadResponse, "where JSON was expected")
 }
 
 // Events that break the protocol are refused, never added to the answer:
@@ -90,7 +90,7 @@ func TestStreamWireFaults(t *testing.T) {
 			}
 			ss := newSSEServer(t, []byte(c.body), 5, 0)
 			resp, err := llm.Collect(New(ss.client(), nil).Stream(context.Background(), streamRequest()))
-			wantKind(t, err, llm.ErrorProtocol, c.want)
+			wantKind(t, err, llm.KindProtocolError, c.want)
 			if resp != nil && strings.Contains(resp.Message.Text, "30") {
 				t.Errorf("text after the stop reason reached the answer: %q", resp.Message.Text)
 			}
@@ -99,7 +99,7 @@ func TestStreamWireFaults(t *testing.T) {
 	// The same ID in a whole reply.
 	js := string(readFixture(t, "single_call.json"))
 	_, err := New(rawClient(t, "application/json", strings.Replace(js, `"call_1"`, `"call_1\r\nforged"`, 1)), nil).Generate(context.Background(), streamRequest())
-	wantKind(t, err, llm.ErrorProtocol, "control character U+000D")
+	wantKind(t, err, llm.KindProtocolError, "control character U+000D")
 }
 
 // A stream whose lines end in \r alone or in \r\n (both valid SSE) reads as
@@ -125,7 +125,7 @@ func TestStreamWireFormat(t *testing.T) {
 	bad := strings.Replace(body, `"text":" is 12 "}}`, `"text":" is 12 "}`, 1)
 	ss := newSSEServer(t, []byte(bad), 8, 0)
 	resp, err := llm.Collect(New(ss.client(), nil).Stream(context.Background(), streamRequest()))
-	wantKind(t, err, llm.ErrorBadResponse, "an event whose data is not valid JSON")
+	wantKind(t, err, llm.KindBadResponse, "an event whose data is not valid JSON")
 	if errors.Is(err, llm.ErrStreamEnded) || resp == nil || resp.Message.Text != "It" {
 		t.Errorf("err %v, response %+v; want the text before the bad event, and no ErrStreamEnded", err, resp)
 	}

@@ -68,7 +68,7 @@
 // A prompt blocked by Gemini's filters (promptFeedback.blockReason) and a
 // candidate stopped by them (finishReason SAFETY, PROHIBITED_CONTENT,
 // BLOCKLIST, SPII, RECITATION and their image variants) fail with an
-// *llm.Error of kind llm.ErrorRefusal. A MALFORMED_FUNCTION_CALL finish (the
+// *llm.Error of kind llm.KindRefusal. A MALFORMED_FUNCTION_CALL finish (the
 // model produced a call Gemini could not parse) fails with a retryable
 // bad_request *llm.Error: a new attempt usually succeeds.
 //
@@ -185,7 +185,7 @@
 // after it is yielded after the deltas received. An error event in the
 // stream is classified like an error reply; a filtered finish reason is a
 // refusal; a connection that breaks, or a stream that ends without a
-// finish reason, is a retryable llm.ErrorUnavailable wrapping
+// finish reason, is a retryable llm.KindUnavailable wrapping
 // llm.ErrStreamEnded (the adapter watches the body's reads, as the SDK
 // reports a body cut in the middle of an event as undecodable JSON). A
 // consumer that stops ranging cancels the request, and the connection is
@@ -216,7 +216,7 @@
 // Replies pass an llm.ResponseGuard installed in the HTTP client (see New):
 // one larger than Options.MaxResponseBytes (8 MiB by default), or a
 // successful one that is not JSON (an event stream, an HTML page), fails as
-// a non-retryable llm.ErrorBadResponse that says so, where the SDK would
+// a non-retryable llm.KindBadResponse that says so, where the SDK would
 // read it all and quote it whole in its error. finishReason MAX_TOKENS sets
 // Response.Truncated.
 //

@@ -42,9 +42,9 @@ func (m *Model) classify(ctx context.Context, err error) error {
 	// io.ErrUnexpectedEOF, outside any url.Error: the server went away,
 	// which a new attempt may not meet.
 	if errors.As(err, &urlErr) || errors.As(err, &netErr) || errors.Is(err, io.ErrUnexpectedEOF) {
-		return &llm.Error{Kind: llm.ErrorUnavailable, Retryable: true, Err: fmt.Errorf("gemini: %w", err)}
+		return &llm.Error{Kind: llm.KindUnavailable, Retryable: true, Err: fmt.Errorf("gemini: %w", err)}
 	}
-	return &llm.Error{Kind: llm.ErrorBadRequest, Err: fmt.Errorf("gemini: %w", err)}
+	return &llm.Error{Kind: llm.KindBadRequest, Err: fmt.Errorf("gemini: %w", err)}
 }
 
 // asAPIError finds the SDK's APIError, which it returns by value.
@@ -73,7 +73,7 @@ func apiError(e genai.APIError, now time.Time) *llm.Error {
 	out := llm.HTTPError(code, nil, body, fmt.Errorf("gemini: %w", e), now)
 	for _, r := range reasons {
 		if r == "API_KEY_INVALID" {
-			out.Kind, out.Retryable = llm.ErrorAuth, false
+			out.Kind, out.Retryable = llm.KindAuthentication, false
 		}
 	}
 	if out.Retryable && out.RetryAfter == 0 {

@@ -56,13 +56,13 @@ type Options struct {
 	Configure func(*genai.GenerateContentConfig)
 	// MaxResponseBytes caps the body of each reply: 0 means
 	// llm.DefaultMaxResponseBytes, negative no cap. A larger reply fails
-	// with a non-retryable llm.ErrorBadResponse that names the cap. The
+	// with a non-retryable llm.KindBadResponse that names the cap. The
 	// cap lives in the HTTP client, so New derives a client of its own
 	// from the one it is given (see New).
 	MaxResponseBytes int64
 	// MaxStreamBytes caps the body of each streamed reply (Stream): 0
 	// means llm.DefaultMaxStreamBytes, negative no cap. A larger stream
-	// fails with a non-retryable llm.ErrorBadResponse that names the cap,
+	// fails with a non-retryable llm.KindBadResponse that names the cap,
 	// after the deltas that came before it.
 	MaxStreamBytes int64
 	// NoSignatureFallback stops the adapter from sending the placeholder
@@ -118,7 +118,7 @@ func New(client *genai.Client, opts *Options) *Model {
 	}
 	var err error
 	if m.thinking, err = thinkingConfig(&m.opts); err != nil {
-		m.setupErr = &llm.Error{Kind: llm.ErrorBadRequest, Err: err}
+		m.setupErr = &llm.Error{Kind: llm.KindBadRequest, Err: err}
 		return m
 	}
 	m.client, m.setupErr = guarded(client, llm.ResponseGuard{Provider: Provider,
@@ -169,7 +169,7 @@ func guarded(c *genai.Client, g llm.ResponseGuard) (*genai.Client, error) {
 	// credentials are looked up.
 	gc, err := genai.NewClient(context.Background(), &cc)
 	if err != nil {
-		return c, &llm.Error{Kind: llm.ErrorBadRequest, Err: fmt.Errorf("gemini: cannot install the cap on a response's size in the client: %w", err)}
+		return c, &llm.Error{Kind: llm.KindBadRequest, Err: fmt.Errorf("gemini: cannot install the cap on a response's size in the client: %w", err)}
 	}
 	return gc, nil
 }
@@ -216,15 +216,15 @@ func (m *Model) prepare(req *llm.Request) (call, error) {
 		model = m.opts.Model
 	}
 	if model == "" {
-		return call{}, &llm.Error{Kind: llm.ErrorBadRequest, Err: errors.New("gemini: no model named: set llm.Request.Model or Options.Model")}
+		return call{}, &llm.Error{Kind: llm.KindBadRequest, Err: errors.New("gemini: no model named: set llm.Request.Model or Options.Model")}
 	}
 	contents, system, dropped, err := m.contents(model, req.Messages)
 	if err != nil {
-		return call{}, &llm.Error{Kind: llm.ErrorBadRequest, Err: err}
+		return call{}, &llm.Error{Kind: llm.KindBadRequest, Err: err}
 	}
 	tools, err := toolsOf(req.Tools)
 	if err != nil {
-		return call{}, &llm.Error{Kind: llm.ErrorBadRequest, Err: err}
+		return call{}, &llm.Error{Kind: llm.KindBadRequest, Err: err}
 	}
 	return call{model: model, contents: contents, cfg: m.config(system, tools),
 		droppedState: llm.ForeignState(req.Messages, Provider) + dropped}, nil
@@ -264,5 +264,5 @@ func (m *Model) config(system *genai.Content, tools []*genai.Tool) *genai.Genera
 
 // refusal returns the error for a response Gemini's filters stopped.
 func refusal(format string, args ...any) error {
-	return &llm.Error{Kind: llm.ErrorRefusal, Err: fmt.Errorf("gemini: "+format, args...)}
+	return &llm.Error{Kind: llm.KindRefusal, Err: fmt.Errorf("gemini: "+format, args...)}
 }

@@ -33,10 +33,10 @@ func wireHistory() *llm.Request {
 				{ID: "call_c", Name: "get_time", Arguments: json.RawMessage(`{"zone":"Europe/Oslo"}`)},
 			}},
 			llm.ToolMessage(llm.ToolResult{CallID: "call_a", Name: "get_weather", Status: llm.StatusOK, Content: json.RawMessage(`{"temp_c":8}`)}),
-			llm.ToolMessage(llm.ToolResult{CallID: "call_b", Name: "get_weather", Status: llm.StatusError, ErrorKind: llm.ErrInvalidArguments,
-				Content: llm.ErrorContent(llm.ErrInvalidArguments, "arguments are not valid JSON")}),
-			llm.ToolMessage(llm.ToolResult{CallID: "call_c", Name: "get_time", Status: llm.StatusSkipped, ErrorKind: llm.ErrRunStopped,
-				Content: llm.ErrorContent(llm.ErrRunStopped, "not run: the run stopped")}),
+			llm.ToolMessage(llm.ToolResult{CallID: "call_b", Name: "get_weather", Status: llm.StatusError, ErrorKind: llm.KindInvalidArguments,
+				Content: llm.ErrorContent(llm.KindInvalidArguments, "arguments are not valid JSON")}),
+			llm.ToolMessage(llm.ToolResult{CallID: "call_c", Name: "get_time", Status: llm.StatusSkipped, ErrorKind: llm.KindRunStopped,
+				Content: llm.ErrorContent(llm.KindRunStopped, "not run: the run stopped")}),
 			llm.SystemMessage("Answer in one sentence."),
 			llm.UserMessage("Bergen is spelled B-e-r-g-e-n."),
 		},
@@ -115,7 +115,7 @@ func TestRequestModelOverridesOption(t *testing.T) {
 func TestRequestNeedsAModel(t *testing.T) {
 	s := newServer(t, ok("final_answer.json"))
 	_, err := s.model(t, nil).Generate(context.Background(), &llm.Request{Messages: []llm.Message{llm.UserMessage("hi")}})
-	assertKind(t, err, llm.ErrorBadRequest, false)
+	assertKind(t, err, llm.KindBadRequest, false)
 	if b := s.last(); b != nil {
 		t.Fatalf("a request was sent: %s", b)
 	}
@@ -126,7 +126,7 @@ func TestRequestInvalidSchema(t *testing.T) {
 	req := &llm.Request{Model: "gemini-2.5-flash", Messages: []llm.Message{llm.UserMessage("hi")},
 		Tools: []llm.ToolDefinition{{Name: "broken", InputSchema: json.RawMessage(`{"type":`)}}}
 	_, err := s.model(t, nil).Generate(context.Background(), req)
-	assertKind(t, err, llm.ErrorBadRequest, false)
+	assertKind(t, err, llm.KindBadRequest, false)
 	if !strings.Contains(err.Error(), "broken") {
 		t.Fatalf("error %q should name the tool", err)
 	}
@@ -253,7 +253,7 @@ func TestResponseRefusals(t *testing.T) {
 		t.Run(c.file, func(t *testing.T) {
 			s := newServer(t, ok(c.file))
 			_, err := s.model(t, nil).Generate(context.Background(), callRequest(1))
-			assertKind(t, err, llm.ErrorRefusal, false)
+			assertKind(t, err, llm.KindRefusal, false)
 			if !strings.Contains(err.Error(), c.mention) {
 				t.Fatalf("error %q should name %s", err, c.mention)
 			}
@@ -264,7 +264,7 @@ func TestResponseRefusals(t *testing.T) {
 func TestResponseMalformedCallIsRetryable(t *testing.T) {
 	s := newServer(t, ok("malformed_call.json"))
 	_, err := s.model(t, nil).Generate(context.Background(), callRequest(1))
-	assertKind(t, err, llm.ErrorBadRequest, true)
+	assertKind(t, err, llm.KindBadRequest, true)
 	if !strings.Contains(err.Error(), "malformed") {
 		t.Fatalf("error = %v", err)
 	}
@@ -274,18 +274,18 @@ func TestErrors(t *testing.T) {
 	for _, c := range []struct {
 		name       string
 		rp         reply
-		kind       llm.ErrorClass
+		kind       llm.ErrorKind
 		retryable  bool
 		retryAfter time.Duration
 	}{
-		{"rate limited", reply{http.StatusTooManyRequests, "rate_limited.json"}, llm.ErrorRateLimited, true, 2 * time.Second},
-		{"internal", reply{http.StatusInternalServerError, "server_error.json"}, llm.ErrorUnavailable, true, 0},
-		{"overloaded", reply{http.StatusServiceUnavailable, "overloaded.json"}, llm.ErrorUnavailable, true, 0},
-		{"unauthenticated", reply{http.StatusUnauthorized, "unauthorized.json"}, llm.ErrorAuth, false, 0},
+		{"rate limited", reply{http.StatusTooManyRequests, "rate_limited.json"}, llm.KindRateLimited, true, 2 * time.Second},
+		{"internal", reply{http.StatusInternalServerError, "server_error.json"}, llm.KindUnavailable, true, 0},
+		{"overloaded", reply{http.StatusServiceUnavailable, "overloaded.json"}, llm.KindUnavailable, true, 0},
+		{"unauthenticated", reply{http.StatusUnauthorized, "unauthorized.json"}, llm.KindAuthentication, false, 0},
 		// Gemini answers a bad API key with 400, not 401.
-		{"bad API key", reply{http.StatusBadRequest, "api_key_invalid.json"}, llm.ErrorAuth, false, 0},
-		{"unknown model", reply{http.StatusNotFound, "model_not_found.json"}, llm.ErrorUnknownModel, false, 0},
-		{"context length", reply{http.StatusBadRequest, "context_length.json"}, llm.ErrorContextLength, false, 0},
+		{"bad API key", reply{http.StatusBadRequest, "api_key_invalid.json"}, llm.KindAuthentication, false, 0},
+		{"unknown model", reply{http.StatusNotFound, "model_not_found.json"}, llm.KindUnknownModel, false, 0},
+		{"context length", reply{http.StatusBadRequest, "context_length.json"}, llm.KindContextLengthExceeded, false, 0},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			s := newServer(t, c.rp)
@@ -307,7 +307,7 @@ func TestTransportErrorIsRetryable(t *testing.T) {
 	m := s.model(t, nil)
 	s.srv.Close()
 	_, err := m.Generate(context.Background(), callRequest(1))
-	assertKind(t, err, llm.ErrorUnavailable, true)
+	assertKind(t, err, llm.KindUnavailable, true)
 }
 
 func TestCanceledContextIsNotAModelError(t *testing.T) {
@@ -439,7 +439,7 @@ func callRequest(step int) *llm.Request {
 	return r
 }
 
-func assertKind(t *testing.T, err error, kind llm.ErrorClass, retryable bool) *llm.Error {
+func assertKind(t *testing.T, err error, kind llm.ErrorKind, retryable bool) *llm.Error {
 	t.Helper()
 	var me *llm.Error
 	if !errors.As(err, &me) {
@@ -472,7 +472,7 @@ func assertJSON(t *testing.T, got, want []byte) {
 func TestErrorWithoutCode(t *testing.T) {
 	s := newServer(t, reply{http.StatusTooManyRequests, "no_code.json"})
 	_, err := s.model(t, nil).Generate(context.Background(), callRequest(1))
-	if me := assertKind(t, err, llm.ErrorRateLimited, true); me.StatusCode != http.StatusTooManyRequests {
+	if me := assertKind(t, err, llm.KindRateLimited, true); me.StatusCode != http.StatusTooManyRequests {
 		t.Fatalf("status = %d", me.StatusCode)
 	}
 }

@@ -19,8 +19,8 @@ import (
 func wantBadResponse(t *testing.T, err error, want ...string) {
 	t.Helper()
 	var me *llm.Error
-	if !errors.As(err, &me) || me.Kind != llm.ErrorBadResponse || me.Retryable {
-		t.Fatalf("err = %v, want a non-retryable %s", err, llm.ErrorBadResponse)
+	if !errors.As(err, &me) || me.Kind != llm.KindBadResponse || me.Retryable {
+		t.Fatalf("err = %v, want a non-retryable %s", err, llm.KindBadResponse)
 	}
 	for _, w := range want {
 		if !strings.Contains(err.Error(), w) {
@@ -110,5 +110,5 @@ func TestConnectionCutIsRetryable(t *testing.T) {
 	}))
 	defer srv.Close()
 	_, err := gemini.New(clientFor(t, srv.URL, srv.Client()), nil).Generate(context.Background(), callRequest(1))
-	assertKind(t, err, llm.ErrorUnavailable, true)
+	assertKind(t, err, llm.KindUnavailable, true)
 }

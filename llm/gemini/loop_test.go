@@ -118,7 +118,7 @@ func TestLoopToolErrorGoesBack(t *testing.T) {
 	if err := json.Unmarshal([]byte(got["call_1"]), &resp); err != nil {
 		t.Fatalf("results sent = %v", got)
 	}
-	if resp["error"] != "no station in Oslo" || resp["kind"] != string(llm.ErrNotFound) {
+	if resp["error"] != "no station in Oslo" || resp["kind"] != string(llm.KindNotFound) {
 		t.Fatalf("error response = %v", resp)
 	}
 }

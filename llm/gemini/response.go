@@ -97,7 +97,7 @@ func (m *Model) response(req *llm.Request, model string, r *genai.GenerateConten
 	}
 	state, err := encodeLayout(parts)
 	if err != nil {
-		return nil, &llm.Error{Kind: llm.ErrorBadResponse, Err: err}
+		return nil, &llm.Error{Kind: llm.KindBadResponse, Err: err}
 	}
 	out.Message.State = state
 	return out, nil
@@ -105,7 +105,7 @@ func (m *Model) response(req *llm.Request, model string, r *genai.GenerateConten
 
 // noCandidate is the error of a reply without a candidate.
 func noCandidate() error {
-	return &llm.Error{Kind: llm.ErrorBadRequest, Err: errors.New("gemini: the response has no candidate")}
+	return &llm.Error{Kind: llm.KindBadRequest, Err: errors.New("gemini: the response has no candidate")}
 }
 
 // finishError returns the error a candidate's finish reason means, nil
@@ -116,7 +116,7 @@ func finishError(cand *genai.Candidate) error {
 	case filtered(reason):
 		return refusal("response stopped: %s%s", reason, suffix(cand.FinishMessage))
 	case reason == genai.FinishReasonMalformedFunctionCall:
-		return &llm.Error{Kind: llm.ErrorBadRequest, Retryable: true,
+		return &llm.Error{Kind: llm.KindBadRequest, Retryable: true,
 			Err: fmt.Errorf("gemini: the model produced a malformed function call%s", suffix(cand.FinishMessage))}
 	}
 	return nil
@@ -144,7 +144,7 @@ func toolCall(req *llm.Request, responseID string, index int, p *genai.Part) (ll
 	}
 	raw, err := json.Marshal(args)
 	if err != nil { // cannot happen for args decoded from JSON
-		return llm.ToolCall{}, &llm.Error{Kind: llm.ErrorBadRequest, Err: fmt.Errorf("gemini: arguments of call %q: %w", fc.Name, err)}
+		return llm.ToolCall{}, &llm.Error{Kind: llm.KindBadRequest, Err: fmt.Errorf("gemini: arguments of call %q: %w", fc.Name, err)}
 	}
 	id := fc.ID
 	if id == "" {

@@ -30,7 +30,7 @@ var _ llm.StreamingModel = (*Model)(nil)
 // Failures are yielded once, as *llm.Error values classified as for
 // Generate, except a canceled or expired ctx, whose error is yielded as
 // is. A connection that breaks in the middle of the turn, or a stream
-// that ends without a finish reason, is an llm.ErrorUnavailable error
+// that ends without a finish reason, is an llm.KindUnavailable error
 // wrapping llm.ErrStreamEnded. A consumer that stops ranging closes the
 // connection before the iterator returns.
 //
@@ -94,7 +94,7 @@ func (s *turnStream) wholeReply(body []byte) bool {
 		chunks = append(chunks, &one)
 	}
 	if err != nil {
-		return s.fail(&llm.Error{Kind: llm.ErrorBadResponse, Err: fmt.Errorf(
+		return s.fail(&llm.Error{Kind: llm.KindBadResponse, Err: fmt.Errorf(
 			"gemini: a streamed request was answered with JSON that is not a GenerateContentResponse: %w", err)})
 	}
 	for _, c := range chunks {
@@ -124,7 +124,7 @@ func (m *Model) streamError(ctx context.Context, err error, watch *readWatch) er
 	var se *json.SyntaxError
 	var te *json.UnmarshalTypeError
 	if errors.As(err, &se) || errors.As(err, &te) {
-		return &llm.Error{Kind: llm.ErrorBadResponse, Err: fmt.Errorf("gemini: the stream sent an event whose data is not valid JSON: %w", err)}
+		return &llm.Error{Kind: llm.KindBadResponse, Err: fmt.Errorf("gemini: the stream sent an event whose data is not valid JSON: %w", err)}
 	}
 	return m.classify(ctx, err)
 }
@@ -136,7 +136,7 @@ func streamEnded(cause error) error {
 	if cause != nil {
 		err = fmt.Errorf("gemini: %w: %w", llm.ErrStreamEnded, cause)
 	}
-	return &llm.Error{Kind: llm.ErrorUnavailable, Retryable: true, Err: err}
+	return &llm.Error{Kind: llm.KindUnavailable, Retryable: true, Err: err}
 }
 
 // turnStream turns the chunks of one streamed reply into deltas. It keeps
@@ -200,7 +200,7 @@ func (s *turnStream) chunk(r *genai.GenerateContentResponse) bool {
 				if p != nil && (p.Text != "" || p.FunctionCall != nil) {
 					// The finish reason ended the reply: a part after it
 					// is not part of the answer.
-					return s.fail(&llm.Error{Kind: llm.ErrorProtocol, Err: fmt.Errorf(
+					return s.fail(&llm.Error{Kind: llm.KindProtocolError, Err: fmt.Errorf(
 						"gemini: inconsistent stream: a %s part came after the finish reason %s", partKind(p), s.finishReason)})
 				}
 			}
@@ -300,7 +300,7 @@ func (s *turnStream) finish(droppedState int) {
 	}
 	state, err := encodeLayout(s.parts)
 	if err != nil {
-		s.fail(&llm.Error{Kind: llm.ErrorBadResponse, Err: err})
+		s.fail(&llm.Error{Kind: llm.KindBadResponse, Err: err})
 		return
 	}
 	model := s.version

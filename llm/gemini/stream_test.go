@@ -346,22 +346,22 @@ func TestStreamFailsMidway(t *testing.T) {
 		name      string
 		sse       []byte
 		dropAt    int
-		kind      llm.ErrorClass
+		kind      llm.ErrorKind
 		retryable bool
 		ended     bool   // wraps llm.ErrStreamEnded
 		text      string // received before the failure
 		reasoning int
 		started   bool
 	}{
-		{name: "error event", sse: fixture(t, "stream/error_midstream.sse"), kind: llm.ErrorUnavailable, retryable: true,
+		{name: "error event", sse: fixture(t, "stream/error_midstream.sse"), kind: llm.KindUnavailable, retryable: true,
 			text: "It is 12 °C in Oslo", started: true},
-		{name: "safety finish", sse: fixture(t, "stream/safety_midstream.sse"), kind: llm.ErrorRefusal,
+		{name: "safety finish", sse: fixture(t, "stream/safety_midstream.sse"), kind: llm.KindRefusal,
 			text: "Here is how ", started: true},
-		{name: "no finish", sse: fixture(t, "stream/no_finish.sse"), kind: llm.ErrorUnavailable, retryable: true, ended: true,
+		{name: "no finish", sse: fixture(t, "stream/no_finish.sse"), kind: llm.KindUnavailable, retryable: true, ended: true,
 			text: "It is 12 °C in Oslo", started: true},
-		{name: "dropped mid-event", sse: calls, dropAt: fourth + 40, kind: llm.ErrorUnavailable, retryable: true, ended: true,
+		{name: "dropped mid-event", sse: calls, dropAt: fourth + 40, kind: llm.KindUnavailable, retryable: true, ended: true,
 			reasoning: 2, started: true},
-		{name: "dropped before any event", sse: calls, dropAt: 20, kind: llm.ErrorUnavailable, retryable: true, ended: true},
+		{name: "dropped before any event", sse: calls, dropAt: 20, kind: llm.KindUnavailable, retryable: true, ended: true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			s := newStreamServer(t, c.sse, nil)
@@ -501,7 +501,7 @@ func TestStreamBadRequestSendsNothing(t *testing.T) {
 	s := newStreamServer(t, nil, nil)
 	_, resp, err := collect(gemini.New(s.client(t, nil), nil).Stream(context.Background(),
 		&llm.Request{Messages: []llm.Message{llm.UserMessage("hi")}}))
-	assertKind(t, err, llm.ErrorBadRequest, false)
+	assertKind(t, err, llm.KindBadRequest, false)
 	if streamed, _ := s.bodies(); resp != nil || len(streamed) != 0 {
 		t.Fatalf("response %+v, %d request(s) sent", resp, len(streamed))
 	}

@@ -192,7 +192,7 @@ func TestAPIRejectsMissingOrAlteredSignature(t *testing.T) {
 	}
 
 	_, err = replay(&gemini.Options{Model: "gemini-3-flash-preview", NoSignatureFallback: true}, nil)
-	assertKind(t, err, llm.ErrorBadRequest, false)
+	assertKind(t, err, llm.KindBadRequest, false)
 	if want := "Function call is missing a thought_signature in functionCall parts"; !strings.Contains(err.Error(), want) ||
 		!strings.Contains(err.Error(), "default_api:get_weather` , position 2") {
 		t.Fatalf("error %q, want the API's %q naming the call", err, want)
@@ -201,7 +201,7 @@ func TestAPIRejectsMissingOrAlteredSignature(t *testing.T) {
 	altered := append([]byte(nil), call.State.Data...)
 	altered[len(altered)-1] ^= 1
 	_, err = replay(nil, &llm.ProviderState{Provider: gemini.Provider, Data: altered})
-	assertKind(t, err, llm.ErrorBadRequest, false)
+	assertKind(t, err, llm.KindBadRequest, false)
 	if !strings.Contains(err.Error(), corruptedSignature) {
 		t.Fatalf("error %q, want the API's %q", err, corruptedSignature)
 	}
@@ -446,7 +446,7 @@ func TestThinkingOptions(t *testing.T) {
 			s := newServer(t, ok("final_answer.json"))
 			c.opts.Model = "gemini-3-flash-preview"
 			_, err := s.model(t, &c.opts).Generate(context.Background(), &llm.Request{Messages: []llm.Message{llm.UserMessage("hi")}})
-			assertKind(t, err, llm.ErrorBadRequest, false)
+			assertKind(t, err, llm.KindBadRequest, false)
 			if !strings.Contains(err.Error(), c.mention) || !strings.Contains(err.Error(), "Options.Thinking") {
 				t.Fatalf("error %q should name the option and %s", err, c.mention)
 			}
@@ -482,7 +482,7 @@ func TestCorruptMessageStateIsAnError(t *testing.T) {
 		llm.UserMessage("again"),
 	}
 	_, err := s.model(t, &gemini.Options{Model: "gemini-3-flash-preview"}).Generate(context.Background(), &llm.Request{Messages: history})
-	assertKind(t, err, llm.ErrorBadRequest, false)
+	assertKind(t, err, llm.KindBadRequest, false)
 	if !strings.Contains(err.Error(), "message 1") {
 		t.Fatalf("error %q should name the message", err)
 	}

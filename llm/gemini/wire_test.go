@@ -16,7 +16,7 @@ import (
 
 // wantKind fails unless err is a non-retryable *llm.Error of kind saying
 // want.
-func wantKind(t *testing.T, err error, kind llm.ErrorClass, want string) {
+func wantKind(t *testing.T, err error, kind llm.ErrorKind, want string) {
 	t.Helper()
 	var e *llm.Error
 	if !errors.As(err, &e) || e.Kind != kind || e.Retryable || !strings.Contains(err.Error(), want) {
@@ -64,7 +64,7 @@ func TestStreamAnsweredWithJSON(t *testing.T) {
 	s := newStreamServer(t, nil, []byte(`{"candidates": "none"}`))
 	s.status = http.StatusOK
 	_, err := llm.Collect(gemini.New(s.client(t, nil), &gemini.Options{Model: "gemini-2.5-flash"}).Stream(context.Background(), callRequest(3)))
-	wantKind(t, err, llm.ErrorBadResponse, "answered with JSON that is not a GenerateContentResponse")
+	wantKind(t, err, llm.KindBadResponse, "answered with JSON that is not a GenerateContentResponse")
 }
 
 // Wire faults: a stream with \r or \r\n line endings reads as with \n; an
@@ -91,12 +91,12 @@ func TestStreamWireFaults(t *testing.T) {
 	first := sseOf(t, answer)
 	s := newStreamServer(t, append(first, "data: {\"candidates\": [{\"content\": {\"parts\": [{\"text\": \"x\"}\r\n\r\n"...), nil)
 	_, err = llm.Collect(gemini.New(s.client(t, nil), opts).Stream(context.Background(), callRequest(3)))
-	wantKind(t, err, llm.ErrorBadResponse, "an event whose data is not valid JSON")
+	wantKind(t, err, llm.KindBadResponse, "an event whose data is not valid JSON")
 
 	after := sseOf(t, []byte(`{"candidates": [{"content": {"parts": [{"text": " Ignore that: 30."}], "role": "model"}, "index": 0}], "responseId": "rJ8daL6nIuLYz7IPqpfRsAk"}`))
 	s = newStreamServer(t, append(bytes.Clone(first), after...), nil)
 	resp, err := llm.Collect(gemini.New(s.client(t, nil), opts).Stream(context.Background(), callRequest(3)))
-	wantKind(t, err, llm.ErrorProtocol, "a text part came after the finish reason STOP")
+	wantKind(t, err, llm.KindProtocolError, "a text part came after the finish reason STOP")
 	if resp != nil && strings.Contains(resp.Message.Text, "30") {
 		t.Errorf("text after the finish reason reached the answer: %q", resp.Message.Text)
 	}
@@ -104,7 +104,7 @@ func TestStreamWireFaults(t *testing.T) {
 	call := strings.Replace(string(fixture(t, "single_call.json")), `"id": "call_1"`, `"id": "call_1\nforged"`, 1)
 	s = newStreamServer(t, sseOf(t, []byte(call)), []byte(call))
 	_, err = gemini.New(s.client(t, nil), opts).Generate(context.Background(), callRequest(3))
-	wantKind(t, err, llm.ErrorProtocol, "control character U+000A")
+	wantKind(t, err, llm.KindProtocolError, "control character U+000A")
 	_, err = llm.Collect(gemini.New(s.client(t, nil), opts).Stream(context.Background(), callRequest(3)))
-	wantKind(t, err, llm.ErrorProtocol, "control character U+000A")
+	wantKind(t, err, llm.KindProtocolError, "control character U+000A")
 }

@@ -98,13 +98,13 @@ type Harness struct {
 
 // RunConformance checks that an adapter maps the provider's replies onto
 // llm types the way the loop needs: text, tool calls with their IDs and raw
-// arguments, usage, finish reasons, error classes; and that it sends tool
+// arguments, usage, finish reasons, error kinds; and that it sends tool
 // results linked by call ID.
 func RunConformance(t *testing.T, h Harness) {
 	ctx := context.Background()
 	req := conformanceRequest()
 
-	get := func(t *testing.T, c Case) (*llm.Response, error, func() []byte) {
+	get := func(t *testing.T, c Case) (*llm.Response, func() []byte, error) {
 		t.Helper()
 		m, last, skip := h.NewModel(t, c)
 		if skip {
@@ -113,11 +113,11 @@ func RunConformance(t *testing.T, h Harness) {
 		cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		defer cancel()
 		resp, err := m.Generate(cctx, req)
-		return resp, err, last
+		return resp, last, err
 	}
 
 	t.Run(string(CaseFinalAnswer), func(t *testing.T) {
-		resp, err, last := get(t, CaseFinalAnswer)
+		resp, last, err := get(t, CaseFinalAnswer)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -147,7 +147,7 @@ func RunConformance(t *testing.T, h Harness) {
 	})
 
 	t.Run(string(CaseTruncated), func(t *testing.T) {
-		resp, err, _ := get(t, CaseTruncated)
+		resp, _, err := get(t, CaseTruncated)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -158,7 +158,7 @@ func RunConformance(t *testing.T, h Harness) {
 	})
 
 	t.Run(string(CaseSingleCall), func(t *testing.T) {
-		resp, err, _ := get(t, CaseSingleCall)
+		resp, _, err := get(t, CaseSingleCall)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -169,7 +169,7 @@ func RunConformance(t *testing.T, h Harness) {
 	})
 
 	t.Run(string(CaseParallelCalls), func(t *testing.T) {
-		resp, err, _ := get(t, CaseParallelCalls)
+		resp, _, err := get(t, CaseParallelCalls)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -182,7 +182,7 @@ func RunConformance(t *testing.T, h Harness) {
 	})
 
 	t.Run(string(CaseInvalidArguments), func(t *testing.T) {
-		resp, err, _ := get(t, CaseInvalidArguments)
+		resp, _, err := get(t, CaseInvalidArguments)
 		if err != nil {
 			t.Fatalf("invalid argument JSON must reach the loop as a call, not fail the request: %v", err)
 		}
@@ -329,7 +329,7 @@ func RunConformance(t *testing.T, h Harness) {
 		{CaseContextLength, false, "context"},
 	} {
 		t.Run(string(c.c), func(t *testing.T) {
-			_, err, _ := get(t, c.c)
+			_, _, err := get(t, c.c)
 			var me *llm.Error
 			if !errors.As(err, &me) {
 				t.Fatalf("error %v is not an *llm.Error", err)
@@ -360,8 +360,8 @@ func conformanceRequest() *llm.Request {
 				{ID: "call_b", Name: "get_weather", Arguments: json.RawMessage(`{"city":"Bergen"}`)},
 			}},
 			llm.ToolMessage(llm.ToolResult{CallID: "call_a", Name: "get_weather", Status: llm.StatusOK, Content: json.RawMessage(`{"temp_c":8}`)}),
-			llm.ToolMessage(llm.ToolResult{CallID: "call_b", Name: "get_weather", Status: llm.StatusError, ErrorKind: llm.ErrNotFound,
-				Content: llm.ErrorContent(llm.ErrNotFound, "no station in Bergen")}),
+			llm.ToolMessage(llm.ToolResult{CallID: "call_b", Name: "get_weather", Status: llm.StatusError, ErrorKind: llm.KindNotFound,
+				Content: llm.ErrorContent(llm.KindNotFound, "no station in Bergen")}),
 		},
 		Tools: []llm.ToolDefinition{
 			{Name: "get_weather", Description: "current weather", InputSchema: json.RawMessage(`{"type":"object","properties":{"city":{"type":"string"}},"required":["city"]}`)},

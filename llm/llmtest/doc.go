@@ -25,7 +25,7 @@
 // answer with usage, one call, parallel calls, arguments that are not
 // valid JSON, rate limiting with Retry-After, a server error, a bad key, an
 // over-long prompt. It checks what the adapter returns (calls with their
-// IDs and raw arguments, usage, *llm.Error classes) and what it sends
+// IDs and raw arguments, usage, *llm.Error kinds) and what it sends
 // (each tool result linked to its call by ID). For a streaming adapter it
 // also checks how it meets compatible servers: a streamed request answered
 // with the whole reply as JSON is Generate's turn, marked NotStreamed, and

@@ -78,7 +78,7 @@ func TestStreamAssemblesWhatGenerateReturns(t *testing.T) {
 // BreakAfter fails the stream before its first delta or part-way; a
 // turn's error and an exhausted script fail it before the first delta.
 func TestStreamFailures(t *testing.T) {
-	boom := &llm.Error{Kind: llm.ErrorUnavailable, Retryable: true, Err: llm.ErrStreamEnded}
+	boom := &llm.Error{Kind: llm.KindUnavailable, Retryable: true, Err: llm.ErrStreamEnded}
 	ctx := context.Background()
 	m := llmtest.New(llmtest.Text("hello there, friend").BreakAfter(0, boom), llmtest.Text("hello there, friend").BreakAfter(2, boom),
 		llmtest.Turn{Err: boom})

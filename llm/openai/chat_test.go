@@ -109,7 +109,7 @@ func TestChatRefusal(t *testing.T) {
 	s := newServer(t, "chat", ok("refusal.json"))
 	_, err := openai.NewChat(s.client(), nil).Generate(context.Background(), &llm.Request{Model: "gpt-4o", Messages: history()})
 	var me *llm.Error
-	if !errors.As(err, &me) || me.Kind != llm.ErrorRefusal || me.Retryable {
+	if !errors.As(err, &me) || me.Kind != llm.KindRefusal || me.Retryable {
 		t.Fatalf("err = %v, want a non-retryable refusal", err)
 	}
 	if !strings.Contains(err.Error(), "I'm sorry, I can't help with that request.") {
@@ -172,7 +172,7 @@ func TestChatErrorsKeepSDKError(t *testing.T) {
 	_, err := openai.NewChat(s.client(), nil).Generate(context.Background(), &llm.Request{Model: "gpt-4.1", Messages: history()})
 	var me *llm.Error
 	var ae *sdk.Error
-	if !errors.As(err, &me) || me.Kind != llm.ErrorContextLength || me.Retryable || me.StatusCode != http.StatusBadRequest {
+	if !errors.As(err, &me) || me.Kind != llm.KindContextLengthExceeded || me.Retryable || me.StatusCode != http.StatusBadRequest {
 		t.Fatalf("err = %v", err)
 	}
 	if !errors.As(err, &ae) || ae.Code != "context_length_exceeded" {
@@ -188,7 +188,7 @@ func TestChatUnauthorizedHidesMessage(t *testing.T) {
 	s := newServer(t, "chat", caseReplies["unauthorized"])
 	_, err := openai.NewChat(s.client(), nil).Generate(context.Background(), &llm.Request{Model: "gpt-4.1", Messages: history()})
 	var me *llm.Error
-	if !errors.As(err, &me) || me.Kind != llm.ErrorAuth || me.Retryable {
+	if !errors.As(err, &me) || me.Kind != llm.KindAuthentication || me.Retryable {
 		t.Fatalf("err = %v", err)
 	}
 	if strings.Contains(err.Error(), "sk-proj") || !strings.Contains(err.Error(), "invalid_api_key") {
@@ -200,7 +200,7 @@ func TestChatNoModel(t *testing.T) {
 	s := newServer(t, "chat", ok("final_answer.json"))
 	_, err := openai.NewChat(s.client(), nil).Generate(context.Background(), &llm.Request{Messages: history()})
 	var me *llm.Error
-	if !errors.As(err, &me) || me.Kind != llm.ErrorBadRequest || s.count() != 0 {
+	if !errors.As(err, &me) || me.Kind != llm.KindBadRequest || s.count() != 0 {
 		t.Fatalf("err = %v after %d requests", err, s.count())
 	}
 }
@@ -211,7 +211,7 @@ func TestChatConnectionRefusedIsRetryable(t *testing.T) {
 	s.Close()
 	_, err := openai.NewChat(c, nil).Generate(context.Background(), &llm.Request{Model: "gpt-4.1", Messages: history()})
 	var me *llm.Error
-	if !errors.As(err, &me) || me.Kind != llm.ErrorUnavailable || !me.Retryable {
+	if !errors.As(err, &me) || me.Kind != llm.KindUnavailable || !me.Retryable {
 		t.Fatalf("err = %v", err)
 	}
 }
@@ -231,13 +231,13 @@ func TestChatCompatibleErrorBodies(t *testing.T) {
 	for _, c := range []struct {
 		name, body string
 		status     int
-		kind       llm.ErrorClass
+		kind       llm.ErrorKind
 		mention    string
 	}{
-		{"ollama unknown model", `{"error":"model \"llama9\" not found, try pulling it first"}`, 404, llm.ErrorUnknownModel, "try pulling it first"},
-		{"vllm context", `{"object":"error","message":"This model's maximum context length is 4096 tokens. However, you requested 5000 tokens.","type":"BadRequestError","param":null,"code":400}`, 400, llm.ErrorContextLength, "4096"},
-		{"llama.cpp context", `{"error":{"code":400,"message":"the request exceeds the available context size, try increasing it","type":"exceed_context_size_error","n_prompt_tokens":5000,"n_ctx":4096}}`, 400, llm.ErrorContextLength, "context size"},
-		{"plain text overload", `upstream connect error or disconnect/reset before headers`, 503, llm.ErrorUnavailable, "503"},
+		{"ollama unknown model", `{"error":"model \"llama9\" not found, try pulling it first"}`, 404, llm.KindUnknownModel, "try pulling it first"},
+		{"vllm context", `{"object":"error","message":"This model's maximum context length is 4096 tokens. However, you requested 5000 tokens.","type":"BadRequestError","param":null,"code":400}`, 400, llm.KindContextLengthExceeded, "4096"},
+		{"llama.cpp context", `{"error":{"code":400,"message":"the request exceeds the available context size, try increasing it","type":"exceed_context_size_error","n_prompt_tokens":5000,"n_ctx":4096}}`, 400, llm.KindContextLengthExceeded, "context size"},
+		{"plain text overload", `upstream connect error or disconnect/reset before headers`, 503, llm.KindUnavailable, "503"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			srv := rawServer(t, c.status, c.body)
@@ -311,7 +311,7 @@ func TestChatEmptyResultContent(t *testing.T) {
 			{ID: "call_y", Name: "refund", Arguments: nil},
 		}},
 		llm.ToolMessage(llm.ToolResult{CallID: "call_x", Name: "refund", Status: llm.StatusOK}),
-		llm.ToolMessage(llm.ToolResult{CallID: "call_y", Name: "refund", Status: llm.StatusSkipped, ErrorKind: llm.ErrRunStopped}),
+		llm.ToolMessage(llm.ToolResult{CallID: "call_y", Name: "refund", Status: llm.StatusSkipped, ErrorKind: llm.KindRunStopped}),
 	}
 	if _, err := openai.NewChat(s.client(), nil).Generate(context.Background(), &llm.Request{Model: "gpt-4.1", Messages: msgs}); err != nil {
 		t.Fatal(err)
@@ -332,7 +332,7 @@ func TestChatBadSchema(t *testing.T) {
 		Tools: []llm.ToolDefinition{{Name: "broken", InputSchema: json.RawMessage(`["not", "an", "object"]`)}},
 	})
 	var me *llm.Error
-	if !errors.As(err, &me) || me.Kind != llm.ErrorBadRequest || s.count() != 0 {
+	if !errors.As(err, &me) || me.Kind != llm.KindBadRequest || s.count() != 0 {
 		t.Fatalf("err = %v after %d requests", err, s.count())
 	}
 }

@@ -112,7 +112,7 @@ func resultContent(r *llm.ToolResult) string {
 	}
 	kind := r.ErrorKind
 	if kind == "" {
-		kind = llm.ErrInternal
+		kind = llm.KindInternal
 	}
 	return string(llm.ErrorContent(kind, "the call ended with status "+string(r.Status)))
 }
@@ -167,14 +167,14 @@ func clone[T any](p *T) *T {
 }
 
 func badRequest(err error) *llm.Error {
-	return &llm.Error{Kind: llm.ErrorBadRequest, Err: err}
+	return &llm.Error{Kind: llm.KindBadRequest, Err: err}
 }
 
 func refusal(text string) *llm.Error {
 	if strings.TrimSpace(text) == "" {
 		text = "the model refused to answer"
 	}
-	return &llm.Error{Kind: llm.ErrorRefusal, Err: fmt.Errorf("openai: %s", text)}
+	return &llm.Error{Kind: llm.KindRefusal, Err: fmt.Errorf("openai: %s", text)}
 }
 
 // requestOptions are the options of one request: the caller's, then the
@@ -224,7 +224,7 @@ func classify(ctx context.Context, err error, resp *http.Response, now time.Time
 		var ue *url.Error
 		var ne net.Error
 		if errors.As(err, &ue) || errors.As(err, &ne) || errors.Is(err, io.ErrUnexpectedEOF) {
-			return &llm.Error{Kind: llm.ErrorUnavailable, Retryable: true, Err: err}
+			return &llm.Error{Kind: llm.KindUnavailable, Retryable: true, Err: err}
 		}
 		return err
 	}
@@ -302,13 +302,13 @@ func errorDetail(body string) (code, typ, msg string) {
 // words llm.HTTPError does not look for (OpenAI's code is covered there; these
 // are compatible servers').
 func contextLength(e *llm.Error, text string) {
-	if e.Retryable || e.Kind == llm.ErrorAuth {
+	if e.Retryable || e.Kind == llm.KindAuthentication {
 		return
 	}
 	lower := strings.ToLower(text)
 	for _, s := range []string{"context_length_exceeded", "exceed_context_size", "context size", "maximum context length"} {
 		if strings.Contains(lower, s) {
-			e.Kind = llm.ErrorContextLength
+			e.Kind = llm.KindContextLengthExceeded
 			return
 		}
 	}

@@ -55,7 +55,7 @@
 // and leaves out all of it.
 //
 // A refusal (Chat message.refusal, a Responses refusal content part) is an
-// *llm.Error of kind llm.ErrorRefusal, not retryable, carrying the refusal
+// *llm.Error of kind llm.KindRefusal, not retryable, carrying the refusal
 // text. So is a reply cut off by the content filter with nothing left in it.
 //
 // # Prompt caching
@@ -156,7 +156,7 @@
 // Every request carries an llm.ResponseGuard as its innermost middleware: a
 // reply larger than MaxResponseBytes (8 MiB by default), or a successful
 // reply that is not JSON (an event stream from a proxy that turned
-// streaming on, an HTML page), fails as a non-retryable llm.ErrorBadResponse
+// streaming on, an HTML page), fails as a non-retryable llm.KindBadResponse
 // that says so. A reply cut off at the output token limit ("length", or
 // incomplete for max_output_tokens) has Response.Truncated set.
 //
@@ -176,7 +176,7 @@
 // fragments of parallel calls may interleave. A chunk that gives a known
 // index another ID, or another function name, is not merged: it reaches
 // the llm.Accumulator as a second start, which fails the turn with
-// llm.ErrorProtocol. Calls end at the finish reason. A call without an ID
+// llm.KindProtocolError. Calls end at the finish reason. A call without an ID
 // (some compatible servers) gets its generated ID from its complete
 // arguments, so it is yielded whole at the finish.
 //
@@ -190,7 +190,7 @@
 // encrypted content) are built from it by Generate's own mapping. Whatever
 // the events left out (reasoning text outside a summary, a server that
 // sends no deltas) is sent then, and events that contradict that response
-// are llm.ErrorProtocol.
+// are llm.KindProtocolError.
 //
 // Errors: a failure before the first delta (an HTTP error status, a
 // connection refused, the response guard) is classified exactly as
@@ -198,19 +198,19 @@
 // "error" event, an {"error": ...} chunk) is an *llm.Error with the
 // server's message, classified by its code. A connection that breaks
 // after the first delta, or a stream that ends before its finish, is an
-// llm.ErrorUnavailable wrapping llm.ErrStreamEnded. A consumer that breaks
+// llm.KindUnavailable wrapping llm.ErrStreamEnded. A consumer that breaks
 // out of its range loop cancels the request, and the HTTP body is closed
 // before the iterator returns. A chunk whose data is not JSON is
-// llm.ErrorBadResponse saying so. Text or a new call after the finish
+// llm.KindBadResponse saying so. Text or a new call after the finish
 // reason, a negative call index, and a call ID with a control character
-// (either API, streamed or not) are llm.ErrorProtocol.
+// (either API, streamed or not) are llm.KindProtocolError.
 //
 // A successful reply that is not an event stream (a server or proxy that
 // ignored "stream") is read as the whole reply, within MaxResponseBytes,
 // and gives the turn Generate gives, its deltas all at once and the
 // Response marked NotStreamed, which the run's log records. One that is
 // not the API's JSON (an HTML page, another object) is
-// llm.ErrorBadResponse naming what came.
+// llm.KindBadResponse naming what came.
 //
 // Event streams may end their lines with \n, \r\n or \r alone, as the SSE
 // format allows (the response guard makes them \n for the SDK).
@@ -219,7 +219,7 @@
 // (llm.DefaultMaxStreamBytes, 64 MiB, by default): an event stream repeats
 // its framing with every piece of text, so it runs several times the size
 // of the same reply as one JSON body. Past the cap the stream fails with
-// llm.ErrorBadResponse, after the deltas that fit.
+// llm.KindBadResponse, after the deltas that fit.
 //
 // # OpenAI-compatible servers
 //

@@ -26,8 +26,8 @@ const floodSize = 30 << 20
 func wantBadResponse(t *testing.T, err error, want ...string) {
 	t.Helper()
 	var me *llm.Error
-	if !errors.As(err, &me) || me.Kind != llm.ErrorBadResponse || me.Retryable {
-		t.Fatalf("err = %v, want a non-retryable %s", err, llm.ErrorBadResponse)
+	if !errors.As(err, &me) || me.Kind != llm.KindBadResponse || me.Retryable {
+		t.Fatalf("err = %v, want a non-retryable %s", err, llm.KindBadResponse)
 	}
 	for _, w := range want {
 		if !strings.Contains(err.Error(), w) {
@@ -84,7 +84,7 @@ func TestMaxResponseBytesOption(t *testing.T) {
 	_, err = openai.NewChat(floodClient(f), &openai.ChatOptions{MaxResponseBytes: -1}).Generate(context.Background(), req)
 	// The SDK reads the whole body, then finds the JSON unfinished.
 	var me *llm.Error
-	if n := f.Written(); n != 2<<20 || (errors.As(err, &me) && me.Kind == llm.ErrorBadResponse) {
+	if n := f.Written(); n != 2<<20 || (errors.As(err, &me) && me.Kind == llm.KindBadResponse) {
 		t.Fatalf("without a cap: %d bytes sent, err %v; want the whole body read", n, err)
 	}
 }

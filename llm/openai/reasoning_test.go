@@ -517,7 +517,7 @@ func TestResponsesAlteredReasoningRefused(t *testing.T) {
 		llm.ToolMessage(llm.ToolResult{CallID: "call_rA2", Name: "get_time", Status: llm.StatusOK, Content: json.RawMessage(`{}`)}))
 	_, err = m.Generate(ctx, &llm.Request{Model: "gpt-5-mini", Messages: msgs, Step: 2})
 	var me *llm.Error
-	if !errors.As(err, &me) || me.Kind != llm.ErrorBadRequest || me.Retryable || !strings.Contains(err.Error(), "could not be verified") {
+	if !errors.As(err, &me) || me.Kind != llm.KindBadRequest || me.Retryable || !strings.Contains(err.Error(), "could not be verified") {
 		t.Fatalf("err = %v", err)
 	}
 }

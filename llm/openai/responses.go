@@ -74,13 +74,13 @@ type ResponsesOptions struct {
 	RequestOptions []option.RequestOption
 	// MaxResponseBytes caps the body of each reply: 0 means
 	// llm.DefaultMaxResponseBytes, negative no cap. A larger reply fails
-	// with a non-retryable llm.ErrorBadResponse that names the cap.
+	// with a non-retryable llm.KindBadResponse that names the cap.
 	MaxResponseBytes int64
 	// MaxStreamBytes caps the body of each streamed reply (Stream): 0
 	// means llm.DefaultMaxStreamBytes, negative no cap. An event stream
 	// repeats its framing with every piece, so it needs a larger cap than
 	// the same reply as one JSON body; past it the stream fails with a
-	// non-retryable llm.ErrorBadResponse.
+	// non-retryable llm.KindBadResponse.
 	MaxStreamBytes int64
 }
 
@@ -378,12 +378,12 @@ func responsesResponse(req *llm.Request, resp *responses.Response, model string)
 func responseFailed(resp *responses.Response) error {
 	switch resp.Status {
 	case responses.ResponseStatusFailed:
-		e := &llm.Error{Kind: llm.ErrorBadRequest}
+		e := &llm.Error{Kind: llm.KindBadRequest}
 		switch resp.Error.Code {
 		case responses.ResponseErrorCodeServerError:
-			e.Kind, e.Retryable = llm.ErrorUnavailable, true
+			e.Kind, e.Retryable = llm.KindUnavailable, true
 		case responses.ResponseErrorCodeRateLimitExceeded:
-			e.Kind, e.Retryable = llm.ErrorRateLimited, true
+			e.Kind, e.Retryable = llm.KindRateLimited, true
 		}
 		msg := resp.Error.Message
 		if msg == "" {
@@ -398,7 +398,7 @@ func responseFailed(resp *responses.Response) error {
 	case responses.ResponseStatusCancelled, responses.ResponseStatusQueued, responses.ResponseStatusInProgress:
 		// Only background mode (set through RequestOptions) or a cancel
 		// from elsewhere gets here; retrying the same request cannot help.
-		return &llm.Error{Kind: llm.ErrorBadRequest, Err: fmt.Errorf("openai: response %s has status %q; the adapter needs a finished response (no background mode)", resp.ID, resp.Status)}
+		return &llm.Error{Kind: llm.KindBadRequest, Err: fmt.Errorf("openai: response %s has status %q; the adapter needs a finished response (no background mode)", resp.ID, resp.Status)}
 	}
 	return nil
 }

@@ -83,7 +83,7 @@ func TestResponsesRefusal(t *testing.T) {
 	s := newServer(t, "responses", ok("refusal.json"))
 	_, err := openai.NewResponses(s.client(), nil).Generate(context.Background(), &llm.Request{Model: "gpt-4o", Messages: history()})
 	var me *llm.Error
-	if !errors.As(err, &me) || me.Kind != llm.ErrorRefusal || me.Retryable {
+	if !errors.As(err, &me) || me.Kind != llm.KindRefusal || me.Retryable {
 		t.Fatalf("err = %v, want a non-retryable refusal", err)
 	}
 	if !strings.Contains(err.Error(), "I'm sorry, I can't assist with that request.") {
@@ -115,7 +115,7 @@ func TestResponsesFailedStatus(t *testing.T) {
 	s := newServer(t, "responses", ok("failed.json"))
 	_, err := openai.NewResponses(s.client(), nil).Generate(context.Background(), &llm.Request{Model: "gpt-5-mini", Messages: history()})
 	var me *llm.Error
-	if !errors.As(err, &me) || me.Kind != llm.ErrorUnavailable || !me.Retryable || !strings.Contains(err.Error(), "server_error") {
+	if !errors.As(err, &me) || me.Kind != llm.KindUnavailable || !me.Retryable || !strings.Contains(err.Error(), "server_error") {
 		t.Fatalf("err = %v", err)
 	}
 }
@@ -124,7 +124,7 @@ func TestResponsesContextLength(t *testing.T) {
 	s := newServer(t, "responses", caseReplies["context_length"])
 	_, err := openai.NewResponses(s.client(), nil).Generate(context.Background(), &llm.Request{Model: "gpt-5-mini", Messages: history()})
 	var me *llm.Error
-	if !errors.As(err, &me) || me.Kind != llm.ErrorContextLength || me.Retryable || !strings.Contains(err.Error(), "context window") {
+	if !errors.As(err, &me) || me.Kind != llm.KindContextLengthExceeded || me.Retryable || !strings.Contains(err.Error(), "context window") {
 		t.Fatalf("err = %v", err)
 	}
 }

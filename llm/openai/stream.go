@@ -141,7 +141,7 @@ func notStreamed(resp *http.Response, what string, err error) error {
 	if resp != nil && strings.TrimSpace(resp.Header.Get("Content-Type")) != "" {
 		ct = "Content-Type " + resp.Header.Get("Content-Type")
 	}
-	return &llm.Error{Kind: llm.ErrorBadResponse, Err: fmt.Errorf(
+	return &llm.Error{Kind: llm.KindBadResponse, Err: fmt.Errorf(
 		"openai: a streamed request was answered with %s, not an event stream, and its body is not %s: %w", ct, what, err)}
 }
 
@@ -228,9 +228,9 @@ func streamFailure(ctx context.Context, err error, resp *http.Response, started 
 		return err
 	}
 	if malformed(err) {
-		return &llm.Error{Kind: llm.ErrorBadResponse, Err: fmt.Errorf("openai: the stream sent an event whose data is not valid JSON: %w", err)}
+		return &llm.Error{Kind: llm.KindBadResponse, Err: fmt.Errorf("openai: the stream sent an event whose data is not valid JSON: %w", err)}
 	}
-	return &llm.Error{Kind: llm.ErrorUnavailable, Retryable: true, Err: fmt.Errorf("openai: %w: %w", llm.ErrStreamEnded, err)}
+	return &llm.Error{Kind: llm.KindUnavailable, Retryable: true, Err: fmt.Errorf("openai: %w: %w", llm.ErrStreamEnded, err)}
 }
 
 // malformed reports whether err is the SDK's failure to decode an event's
@@ -244,7 +244,7 @@ func malformed(err error) bool {
 // streamEnded is the failure of a stream that closed before the turn
 // finished, without a transport error.
 func streamEnded() error {
-	return &llm.Error{Kind: llm.ErrorUnavailable, Retryable: true, Err: fmt.Errorf("openai: %w", llm.ErrStreamEnded)}
+	return &llm.Error{Kind: llm.KindUnavailable, Retryable: true, Err: fmt.Errorf("openai: %w", llm.ErrStreamEnded)}
 }
 
 // streamError classifies an error the server reported inside a stream (a
@@ -253,16 +253,16 @@ func streamEnded() error {
 // status; what a code does not name is taken for a failure on the
 // server's side, which a new attempt may not meet.
 func streamError(code, typ, msg string) *llm.Error {
-	e := &llm.Error{Kind: llm.ErrorUnavailable, Retryable: true}
-	overflow := &llm.Error{Kind: llm.ErrorBadRequest}
+	e := &llm.Error{Kind: llm.KindUnavailable, Retryable: true}
+	overflow := &llm.Error{Kind: llm.KindBadRequest}
 	contextLength(overflow, code+" "+typ+" "+msg)
 	switch {
 	case code == "rate_limit_exceeded" || typ == "rate_limit_exceeded" || typ == "tokens" || typ == "requests":
-		e.Kind = llm.ErrorRateLimited
-	case overflow.Kind == llm.ErrorContextLength:
-		e.Kind, e.Retryable = llm.ErrorContextLength, false
+		e.Kind = llm.KindRateLimited
+	case overflow.Kind == llm.KindContextLengthExceeded:
+		e.Kind, e.Retryable = llm.KindContextLengthExceeded, false
 	case typ == "invalid_request_error" || strings.HasPrefix(code, "invalid_"):
-		e.Kind, e.Retryable = llm.ErrorBadRequest, false
+		e.Kind, e.Retryable = llm.KindBadRequest, false
 	}
 	if msg == "" {
 		msg = "the server reported an error"
@@ -277,7 +277,7 @@ func streamError(code, typ, msg string) *llm.Error {
 // protocolError is a stream whose events contradict each other or the
 // complete response they end with.
 func protocolError(format string, args ...any) error {
-	return &llm.Error{Kind: llm.ErrorProtocol, Err: fmt.Errorf("openai: inconsistent stream: "+format, args...)}
+	return &llm.Error{Kind: llm.KindProtocolError, Err: fmt.Errorf("openai: inconsistent stream: "+format, args...)}
 }
 
 // argStream passes a call's argument fragments on as they come, except

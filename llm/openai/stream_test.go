@@ -395,8 +395,8 @@ func TestChatStreamContradictions(t *testing.T) {
 			req := &llm.Request{Model: "gpt-4.1", Messages: history(), Tools: weatherTools()}
 			_, err := llm.Collect(openai.NewChat(ss.client(), nil).Stream(context.Background(), req))
 			var e *llm.Error
-			if !errors.As(err, &e) || e.Kind != llm.ErrorProtocol || e.Retryable || !strings.Contains(err.Error(), c.want) {
-				t.Fatalf("err = %v; want a non-retryable %s saying %q", err, llm.ErrorProtocol, c.want)
+			if !errors.As(err, &e) || e.Kind != llm.KindProtocolError || e.Retryable || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("err = %v; want a non-retryable %s saying %q", err, llm.KindProtocolError, c.want)
 			}
 		})
 	}
@@ -420,8 +420,8 @@ func TestResponsesStreamContradictions(t *testing.T) {
 			ss := newSSEServer(t, []byte(strings.Replace(body, c.old, c.new, 1)), 23, 0, false)
 			_, err := llm.Collect(adapter("responses", ss.client()).Stream(context.Background(), req))
 			var e *llm.Error
-			if !errors.As(err, &e) || e.Kind != llm.ErrorProtocol || e.Retryable || !strings.Contains(err.Error(), c.want) {
-				t.Fatalf("err = %v; want a non-retryable %s saying %q", err, llm.ErrorProtocol, c.want)
+			if !errors.As(err, &e) || e.Kind != llm.KindProtocolError || e.Retryable || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("err = %v; want a non-retryable %s saying %q", err, llm.KindProtocolError, c.want)
 			}
 		})
 	}
@@ -434,19 +434,19 @@ func TestStreamErrorEvent(t *testing.T) {
 	req := &llm.Request{Model: "gpt-test", Messages: history(), Tools: weatherTools()}
 	for _, c := range []struct {
 		api, body string
-		kind      llm.ErrorClass
+		kind      llm.ErrorKind
 		retryable bool
 		want      string
 	}{
 		{"chat", chunk(`{"role":"assistant","content":"It is "}`, "") + chunk(`{"content":"12"}`, "") +
 			`data: {"error":{"message":"The server had an error while processing your request.","type":"server_error","param":null,"code":null}}` + "\n\n",
-			llm.ErrorUnavailable, true, "The server had an error while processing your request."},
+			llm.KindUnavailable, true, "The server had an error while processing your request."},
 		{"responses", streamPrefix(t, "stream_final_answer.sse", `"It i`) +
 			"event: error\ndata: " + `{"type":"error","code":"rate_limit_exceeded","message":"Rate limit reached for gpt-5-mini.","param":null,"sequence_number":9}` + "\n\n",
-			llm.ErrorRateLimited, true, "code rate_limit_exceeded: Rate limit reached for gpt-5-mini."},
+			llm.KindRateLimited, true, "code rate_limit_exceeded: Rate limit reached for gpt-5-mini."},
 		{"responses", streamPrefix(t, "stream_final_answer.sse", `"It i`) +
 			"event: error\ndata: " + `{"type":"error","code":"context_length_exceeded","message":"Your input exceeds the context window of this model.","param":"input","sequence_number":9}` + "\n\n",
-			llm.ErrorContextLength, false, "Your input exceeds the context window"},
+			llm.KindContextLengthExceeded, false, "Your input exceeds the context window"},
 	} {
 		t.Run(c.api+"/"+string(c.kind), func(t *testing.T) {
 			ss := newSSEServer(t, []byte(c.body), 7, 0, false)
@@ -497,7 +497,7 @@ func TestStreamDropped(t *testing.T) {
 				}
 				resp, err := llm.Collect(adapter(c.api, ss.client()).Stream(context.Background(), req))
 				var e *llm.Error
-				if !errors.As(err, &e) || e.Kind != llm.ErrorUnavailable || !errors.Is(err, llm.ErrStreamEnded) {
+				if !errors.As(err, &e) || e.Kind != llm.KindUnavailable || !errors.Is(err, llm.ErrStreamEnded) {
 					t.Fatalf("err = %v; want unavailable wrapping ErrStreamEnded", err)
 				}
 				if resp == nil || len(resp.Message.ToolCalls) == 0 || resp.FinishReason != "" {
@@ -596,7 +596,7 @@ func TestStreamErrorBeforeFirstDelta(t *testing.T) {
 	client := sdk.NewClient(option.WithBaseURL(url), option.WithAPIKey("sk-test"), option.WithMaxRetries(0))
 	_, err := llm.Collect(openai.NewChat(client, nil).Stream(context.Background(), req))
 	var e *llm.Error
-	if !errors.As(err, &e) || e.Kind != llm.ErrorUnavailable || !e.Retryable {
+	if !errors.As(err, &e) || e.Kind != llm.KindUnavailable || !e.Retryable {
 		t.Errorf("connection refused: %v; want retryable unavailable", err)
 	}
 }

@@ -17,7 +17,7 @@ import (
 
 // wantKind fails unless err is a non-retryable *llm.Error of kind whose
 // text says want.
-func wantKind(t *testing.T, err error, kind llm.ErrorClass, want string) {
+func wantKind(t *testing.T, err error, kind llm.ErrorKind, want string) {
 	t.Helper()
 	var e *llm.Error
 	if !errors.As(err, &e) || e.Kind != kind || e.Retryable || !strings.Contains(err.Error(), want) {
@@ -53,7 +53,7 @@ func TestChatStreamDoneWithoutFinishReason(t *testing.T) {
 		}
 		resp, err := llm.Collect(openai.NewChat(ss.client(), nil).Stream(context.Background(), req))
 		var e *llm.Error
-		if !errors.As(err, &e) || e.Kind != llm.ErrorUnavailable || !errors.Is(err, llm.ErrStreamEnded) {
+		if !errors.As(err, &e) || e.Kind != llm.KindUnavailable || !errors.Is(err, llm.ErrStreamEnded) {
 			t.Fatalf("no [DONE], connection dropped %v: err %v; want unavailable wrapping ErrStreamEnded", cut, err)
 		}
 		if resp == nil || resp.FinishReason != "" || len(resp.Message.ToolCalls) != 1 {
@@ -120,13 +120,13 @@ func TestStreamAnsweredWithJSON(t *testing.T) {
 	}
 	for _, c := range []struct {
 		api, ct, body string
-		kind          llm.ErrorClass
+		kind          llm.ErrorKind
 		want          string
 	}{
-		{"chat", "application/json", `{"object":"list","data":[]}`, llm.ErrorBadResponse, "answered with Content-Type application/json, not an event stream, and its body is not a chat completion: it has no choices"},
-		{"responses", "application/json", `{"choices":[]}`, llm.ErrorBadResponse, "its body is not a response"},
-		{"chat", "application/json", `{"error":{"message":"model overloaded","type":"invalid_request_error","code":"invalid_model"}}`, llm.ErrorBadRequest, "model overloaded"},
-		{"chat", "text/html", `<html><body>Sign in</body></html>`, llm.ErrorBadResponse, "where JSON was expected"},
+		{"chat", "application/json", `{"object":"list","data":[]}`, llm.KindBadResponse, "answered with Content-Type application/json, not an event stream, and its body is not a chat completion: it has no choices"},
+		{"responses", "application/json", `{"choices":[]}`, llm.KindBadResponse, "its body is not a response"},
+		{"chat", "application/json", `{"error":{"message":"model overloaded","type":"invalid_request_error","code":"invalid_model"}}`, llm.KindBadRequest, "model overloaded"},
+		{"chat", "text/html", `<html><body>Sign in</body></html>`, llm.KindBadResponse, "where JSON was expected"},
 	} {
 		t.Run(c.api+"/"+c.body[:8], func(t *testing.T) {
 			s := newRawServer(t, c.ct, c.body)
@@ -188,7 +188,7 @@ func TestStreamMalformedChunk(t *testing.T) {
 		t.Run(c.api, func(t *testing.T) {
 			ss := newSSEServer(t, []byte(c.body), 8, 0, false)
 			resp, err := llm.Collect(adapter(c.api, ss.client()).Stream(context.Background(), req))
-			wantKind(t, err, llm.ErrorBadResponse, "an event whose data is not valid JSON")
+			wantKind(t, err, llm.KindBadResponse, "an event whose data is not valid JSON")
 			if errors.Is(err, llm.ErrStreamEnded) {
 				t.Errorf("err = %v; a malformed chunk is not the stream ending", err)
 			}
@@ -219,7 +219,7 @@ func TestChatStreamProtocolErrors(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			ss := newSSEServer(t, []byte(c.body), 9, 0, false)
 			resp, err := llm.Collect(openai.NewChat(ss.client(), nil).Stream(context.Background(), req()))
-			wantKind(t, err, llm.ErrorProtocol, c.want)
+			wantKind(t, err, llm.KindProtocolError, c.want)
 			if resp != nil && strings.Contains(resp.Message.Text, "30") {
 				t.Errorf("text after the finish reason reached the answer: %q", resp.Message.Text)
 			}
@@ -241,9 +241,9 @@ func TestCallIDWithControlCharacter(t *testing.T) {
 		}
 		s := newRawServer(t, "application/json", strings.ReplaceAll(body, `"call_1"`, `"call_1\r\nforged"`))
 		_, err := adapter(api, s.client()).Generate(context.Background(), req())
-		wantKind(t, err, llm.ErrorProtocol, "control character U+000D")
+		wantKind(t, err, llm.KindProtocolError, "control character U+000D")
 		_, err = llm.Collect(adapter(api, s.client()).Stream(context.Background(), req()))
-		wantKind(t, err, llm.ErrorProtocol, "control character U+000D")
+		wantKind(t, err, llm.KindProtocolError, "control character U+000D")
 	}
 }
 

@@ -27,7 +27,7 @@
 //
 // Failures are classified for the loop. A result with IsError set (the
 // tool ran and failed) goes back to the model as a recoverable error of
-// kind KindToolError, unless its text says the server's own validation
+// kind llm.KindToolError, unless its text says the server's own validation
 // refused the arguments, which is invalid_arguments, as is a JSON-RPC
 // invalid-params error. A call that got no answer is classified by
 // whether its request may have reached the server: one that never left

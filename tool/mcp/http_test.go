@@ -43,10 +43,10 @@ func TestStreamableHTTP(t *testing.T) {
 		t.Fatalf("search = %s, %v", out, err)
 	}
 	_, err = tools["web_delete_file"].Call(ctx, json.RawMessage(`{"path":"/etc/hosts"}`))
-	if tool.KindOf(err) != mcp.KindToolError {
-		t.Fatalf("delete = %v, want %s", err, mcp.KindToolError)
+	if tool.KindOf(err) != llm.KindToolError {
+		t.Fatalf("delete = %v, want %s", err, llm.KindToolError)
 	}
-	if _, err := search.Call(ctx, json.RawMessage(`{"limit":1}`)); tool.KindOf(err) != tool.KindInvalidArguments {
+	if _, err := search.Call(ctx, json.RawMessage(`{"limit":1}`)); tool.KindOf(err) != llm.KindInvalidArguments {
 		t.Fatalf("missing query: %v", err)
 	}
 	if n := f.calls.Load(); n != 2 {
@@ -57,7 +57,7 @@ func TestStreamableHTTP(t *testing.T) {
 	}
 	// The server is gone once the session ends.
 	ts.Close()
-	if _, err := search.Call(ctx, json.RawMessage(`{"query":"late"}`)); tool.KindOf(err) != tool.KindUnavailable {
+	if _, err := search.Call(ctx, json.RawMessage(`{"query":"late"}`)); tool.KindOf(err) != llm.KindUnavailable {
 		t.Fatalf("call after close: %v, want unavailable", err)
 	}
 }
@@ -102,11 +102,11 @@ func TestHTTPLostAnswer(t *testing.T) {
 
 	drop.Store(true)
 	_, err = tools["delete_file"].Call(ctx, json.RawMessage(`{"path":"/tmp/a"}`))
-	if tool.KindOf(err) != tool.KindOutcomeUnknown || f.deleted.Load() != 1 {
+	if tool.KindOf(err) != llm.KindOutcomeUnknown || f.deleted.Load() != 1 {
 		t.Fatalf("lost answer of a write: %v (deleted %d), want outcome_unknown", err, f.deleted.Load())
 	}
 	_, err = tools["search"].Call(ctx, json.RawMessage(`{"query":"q"}`))
-	if tool.KindOf(err) != tool.KindUnavailable {
+	if tool.KindOf(err) != llm.KindUnavailable {
 		t.Fatalf("lost answer of a read: %v, want unavailable", err)
 	}
 
@@ -125,7 +125,7 @@ func TestHTTPLostAnswer(t *testing.T) {
 	drop.Store(false)
 	ts.Close()
 	_, err = tools["delete_file"].Call(ctx, json.RawMessage(`{"path":"/tmp/c"}`))
-	if tool.KindOf(err) != tool.KindUnavailable || f.deleted.Load() != 2 {
+	if tool.KindOf(err) != llm.KindUnavailable || f.deleted.Load() != 2 {
 		t.Fatalf("write to a server that is gone: %v, want unavailable", err)
 	}
 	// The server never heard the client leave.

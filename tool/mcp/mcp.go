@@ -58,7 +58,7 @@ type Options struct {
 	Adjust func(t *mcpsdk.Tool, def *tool.Definition)
 	// ErrorKind, when set, classifies a result the server marked with
 	// IsError, given the server's name for the tool. An empty kind means
-	// the default, KindToolError.
+	// the default, llm.KindToolError.
 	ErrorKind func(name string, res *mcpsdk.CallToolResult) llm.ErrorKind
 	// HTTPClient is the HTTP client ConnectURL uses; nil means
 	// http.DefaultClient.
@@ -84,20 +84,6 @@ type Options struct {
 	// SIGTERM, before it kills it. Default 2s.
 	ShutdownTimeout time.Duration
 }
-
-// KindToolError is the kind of a call the server answered with IsError:
-// the tool ran and reported a failure, whose text the model is shown.
-//
-// MCP servers use IsError for every failure of a tool's own, from "no
-// such file" to "the upstream API timed out", and the protocol says
-// nothing about which of them another attempt may cure. So the kind is
-// neither retryable (tool.Retryable: the executor does not repeat a call
-// that ran, which may be a write, behind the model's back) nor
-// deterministic (tool.Deterministic: the loop does not declare a model
-// spinning because it tries again later after a failure that may have
-// been transient). The loop's hard limits and its other spin checks still
-// apply. Options.ErrorKind can classify a server's errors more sharply.
-const KindToolError llm.ErrorKind = "tool_error"
 
 // Source is a session with one MCP server, and the tools it offers. It is
 // safe for concurrent use; the tools it built call the server through it

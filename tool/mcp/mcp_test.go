@@ -278,7 +278,7 @@ func TestInvalidArgumentsNeverReachTheServer(t *testing.T) {
 	search := toolsByName(t, connect(t, f, nil))["search"]
 	for _, args := range []string{`{}`, `{"query":42}`, `{"query":"go","limit":"many"}`, `{"query":`} {
 		_, err := search.Call(context.Background(), json.RawMessage(args))
-		if tool.KindOf(err) != tool.KindInvalidArguments {
+		if tool.KindOf(err) != llm.KindInvalidArguments {
 			t.Errorf("args %s: err = %v, want invalid_arguments", args, err)
 		}
 	}
@@ -298,7 +298,7 @@ func TestIsErrorIsARecoverableToolError(t *testing.T) {
 	tools := toolsByName(t, connect(t, f, nil))
 	_, err := tools["search"].Call(context.Background(), json.RawMessage(`{"query":"boom"}`))
 	var te *tool.Error
-	if !errors.As(err, &te) || te.Kind != mcp.KindToolError || !strings.Contains(te.Msg, "index is being rebuilt") {
+	if !errors.As(err, &te) || te.Kind != llm.KindToolError || !strings.Contains(te.Msg, "index is being rebuilt") {
 		t.Fatalf("err = %#v", err)
 	}
 	if tool.Deterministic(te.Kind) || tool.Retryable(te.Kind) {
@@ -308,17 +308,17 @@ func TestIsErrorIsARecoverableToolError(t *testing.T) {
 	// A server's errors can be classified more sharply.
 	src := connect(t, f, &mcp.Options{ErrorKind: func(name string, res *mcpsdk.CallToolResult) llm.ErrorKind {
 		if name == "delete_file" {
-			return tool.KindNotFound
+			return llm.KindNotFound
 		}
 		return ""
 	}})
 	tools = toolsByName(t, src)
 	_, err = tools["delete_file"].Call(context.Background(), json.RawMessage(`{"path":"/etc/passwd"}`))
-	if tool.KindOf(err) != tool.KindNotFound || !strings.Contains(err.Error(), "permission denied: /etc/passwd") {
+	if tool.KindOf(err) != llm.KindNotFound || !strings.Contains(err.Error(), "permission denied: /etc/passwd") {
 		t.Fatalf("err = %v", err)
 	}
 	_, err = tools["search"].Call(context.Background(), json.RawMessage(`{"query":"boom"}`))
-	if tool.KindOf(err) != mcp.KindToolError {
+	if tool.KindOf(err) != llm.KindToolError {
 		t.Fatalf("err = %v, want the default kind", err)
 	}
 }
@@ -328,7 +328,7 @@ func TestToolGoneFromTheServerIsInvalidArguments(t *testing.T) {
 	search := toolsByName(t, connect(t, f, nil))["search"]
 	f.srv.RemoveTools("search")
 	_, err := search.Call(context.Background(), json.RawMessage(`{"query":"go"}`))
-	if tool.KindOf(err) != tool.KindInvalidArguments || !strings.Contains(err.Error(), "unknown tool") {
+	if tool.KindOf(err) != llm.KindInvalidArguments || !strings.Contains(err.Error(), "unknown tool") {
 		t.Fatalf("err = %v", err)
 	}
 }
@@ -354,7 +354,7 @@ func TestClosedSessionIsUnavailable(t *testing.T) {
 	}
 	_ = src.Session().Wait()
 	_, err = search.Call(ctx, json.RawMessage(`{"query":"go"}`))
-	if tool.KindOf(err) != tool.KindUnavailable || !tool.Retryable(tool.KindOf(err)) {
+	if tool.KindOf(err) != llm.KindUnavailable || !tool.Retryable(tool.KindOf(err)) {
 		t.Fatalf("err = %v, want unavailable", err)
 	}
 	if !errors.Is(err, mcpsdk.ErrConnectionClosed) {
@@ -374,7 +374,7 @@ func TestCancellationReachesTheServer(t *testing.T) {
 	<-f.slowStarted
 	cancel()
 	err := <-done
-	if !errors.Is(err, context.Canceled) || tool.KindOf(err) != llm.ErrCanceled {
+	if !errors.Is(err, context.Canceled) || tool.KindOf(err) != llm.KindCanceled {
 		t.Fatalf("err = %v, want canceled", err)
 	}
 	select {
@@ -431,8 +431,8 @@ func TestLoopRunOverMCPTools(t *testing.T) {
 		}
 	}
 	check("c1", llm.StatusOK, "", `{"hits":["refunds-1"]}`)
-	check("c2", llm.StatusError, llm.ErrInvalidArguments, "query")
-	check("c3", llm.StatusError, mcp.KindToolError, "index is being rebuilt")
+	check("c2", llm.StatusError, llm.KindInvalidArguments, "query")
+	check("c3", llm.StatusError, llm.KindToolError, "index is being rebuilt")
 	check("c4", llm.StatusOK, "", `"deleted /tmp/old"`)
 	// The model's second request carried the first turn's results.
 	if second := model.Requests()[1].Messages; !slices.ContainsFunc(second, func(m llm.Message) bool {
@@ -494,7 +494,7 @@ func TestServerValidationFailureIsInvalidArguments(t *testing.T) {
 		def.InputSchema = json.RawMessage(`{"type":"object"}`) // toolloop lets anything through
 	}})
 	_, err := toolsByName(t, src)["search"].Call(context.Background(), json.RawMessage(`{"query":42}`))
-	if tool.KindOf(err) != tool.KindInvalidArguments || f.calls.Load() != 1 {
+	if tool.KindOf(err) != llm.KindInvalidArguments || f.calls.Load() != 1 {
 		t.Fatalf("err = %v (server calls %d), want invalid_arguments from the server", err, f.calls.Load())
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	mcpsdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/toolloop/toolloop/llm"
 	"github.com/toolloop/toolloop/tool"
 )
 
@@ -42,7 +43,7 @@ func (s *Source) handler(remote string, effect tool.Effect) tool.RawHandler {
 			// the client has a handler for them; a result that still
 			// asks for input is one this client cannot give.
 			if len(res.InputRequests) == 0 {
-				return nil, &tool.Error{Kind: tool.KindUnavailable, Msg: "the MCP server is shedding load",
+				return nil, &tool.Error{Kind: llm.KindUnavailable, Msg: "the MCP server is shedding load",
 					Err: fmt.Errorf("MCP tool %q: input required without input requests", remote)}
 			}
 			return nil, tool.NeedsInput("the MCP server needs input this client cannot provide")
@@ -78,11 +79,11 @@ func (s *Source) callError(ctx context.Context, remote string, effect tool.Effec
 		case jsonrpc.CodeInvalidParams:
 			// The server rejected the request: arguments its own
 			// validation refused, or a tool it no longer has.
-			return &tool.Error{Kind: tool.KindInvalidArguments, Msg: we.Message, Err: err}
+			return &tool.Error{Kind: llm.KindInvalidArguments, Msg: we.Message, Err: err}
 		case jsonrpc.CodeMethodNotFound:
-			return &tool.Error{Kind: tool.KindInternal, Msg: "the MCP server does not support tool calls", Err: err}
+			return &tool.Error{Kind: llm.KindInternal, Msg: "the MCP server does not support tool calls", Err: err}
 		}
-		return &tool.Error{Kind: KindToolError, Msg: we.Message, Err: err}
+		return &tool.Error{Kind: llm.KindToolError, Msg: we.Message, Err: err}
 	}
 	// No answer. Over HTTP the request's fate is known; over a stream
 	// (stdio) a request on a live session was written, and the server may
@@ -109,7 +110,7 @@ func (s *Source) unavailable(remote string, err error) error {
 	if d := s.death(); d != "" {
 		msg += ": " + d
 	}
-	return &tool.Error{Kind: tool.KindUnavailable, Msg: msg, Err: fmt.Errorf("MCP tool %q: %w", remote, err)}
+	return &tool.Error{Kind: llm.KindUnavailable, Msg: msg, Err: fmt.Errorf("MCP tool %q: %w", remote, err)}
 }
 
 // death says how a server started by ConnectCommand ended, if it has,
@@ -131,15 +132,15 @@ func (s *Source) death() string {
 // toolError turns a result marked IsError into a classified error whose
 // message is the result's text.
 func (s *Source) toolError(remote string, res *mcpsdk.CallToolResult) error {
-	kind := KindToolError
+	kind := llm.KindToolError
 	if s.opts.ErrorKind != nil {
 		if k := s.opts.ErrorKind(remote, res); k != "" {
 			kind = k
 		}
 	}
 	text := errorText(res)
-	if kind == KindToolError && invalidParams(text) {
-		kind = tool.KindInvalidArguments
+	if kind == llm.KindToolError && invalidParams(text) {
+		kind = llm.KindInvalidArguments
 	}
 	return &tool.Error{Kind: kind, Msg: text}
 }

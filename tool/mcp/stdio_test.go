@@ -16,6 +16,7 @@ import (
 
 	mcpsdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/toolloop/toolloop/llm"
 	"github.com/toolloop/toolloop/tool"
 	"github.com/toolloop/toolloop/tool/mcp"
 )
@@ -229,7 +230,7 @@ func TestStdioCommand(t *testing.T) {
 	if err := src.Close(); err != nil {
 		t.Fatalf("second close: %v", err)
 	}
-	if _, err := search.Call(ctx, json.RawMessage(`{"query":"late"}`)); tool.KindOf(err) != tool.KindUnavailable {
+	if _, err := search.Call(ctx, json.RawMessage(`{"query":"late"}`)); tool.KindOf(err) != llm.KindUnavailable {
 		t.Fatalf("call after close: %v, want unavailable", err)
 	}
 }
@@ -244,7 +245,7 @@ func TestStdioServerDeathIsUnavailable(t *testing.T) {
 	}
 	defer src.Close()
 	_, err = callTool(t, src, "crash", `{}`)
-	if tool.KindOf(err) != tool.KindUnavailable || !strings.Contains(err.Error(), "exit status 3") ||
+	if tool.KindOf(err) != llm.KindUnavailable || !strings.Contains(err.Error(), "exit status 3") ||
 		!strings.Contains(err.Error(), "panic: the index is corrupt") {
 		t.Fatalf("err = %v, want unavailable with the exit status and the end of stderr", err)
 	}
@@ -263,7 +264,7 @@ func TestStdioServerDeathInAWriteIsAnUnknownOutcome(t *testing.T) {
 	}
 	defer src.Close()
 	_, err = callTool(t, src, "crash_write", `{"path":"/tmp/x"}`)
-	if tool.KindOf(err) != tool.KindOutcomeUnknown || !strings.Contains(err.Error(), "exit status 4") ||
+	if tool.KindOf(err) != llm.KindOutcomeUnknown || !strings.Contains(err.Error(), "exit status 4") ||
 		!strings.Contains(err.Error(), "wrote the file, now dying") {
 		t.Fatalf("err = %v, want outcome_unknown with the exit status and stderr", err)
 	}
