@@ -11,23 +11,6 @@ import (
 	"github.com/toolloop/toolloop/store"
 )
 
-// BEGIN deprecated kind names: delete through END once loop and temporal use the new names.
-
-// Deprecated names, kept only while package temporal moves to the llm
-// names; this whole block is to be deleted then. The error kinds of
-// guarded writes are llm's, beside every other kind: an Err name is for
-// an error value, which a kind is not.
-const (
-	// Deprecated: use llm.KindIdempotencyConflict.
-	ErrIdempotencyConflict = llm.KindIdempotencyConflict
-	// Deprecated: use llm.KindOutcomeUnknown.
-	ErrOutcomeUnknown = llm.KindOutcomeUnknown
-	// Deprecated: use llm.KindWriteInProgress.
-	ErrWriteInProgress = llm.KindWriteInProgress
-)
-
-// END deprecated kind names.
-
 // guardedWrite wraps the execution of one write call with the ledger: it
 // replays a finished write, refuses a key reused with other arguments,
 // reconciles a write left in flight, and records the outcome of the one

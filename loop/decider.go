@@ -367,7 +367,7 @@ func callsValidated(s *State, ev *Event) Effect {
 	for i := range checks {
 		if !checks[i].Known {
 			call := b.Calls[i]
-			b.Results[i] = errorResult(call, llm.StatusError, llm.ErrToolNotAllowed, "no tool named "+call.Name+" is registered")
+			b.Results[i] = errorResult(call, llm.StatusError, llm.KindToolNotAllowed, "no tool named "+call.Name+" is registered")
 			return stop(s, ToolNotAllowed, fmt.Sprintf("call %s names tool %q, which is not registered", call.ID, call.Name))
 		}
 	}
@@ -443,8 +443,8 @@ func callsValidated(s *State, ev *Event) Effect {
 		c := &checks[i]
 		if c.Problem != "" {
 			invalid++
-			s.fail(c.Key, llm.ErrInvalidArguments)
-			b.Results[i] = errorResult(b.Calls[i], llm.StatusError, llm.ErrInvalidArguments, c.Problem)
+			s.fail(c.Key, llm.KindInvalidArguments)
+			b.Results[i] = errorResult(b.Calls[i], llm.StatusError, llm.KindInvalidArguments, c.Problem)
 		}
 	}
 	switch invalid {
@@ -486,10 +486,10 @@ func policyDecided(s *State, ev *Event) Effect {
 			}
 			call := b.Calls[i]
 			if want == policy.NotAllowed {
-				b.Results[i] = errorResult(call, llm.StatusError, llm.ErrToolNotAllowed, d.Reason)
+				b.Results[i] = errorResult(call, llm.StatusError, llm.KindToolNotAllowed, d.Reason)
 				return stop(s, ToolNotAllowed, fmt.Sprintf("call %s: %s", call.ID, d.Reason))
 			}
-			b.Results[i] = errorResult(call, llm.StatusError, llm.ErrPermissionDenied, d.Reason)
+			b.Results[i] = errorResult(call, llm.StatusError, llm.KindPermissionDenied, d.Reason)
 			return stop(s, PermissionDenied, fmt.Sprintf("call %s: %s", call.ID, d.Reason))
 		}
 	}
@@ -503,7 +503,7 @@ func policyDecided(s *State, ev *Event) Effect {
 				s.Pending = append(s.Pending, Pending{
 					CallID: call.ID, Tool: call.Name, Arguments: call.Arguments, Reason: d.Reason, Decision: d,
 				})
-				b.Results[i] = errorResult(call, llm.StatusSkipped, llm.ErrAwaitingConfirmation, d.Reason)
+				b.Results[i] = errorResult(call, llm.StatusSkipped, llm.KindAwaitingConfirmation, d.Reason)
 			case policy.Allow:
 				allowed = append(allowed, i)
 			case "":
@@ -612,7 +612,7 @@ func appendResults(s *State) {
 	}
 	for i, r := range b.Results {
 		if r == nil {
-			r = errorResult(b.Calls[i], llm.StatusSkipped, llm.ErrRunStopped,
+			r = errorResult(b.Calls[i], llm.StatusSkipped, llm.KindRunStopped,
 				"not run: the run stopped with "+string(s.Status)+" before this call")
 		}
 		// The message points at the result the batch holds, which for an
@@ -740,7 +740,7 @@ func confirmationDecided(s *State, ev *Event) Effect {
 				b.Approved[i] = true
 				b.Results[i] = nil
 			} else {
-				b.Results[i] = errorResult(call, llm.StatusError, llm.ErrPermissionDenied, denial(p.Confirmation))
+				b.Results[i] = errorResult(call, llm.StatusError, llm.KindPermissionDenied, denial(p.Confirmation))
 			}
 		}
 	}
@@ -796,7 +796,7 @@ func (s *State) History() []llm.Message {
 	copy(h, s.Messages)
 	for i, r := range b.Results {
 		if r == nil {
-			r = errorResult(b.Calls[i], llm.StatusSkipped, llm.ErrAwaitingConfirmation,
+			r = errorResult(b.Calls[i], llm.StatusSkipped, llm.KindAwaitingConfirmation,
 				"not run yet: the run is paused until pending confirmations are answered")
 		}
 		h = append(h, llm.Message{Role: llm.RoleTool, Result: r})

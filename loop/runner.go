@@ -41,7 +41,7 @@ type Config struct {
 	ModelRetryBackoff time.Duration
 	// ModelTimeout bounds one model request: one that has not answered by
 	// then is abandoned (its context ends) and counts as a retryable
-	// failure (llm.ErrorTimeout), so that a hung request cannot spend the
+	// failure (llm.KindTimeout), so that a hung request cannot spend the
 	// whole run's deadline. A streamed request is bounded by the time it
 	// goes quiet instead: the wait for its first delta with something to
 	// show, and for each one after (a usage report alone is not heard), so

@@ -53,7 +53,7 @@ type TurnOptions struct {
 //
 // It returns the turn, or an error that says what went wrong: a model that
 // was quiet for TurnOptions.Timeout while ctx had not ended is a
-// retryable llm.ErrorTimeout, and a provider's Retry-After that ends past
+// retryable llm.KindTimeout, and a provider's Retry-After that ends past
 // ctx's deadline (the run's) is not retryable (llm.CheckRetryAfter). A
 // stream that fails after it has shown something returns what it had
 // received with the error: such a turn is not tried again, since a retry
@@ -104,12 +104,12 @@ func ModelRetryWait(err error, backoff time.Duration) time.Duration {
 // ModelFailure is the failure of a model turn that will not be tried
 // again after attempts attempts, failed with err; partial says a stream
 // broke after it had shown something. A reply that broke its provider's
-// protocol (llm.ErrorProtocol) is a protocol failure, anything else a
+// protocol (llm.KindProtocolError) is a protocol failure, anything else a
 // model failure.
 func ModelFailure(attempts int, err error, partial bool) *Failure {
 	var me *llm.Error
 	switch {
-	case errors.As(err, &me) && me.Kind == llm.ErrorProtocol:
+	case errors.As(err, &me) && me.Kind == llm.KindProtocolError:
 		return &Failure{Kind: FailProtocol, Message: fmt.Sprintf("the model's reply broke its protocol (attempt %d): %v", attempts, err)}
 	case partial:
 		return &Failure{Kind: FailModel, Message: fmt.Sprintf(
@@ -120,7 +120,7 @@ func ModelFailure(attempts int, err error, partial bool) *Failure {
 
 // generateTurn makes one model request under timeout. A request that
 // fails because that time ran out, rather than ctx's, is a retryable
-// llm.ErrorTimeout.
+// llm.KindTimeout.
 func generateTurn(ctx context.Context, m llm.Model, req *llm.Request, timeout time.Duration) (*llm.Response, error) {
 	if timeout <= 0 {
 		return m.Generate(ctx, req)
@@ -129,7 +129,7 @@ func generateTurn(ctx context.Context, m llm.Model, req *llm.Request, timeout ti
 	defer cancel()
 	resp, err := m.Generate(actx, req)
 	if err != nil && ctx.Err() == nil && errors.Is(actx.Err(), context.DeadlineExceeded) {
-		err = &llm.Error{Kind: llm.ErrorTimeout, Retryable: true,
+		err = &llm.Error{Kind: llm.KindTimeout, Retryable: true,
 			Err: fmt.Errorf("the model did not answer within %v (the model request timeout): %w", timeout, err)}
 	}
 	return resp, err
@@ -155,7 +155,7 @@ func heard(d llm.Delta) bool {
 // with no response when the stream failed before it showed anything, and
 // with what it had received when it failed after. The request's context
 // ends when the stream has been quiet for o.Timeout, which is then a
-// retryable llm.ErrorTimeout (a stream that had shown something is not
+// retryable llm.KindTimeout (a stream that had shown something is not
 // retried all the same). Leaving the range loop early, on a refused delta
 // or an ended context, is how the adapter learns to close the connection
 // (see llm.StreamingModel).
@@ -212,10 +212,10 @@ func streamTurn(ctx context.Context, m llm.StreamingModel, req *llm.Request, o T
 		if err == nil {
 			err = context.DeadlineExceeded
 		}
-		err = &llm.Error{Kind: llm.ErrorTimeout, Retryable: true,
+		err = &llm.Error{Kind: llm.KindTimeout, Retryable: true,
 			Err: fmt.Errorf("the model sent nothing for %v (the model request timeout): %w", timeout, err)}
 	case err == nil:
-		err = &llm.Error{Kind: llm.ErrorProtocol, Err: errors.New("inconsistent stream: the stream ended without a finish")}
+		err = &llm.Error{Kind: llm.KindProtocolError, Err: errors.New("inconsistent stream: the stream ended without a finish")}
 	}
 	if !acc.Started() {
 		return nil, err

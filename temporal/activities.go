@@ -86,7 +86,7 @@ const (
 	// ErrTypeStore is a failure of the blob store.
 	ErrTypeStore = "ToolloopStoreError"
 	// ErrTypeProtocol is a model reply that broke its provider's protocol
-	// (llm.ErrorProtocol: a stream whose pieces contradict each other);
+	// (llm.KindProtocolError: a stream whose pieces contradict each other);
 	// never retried, and the run stops with protocol_error.
 	ErrTypeProtocol = "ToolloopProtocolError"
 )
@@ -300,7 +300,7 @@ func (a *Activities) RequestModel(ctx context.Context, in ModelInput) (ModelOutp
 			details = append(details, partialTurn(resp))
 		}
 		var me *llm.Error
-		if errors.As(err, &me) && me.Kind == llm.ErrorProtocol {
+		if errors.As(err, &me) && me.Kind == llm.KindProtocolError {
 			return ModelOutput{}, sdktemporal.NewApplicationErrorWithOptions(err.Error(), ErrTypeProtocol,
 				sdktemporal.ApplicationErrorOptions{NonRetryable: true, Details: details})
 		}
@@ -757,7 +757,7 @@ func (a *Activities) ExecuteCall(ctx context.Context, in CallInput) (executor.Ou
 	}
 	in.Tool = t
 	o := runBeating(ctx, a.cfg.Executor, in)
-	if o.Result.ErrorKind == executor.ErrWriteInProgress && ctx.Err() == nil {
+	if o.Result.ErrorKind == llm.KindWriteInProgress && ctx.Err() == nil {
 		return executor.Outcome{}, sdktemporal.NewApplicationErrorWithOptions(o.Err, ErrTypeWriteInProgress,
 			sdktemporal.ApplicationErrorOptions{NextRetryDelay: a.callTimeout(t, in.Timeout)})
 	}

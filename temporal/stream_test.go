@@ -326,7 +326,7 @@ func TestModelActivityRetryAfterBeyondDeadline(t *testing.T) {
 		t.Fatal(err)
 	}
 	limited := llm.ModelFunc(func(context.Context, *llm.Request) (*llm.Response, error) {
-		return nil, &llm.Error{Kind: llm.ErrorRateLimited, StatusCode: 429, Retryable: true, RetryAfter: time.Hour,
+		return nil, &llm.Error{Kind: llm.KindRateLimited, StatusCode: 429, Retryable: true, RetryAfter: time.Hour,
 			Err: errors.New("rate limited")}
 	})
 	acts, err := temporal.NewActivities(temporal.Config{Model: limited, Tools: reg, Blobs: store.NewMemory()})

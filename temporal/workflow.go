@@ -17,7 +17,6 @@ import (
 	"github.com/toolloop/toolloop/llm"
 	"github.com/toolloop/toolloop/loop"
 	"github.com/toolloop/toolloop/policy"
-	"github.com/toolloop/toolloop/tool"
 )
 
 // RunInput is a run's configuration, recorded in the workflow's history.
@@ -824,7 +823,7 @@ func partialOf(err error) *llm.Response {
 func modelError(err error) error {
 	msg := cause(err)
 	if app := (*sdktemporal.ApplicationError)(nil); errors.As(err, &app) && app.Type() == ErrTypeProtocol {
-		return &llm.Error{Kind: llm.ErrorProtocol, Err: errors.New(strings.TrimPrefix(msg, string(llm.ErrorProtocol)+": "))}
+		return &llm.Error{Kind: llm.KindProtocolError, Err: errors.New(strings.TrimPrefix(msg, string(llm.KindProtocolError)+": "))}
 	}
 	return errors.New(msg)
 }
@@ -975,13 +974,13 @@ func (d *driver) failedCall(ctx workflow.Context, c CallInput, err error, late b
 		// The run's time ran out while the write's activity ran: its
 		// worker may have written (the executor's reconciling, which
 		// would tell, is cut off with it).
-		r.Status, r.ErrorKind = llm.StatusSkipped, executor.ErrOutcomeUnknown
+		r.Status, r.ErrorKind = llm.StatusSkipped, llm.KindOutcomeUnknown
 		r.Content = llm.ErrorContent(r.ErrorKind, fmt.Sprintf(
 			"the run's time ran out while the write with idempotency key %q ran; the write may or may not have happened",
 			c.IdempotencyKey))
 		o.OutcomeUnknown, o.StopRun = true, true
 	case late || d.interruption(ctx) != nil || sdktemporal.IsCanceledError(err):
-		r.Status, r.ErrorKind = llm.StatusSkipped, llm.ErrCanceled
+		r.Status, r.ErrorKind = llm.StatusSkipped, llm.KindCanceled
 		r.Content = llm.ErrorContent(r.ErrorKind, "the run ended before this call finished")
 		o.StopRun = true
 		// As in process, where the executor's one attempt ends with the
@@ -993,13 +992,13 @@ func (d *driver) failedCall(ctx workflow.Context, c CallInput, err error, late b
 		}
 		o.Attempts, o.Err = 1, loop.ContextFailure(why).Message
 	case c.IdempotencyKey != "":
-		r.Status, r.ErrorKind = llm.StatusSkipped, executor.ErrOutcomeUnknown
+		r.Status, r.ErrorKind = llm.StatusSkipped, llm.KindOutcomeUnknown
 		r.Content = llm.ErrorContent(r.ErrorKind, fmt.Sprintf(
 			"the activity of the write with idempotency key %q failed (%s); the write may or may not have happened",
 			c.IdempotencyKey, cause(err)))
 		o.OutcomeUnknown, o.StopRun = true, true
 	default:
-		r.Status, r.ErrorKind = llm.StatusError, tool.KindUnavailable
+		r.Status, r.ErrorKind = llm.StatusError, llm.KindUnavailable
 		r.Content = llm.ErrorContent(r.ErrorKind, "the tool could not be run: "+cause(err))
 	}
 	o.Result = r

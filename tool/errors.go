@@ -11,32 +11,6 @@ import (
 	"github.com/toolloop/toolloop/llm"
 )
 
-// BEGIN deprecated kind names: delete through END once loop and temporal use the new names.
-
-// Deprecated names, kept only while packages loop and temporal move to
-// the llm names; this whole block is to be deleted then. A handler's
-// error kinds are llm's (llm.ErrorKind): one name for each kind.
-const (
-	// Deprecated: use llm.KindNotFound.
-	KindNotFound = llm.KindNotFound
-	// Deprecated: use llm.KindInvalidArguments.
-	KindInvalidArguments = llm.KindInvalidArguments
-	// Deprecated: use llm.KindNeedsInput.
-	KindNeedsInput = llm.KindNeedsInput
-	// Deprecated: use llm.KindRateLimited.
-	KindRateLimited = llm.KindRateLimited
-	// Deprecated: use llm.KindUnavailable.
-	KindUnavailable = llm.KindUnavailable
-	// Deprecated: use llm.KindTimeout.
-	KindTimeout = llm.KindTimeout
-	// Deprecated: use llm.KindInternal.
-	KindInternal = llm.KindInternal
-	// Deprecated: use llm.KindOutcomeUnknown.
-	KindOutcomeUnknown = llm.KindOutcomeUnknown
-)
-
-// END deprecated kind names.
-
 // Error is a classified tool failure. Handlers return one (through the
 // constructors below) to tell the executor what kind of failure it is;
 // any other error counts as internal.
