@@ -39,32 +39,7 @@ func TestLeaseOfAnExitedProcessIsTakenOverAtOnce(t *testing.T) {
 		{"an exited process of another machine", "worker:" + deadPID + ":0badf00d/" + deadPID + ".1.0123456789ab", false},
 		{"a holder without a mark", "worker:" + deadPID + ":0badf00d", false},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			st := store.NewMemory()
-			g := newGatedWrite()
-			close(g.release)
-			runID, cfg := pausedWrite(t, st, g)
-			ctx := context.Background()
-			if _, err := st.AcquireLease(ctx, runID, tc.holder, time.Hour); err != nil {
-				t.Fatal(err)
-			}
-			r, err := loop.NewRunner(cfg("next"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			res, err := r.Resume(ctx, runID)
-			if !tc.takenOver {
-				mustBeHeld(t, res, err, tc.holder)
-				if g.applied.Load() != 0 {
-					t.Fatal("the refused driver acted")
-				}
-				return
-			}
-			mustStatus(t, res, err, loop.FinalAnswer)
-			if n := g.applied.Load(); n != 1 {
-				t.Fatalf("the refund was applied %d times", n)
-			}
-		})
+		t.Run(tc.name, func(t *testing.T) { resumeHeldBy(t, tc.holder, tc.takenOver) })
 	}
 }
 
@@ -93,28 +68,37 @@ func TestLeaseOfAProcessHiddenFromUsIsWaitedFor(t *testing.T) {
 		{"a running process", "worker:1:0badf00d" + self, false},
 		{"an exited process", "worker:" + deadPID + ":0badf00d/" + deadPID + ".1." + machine, true},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			st := store.NewMemory()
-			g := newGatedWrite()
-			close(g.release)
-			runID, cfg := pausedWrite(t, st, g)
-			ctx := context.Background()
-			if _, err := st.AcquireLease(ctx, runID, tc.holder, time.Hour); err != nil {
-				t.Fatal(err)
-			}
-			r, err := loop.NewRunner(cfg("next"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			res, err := r.Resume(ctx, runID)
-			if !tc.takenOver {
-				mustBeHeld(t, res, err, tc.holder)
-				if g.applied.Load() != 0 {
-					t.Fatal("the refused driver acted")
-				}
-				return
-			}
-			mustStatus(t, res, err, loop.FinalAnswer)
-		})
+		t.Run(tc.name, func(t *testing.T) { resumeHeldBy(t, tc.holder, tc.takenOver) })
+	}
+}
+
+// resumeHeldBy resumes a paused run whose lease holder holds, and checks
+// that the resume took the lease over and applied the run's write once,
+// or, unless takenOver, was refused and did nothing.
+func resumeHeldBy(t *testing.T, holder string, takenOver bool) {
+	t.Helper()
+	st := store.NewMemory()
+	g := newGatedWrite()
+	close(g.release)
+	runID, cfg := pausedWrite(t, st, g)
+	ctx := context.Background()
+	if _, err := st.AcquireLease(ctx, runID, holder, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	r, err := loop.NewRunner(cfg("next"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := r.Resume(ctx, runID)
+	if !takenOver {
+		mustBeHeld(t, res, err, holder)
+		if g.applied.Load() != 0 {
+			t.Fatal("the refused driver acted")
+		}
+		return
+	}
+	mustStatus(t, res, err, loop.FinalAnswer)
+	if n := g.applied.Load(); n != 1 {
+		t.Fatalf("the refund was applied %d times", n)
 	}
 }
