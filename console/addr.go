@@ -48,6 +48,8 @@ func checkHost(r *http.Request) string {
 	host, port := r.Host, ""
 	if h, p, err := net.SplitHostPort(r.Host); err == nil {
 		host, port = h, p
+	} else if len(host) > 2 && host[0] == '[' && host[len(host)-1] == ']' {
+		host = host[1 : len(host)-1] // an IPv6 address without a port
 	}
 	name := strings.TrimSuffix(strings.ToLower(host), ".")
 	if name == "" || !isLoopback(name) {

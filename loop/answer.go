@@ -137,10 +137,15 @@ func CheckAnswer(s *State, answer Confirmation) error {
 	if err := CheckAnswerInput(s.RunID, answer); err != nil {
 		return err
 	}
-	for _, p := range append(s.Answered, s.Pending...) {
-		if p.CallID == answer.CallID && p.Confirmation != nil {
-			first := *p.Confirmation
-			return &AnswerError{Err: ErrAlreadyAnswered, RunID: s.RunID, CallID: answer.CallID, Answer: &first}
+	// Both lists are read in turn, never appended together: s.Answered
+	// may share its array with another state's (ForBatch), whose calls
+	// past this one's end such an append would overwrite.
+	for _, list := range [][]Pending{s.Answered, s.Pending} {
+		for _, p := range list {
+			if p.CallID == answer.CallID && p.Confirmation != nil {
+				first := *p.Confirmation
+				return &AnswerError{Err: ErrAlreadyAnswered, RunID: s.RunID, CallID: answer.CallID, Answer: &first}
+			}
 		}
 	}
 	if s.Status != ConfirmationRequired || s.Batch == nil {

@@ -180,3 +180,20 @@ func TestPendingAfterAnswer(t *testing.T) {
 		t.Errorf("c1's answer, read later: still %+v, want c2 (as it was then)", still)
 	}
 }
+
+// CheckAnswer only reads the state: a state that shares its Answered
+// array with another (ForBatch's copy shares it; a later answer appended
+// to the original fills the slot past the copy's end) keeps what is
+// there. It used to append Pending to Answered to look through both,
+// writing over that slot.
+func TestCheckAnswerWritesNothing(t *testing.T) {
+	s := &loop.State{RunID: "r1", Status: loop.ConfirmationRequired,
+		Answered: make([]loop.Pending, 1, 2), Pending: []loop.Pending{{CallID: "c2", Tool: "refund"}}}
+	s.Answered[0] = loop.Pending{CallID: "c1", Tool: "lookup", Confirmation: &loop.Confirmation{CallID: "c1", Approved: true, By: "dana"}}
+	copied := s.ForBatch()
+	s.Answered = append(s.Answered, loop.Pending{CallID: "c3", Tool: "cancel"})
+	_ = loop.CheckAnswer(copied, loop.Confirmation{CallID: "c2", Approved: true, By: "dana"})
+	if got := s.Answered[1]; got.CallID != "c3" || got.Tool != "cancel" {
+		t.Fatalf("the original state's second answered call is %+v after CheckAnswer of its copy, want c3 (cancel)", got)
+	}
+}

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/toolloop/toolloop/store"
@@ -195,7 +196,7 @@ func machineID() string {
 // field 22 of /proc/PID/stat), and false if no such process runs: it does
 // not exist, or has exited and not yet been reaped (a zombie).
 func processStart(pid int) (uint64, bool) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	b, err := os.ReadFile(procDir + "/" + strconv.Itoa(pid) + "/stat")
 	if err != nil {
 		return 0, false
 	}
@@ -217,9 +218,14 @@ func processStart(pid int) (uint64, bool) {
 	return start, true
 }
 
+// procDir is where processStart reads the processes' entries; tests
+// point it elsewhere.
+var procDir = "/proc"
+
 // holderGone reports whether owner's mark names a process of this machine
 // (same boot, same PID namespace) that no longer runs: its ID is free, a
-// zombie's, or another process's that started at another time. An owner
+// zombie's, or another process's that started at another time. A process
+// that /proc hides from us but that runs is not judged gone. An owner
 // without a mark, or of another machine, is not judged: false.
 func holderGone(owner string) bool {
 	i := strings.LastIndexByte(owner, '/')
@@ -243,5 +249,24 @@ func holderGone(owner string) bool {
 		return false
 	}
 	now, running := processStart(pid)
-	return !running || now != start
+	if !running {
+		return !hiddenProcess(pid)
+	}
+	return now != start
+}
+
+// hiddenProcess reports whether process pid runs although /proc does not
+// show it to us: mounted with hidepid, /proc shows a user only its own
+// processes, while kill(pid, 0) still finds the others. Such a holder may
+// well be driving its run; a zombie's entry is shown, and judged by it.
+func hiddenProcess(pid int) bool {
+	if _, err := os.ReadFile(procDir + "/" + strconv.Itoa(pid) + "/stat"); err == nil {
+		return false
+	}
+	p, err := os.FindProcess(pid)
+	if err != nil {
+		return false
+	}
+	defer p.Release()
+	return !errors.Is(p.Signal(syscall.Signal(0)), os.ErrProcessDone)
 }

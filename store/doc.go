@@ -1,8 +1,8 @@
 // Package store holds what a run keeps beyond its own memory: the run's
 // append-only event log and the idempotency ledger that stops a retried
-// write from happening twice. Memory and store/sqlite implement both, so
-// one store can keep a run's progress and its writes together
-// (docs/DESIGN.md §7).
+// write from happening twice. Memory, store/sqlite and store/postgres
+// implement both, so one store can keep a run's progress and its writes
+// together (docs/DESIGN.md §7).
 //
 // It takes encoded records and gives them back; it never interprets them.
 // An EventLog stores a run's events as opaque JSON (EventRecord) beside a
@@ -38,6 +38,15 @@
 // ClaimReleaser, which the executor uses when a ledger has it, and
 // Leaser, which the durable runner uses when an event log has it (with
 // TestLeaser as its suite).
+//
+// A store that freezes (a stopped server, a partition that drops packets)
+// must not hold a run past its deadline: BoundEventLog and BoundLedger
+// wrap a store so that each call ends within its own timeout and by the
+// call deadline its context carries (WithCallDeadline; Detach gives a
+// run's deadline plus DeadlineGrace to what is recorded after it ends),
+// whether or not the store honours its context. A call given up on is a
+// *CallTimeoutError, with an outcome not known; it is left to finish on
+// its own. loop.Runner and the executor bound their stores so.
 //
 // In the terms of docs/DESIGN.md §1 a store is an adapter beside the five
 // boundaries: the loop controller's durable runs append to the log, the

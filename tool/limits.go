@@ -50,21 +50,14 @@ func (t *Tool) ValidateWithin(args json.RawMessage, l Limits) (uint64, error) {
 // nesting returns how deep the arrays and objects of b nest, counting
 // brackets outside strings, or stop+1 as soon as that is passed.
 func nesting(b []byte, stop int) int {
-	depth, deepest, inString, escaped := 0, 0, false, false
+	depth, deepest := 0, 0
+	var str jsonStrings
 	for _, c := range b {
-		switch {
-		case inString:
-			switch {
-			case escaped:
-				escaped = false
-			case c == '\\':
-				escaped = true
-			case c == '"':
-				inString = false
-			}
-		case c == '"':
-			inString = true
-		case c == '{' || c == '[':
+		if !str.outside(c) {
+			continue
+		}
+		switch c {
+		case '{', '[':
 			depth++
 			if depth > deepest {
 				deepest = depth
@@ -72,7 +65,7 @@ func nesting(b []byte, stop int) int {
 					return deepest
 				}
 			}
-		case c == '}' || c == ']':
+		case '}', ']':
 			depth--
 		}
 	}

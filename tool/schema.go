@@ -97,25 +97,35 @@ func validateArgs(s *sjs.Schema, args []byte) (uint64, error) {
 // memberCount counts the members of all objects in b, which is valid
 // JSON: outside strings, a colon appears only between a key and its value.
 func memberCount(b []byte) int {
-	n, inString, escaped := 0, false, false
+	n := 0
+	var str jsonStrings
 	for _, c := range b {
-		switch {
-		case inString:
-			switch {
-			case escaped:
-				escaped = false
-			case c == '\\':
-				escaped = true
-			case c == '"':
-				inString = false
-			}
-		case c == '"':
-			inString = true
-		case c == ':':
+		if str.outside(c) && c == ':' {
 			n++
 		}
 	}
 	return n
+}
+
+// jsonStrings follows valid JSON a byte at a time to tell the bytes
+// inside its strings from those outside, where the structure is:
+// memberCount counts colons and nesting brackets there.
+type jsonStrings struct{ in, escaped bool }
+
+// outside takes the next byte c and reports whether it is outside every
+// string; a string's quotes count as inside it.
+func (s *jsonStrings) outside(c byte) bool {
+	switch {
+	case s.escaped:
+		s.escaped = false
+	case s.in && c == '\\':
+		s.escaped = true
+	case c == '"':
+		s.in = !s.in
+	case !s.in:
+		return true
+	}
+	return false
 }
 
 // decodedMembers counts the members of all objects in v, decoded by

@@ -492,8 +492,11 @@ func (b *local) mendFromStore(ctx context.Context, path string, read []loop.Even
 	if len(read) == 0 || read[0].Start == nil || read[0].Start.RunID == "" {
 		return nil
 	}
-	if last := read[len(read)-1]; last.Kind == loop.Stopped {
-		return nil // a whole run: nothing can be missing
+	if last := read[len(read)-1]; last.Kind == loop.Stopped && last.Status != loop.ConfirmationRequired {
+		// A whole run: nothing can be missing. A pause is not an end:
+		// the answers that approve and deny record, and what a resume
+		// did, come after it.
+		return nil
 	}
 	dbPath, err := b.c.dbPath(b.db)
 	if err != nil {

@@ -100,3 +100,34 @@ func checkLogMended(t *testing.T, run, db, logs string) {
 		t.Errorf("a log that is not the store's was changed, or the note is missing:\n%s", errOut)
 	}
 }
+
+// A paused run's log goes on after its stopped event: the answers that
+// approve and deny record go to the store only. trace of the log file
+// mends it from the store and shows the run answered, with the command
+// that resumes it. (The file was taken as whole because its last event
+// was a stop, and trace said the run stopped for confirmation.)
+func TestAnsweredRunLogIsMended(t *testing.T) {
+	dir := t.TempDir()
+	db, logs := filepath.Join(dir, "toolloop.db"), filepath.Join(dir, "logs")
+	run := pauseRefund(t, db, "--log", logs)
+	if code, out, errOut := call("approve", run, "call_r1", "--by", "dana", "--db", db); code != exitOK {
+		t.Fatalf("approve: exit %d\n%s%s", code, out, errOut)
+	}
+	code, out, errOut := call("trace", "show", run, "--log", logs, "--db", db)
+	if code != exitOK {
+		t.Fatalf("trace show: exit %d\n%s%s", code, out, errOut)
+	}
+	if !strings.Contains(errOut, "lacked the last 1 events") {
+		t.Errorf("trace show does not say it mended the log:\n%s", errOut)
+	}
+	if !strings.Contains(out, "toolloop resume "+run) || strings.Contains(out, "stopped status=confirmation_required") {
+		t.Errorf("trace show of the answered run's log:\n%s\nwant it answered, with the resume command", out)
+	}
+	b, err := os.ReadFile(filepath.Join(logs, run+".jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(b, []byte(`"kind":"confirmation_decided"`)) {
+		t.Errorf("the log file still lacks the answer:\n%s", b)
+	}
+}

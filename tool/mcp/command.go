@@ -232,8 +232,9 @@ func (p *process) Write(b []byte) (int, error) { return p.stdin.Write(b) }
 // within the grace period, and kills it if it still has not after another.
 // The signals go to the server's process group, and whatever is left of
 // the group afterwards is killed, so that no helper the server started is
-// left behind; then the group's reaper is stopped, before the group's ID
-// can name another group. Close returns how the server exited.
+// left behind; the group's reaper, a member of it that holds its ID until
+// then, is killed with it and waited for. Close returns how the server
+// exited.
 func (p *process) Close() error {
 	p.closeOnce.Do(func() { p.closeErr = p.shutdown() })
 	return p.closeErr

@@ -37,26 +37,33 @@ func diesWithThread(cmd *exec.Cmd) bool {
 // reaper is a small process that kills a server's process group once this
 // process is gone, however it went: it waits for the end of a pipe whose
 // only writer is this process, which the kernel closes when this process
-// dies, even by SIGKILL. It runs /bin/sh's read and kill built-ins, in a
-// process group of its own, so that a terminal's ^C reaches only us.
+// dies, even by SIGKILL. It runs /bin/sh's read and kill built-ins. It is
+// a member of the group it kills: a group ID is not given to another
+// process while a member lives, so that, should the server and its
+// helpers all exit before Close, the reaper can never kill another
+// program's group that got the ID since. It ignores SIGTERM, SIGINT and
+// SIGHUP, which Close and the server may send the group before it is
+// done; the SIGKILL that ends the group ends the reaper too.
 type reaper struct {
 	cmd   *exec.Cmd
 	alive *os.File // the pipe's write end: closing it (or dying) fires the reaper
 }
 
 // startReaper starts the reaper of process group pgid, or returns nil if it
-// cannot (no /bin/sh): the server itself still dies with this process, by
-// Pdeathsig, and only its helpers may be left.
+// cannot (no /bin/sh, or the group is gone): the server itself still dies
+// with this process, by Pdeathsig, and only its helpers may be left.
 func startReaper(pgid int) *reaper {
 	r, w, err := os.Pipe()
 	if err != nil {
 		return nil
 	}
 	defer r.Close()
-	cmd := exec.Command("/bin/sh", "-c", `read -r _; kill -s KILL -- "-$1"`, "toolloop-mcp-reaper", strconv.Itoa(pgid))
+	cmd := exec.Command("/bin/sh", "-c", `trap '' HUP INT TERM; read -r _; kill -s KILL -- "-$1"`, "toolloop-mcp-reaper", strconv.Itoa(pgid))
 	cmd.Stdin = r
 	cmd.Env = []string{}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// Joining fails if the group has no member left (the server exited
+	// at once): then there is nothing to reap.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pgid: pgid}
 	if err := cmd.Start(); err != nil {
 		w.Close()
 		return nil
@@ -64,8 +71,9 @@ func startReaper(pgid int) *reaper {
 	return &reaper{cmd: cmd, alive: w}
 }
 
-// stop ends the reaper without letting it fire: the group is gone by then
-// (Close killed it), and its ID may soon name another group.
+// stop ends the reaper without letting it fire, and waits for it: Close
+// has killed the rest of the group, and once the reaper is gone too its ID
+// may name another group.
 func (r *reaper) stop() {
 	if r == nil {
 		return

@@ -44,7 +44,7 @@ func devAddr(t *testing.T) string {
 	t.Helper()
 	addr := os.Getenv("TOOLLOOP_TEMPORAL_ADDR")
 	if addr == "" {
-		t.Skip("TOOLLOOP_TEMPORAL_ADDR is not set: no Temporal server to test against (see README.md)")
+		t.Skip("TOOLLOOP_TEMPORAL_ADDR is not set: no Temporal server to test against (see temporal/README.md, Tests)")
 	}
 	return addr
 }
