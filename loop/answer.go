@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"unicode"
 )
 
 // The reasons an answer to a paused call is refused. CheckAnswer returns
@@ -15,7 +16,8 @@ import (
 // with the run's state.
 var (
 	// ErrNoAnswerer: the answer does not say who gave it
-	// (Confirmation.By is empty or only white space).
+	// (Confirmation.By is empty or only white space), or the name holds a
+	// control character (a newline would forge an output line).
 	ErrNoAnswerer = errors.New("the answer does not say who decided")
 	// ErrNoteTooLong: the answer's note is longer than MaxNoteBytes.
 	ErrNoteTooLong = errors.New("the answer's note is too long")
@@ -117,6 +119,12 @@ func WaitingList(pending []Pending) string {
 func CheckAnswerInput(runID string, answer Confirmation) error {
 	if strings.TrimSpace(answer.By) == "" {
 		return &AnswerError{Err: ErrNoAnswerer, RunID: runID, CallID: answer.CallID}
+	}
+	if i := strings.IndexFunc(answer.By, unicode.IsControl); i >= 0 {
+		// The name is printed as it is in runs lists, trace lines and
+		// pages: a newline in it would let it forge a line of its own.
+		return &AnswerError{Err: ErrNoAnswerer, RunID: runID, CallID: answer.CallID,
+			Detail: fmt.Sprintf("the name %q holds a control character", answer.By)}
 	}
 	if n := len(answer.Note); n > MaxNoteBytes {
 		return &AnswerError{Err: ErrNoteTooLong, RunID: runID, CallID: answer.CallID,

@@ -279,6 +279,8 @@ func refusal(ctx context.Context, b Backend, verb string, answer loop.Confirmati
 		return evs
 	}
 	switch {
+	case errors.Is(err, loop.ErrNoAnswerer) && ae.Detail != "":
+		return &usageErr{"--by: " + ae.Detail + ": give a name on one line"}
 	case errors.Is(err, loop.ErrNoAnswerer):
 		return &usageErr{fmt.Sprintf("--by NAME is missing: say who decides, e.g. toolloop %s %s %s --by alice", verb, shellQuote(runID), shellQuote(callID))}
 	case errors.Is(err, loop.ErrNoteTooLong):
