@@ -98,7 +98,7 @@ func (r *Runner) holdLease(ctx context.Context, runID string) (context.Context, 
 // drive if it was lost.
 func (h *leaseHold) renew(ctx context.Context, ttl time.Duration) {
 	defer close(h.done)
-	every := ttl / 3
+	every := max(ttl/3, time.Millisecond) // a ticker needs a positive period
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {

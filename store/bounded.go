@@ -98,18 +98,30 @@ func callWithin[T any](ctx context.Context, timeout time.Duration, op string, f 
 	cctx, cancel := context.WithDeadline(ctx, end)
 	defer cancel()
 	type answer struct {
-		v   T
-		err error
+		v        T
+		err      error
+		panicked any
 	}
 	done := make(chan answer, 1) // f never blocks on sending, even once abandoned
 	go func() {
+		// A store that panics panics on the caller's goroutine, as it
+		// would without the bound, so that the caller's deferred calls
+		// run; a call already given up on has no caller left to tell.
+		defer func() {
+			if p := recover(); p != nil {
+				done <- answer{panicked: p}
+			}
+		}()
 		v, err := f(cctx)
-		done <- answer{v, err}
+		done <- answer{v: v, err: err}
 	}()
 	timer := time.NewTimer(wait)
 	defer timer.Stop()
 	select {
 	case a := <-done:
+		if a.panicked != nil {
+			panic(a.panicked)
+		}
 		if a.err != nil && ctx.Err() == nil && cctx.Err() != nil {
 			// The store gave up on the bound's deadline itself.
 			return a.v, timedOut(op, time.Since(start), a.err)

@@ -79,3 +79,24 @@ func sameDeadline(a, b context.Context) bool {
 	y, _ := store.CallDeadline(b)
 	return x.Equal(y)
 }
+
+// panickyLog is an event log whose Events panics.
+type panickyLog struct{ store.EventLog }
+
+func (panickyLog) Events(context.Context, string) ([]store.EventRecord, error) {
+	panic("the store's driver broke")
+}
+
+// A store that panics inside a bounded call panics on the caller's
+// goroutine, as it would unbounded, where the caller can recover it; it
+// does not crash the process from a goroutine of the bound's own.
+func TestBoundedCallPanicsOnTheCaller(t *testing.T) {
+	el := store.BoundEventLog(panickyLog{store.NewMemory()}, time.Second)
+	defer func() {
+		if p := recover(); p != "the store's driver broke" {
+			t.Fatalf("recovered %v, want the store's panic", p)
+		}
+	}()
+	el.Events(context.Background(), "run-1")
+	t.Fatal("Events returned instead of panicking")
+}
