@@ -10,6 +10,7 @@ import (
 	"github.com/toolloop/toolloop/llm"
 	"github.com/toolloop/toolloop/llm/llmtest"
 	"github.com/toolloop/toolloop/loop"
+	"github.com/toolloop/toolloop/store"
 	"github.com/toolloop/toolloop/tool"
 )
 
@@ -104,5 +105,45 @@ func TestDecodeAndOutputJSON(t *testing.T) {
 		if got := string(loop.OutputJSON(in)); got != want {
 			t.Errorf("OutputJSON(%q) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+// A run resumed from its log holds answers to the schema its started
+// event recorded, though the resuming runner has none configured: the
+// log of a run cut after one rejected answer resumes to a correction
+// count of one (one more allowed, of the default two), and the request
+// carries the recorded schema.
+func TestOutputResumedFromLog(t *testing.T) {
+	full, _ := outputRun(t, loop.Config{}, llmtest.Text("Oslo"), llmtest.Text(`{"town":"Oslo"}`), llmtest.Text(`{"city":"Oslo"}`))
+	if full.Status != loop.FinalAnswer || full.Steps != 3 {
+		t.Fatalf("%s after %d steps: %s", full.Status, full.Steps, full.Detail)
+	}
+	// The log up to the first answer, as a driver that crashed while
+	// asking for the second would leave it.
+	cut := 2
+	st := store.NewMemory()
+	var recs []store.EventRecord
+	for _, ev := range full.Events[:cut] {
+		data, err := json.Marshal(ev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		recs = append(recs, store.EventRecord{Seq: ev.Seq, Kind: string(ev.Kind), At: ev.At, Data: data})
+	}
+	if err := st.Append(context.Background(), full.RunID, recs, store.RunSummary{RunID: full.RunID, Status: loop.RunningStatus}); err != nil {
+		t.Fatal(err)
+	}
+	tools, _ := tool.NewRegistry()
+	m := llmtest.New(llmtest.Text(`{"town":"Oslo"}`), llmtest.Text(`{"town":"Bergen"}`))
+	r, err := loop.NewRunner(loop.Config{Model: m, Tools: tools, Store: st})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, _ := r.Resume(context.Background(), full.RunID)
+	if res == nil || res.Status != loop.InvalidOutput || !strings.Contains(res.Detail, "answer 3 of 3 allowed") {
+		t.Fatalf("resumed: %+v", res)
+	}
+	if o := m.Requests()[0].Output; o == nil || string(o.Schema) != citySchema {
+		t.Errorf("the resumed run's request asks for %+v, want the recorded schema", o)
 	}
 }
