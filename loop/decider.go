@@ -282,7 +282,7 @@ func modelResponded(s *State, ev *Event) Effect {
 	s.Messages = append(s.Messages, msg)
 	n := len(msg.ToolCalls)
 	if n == 0 {
-		if eff, ok := checkOutput(s, &msg); !ok {
+		if eff, ok := checkOutput(s, &msg, resp.Truncated); !ok {
 			return eff
 		}
 		detail := fmt.Sprintf("the model answered after %d turn(s)", s.Steps)

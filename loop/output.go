@@ -90,20 +90,24 @@ func OutputJSON(text string) []byte {
 	return bytes.TrimSpace(inner[nl+1:])
 }
 
-// checkOutput holds a final answer (msg, already in the history) to the
-// run's output schema. It reports ok when the answer matches, or when
+// checkOutput holds a final answer (msg, already in the history; truncated
+// if it stopped at the output token limit) to the run's output schema. It reports ok when the answer matches, or when
 // the run has no schema; otherwise it returns the effect that follows:
 // another model turn, after a user message that says what was wrong, or
 // a stop with invalid_output once the corrections are spent or no turn
 // is left for one. The rejected answer stays in its model_responded
 // event and in the history, where the model reads it with the errors.
-func checkOutput(s *State, msg *llm.Message) (Effect, bool) {
+func checkOutput(s *State, msg *llm.Message, truncated bool) (Effect, bool) {
 	if s.Output == nil {
 		return Effect{}, true
 	}
 	problem := outputProblem(s.Output, s.Budgets.ArgumentLimits(), msg.Text)
 	if problem == "" {
 		return Effect{}, true
+	}
+	if truncated {
+		// Most often why JSON breaks off: the model should answer shorter.
+		problem += " (the answer was cut off at the output token limit)"
 	}
 	s.OutputRejected++
 	b := &s.Budgets

@@ -147,3 +147,18 @@ func TestOutputResumedFromLog(t *testing.T) {
 		t.Errorf("the resumed run's request asks for %+v, want the recorded schema", o)
 	}
 }
+
+// JSON cut off at the output token limit is refused, and the correction
+// says why it broke off.
+func TestOutputTruncated(t *testing.T) {
+	cut := llmtest.Text(`{"city":"Os`)
+	cut.Response.Truncated = true
+	res, m := outputRun(t, loop.Config{}, cut, llmtest.Text(`{"city":"Oslo"}`))
+	if res.Status != loop.FinalAnswer || res.Steps != 2 {
+		t.Fatalf("%s after %d steps: %s", res.Status, res.Steps, res.Detail)
+	}
+	msgs := m.Requests()[1].Messages
+	if got := msgs[len(msgs)-1].Text; !strings.Contains(got, "the answer is not JSON") || !strings.Contains(got, "cut off at the output token limit") {
+		t.Errorf("correction %q does not say the answer was cut off", got)
+	}
+}
