@@ -47,6 +47,27 @@ type Request struct {
 	// same key, and other runs another. Empty lets an adapter that uses
 	// one derive it from the conversation's start (see its doc).
 	CacheKey string `json:"cache_key,omitempty"`
+	// Output, when set, asks for the final answer as JSON that matches a
+	// JSON Schema, through the provider's native structured output where
+	// it has one (each adapter's doc says how, or that it has none). The
+	// model may still call tools; the answer it gives with no calls is
+	// the one held to the schema. A provider's constraint is a help, not
+	// a proof: the loop validates the answer in any case.
+	Output *OutputFormat `json:"output,omitempty"`
+}
+
+// OutputFormat is the JSON Schema a final answer must match.
+type OutputFormat struct {
+	// Name names the schema where a provider asks for one (OpenAI's
+	// json_schema.name: letters, digits, '_' and '-', at most 64).
+	Name string `json:"name"`
+	// Schema is the JSON Schema (draft 2020-12), a JSON object.
+	Schema json.RawMessage `json:"schema"`
+	// Strict asks a provider that has a strict mode (OpenAI) to hold
+	// its output to the schema exactly; such a mode accepts only a
+	// subset of JSON Schema (every property required, no additional
+	// properties), and refuses the request otherwise.
+	Strict bool `json:"strict,omitempty"`
 }
 
 // Response is one model turn's output. Message has role assistant.

@@ -131,6 +131,13 @@ type State struct {
 	// whose every result was already in it.
 	seen  map[uint64]struct{}
 	stale int
+
+	// Output is the schema the final answer must match (nil: any text),
+	// and OutputRejected counts the answers that did not (output.go).
+	// They are left out of the plain JSON of a State (the decider's
+	// transcripts) when empty, as for every run without a schema.
+	Output         *OutputSpec `json:",omitempty"`
+	OutputRejected int         `json:",omitempty"`
 }
 
 // indexes returns the indexes 0 to n-1.
@@ -220,7 +227,7 @@ func start(s *State, ev *Event) Effect {
 	info := ev.Start
 	*s = State{
 		RunID: info.RunID, SessionID: info.SessionID, Model: info.Model, StartedAt: ev.At, Budgets: info.Budgets, Price: info.Price,
-		Messages: slices.Clone(info.Messages), callIDs: map[string]struct{}{},
+		Messages: slices.Clone(info.Messages), callIDs: map[string]struct{}{}, Output: info.Output,
 	}
 	if info.Budgets.Deadline > 0 {
 		s.Deadline = ev.At.Add(info.Budgets.Deadline)
@@ -275,6 +282,9 @@ func modelResponded(s *State, ev *Event) Effect {
 	s.Messages = append(s.Messages, msg)
 	n := len(msg.ToolCalls)
 	if n == 0 {
+		if eff, ok := checkOutput(s, &msg, resp.Truncated); !ok {
+			return eff
+		}
 		detail := fmt.Sprintf("the model answered after %d turn(s)", s.Steps)
 		if resp.Truncated {
 			detail += "; " + TruncatedDetail

@@ -106,6 +106,8 @@ type StartInfo struct {
 	Budgets       Budgets         `json:"budgets"`
 	Price         *Price          `json:"price,omitempty"`
 	Messages      []llm.Message   `json:"messages"`
+	// Output is the schema the final answer must match, if any.
+	Output *OutputSpec `json:"output,omitempty"`
 }
 
 // FailureKind classifies a failure the run cannot hand to the model.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -135,6 +136,22 @@ type Config struct {
 	Now func() time.Time
 	// NewRunID makes run IDs; nil means 16 random hex digits.
 	NewRunID func() string
+	// OutputSchema, when set, is a JSON Schema (a JSON object, draft
+	// 2020-12 unless it says otherwise) that the final answer must match:
+	// the answer is then JSON, in Result.Output (Decode reads it into a
+	// struct). Each model request asks for it through the provider's
+	// structured output where there is one (llm.Request.Output), named
+	// OutputName (default DefaultOutputName), strict if OutputStrict; and
+	// every answer is validated whatever the provider promised. An answer
+	// that does not match goes back to the model with what was wrong, up
+	// to OutputRetries times (default DefaultOutputRetries; negative for
+	// never), each correction a model turn like any other; then the run
+	// stops with invalid_output. The schema is recorded in the started
+	// event, so a resumed or replayed run holds answers to it.
+	OutputSchema  json.RawMessage
+	OutputName    string
+	OutputStrict  bool
+	OutputRetries int
 }
 
 // Runner is the in-process driver: it performs the decider's effects on
@@ -144,6 +161,7 @@ type Runner struct {
 	cfg     Config
 	budgets Budgets
 	price   *Price
+	output  *OutputSpec
 }
 
 // NewRunner checks cfg and fills in defaults.
@@ -159,6 +177,11 @@ func NewRunner(cfg Config) (*Runner, error) {
 		return nil, fmt.Errorf("loop: %w", err)
 	}
 	r := &Runner{cfg: cfg, budgets: b}
+	if len(cfg.OutputSchema) > 0 {
+		if r.output, err = NewOutputSpec(cfg.OutputSchema, cfg.OutputName, cfg.OutputStrict, cfg.OutputRetries); err != nil {
+			return nil, fmt.Errorf("loop: Config.OutputSchema: %w", err)
+		}
+	}
 	if p, ok := b.Prices[cfg.ModelName]; ok {
 		r.price = &p
 	} else if b.MaxCost > 0 {
@@ -232,6 +255,11 @@ type Result struct {
 	// Events is the run's log, in order. Events are immutable once
 	// appended: the result shares them with observers and stores.
 	Events []Event `json:"events"`
+	// Output is the final answer as JSON, for a run with an output schema
+	// that ended with final_answer: the answer's text without surrounding
+	// white space or code fences (OutputJSON), which matched the schema.
+	// Decode reads it into a Go value.
+	Output json.RawMessage `json:"output,omitempty"`
 }
 
 // Err is nil for a final answer and a *StopError otherwise, so that a
@@ -270,7 +298,7 @@ func (r *Runner) Run(ctx context.Context, msgs []llm.Message) (*Result, error) {
 	start := &StartInfo{
 		RunID: r.cfg.NewRunID(), SessionID: r.cfg.SessionID, Model: r.cfg.ModelName, PromptVersion: r.cfg.PromptVersion,
 		ToolsVersion: r.cfg.Tools.Version(), Identity: r.cfg.Identity, Budgets: r.budgets, Price: r.price,
-		Messages: msgs,
+		Messages: msgs, Output: r.output,
 	}
 	ctx, hold, err := r.holdLease(ctx, start.RunID)
 	if err != nil {
@@ -535,6 +563,7 @@ func (s *State) Result(events []Event) *Result {
 	if len(events) > 0 {
 		res.Duration = events[len(events)-1].At.Sub(events[0].At)
 	}
+	res.Output = s.output()
 	return res
 }
 
@@ -560,7 +589,7 @@ func ContextFailure(err error) *Failure {
 // request while it has shown nothing, and never after (see Config.Stream).
 func (d *drive) requestModel(ctx context.Context) Event {
 	s, cfg := &d.state, &d.r.cfg
-	req := &llm.Request{Model: cfg.ModelName, Messages: slices.Clip(s.Messages), Tools: cfg.Tools.Definitions(), Step: s.Steps + 1, CacheKey: CacheKey(s.RunID)}
+	req := &llm.Request{Model: cfg.ModelName, Messages: slices.Clip(s.Messages), Tools: cfg.Tools.Definitions(), Step: s.Steps + 1, CacheKey: CacheKey(s.RunID), Output: s.Output.Format()}
 	o := TurnOptions{Stream: cfg.Stream, Timeout: cfg.ModelTimeout}
 	if watch := cfg.Watch; watch != nil {
 		o.OnDelta = func(delta llm.Delta) { watch(ctx, Update{Kind: UpdateDelta, Step: req.Step, Delta: delta}) }

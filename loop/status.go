@@ -20,13 +20,17 @@ const (
 	ProtocolError        Status = "protocol_error"
 	ModelError           Status = "model_error"
 	Canceled             Status = "canceled"
+	// InvalidOutput: the run has an output schema and the model's final
+	// answer still did not match it after Config.OutputRetries
+	// corrections (or no turn was left for one).
+	InvalidOutput Status = "invalid_output"
 )
 
 // Statuses lists every status, final_answer first.
 func Statuses() []Status {
 	return []Status{FinalAnswer, ToolNotAllowed, PermissionDenied, ConfirmationRequired,
 		MaxStepsExceeded, ToolTimeout, DeadlineExceeded, ToolBudgetExceeded, CostBudgetExceeded,
-		SpinDetected, ToolOutcomeUnknown, ProtocolError, ModelError, Canceled}
+		SpinDetected, ToolOutcomeUnknown, ProtocolError, ModelError, Canceled, InvalidOutput}
 }
 
 // Error makes a Status usable as an errors.Is target. It returns the bare

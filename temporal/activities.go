@@ -238,6 +238,9 @@ type ModelInput struct {
 	// carries (loop.CacheKey). Inputs recorded before it had none: their
 	// requests carry no key, as then.
 	RunID string `json:"run_id,omitempty"`
+	// Output is the run's output schema (llm.Request.Output), from its
+	// started event; nil for none.
+	Output *llm.OutputFormat `json:"output,omitempty"`
 }
 
 // ModelOutput is ModelActivity's result.
@@ -287,7 +290,7 @@ func (a *Activities) RequestModel(ctx context.Context, in ModelInput) (ModelOutp
 	if err != nil {
 		return ModelOutput{}, storeError(err)
 	}
-	req := llm.Request{Model: in.Model, Messages: msgs, Step: in.Step, Tools: a.cfg.Tools.Definitions(), CacheKey: loop.CacheKey(in.RunID)}
+	req := llm.Request{Model: in.Model, Messages: msgs, Step: in.Step, Tools: a.cfg.Tools.Definitions(), CacheKey: loop.CacheKey(in.RunID), Output: in.Output}
 	attempt := int(activity.GetInfo(ctx).Attempt)
 	resp, err := turnBeating(ctx, a.cfg.Model, &req, loop.TurnOptions{Stream: a.cfg.Stream, Timeout: in.Timeout})
 	if err != nil {

@@ -107,6 +107,18 @@ type RunInput struct {
 	// 51,200. Default 40,000; tests set it low.
 	HistoryLimit int `json:"history_limit,omitempty"`
 
+	// OutputSchema, OutputName, OutputStrict and OutputRetries hold the
+	// final answer to a JSON Schema, as loop.Config's fields of the same
+	// names do: the schema is recorded in the started event, each model
+	// request asks for it, the decider validates each answer and sends
+	// one that does not match back with what was wrong, and the run stops
+	// with invalid_output when the corrections are spent. RunOutput.Output
+	// holds the matching answer.
+	OutputSchema  json.RawMessage `json:"output_schema,omitempty"`
+	OutputName    string          `json:"output_name,omitempty"`
+	OutputStrict  bool            `json:"output_strict,omitempty"`
+	OutputRetries int             `json:"output_retries,omitempty"`
+
 	// Continued is set by the workflow itself when it continues as new:
 	// the log so far by reference and the decider's state, which the new
 	// workflow run starts from. Callers leave it nil.
@@ -150,6 +162,9 @@ type RunOutput struct {
 	Pending   []loop.Pending `json:"pending,omitempty"`
 	// Answer is the final answer's text (status final_answer).
 	Answer string `json:"answer,omitempty"`
+	// Output is the final answer as JSON, for a run with an output schema
+	// (loop.Result.Output); loop.Decode reads it from ReadResult's result.
+	Output json.RawMessage `json:"output,omitempty"`
 	// Events is how many events the log holds; Log names its last
 	// segment in the blob store (see ReadLog).
 	Events int    `json:"events"`
@@ -298,6 +313,9 @@ func newDriver(ctx workflow.Context, in RunInput) (*driver, error) {
 	}
 	if in.RunID == "" {
 		in.RunID = workflow.GetInfo(ctx).WorkflowExecution.ID
+	}
+	if _, err := in.outputSpec(); err != nil {
+		return nil, err
 	}
 	if in.ModelTimeout <= 0 {
 		in.ModelTimeout = DefaultModelTimeout
@@ -452,9 +470,11 @@ func (d *driver) run(ctx workflow.Context) (RunOutput, error) {
 			return RunOutput{}, fmt.Errorf("toolloop: reading the worker's tools: %w", err)
 		}
 		in := d.in
+		output, _ := in.outputSpec() // checked by newDriver
 		eff = d.emit(ctx, loop.Event{Kind: loop.Started, Start: &loop.StartInfo{
 			RunID: in.RunID, SessionID: in.SessionID, Model: in.Model, PromptVersion: in.PromptVersion,
 			ToolsVersion: version, Identity: in.Identity, Budgets: d.budgets, Price: in.Price, Messages: in.Messages,
+			Output: output,
 		}})
 	}
 	w := &workflowDriver{d: d, ctx: ctx}
@@ -593,6 +613,9 @@ func (d *driver) output(ctx workflow.Context) (RunOutput, error) {
 	}
 	if s.Status == loop.FinalAnswer && len(s.Messages) > 0 {
 		out.Answer = s.Messages[len(s.Messages)-1].Text
+		if s.Output != nil {
+			out.Output = loop.OutputJSON(out.Answer)
+		}
 	}
 	return out, nil
 }
@@ -743,7 +766,7 @@ func (d *driver) requestModel(ctx workflow.Context) loop.Event {
 	}
 	in := ModelInput{
 		Model: d.in.Model, Step: s.Steps + 1, Log: d.head, New: d.log[d.saved:],
-		RetryBackoff: d.in.ModelRetryBackoff, Timeout: d.in.ModelTimeout, RunID: s.RunID,
+		RetryBackoff: d.in.ModelRetryBackoff, Timeout: d.in.ModelTimeout, RunID: s.RunID, Output: s.Output.Format(),
 	}
 	var out ModelOutput
 	var err error

@@ -228,7 +228,16 @@ const maxViolations = 4
 // each violation with the path of the value at fault (a JSON pointer
 // without its leading slash, "items/2/qty"), at most maxViolations of
 // them and about maxMessage bytes, in a stable order.
-func describeViolation(err error) string {
+func describeViolation(err error) string { return describeViolationOf(err, argumentNouns) }
+
+// nouns are the words a violation message uses for a value inside the
+// document and for the document itself.
+type nouns struct{ part, whole string }
+
+var argumentNouns = nouns{"argument", "arguments"}
+
+// describeViolationOf is describeViolation with the given nouns.
+func describeViolationOf(err error, words nouns) string {
 	var ve *sjs.ValidationError
 	if !errors.As(err, &ve) {
 		return clipMessage(err.Error())
@@ -242,7 +251,7 @@ func describeViolation(err error) string {
 			}
 			return
 		}
-		for _, line := range violationLines(e) {
+		for _, line := range violationLines(e, words) {
 			if !slices.Contains(lines, line) {
 				lines = append(lines, line)
 			}
@@ -272,7 +281,7 @@ func describeViolation(err error) string {
 // violationLines describes one violation: a missing or unexpected
 // property as the path of that property, any other as the path of the
 // value and the library's description of what is wrong with it.
-func violationLines(e *sjs.ValidationError) []string {
+func violationLines(e *sjs.ValidationError, n nouns) []string {
 	at := make([]string, len(e.InstanceLocation))
 	for i, step := range e.InstanceLocation {
 		at[i] = escapeKey(step)
@@ -285,28 +294,28 @@ func violationLines(e *sjs.ValidationError) []string {
 			names = append(names, under(name))
 		}
 		if len(names) == 1 {
-			return []string{"missing required argument " + names[0]}
+			return []string{"missing required " + n.part + " " + names[0]}
 		}
-		return []string{"missing required arguments " + strings.Join(names, ", ")}
+		return []string{"missing required " + n.part + "s " + strings.Join(names, ", ")}
 	case *kind.AdditionalProperties:
 		var lines []string
 		for _, name := range k.Properties {
-			lines = append(lines, "unexpected argument "+under(name))
+			lines = append(lines, "unexpected "+n.part+" "+under(name))
 		}
 		return lines
 	case *kind.FalseSchema:
-		return []string{where(at) + "not allowed"}
+		return []string{where(at, n) + "not allowed"}
 	}
-	return []string{where(at) + clipMessage(e.ErrorKind.LocalizedString(englishMessages))}
+	return []string{where(at, n) + clipMessage(e.ErrorKind.LocalizedString(englishMessages))}
 }
 
 // where names the value at path at for a message: `argument "a/b": `,
 // or `arguments: ` for the arguments object itself.
-func where(at []string) string {
+func where(at []string, n nouns) string {
 	if len(at) == 0 {
-		return "arguments: "
+		return n.whole + ": "
 	}
-	return "argument " + quoteClipped(strings.Join(at, "/")) + ": "
+	return n.part + " " + quoteClipped(strings.Join(at, "/")) + ": "
 }
 
 // escapeKey escapes a key for a JSON pointer.

@@ -69,6 +69,9 @@ type Scenario struct {
 	// processes, through a durable store. Interactive scenarios are not
 	// part of the default demo (Defaults); they run when named.
 	Interactive bool
+	// OutputSchema, if set, is the JSON Schema the run's final answer must
+	// match (loop.Config.OutputSchema), with the default retries.
+	OutputSchema json.RawMessage
 	// Ledger is the idempotency ledger of the run's writes when RunOptions
 	// brings none. Nil means a fresh SQLite ledger (store/sqlite) in a
 	// temporary file, made when the run first claims a write and removed
@@ -237,6 +240,7 @@ func (s Scenario) runner(opts RunOptions, cancel context.CancelFunc, runID strin
 		Store:             opts.Store,
 		Observer:          opts.Observer,
 		NewRunID:          func() string { return runID },
+		OutputSchema:      s.OutputSchema,
 	})
 	if err != nil {
 		done()
@@ -360,6 +364,11 @@ func call(id, name string, args any) llm.ToolCall { return llmtest.Call(id, name
 func script(turns ...llmtest.Turn) func(context.CancelFunc) []llmtest.Turn {
 	return func(context.CancelFunc) []llmtest.Turn { return turns }
 }
+
+// OrderStatusSchema is the output schema of the invalid_output scenario:
+// an order's ID and its status.
+var OrderStatusSchema = json.RawMessage(`{"type":"object","properties":{"order_id":{"type":"string"},` +
+	`"status":{"type":"string"}},"required":["order_id","status"],"additionalProperties":false}`)
 
 // Scenarios returns the sandbox's scenarios. The first three are the ones
 // docs/DESIGN.md §9 requires; after them comes one scenario for each other exit
@@ -541,6 +550,19 @@ func Scenarios() []Scenario {
 					llmtest.Text("Order A101 was delivered."),
 				}
 			},
+		},
+		{
+			Name: "invalid_output", Want: loop.InvalidOutput,
+			Description: "the answer must be JSON with the order and its status; the model answers in prose, " +
+				"then twice with JSON that misses a field, and the run stops after the two corrections",
+			Ask:          "Where is order A100? Answer as JSON.",
+			OutputSchema: OrderStatusSchema,
+			Script: script(
+				llmtest.Calls(call("call_q1", QueryOrder, ref("A100"))),
+				llmtest.Text("Order A100 is on its way with DHL."),
+				llmtest.Text(`{"order_id": "A100"}`),
+				llmtest.Text(`{"order_id": "A100", "state": "shipped"}`),
+			),
 		},
 		{
 			Name: "parallel", Want: loop.FinalAnswer, ShowRefunds: true,

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 
@@ -101,6 +102,11 @@ type Request struct {
 	// (loop.Config.Watch); a backend that cannot (its runs go on
 	// elsewhere) leaves it out, and the answer is printed at the end.
 	Watch func(ctx context.Context, u loop.Update)
+	// OutputSchema is --output-schema's JSON Schema, checked (nil for
+	// none), and OutputRetries --output-retries: loop.Config's fields of
+	// the same names.
+	OutputSchema  json.RawMessage
+	OutputRetries int
 
 	// prices is the price table: the built-in one and --prices FILE's.
 	prices map[string]loop.Price

@@ -246,6 +246,7 @@ func (b *local) Start(ctx context.Context, req *Request) (*loop.Result, error) {
 	cfg.Identity = req.Identity
 	cfg.Budgets = budgets
 	cfg.Watch = req.Watch
+	cfg.OutputSchema, cfg.OutputRetries = req.OutputSchema, req.OutputRetries
 	if req.ID != "" {
 		id := req.ID
 		cfg.NewRunID = func() string { return id }

@@ -23,6 +23,8 @@ func (c *cli) runCmd(ctx context.Context, drv Driver, args []string) int {
 	id := fs.String("id", "", "the run's `ID` (default: a random one)")
 	detach := fs.Bool("detach", false, "print the run's ID and return at once, where the backend runs runs elsewhere")
 	noStream := fs.Bool("no-stream", false, "ask the model for whole turns, and print the answer once the run stops, without tool activity")
+	outputSchema := fs.String("output-schema", "", "the final answer must be JSON matching the JSON Schema in `FILE`")
+	outputRetries := fs.Int("output-retries", 0, "send an answer that does not match --output-schema back `N` times (default 2; -1: never)")
 	open := drv.Flags("run", fs)
 	pos, err := parseFlags(fs, args)
 	if err != nil {
@@ -48,8 +50,13 @@ func (c *cli) runCmd(ctx context.Context, drv Driver, args []string) int {
 	if err != nil {
 		return c.fail("run", &usageErr{err.Error()})
 	}
+	schema, err := readOutputSchema(*outputSchema, *outputRetries)
+	if err != nil {
+		return c.fail("run", err)
+	}
 	req := &Request{ID: *id, Model: *model, System: *system, Prompt: pos[0], Identity: policy.Identity{Name: *identity},
-		Budgets: budgets, Detach: *detach, NoStream: *noStream, prices: prices}
+		Budgets: budgets, Detach: *detach, NoStream: *noStream, prices: prices,
+		OutputSchema: schema, OutputRetries: *outputRetries}
 	var printer *streamPrinter
 	if !*noStream && !*detach {
 		printer = &streamPrinter{out: c.stdout, errw: c.stderr}
@@ -161,6 +168,12 @@ Model and tools:
                          outlive the command, such as the Temporal build's --temporal)
   --no-stream            ask the model for whole turns; print the answer once the run
                          stops, and no tool activity
+  --output-schema FILE   the final answer must be JSON matching the JSON Schema (draft
+                         2020-12) in FILE: asked for through the provider's structured
+                         output, validated in any case; an answer that does not match goes
+                         back to the model with what was wrong, and the run stops with
+                         invalid_output when it still does not
+  --output-retries N     how many times such an answer goes back (default 2; -1: never)
 
 Budgets (0 or absent means the default):
   --max-steps N          model turns (default 10)

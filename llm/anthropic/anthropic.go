@@ -83,6 +83,14 @@ type Options struct {
 	// thinks between tool calls too. It excludes ThinkingBudget. Older
 	// models (before the 4.6 generation) refuse it with a 400.
 	AdaptiveThinking bool
+	// NoOutputFormat leaves llm.Request.Output out of the request: no
+	// output_config.format (structured outputs), the answer held to its
+	// schema by the loop's validation alone. For models without
+	// structured outputs (before Claude Sonnet 4.5, Opus 4.1 and Haiku
+	// 4.5), and for schemas using what structured outputs refuse (see
+	// Anthropic's list of supported JSON Schema features), which would
+	// otherwise be a 400.
+	NoOutputFormat bool
 	// InterleavedThinking lets a model with a ThinkingBudget think between
 	// tool calls as well as before its first, by sending the beta header
 	// anthropic-beta: interleaved-thinking-2025-05-14; the budget may then

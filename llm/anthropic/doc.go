@@ -195,6 +195,15 @@
 // as a non-retryable llm.KindBadResponse that says so. stop_reason
 // max_tokens (and model_context_window_exceeded) sets Response.Truncated.
 //
+// # Structured answers
+//
+// llm.Request.Output is sent as structured outputs, output_config.format
+// {type: json_schema, schema}, which the SDK's MessageNewParams carries
+// (no beta header). Models before structured outputs, and schemas with
+// features they refuse, answer 400: Options.NoOutputFormat leaves the
+// format out, and the loop's validation alone holds the answer to the
+// schema.
+//
 // # Limits
 //
 // The SDK v2 speaks API version 2026-10-21, which rejects temperature, top_p

@@ -57,6 +57,19 @@ func (m *Model) params(req *llm.Request) (anthropic.MessageNewParams, error) {
 	case m.opts.AdaptiveThinking:
 		p.Thinking = anthropic.ThinkingConfigParamUnion{OfAdaptive: &anthropic.ThinkingConfigAdaptiveParam{}}
 	}
+	if req.Output != nil && !m.opts.NoOutputFormat {
+		// Structured outputs: output_config.format {type: json_schema,
+		// schema}. The schema's members go as sent.
+		var fields map[string]json.RawMessage
+		if err := json.Unmarshal(req.Output.Schema, &fields); err != nil {
+			return p, badRequest(fmt.Errorf("anthropic: output schema %q is not a JSON object: %w", req.Output.Name, err))
+		}
+		schema := make(map[string]any, len(fields))
+		for k, v := range fields {
+			schema[k] = v
+		}
+		p.OutputConfig.Format = anthropic.JSONOutputFormatParam{Schema: schema}
+	}
 	return p, nil
 }
 

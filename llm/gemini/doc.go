@@ -220,6 +220,13 @@
 // read it all and quote it whole in its error. finishReason MAX_TOKENS sets
 // Response.Truncated.
 //
+// llm.Request.Output is sent as responseMimeType application/json with
+// responseJsonSchema, the JSON Schema as it is. Gemini 1.x and 2.x refuse
+// it together with function declarations, so a request with tools to such
+// a model goes without it, and the loop's validation alone holds the
+// answer to the schema; Options.Configure may set a response type or
+// schema of its own, which is then left alone.
+//
 // The SDK retries only when the client was built with
 // HTTPOptions.RetryOptions. The loop already retries retryable model errors
 // (loop.Config.ModelRetries), so leave RetryOptions unset, or the two retry

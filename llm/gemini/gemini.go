@@ -2,6 +2,7 @@ package gemini
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -226,8 +227,35 @@ func (m *Model) prepare(req *llm.Request) (call, error) {
 	if err != nil {
 		return call{}, &llm.Error{Kind: llm.KindBadRequest, Err: err}
 	}
-	return call{model: model, contents: contents, cfg: m.config(system, tools),
+	cfg := m.config(system, tools)
+	if err := structuredOutput(cfg, model, req.Output); err != nil {
+		return call{}, &llm.Error{Kind: llm.KindBadRequest, Err: err}
+	}
+	return call{model: model, contents: contents, cfg: cfg,
 		droppedState: llm.ForeignState(req.Messages, Provider) + dropped}, nil
+}
+
+// structuredOutput asks for the answer as JSON matching o's schema
+// (responseMimeType application/json and responseJsonSchema, which takes
+// JSON Schema as it is, unlike responseSchema's OpenAPI subset), unless
+// cfg already says how to answer (Options.Configure set a response schema
+// or MIME type) or the request has tools and the model is older than
+// Gemini 3: Gemini 1.x and 2.x refuse function calling together with a
+// JSON response type, so such runs rely on the loop's validation alone.
+func structuredOutput(cfg *genai.GenerateContentConfig, model string, o *llm.OutputFormat) error {
+	if o == nil || cfg.ResponseMIMEType != "" || cfg.ResponseSchema != nil || cfg.ResponseJsonSchema != nil {
+		return nil
+	}
+	if len(cfg.Tools) > 0 && !requiresSignatures(model) {
+		return nil
+	}
+	var schema map[string]any
+	if err := json.Unmarshal(o.Schema, &schema); err != nil {
+		return fmt.Errorf("gemini: output schema %q is not a JSON object: %w", o.Name, err)
+	}
+	cfg.ResponseMIMEType = "application/json"
+	cfg.ResponseJsonSchema = schema
+	return nil
 }
 
 // config builds one request's GenerateContentConfig. It is built afresh for

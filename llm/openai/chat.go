@@ -212,6 +212,11 @@ func (c *Chat) params(req *llm.Request) (sdk.ChatCompletionNewParams, error) {
 	if o.ServiceTier != "" {
 		p.ServiceTier = sdk.ChatCompletionNewParamsServiceTier(o.ServiceTier)
 	}
+	if req.Output != nil {
+		if p.ResponseFormat, err = chatResponseFormat(req.Output); err != nil {
+			return p, err
+		}
+	}
 	return p, nil
 }
 

@@ -248,6 +248,12 @@
 //   - a 404 is reported as an unknown model, which is what Ollama and vLLM
 //     mean by it; a base URL without its /v1 gives one too.
 //
+// llm.Request.Output is sent as Chat's response_format {type: json_schema,
+// json_schema: {name, schema, strict}} and as the Responses API's
+// text.format {type: json_schema, name, schema, strict}. An
+// OpenAI-compatible server without structured outputs may refuse or
+// ignore it; the loop validates the answer either way.
+//
 // Duplicate call IDs are not rewritten: the loop reports them as a protocol
 // error, which names the server's fault.
 package openai

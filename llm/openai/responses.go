@@ -205,6 +205,11 @@ func (r *Responses) params(req *llm.Request) (p responses.ResponseNewParams, dro
 	if o.ServiceTier != "" {
 		p.ServiceTier = responses.ResponseNewParamsServiceTier(o.ServiceTier)
 	}
+	if req.Output != nil {
+		if p.Text, err = responsesTextFormat(req.Output); err != nil {
+			return p, 0, err
+		}
+	}
 	return p, dropped, nil
 }
 

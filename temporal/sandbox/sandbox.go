@@ -50,6 +50,6 @@ func Input(s orders.Scenario, runID string) temporal.RunInput {
 	return temporal.RunInput{
 		RunID: runID, SessionID: s.SessionID(), Model: orders.ModelName, PromptVersion: orders.PromptVersion,
 		Identity: s.Identity, Budgets: s.Budgets, Messages: orders.Messages(s.Ask),
-		ModelRetryBackoff: orders.ModelRetryBackoff,
+		ModelRetryBackoff: orders.ModelRetryBackoff, OutputSchema: s.OutputSchema,
 	}
 }
