@@ -86,6 +86,9 @@ func perform(d Driver, eff Effect) (Event, error) {
 		return d.PlanBatch(eff.Calls)
 	case ExecuteStage:
 		return d.ExecuteStage(eff.Stage, eff.Calls), nil
+	case EditContext:
+		// The decider made the edit: the driver records it.
+		return Event{Kind: ContextEdited, Edit: eff.Edit}, nil
 	case Stop:
 		// The decider said stop on the event before: the run stops now.
 		return Event{Kind: Stopped, Status: eff.Status, Detail: eff.Detail}, nil

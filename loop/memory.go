@@ -51,6 +51,7 @@ type stateJSON struct {
 	LastCalls  []llm.ToolCall `json:"last_calls,omitempty"`
 	Seen       []uint64       `json:"seen,omitempty"`
 	Stale      int            `json:"stale,omitempty"`
+	Context    *contextMemory `json:"context,omitempty"`
 }
 
 type keyCount struct {
@@ -77,7 +78,7 @@ func (s *State) MarshalJSON() ([]byte, error) {
 		Batch: s.Batch, Pending: s.Pending, Answered: s.Answered, PausedAt: s.PausedAt, Status: s.Status,
 		Detail: s.Detail, Stopping: s.Stopping, Done: s.Done, Next: s.next,
 		CallIDs: slices.Sorted(maps.Keys(s.callIDs)), LastChecks: s.lastChecks, LastCalls: s.lastCalls,
-		Seen: slices.Sorted(maps.Keys(s.seen)), Stale: s.stale,
+		Seen: slices.Sorted(maps.Keys(s.seen)), Stale: s.stale, Context: s.ctx,
 	}
 	for k, n := range s.writeKeys {
 		j.WriteKeys = append(j.WriteKeys, keyCount{k, n})
@@ -105,7 +106,7 @@ func (s *State) UnmarshalJSON(b []byte) error {
 		Budgets: j.Budgets, Price: j.Price, Steps: j.Steps, ToolCalls: j.ToolCalls, Usage: j.Usage, Cost: j.Cost,
 		Batch: j.Batch, Pending: j.Pending, Answered: j.Answered, PausedAt: j.PausedAt, Status: j.Status,
 		Detail: j.Detail, Stopping: j.Stopping, Done: j.Done, next: j.Next,
-		lastChecks: j.LastChecks, lastCalls: j.LastCalls, stale: j.Stale,
+		lastChecks: j.LastChecks, lastCalls: j.LastCalls, stale: j.Stale, ctx: j.Context,
 	}
 	// A state past its first event has callIDs (Started makes it, the
 	// decider writes into it); the other maps are made on first use.

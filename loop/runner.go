@@ -93,6 +93,12 @@ type Config struct {
 	// SessionID and PromptVersion are recorded in the log.
 	SessionID     string
 	PromptVersion string
+	// Context, when set, manages the history so that each model request
+	// stays inside the model's window: old tool results are cleared
+	// (docs/DESIGN.md §5). A zero Window is the model's window when
+	// KnownWindow knows ModelName. Nil leaves the history whole, and a
+	// provider's "prompt too long" stops the run with model_error.
+	Context *ContextPolicy
 	// Observer sees every event of the run once it is committed: as it is
 	// appended when the run has no Store, and once the Store has accepted
 	// it otherwise, so that a run log written by an observer never holds
@@ -144,6 +150,7 @@ type Runner struct {
 	cfg     Config
 	budgets Budgets
 	price   *Price
+	context *ContextPolicy
 }
 
 // NewRunner checks cfg and fills in defaults.
@@ -163,6 +170,13 @@ func NewRunner(cfg Config) (*Runner, error) {
 		r.price = &p
 	} else if b.MaxCost > 0 {
 		return nil, fmt.Errorf("loop: MaxCost is set but Budgets.Prices has no price for model %q", cfg.ModelName)
+	}
+	if cfg.Context != nil {
+		p, err := ResolveContextPolicy(*cfg.Context, cfg.ModelName)
+		if err != nil {
+			return nil, fmt.Errorf("loop: %w", err)
+		}
+		r.context = &p
 	}
 	if r.cfg.Now == nil {
 		r.cfg.Now = time.Now
@@ -270,7 +284,7 @@ func (r *Runner) Run(ctx context.Context, msgs []llm.Message) (*Result, error) {
 	start := &StartInfo{
 		RunID: r.cfg.NewRunID(), SessionID: r.cfg.SessionID, Model: r.cfg.ModelName, PromptVersion: r.cfg.PromptVersion,
 		ToolsVersion: r.cfg.Tools.Version(), Identity: r.cfg.Identity, Budgets: r.budgets, Price: r.price,
-		Messages: msgs,
+		Context: r.context, Messages: msgs,
 	}
 	ctx, hold, err := r.holdLease(ctx, start.RunID)
 	if err != nil {

@@ -19,14 +19,17 @@ const (
 	ToolOutcomeUnknown   Status = "tool_outcome_unknown"
 	ProtocolError        Status = "protocol_error"
 	ModelError           Status = "model_error"
-	Canceled             Status = "canceled"
+	// ContextExhausted: the history could not be made to fit the model's
+	// context window; every tool result that could be cleared was.
+	ContextExhausted Status = "context_exhausted"
+	Canceled         Status = "canceled"
 )
 
 // Statuses lists every status, final_answer first.
 func Statuses() []Status {
 	return []Status{FinalAnswer, ToolNotAllowed, PermissionDenied, ConfirmationRequired,
 		MaxStepsExceeded, ToolTimeout, DeadlineExceeded, ToolBudgetExceeded, CostBudgetExceeded,
-		SpinDetected, ToolOutcomeUnknown, ProtocolError, ModelError, Canceled}
+		SpinDetected, ToolOutcomeUnknown, ProtocolError, ModelError, ContextExhausted, Canceled}
 }
 
 // Error makes a Status usable as an errors.Is target. It returns the bare
