@@ -288,7 +288,7 @@ func beforeRequest(s *State) Effect {
 func promptTooLong(s *State, ev *Event) Effect {
 	c := s.ctx
 	if c.Retried {
-		return stop(s, ContextExhausted, "the provider refused the request as too long even after clearing old tool results: "+ev.Failure.Message)
+		return stop(s, ContextExhausted, "still too long after old tool results were cleared: "+ev.Failure.Message)
 	}
 	target := 0
 	if w := c.Policy.Window; w > 0 {
@@ -299,7 +299,7 @@ func promptTooLong(s *State, ev *Event) Effect {
 	}
 	e := c.plan(EditForPromptTooLong, target)
 	if e == nil {
-		return stop(s, ContextExhausted, "the provider refused the request as too long and no tool result is left to clear: "+ev.Failure.Message)
+		return stop(s, ContextExhausted, "no tool result is left to clear: "+ev.Failure.Message)
 	}
 	c.Retried = true
 	return Effect{Kind: EditContext, Edit: e}
@@ -325,7 +325,7 @@ func contextEdited(s *State, ev *Event) Effect {
 			m.Result = clearedResult(m.Result.CallID, m.Result.Name)
 		}
 	}
-	held := c.Held[:0:0]
+	var held []heldResult
 	for _, h := range c.Held {
 		if cleared[h.CallID] {
 			c.Tokens += noteTokens(h.CallID, h.Tool) - h.Tokens

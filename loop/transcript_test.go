@@ -121,20 +121,26 @@ func formatEffect(e loop.Effect) string {
 	if e.Detail != "" {
 		fmt.Fprintf(&b, " detail=%q", e.Detail)
 	}
+	if e.Edit != nil {
+		fmt.Fprintf(&b, " edit=%q", e.Edit.String())
+	}
 	return b.String()
 }
 
 // play feeds the events through the decider, as Replay does, and renders
 // the effects and the final state. It also checks the hand-written log:
-// a stopped event must record the stop the decider last called for, as a
-// driver's would.
+// a stopped event must record the stop the decider last called for, and a
+// context_edited event the edit, as a driver's would.
 func play(t *testing.T, events []loop.Event) (effects, state []byte) {
 	t.Helper()
 	var s loop.State
 	var eb bytes.Buffer
-	var stop loop.Effect
+	var stop, last loop.Effect
 	for i := range events {
 		ev := &events[i]
+		if ev.Kind == loop.ContextEdited && (last.Edit == nil || ev.Edit == nil || ev.Edit.String() != last.Edit.String()) {
+			t.Errorf("event %d records edit %v; the decider called for %v", ev.Seq, ev.Edit, last.Edit)
+		}
 		if ev.Kind == loop.Stopped && (ev.Status != stop.Status || ev.Detail != stop.Detail) {
 			t.Errorf("event %d records stop %s %q; the decider called for %s %q",
 				ev.Seq, ev.Status, ev.Detail, stop.Status, stop.Detail)
@@ -143,6 +149,7 @@ func play(t *testing.T, events []loop.Event) (effects, state []byte) {
 		if eff.Kind == loop.Stop {
 			stop = eff
 		}
+		last = eff
 		fmt.Fprintf(&eb, "%d %s -> %s\n", ev.Seq, ev.Kind, formatEffect(eff))
 	}
 	sb, err := json.MarshalIndent((*fields)(&s), "", "  ")
