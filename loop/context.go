@@ -37,7 +37,9 @@ type ContextPolicy struct {
 	// half of Window.
 	LowWater int `json:"low_water,omitempty"`
 	// KeepToolResults is how many of the latest tool results are never
-	// cleared. Zero means the default, 3; negative keeps none.
+	// cleared. Zero means the default, 3; negative keeps none (and stays
+	// negative when normalized, so that normalizing twice changes
+	// nothing).
 	KeepToolResults int `json:"keep_tool_results,omitempty"`
 	// ExcludeTools names tools whose results are never cleared.
 	ExcludeTools []string `json:"exclude_tools,omitempty"`
@@ -61,11 +63,8 @@ func (p ContextPolicy) Normalized() (ContextPolicy, error) {
 	if p.Window > 0 && p.LowWater >= p.Window-p.Margin {
 		return p, fmt.Errorf("context policy: low water %d must be below the window %d less its margin %d", p.LowWater, p.Window, p.Margin)
 	}
-	switch {
-	case p.KeepToolResults == 0:
+	if p.KeepToolResults == 0 {
 		p.KeepToolResults = DefaultKeepToolResults
-	case p.KeepToolResults < 0:
-		p.KeepToolResults = 0
 	}
 	p.ExcludeTools = slices.Clone(p.ExcludeTools)
 	return p, nil
@@ -235,7 +234,7 @@ func (c *contextMemory) plan(reason string, target int) *ContextEdit {
 	p := &c.Policy
 	e := &ContextEdit{Reason: reason, TokensBefore: c.estimate()}
 	est := e.TokensBefore
-	clearable := len(c.Held) - p.KeepToolResults
+	clearable := len(c.Held) - max(p.KeepToolResults, 0)
 	for i := 0; i < clearable && est > target; i++ {
 		h := c.Held[i]
 		if slices.Contains(p.ExcludeTools, h.Tool) {

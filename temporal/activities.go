@@ -89,6 +89,10 @@ const (
 	// (llm.KindProtocolError: a stream whose pieces contradict each other);
 	// never retried, and the run stops with protocol_error.
 	ErrTypeProtocol = "ToolloopProtocolError"
+	// ErrTypeContextLength is a request the provider refused as too long
+	// for the model's window (llm.KindContextLengthExceeded); never
+	// retried: a run with context management clears and asks again.
+	ErrTypeContextLength = "ToolloopContextLength"
 )
 
 // MaxResponseBytes is the largest model response (JSON) a model activity
@@ -302,6 +306,10 @@ func (a *Activities) RequestModel(ctx context.Context, in ModelInput) (ModelOutp
 		var me *llm.Error
 		if errors.As(err, &me) && me.Kind == llm.KindProtocolError {
 			return ModelOutput{}, sdktemporal.NewApplicationErrorWithOptions(err.Error(), ErrTypeProtocol,
+				sdktemporal.ApplicationErrorOptions{NonRetryable: true, Details: details})
+		}
+		if errors.As(err, &me) && me.Kind == llm.KindContextLengthExceeded {
+			return ModelOutput{}, sdktemporal.NewApplicationErrorWithOptions(err.Error(), ErrTypeContextLength,
 				sdktemporal.ApplicationErrorOptions{NonRetryable: true, Details: details})
 		}
 		// A stream that broke after it began is not retried: a retry

@@ -45,6 +45,10 @@ type RunInput struct {
 	Price *loop.Price `json:"price,omitempty"`
 	// Messages opens the conversation.
 	Messages []llm.Message `json:"messages"`
+	// Context, when set, keeps each model request inside the model's
+	// window by clearing old tool results, as loop.Config.Context does
+	// in process; the Started event records it, defaults filled in.
+	Context *loop.ContextPolicy `json:"context,omitempty"`
 
 	// ModelTimeout bounds how long one model request attempt may go
 	// without an answer: the whole of a request, and a stream's quiet
@@ -296,6 +300,14 @@ func newDriver(ctx workflow.Context, in RunInput) (*driver, error) {
 	if b.MaxCost > 0 && in.Price == nil {
 		return nil, fmt.Errorf("temporal: MaxCost is set but RunInput.Price is not (model %q)", in.Model)
 	}
+	if in.Context != nil {
+		// Pure, so every replay of the workflow resolves the same policy.
+		p, err := loop.ResolveContextPolicy(*in.Context, in.Model)
+		if err != nil {
+			return nil, fmt.Errorf("temporal: %w", err)
+		}
+		in.Context = &p
+	}
 	if in.RunID == "" {
 		in.RunID = workflow.GetInfo(ctx).WorkflowExecution.ID
 	}
@@ -454,7 +466,8 @@ func (d *driver) run(ctx workflow.Context) (RunOutput, error) {
 		in := d.in
 		eff = d.emit(ctx, loop.Event{Kind: loop.Started, Start: &loop.StartInfo{
 			RunID: in.RunID, SessionID: in.SessionID, Model: in.Model, PromptVersion: in.PromptVersion,
-			ToolsVersion: version, Identity: in.Identity, Budgets: d.budgets, Price: in.Price, Messages: in.Messages,
+			ToolsVersion: version, Identity: in.Identity, Budgets: d.budgets, Price: in.Price, Context: in.Context,
+			Messages: in.Messages,
 		}})
 	}
 	w := &workflowDriver{d: d, ctx: ctx}
@@ -824,6 +837,9 @@ func modelError(err error) error {
 	msg := cause(err)
 	if app := (*sdktemporal.ApplicationError)(nil); errors.As(err, &app) && app.Type() == ErrTypeProtocol {
 		return &llm.Error{Kind: llm.KindProtocolError, Err: errors.New(strings.TrimPrefix(msg, string(llm.KindProtocolError)+": "))}
+	}
+	if app := (*sdktemporal.ApplicationError)(nil); errors.As(err, &app) && app.Type() == ErrTypeContextLength {
+		return &llm.Error{Kind: llm.KindContextLengthExceeded, Err: errors.New(msg)}
 	}
 	return errors.New(msg)
 }
