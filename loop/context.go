@@ -45,6 +45,10 @@ type ContextPolicy struct {
 	ExcludeTools []string `json:"exclude_tools,omitempty"`
 }
 
+// MinContextWindow is the smallest window a ContextPolicy takes: below
+// it a number is not a model's window in tokens.
+const MinContextWindow = 1000
+
 // DefaultKeepToolResults is ContextPolicy.KeepToolResults's default.
 const DefaultKeepToolResults = 3
 
@@ -53,6 +57,9 @@ const DefaultKeepToolResults = 3
 func (p ContextPolicy) Normalized() (ContextPolicy, error) {
 	if p.Window < 0 || p.Margin < 0 || p.LowWater < 0 {
 		return p, fmt.Errorf("context policy: window %d, margin %d and low water %d must not be negative", p.Window, p.Margin, p.LowWater)
+	}
+	if p.Window > 0 && p.Window < MinContextWindow {
+		return p, fmt.Errorf("context policy: a window of %d tokens is smaller than any model's (at least %d); give it in tokens", p.Window, MinContextWindow)
 	}
 	if p.Margin == 0 {
 		p.Margin = p.Window / 10

@@ -23,6 +23,9 @@ func (c *cli) runCmd(ctx context.Context, drv Driver, args []string) int {
 	id := fs.String("id", "", "the run's `ID` (default: a random one)")
 	detach := fs.Bool("detach", false, "print the run's ID and return at once, where the backend runs runs elsewhere")
 	noStream := fs.Bool("no-stream", false, "ask the model for whole turns, and print the answer once the run stops, without tool activity")
+	window := fs.Int("context-window", 0, "the model's context window in `TOKENS` (default: the built-in table's, for well-known models)")
+	keep := fs.Int("keep-tool-results", 0, "with context management, the `N` latest tool results never cleared (default 3)")
+	noContext := fs.Bool("no-context-management", false, "send the whole history every turn, however long")
 	open := drv.Flags("run", fs)
 	pos, err := parseFlags(fs, args)
 	if err != nil {
@@ -48,8 +51,12 @@ func (c *cli) runCmd(ctx context.Context, drv Driver, args []string) int {
 	if err != nil {
 		return c.fail("run", &usageErr{err.Error()})
 	}
+	cp, err := contextPolicy(*model, *window, *keep, *noContext)
+	if err != nil {
+		return c.fail("run", err)
+	}
 	req := &Request{ID: *id, Model: *model, System: *system, Prompt: pos[0], Identity: policy.Identity{Name: *identity},
-		Budgets: budgets, Detach: *detach, NoStream: *noStream, prices: prices}
+		Budgets: budgets, Detach: *detach, NoStream: *noStream, Context: cp, prices: prices}
 	var printer *streamPrinter
 	if !*noStream && !*detach {
 		printer = &streamPrinter{out: c.stdout, errw: c.stderr}
@@ -71,6 +78,28 @@ func (c *cli) runCmd(ctx context.Context, drv Driver, args []string) int {
 		return exitOK
 	}
 	return c.printResult(res, b.Info(), printer.answered(res))
+}
+
+// contextPolicy is the run's context management as its flags ask: on
+// when the model's window is given or built in (or --keep-tool-results
+// is given), unless --no-context-management.
+func contextPolicy(model string, window, keep int, off bool) (*loop.ContextPolicy, error) {
+	switch {
+	case window < 0:
+		return nil, &usageErr{fmt.Sprintf("--context-window is %d; want a number of tokens (or leave it out for the model's known window)", window)}
+	case off && (window > 0 || keep != 0):
+		return nil, &usageErr{"--no-context-management turns context management off; --context-window and --keep-tool-results tune it: give one or the other"}
+	case off:
+		return nil, nil
+	}
+	if _, known := loop.KnownWindow(model); window == 0 && !known && keep == 0 {
+		return nil, nil
+	}
+	p, err := loop.ResolveContextPolicy(loop.ContextPolicy{Window: window, KeepToolResults: keep}, model)
+	if err != nil {
+		return nil, &usageErr{err.Error()}
+	}
+	return &p, nil
 }
 
 // closeBackend closes b, reporting an error for cmd on standard error.
@@ -161,6 +190,16 @@ Model and tools:
                          outlive the command, such as the Temporal build's --temporal)
   --no-stream            ask the model for whole turns; print the answer once the run
                          stops, and no tool activity
+
+Context (on by default when the model's window is known or given):
+  --context-window N     the model's window in tokens (default: built in for well-known
+                         models, e.g. claude-sonnet-4-6, gpt-4.1, gemini-2.5-flash); before
+                         a request would near it, the oldest tool results are cleared, each
+                         replaced by a note naming the call; a provider's "prompt too long"
+                         clears and retries once; a history that cannot fit stops the run
+                         with context_exhausted
+  --keep-tool-results N  the N latest tool results are never cleared (default 3; -1: none)
+  --no-context-management  send the whole history every turn
 
 Budgets (0 or absent means the default):
   --max-steps N          model turns (default 10)
