@@ -839,7 +839,7 @@ func modelError(err error) error {
 		return &llm.Error{Kind: llm.KindProtocolError, Err: errors.New(strings.TrimPrefix(msg, string(llm.KindProtocolError)+": "))}
 	}
 	if app := (*sdktemporal.ApplicationError)(nil); errors.As(err, &app) && app.Type() == ErrTypeContextLength {
-		return &llm.Error{Kind: llm.KindContextLengthExceeded, Err: errors.New(msg)}
+		return &llm.Error{Kind: llm.KindContextLengthExceeded, Err: errors.New(strings.TrimPrefix(msg, string(llm.KindContextLengthExceeded)+": "))}
 	}
 	return errors.New(msg)
 }

@@ -80,7 +80,7 @@ func TestScenarioNames(t *testing.T) {
 	want := []string{
 		"normal", "unknown_tool", "loop_forever",
 		"not_found", "tool_timeout", "deadline_exceeded", "tool_budget_exceeded", "cost_budget_exceeded",
-		"spin_detected", "permission_denied", "confirmation_required", "protocol_error", "model_error", "canceled",
+		"spin_detected", "permission_denied", "confirmation_required", "protocol_error", "model_error", "context_exhausted", "canceled",
 		"parallel", "refund_retry", "refund_twice", "refund_unknown",
 		"confirm_refund",
 	}
