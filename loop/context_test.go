@@ -11,13 +11,16 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	sdk "github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/anthropics/anthropic-sdk-go/v2/option"
 
+	"github.com/toolloop/toolloop/executor"
 	"github.com/toolloop/toolloop/llm"
 	"github.com/toolloop/toolloop/llm/anthropic"
 	"github.com/toolloop/toolloop/loop"
+	"github.com/toolloop/toolloop/policy"
 	"github.com/toolloop/toolloop/tool"
 )
 
@@ -231,4 +234,57 @@ func TestContextExhausted(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Log(res.Detail)
+}
+
+// An excluded tool's results are never cleared, however old; the others
+// are, oldest first, and the note that replaces each names its call and
+// tool.
+func TestContextEditSkipsExcludedTools(t *testing.T) {
+	big := json.RawMessage(`"` + strings.Repeat("x", 3000) + `"`)
+	at := time.Date(2026, 1, 1, 10, 0, 0, 0, time.UTC)
+	var s loop.State
+	var eff loop.Effect
+	feed := func(ev loop.Event) {
+		at = at.Add(time.Second)
+		ev.At = at
+		eff = loop.Next(&s, &ev)
+	}
+	feed(loop.Event{Kind: loop.Started, Start: &loop.StartInfo{RunID: "r", Budgets: loop.Budgets{MaxSteps: 9, MaxToolCalls: 9, Deadline: time.Hour},
+		Context:  &loop.ContextPolicy{Window: 4000, Margin: 400, LowWater: 1000, KeepToolResults: -1, ExcludeTools: []string{"keep_me"}},
+		Messages: []llm.Message{llm.UserMessage("go")}}})
+	for i, name := range []string{"keep_me", "fetch", "fetch"} {
+		id := fmt.Sprintf("c%d", i+1)
+		feed(loop.Event{Kind: loop.ModelResponded, Response: &llm.Response{Usage: llm.Usage{InputTokens: int64(100 + 1500*i)},
+			Message: llm.Message{Role: llm.RoleAssistant, ToolCalls: []llm.ToolCall{{ID: id, Name: name, Arguments: json.RawMessage(`{}`)}}}}})
+		feed(loop.Event{Kind: loop.CallsValidated, Checks: []loop.CallCheck{{Known: true, Key: uint64(i + 1)}}})
+		feed(loop.Event{Kind: loop.PolicyDecided, Decisions: []policy.Decision{{Verdict: policy.Allow}}})
+		feed(loop.Event{Kind: loop.StagePlanned, Plan: &executor.Plan{Stages: [][]int{{0}}}})
+		feed(loop.Event{Kind: loop.StageFinished, Outcomes: []executor.Outcome{{Result: llm.ToolResult{CallID: id, Name: name, Status: llm.StatusOK, Content: big}}}})
+	}
+	if eff.Kind != loop.EditContext {
+		t.Fatalf("effect %s after three results of ~750 tokens in a 4,000-token window; want edit_context", eff.Kind)
+	}
+	var cleared []string
+	for _, r := range eff.Edit.Cleared {
+		cleared = append(cleared, r.CallID)
+	}
+	if strings.Join(cleared, ",") != "c2,c3" {
+		t.Fatalf("cleared %v; want c2 and c3, not the excluded c1", cleared)
+	}
+	feed(loop.Event{Kind: loop.ContextEdited, Edit: eff.Edit})
+	if eff.Kind != loop.RequestModel {
+		t.Fatalf("effect %s after the edit", eff.Kind)
+	}
+	h := s.History()
+	if err := llm.CheckHistory(h); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range h {
+		if r := m.Result; r != nil {
+			note := strings.Contains(string(r.Content), "was cleared")
+			if note != (r.CallID != "c1") || note && !strings.Contains(string(r.Content), "call "+r.CallID+" ("+r.Name+")") {
+				t.Errorf("result of %s: %s", r.CallID, r.Content)
+			}
+		}
+	}
 }
