@@ -43,6 +43,14 @@ type ContextPolicy struct {
 	KeepToolResults int `json:"keep_tool_results,omitempty"`
 	// ExcludeTools names tools whose results are never cleared.
 	ExcludeTools []string `json:"exclude_tools,omitempty"`
+	// Compact, when clearing cannot bring the next request inside the
+	// window, has the model summarize the earlier turns (a request of
+	// its own, whose usage counts toward the run's budgets); the run goes
+	// on from its opening messages, the summary and the latest turns.
+	Compact bool `json:"compact,omitempty"`
+	// SummaryModel is the model name sent with the summary request;
+	// empty for the run's model.
+	SummaryModel string `json:"summary_model,omitempty"`
 }
 
 // MinContextWindow is the smallest window a ContextPolicy takes: below
@@ -131,6 +139,11 @@ type ContextEdit struct {
 	// TokensBefore and TokensAfter are the next request's estimate.
 	TokensBefore int `json:"tokens_before"`
 	TokensAfter  int `json:"tokens_after"`
+	// A compaction (Reason "compaction") replaced the history's messages
+	// From to Through (exclusive) by one user message with Summary.
+	From    int    `json:"from,omitempty"`
+	Through int    `json:"through,omitempty"`
+	Summary string `json:"summary,omitempty"`
 }
 
 // ClearedResult is one tool result a context edit replaced.
@@ -145,6 +158,7 @@ type ClearedResult struct {
 const (
 	EditForWindow        = "window"
 	EditForPromptTooLong = "prompt_too_long"
+	EditCompaction       = "compaction"
 )
 
 // ClearedNote is the content that replaces a cleared tool result: it
@@ -173,12 +187,23 @@ type contextMemory struct {
 	// Retried is set by an edit made for a prompt too long, until a
 	// response comes: a second refusal means the history cannot fit.
 	Retried bool `json:"retried,omitempty"`
+	// Compacted is set by a compaction until a response comes: a second
+	// one in a row would summarize the summary.
+	Compacted bool `json:"compacted,omitempty"`
+	// Lead is the number of opening messages, never summarized; Sizes the
+	// estimate of each message of the history; Turns the indexes of its
+	// assistant messages, where a compaction may cut.
+	Lead  int   `json:"lead,omitempty"`
+	Sizes []int `json:"sizes,omitempty"`
+	Turns []int `json:"turns,omitempty"`
 }
 
 type heldResult struct {
 	CallID string `json:"id"`
 	Tool   string `json:"tool"`
 	Tokens int    `json:"n"`
+	// At is the result's index in the history.
+	At int `json:"at"`
 }
 
 // estimate is the next request's estimated size in tokens.
@@ -188,8 +213,13 @@ func (c *contextMemory) estimate() int { return c.Tokens + c.Overhead }
 func (c *contextMemory) add(m *llm.Message) {
 	n := messageTokens(m)
 	c.Tokens += n
+	at := len(c.Sizes)
+	c.Sizes = append(c.Sizes, n)
 	if m.Result != nil {
-		c.Held = append(c.Held, heldResult{CallID: m.Result.CallID, Tool: m.Result.Name, Tokens: n})
+		c.Held = append(c.Held, heldResult{CallID: m.Result.CallID, Tool: m.Result.Name, Tokens: n, At: at})
+	}
+	if m.Role == llm.RoleAssistant {
+		c.Turns = append(c.Turns, at)
 	}
 }
 
@@ -281,6 +311,9 @@ func beforeRequest(s *State) Effect {
 	if e := c.plan(EditForWindow, c.Policy.LowWater); e != nil {
 		return Effect{Kind: EditContext, Edit: e}
 	}
+	if r := c.summaryRequest(s.Model); r != nil {
+		return Effect{Kind: Summarize, Summary: r}
+	}
 	if c.estimate() > c.Policy.Window {
 		return stop(s, ContextExhausted, fmt.Sprintf(
 			"the next request is estimated at %d tokens, past the window of %d, and no tool result is left to clear", c.estimate(), c.Policy.Window))
@@ -305,6 +338,10 @@ func promptTooLong(s *State, ev *Event) Effect {
 	}
 	e := c.plan(EditForPromptTooLong, target)
 	if e == nil {
+		if r := c.summaryRequest(s.Model); r != nil {
+			c.Retried = true
+			return Effect{Kind: Summarize, Summary: r}
+		}
 		return stop(s, ContextExhausted, "no tool result is left to clear: "+ev.Failure.Message)
 	}
 	c.Retried = true
@@ -334,17 +371,170 @@ func contextEdited(s *State, ev *Event) Effect {
 	var held []heldResult
 	for _, h := range c.Held {
 		if cleared[h.CallID] {
-			c.Tokens += noteTokens(h.CallID, h.Tool) - h.Tokens
+			note := noteTokens(h.CallID, h.Tool)
+			c.Tokens += note - h.Tokens
+			if h.At < len(c.Sizes) {
+				c.Sizes[h.At] = note
+			}
 			continue
 		}
 		held = append(held, h)
 	}
 	c.Held = held
-	return Effect{Kind: RequestModel}
+	// Clearing may not be enough: compaction comes next, if configured.
+	return beforeRequest(s)
+}
+
+// SummaryRequest is a compaction the decider asks for (Effect.Summary):
+// the history's messages From to Through (exclusive) are to be
+// summarized by Model ("" for the run's), with SummaryMessages.
+type SummaryRequest struct {
+	From    int    `json:"from"`
+	Through int    `json:"through"`
+	Model   string `json:"model,omitempty"`
+	// TokensBefore is the next request's estimate now; KeptTokens what
+	// stays of it (the opening messages, the latest turns, the overhead).
+	TokensBefore int `json:"tokens_before"`
+	KeptTokens   int `json:"kept_tokens"`
+}
+
+// summaryRequest returns the compaction to ask for, or nil when the
+// policy has none, one was just made, or no earlier turn is left to
+// summarize. The latest max(KeepToolResults, 1) turns stay whole, so that
+// every call that stays keeps its result.
+func (c *contextMemory) summaryRequest(model string) *SummaryRequest {
+	p := &c.Policy
+	if !p.Compact || c.Compacted {
+		return nil
+	}
+	keep := max(p.KeepToolResults, 1)
+	if len(c.Turns) <= keep {
+		return nil
+	}
+	through := c.Turns[len(c.Turns)-keep]
+	// Earlier turns that are only a previous summary are not worth
+	// another request.
+	if through <= c.Lead+1 {
+		return nil
+	}
+	if p.SummaryModel != "" {
+		model = p.SummaryModel
+	}
+	kept := c.Overhead
+	for i, n := range c.Sizes {
+		if i < c.Lead || i >= through {
+			kept += n
+		}
+	}
+	return &SummaryRequest{From: c.Lead, Through: through, Model: model, TokensBefore: c.estimate(), KeptTokens: kept}
+}
+
+// SummaryInstruction is what the summary request asks the model for.
+const SummaryInstruction = "The conversation above is being compacted to fit the model's context window. " +
+	"Write a summary of it that lets you carry on the task without it: what was asked, what each tool call found " +
+	"(with the facts, numbers and identifiers you will need), what is done and what is left. Write only the summary."
+
+// SummaryMessages returns the summary request's conversation: the
+// messages to summarize, rendered as text in one user message (so that
+// the request carries no tool calls of its own and suits any provider),
+// followed by SummaryInstruction.
+func SummaryMessages(history []llm.Message, r *SummaryRequest) []llm.Message {
+	var b strings.Builder
+	for _, m := range history[min(r.From, len(history)):min(r.Through, len(history))] {
+		switch {
+		case m.Result != nil:
+			fmt.Fprintf(&b, "[result of call %s (%s), %s]\n%s\n\n", m.Result.CallID, m.Result.Name, m.Result.Status, m.Result.Content)
+		default:
+			if t := strings.TrimSpace(m.Text); t != "" {
+				fmt.Fprintf(&b, "[%s]\n%s\n\n", m.Role, t)
+			}
+			for _, c := range m.ToolCalls {
+				fmt.Fprintf(&b, "[%s called %s (call %s) with %s]\n\n", m.Role, c.Name, c.ID, c.Arguments)
+			}
+		}
+	}
+	b.WriteString(SummaryInstruction)
+	return []llm.Message{llm.UserMessage(b.String())}
+}
+
+// SummaryEvent turns the event of the summary request's model turn into
+// the event that records the compaction: context_summarized, with the
+// summary and its usage, or with the turn's failure.
+func SummaryEvent(ev Event, r *SummaryRequest) Event {
+	out := Event{Kind: ContextSummarized, At: ev.At, Latency: ev.Latency, Attempts: ev.Attempts, Response: ev.Response, Failure: ev.Failure}
+	if ev.Kind != ModelResponded || ev.Response == nil {
+		if out.Failure == nil {
+			out.Failure = &Failure{Kind: FailModel, Message: "the summary request failed"}
+		}
+		return out
+	}
+	text := strings.TrimSpace(ev.Response.Message.Text)
+	if text == "" {
+		out.Failure = &Failure{Kind: FailModel, Message: "the summary request returned no text"}
+		return out
+	}
+	m := summaryMessage(text)
+	out.Edit = &ContextEdit{Reason: EditCompaction, From: r.From, Through: r.Through, Summary: text,
+		TokensBefore: r.TokensBefore, TokensAfter: r.KeptTokens + messageTokens(&m)}
+	return out
+}
+
+func summaryMessage(summary string) llm.Message {
+	return llm.UserMessage("A summary of the earlier turns of this conversation, which were compacted to fit the context window:\n\n" + summary)
+}
+
+// contextSummarized applies a compaction: the summarized messages give
+// way to the summary, and the run goes on once its usage is counted.
+func contextSummarized(s *State, ev *Event) Effect {
+	c, e := s.ctx, ev.Edit
+	if c == nil || e == nil || e.From < c.Lead || e.Through > len(c.Sizes) || e.From >= e.Through {
+		return stop(s, ProtocolError, "driver error: a compaction that does not match the history")
+	}
+	if ev.Response != nil {
+		charge(s, ev.Response)
+	}
+	m := summaryMessage(e.Summary)
+	if len(s.Messages) >= e.Through {
+		msgs := make([]llm.Message, 0, len(s.Messages)-(e.Through-e.From)+1)
+		msgs = append(append(append(msgs, s.Messages[:e.From]...), m), s.Messages[e.Through:]...)
+		s.Messages = msgs
+	}
+	shift := e.Through - e.From - 1
+	sizes := append(append(slices.Clone(c.Sizes[:e.From]), messageTokens(&m)), c.Sizes[e.Through:]...)
+	c.Sizes, c.Tokens = sizes, 0
+	for _, n := range sizes {
+		c.Tokens += n
+	}
+	var held []heldResult
+	for _, h := range c.Held {
+		if h.At >= e.Through {
+			h.At -= shift
+			held = append(held, h)
+		}
+	}
+	var turns []int
+	for _, t := range c.Turns {
+		if t >= e.Through {
+			turns = append(turns, t-shift)
+		}
+	}
+	c.Held, c.Turns, c.Compacted = held, turns, true
+	b := s.Budgets
+	switch {
+	case b.MaxTokens > 0 && s.Usage.Total() >= b.MaxTokens:
+		return stop(s, CostBudgetExceeded, fmt.Sprintf("%d tokens used with the summary, budget %d: no room for another turn", s.Usage.Total(), b.MaxTokens))
+	case b.MaxCost > 0 && s.Cost >= b.MaxCost:
+		return stop(s, CostBudgetExceeded, fmt.Sprintf("cost $%.6f with the summary, budget $%.6f: no room for another turn", s.Cost, b.MaxCost))
+	}
+	return beforeRequest(s)
 }
 
 // String is the edit in one line, for trace tools.
 func (e *ContextEdit) String() string {
+	if e.Reason == EditCompaction {
+		return "summarized messages " + strconv.Itoa(e.From) + " to " + strconv.Itoa(e.Through-1) + " in " +
+			strconv.Itoa(len(e.Summary)) + " bytes, tokens " + strconv.Itoa(e.TokensBefore) + " -> " + strconv.Itoa(e.TokensAfter) + " (compaction)"
+	}
 	ids := make([]string, len(e.Cleared))
 	for i, r := range e.Cleared {
 		ids[i] = r.CallID

@@ -1,6 +1,7 @@
 package loop_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -37,6 +38,8 @@ type windowAPI struct {
 	prev      []byte
 	requests  int
 	refused   int
+	turns     int // turns answered, summaries aside
+	summaries int
 	maxTokens int
 	input     int64 // tokens billed at the base rate
 	read      int64 // tokens read from the cache
@@ -86,12 +89,18 @@ func (a *windowAPI) serve(w http.ResponseWriter, r *http.Request) {
 	write := int64(tokens) - read
 	a.read += read
 	a.write += write
-	turn := 0
-	for _, m := range req.Messages {
-		if m.Role == "assistant" {
-			turn++
-		}
+	if bytes.Contains(body, []byte("is being compacted")) {
+		// A compaction's summary request: a short summary, no calls.
+		a.summaries++
+		a.output += 150
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"id":"msg_s%d","type":"message","role":"assistant","model":"claude-sonnet-4-6","content":[{"type":"text","text":"Pages 0 to %d were read; each says little."}],`+
+			`"stop_reason":"end_turn","stop_sequence":null,"usage":{"input_tokens":0,"cache_creation_input_tokens":%d,"cache_read_input_tokens":%d,"output_tokens":150}}`,
+			a.summaries, a.turns-1, write, read)
+		return
 	}
+	turn := a.turns
+	a.turns++
 	content, stop, out := fmt.Sprintf(`[{"type":"tool_use","id":"toolu_%03d","name":"fetch_page","input":{"page":%d}}]`, turn, turn), "tool_use", 40
 	if turn >= a.lastTurn {
 		content, stop, out = `[{"type":"text","text":"I have read every page."}]`, "end_turn", 12
@@ -287,4 +296,50 @@ func TestContextEditSkipsExcludedTools(t *testing.T) {
 			}
 		}
 	}
+}
+
+// When clearing cannot make room (here every result is of a tool the
+// policy excludes from clearing), compaction does: the model summarizes
+// the earlier turns in a request of its own, counted in the run's usage,
+// and the run goes on from the opening message, the summary and the
+// latest turns. Without Compact the same run stops context_exhausted.
+func TestCompactionLongRun(t *testing.T) {
+	const window, turns = 60_000, 150
+	policy := func(compact bool) *loop.ContextPolicy {
+		return &loop.ContextPolicy{Window: window, ExcludeTools: []string{"fetch_page"}, Compact: compact}
+	}
+	api, m := newWindowAPI(t, window, turns)
+	_, err := loop.Run(context.Background(), longRunConfig(t, m, turns, policy(false)), []llm.Message{llm.UserMessage("Read every page.")})
+	if !errors.Is(err, loop.ContextExhausted) || api.refused != 0 {
+		t.Fatalf("without compaction: err %v, %d refused; want context_exhausted before any refusal", err, api.refused)
+	}
+	api, m = newWindowAPI(t, window, turns)
+	res, err := loop.Run(context.Background(), longRunConfig(t, m, turns, policy(true)), []llm.Message{llm.UserMessage("Read every page.")})
+	if err != nil {
+		t.Fatalf("run: %v (%d requests, %d refused, largest %d tokens)", err, api.requests, api.refused, api.maxTokens)
+	}
+	if res.Steps != turns+1 || api.refused != 0 || api.maxTokens > window || api.summaries == 0 {
+		t.Fatalf("%d steps, %d refused, largest request %d tokens, %d summaries", res.Steps, api.refused, api.maxTokens, api.summaries)
+	}
+	if err := llm.CheckHistory(res.Messages); err != nil {
+		t.Fatalf("history after the compactions: %v", err)
+	}
+	if res.Messages[0].Text != "Read every page." || !strings.Contains(res.Messages[1].Text, "Pages 0 to") {
+		t.Fatalf("the history does not go on from the opening message and a summary: %q, %q", res.Messages[0].Text, res.Messages[1].Text)
+	}
+	summarized := 0
+	for _, ev := range res.Events {
+		if ev.Kind == loop.ContextSummarized {
+			summarized++
+		}
+	}
+	// The summaries' tokens are the run's too.
+	if summarized != api.summaries || res.Usage.OutputTokens != api.output || res.Usage.InputTokens != api.input+api.read+api.write {
+		t.Fatalf("%d summaries logged of %d; usage %+v, billed output %d, input %d", summarized, api.summaries, res.Usage, api.output, api.input+api.read+api.write)
+	}
+	if got := loop.Replay(res.Events).History(); !sameHistory(got, res.Messages) {
+		t.Fatal("the replayed history differs from the run's")
+	}
+	t.Logf("compaction: %d requests (%d summaries), largest %d tokens (window %d); input tokens %d, output %d",
+		api.requests, api.summaries, api.maxTokens, window, api.input+api.read+api.write, api.output)
 }

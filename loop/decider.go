@@ -32,7 +32,11 @@ const (
 	// next model request (Effect.Edit says which); the driver only
 	// records it, as a context_edited event.
 	EditContext EffectKind = "edit_context"
-	Stop        EffectKind = "stop"
+	// Summarize asks the model for a summary of the earlier turns
+	// (Effect.Summary says which); the driver records the answer as a
+	// context_summarized event.
+	Summarize EffectKind = "summarize"
+	Stop      EffectKind = "stop"
 	// None follows the Stopped event: the run is over.
 	None EffectKind = "none"
 )
@@ -50,6 +54,8 @@ type Effect struct {
 	Detail string
 	// Edit is the context edit to record (EditContext).
 	Edit *ContextEdit `json:",omitempty"`
+	// Summary is the compaction to ask for (Summarize).
+	Summary *SummaryRequest `json:",omitempty"`
 }
 
 // Pending is a call waiting for a human's confirmation.
@@ -191,12 +197,18 @@ func next(s *State, ev *Event) Effect {
 		}
 		return promptTooLong(s, ev)
 	}
+	if ev.Kind == ContextSummarized && ev.Failure != nil && ev.Failure.Kind == FailContextLength {
+		if ev.Response != nil {
+			charge(s, ev.Response)
+		}
+		return stop(s, ContextExhausted, "the summary request for a compaction was itself too long: "+ev.Failure.Message)
+	}
 	if ev.Kind == Interrupted || ev.Failure != nil {
 		if st, detail, ok := failure(ev); ok {
 			if ev.Kind == StageFinished {
 				record(s, ev)
 			}
-			if ev.Kind == ModelFailed && ev.Response != nil {
+			if (ev.Kind == ModelFailed || ev.Kind == ContextSummarized) && ev.Response != nil {
 				// A stream that broke part-way was paid for as far as it
 				// came: its usage counts, though the turn does not.
 				charge(s, ev.Response)
@@ -212,6 +224,10 @@ func next(s *State, ev *Event) Effect {
 			// Count what the late answer cost; its calls will not run,
 			// so it stays out of the history.
 			account(s, ev.Response)
+		case ContextSummarized:
+			if ev.Response != nil {
+				charge(s, ev.Response)
+			}
 		}
 		return stop(s, DeadlineExceeded, fmt.Sprintf("the run's deadline of %v passed", s.Budgets.Deadline))
 	}
@@ -228,6 +244,8 @@ func next(s *State, ev *Event) Effect {
 		return stageFinished(s, ev)
 	case ContextEdited:
 		return contextEdited(s, ev)
+	case ContextSummarized:
+		return contextSummarized(s, ev)
 	}
 	return stop(s, ProtocolError, fmt.Sprintf("driver error: unexpected event %q", ev.Kind))
 }
@@ -242,7 +260,7 @@ func start(s *State, ev *Event) Effect {
 		s.Deadline = ev.At.Add(info.Budgets.Deadline)
 	}
 	if info.Context != nil {
-		s.ctx = &contextMemory{Policy: *info.Context}
+		s.ctx = &contextMemory{Policy: *info.Context, Lead: len(info.Messages)}
 	}
 	for _, m := range info.Messages {
 		if s.ctx != nil {
@@ -298,7 +316,7 @@ func modelResponded(s *State, ev *Event) Effect {
 		// The reported input is what the request now answered weighed:
 		// the estimate learns from it before the reply joins the history.
 		c.calibrate(resp.Usage.Clamped())
-		c.Retried = false
+		c.Retried, c.Compacted = false, false
 		c.add(&msg)
 	}
 	s.Messages = append(s.Messages, msg)

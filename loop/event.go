@@ -39,6 +39,10 @@ const (
 	// ContextEdited records a context edit: the old tool results cleared
 	// from the history before the next model request (Event.Edit).
 	ContextEdited EventKind = "context_edited"
+	// ContextSummarized records a compaction: the summary of the earlier
+	// turns that replaces them (Event.Edit) and the summary request's
+	// usage (Event.Response), or its failure.
+	ContextSummarized EventKind = "context_summarized"
 	// Resumed marks where a driver picked a run up again from its log
 	// (Resume, Continue); it changes nothing in the state.
 	Resumed EventKind = "resumed"
@@ -88,7 +92,7 @@ type Event struct {
 	Detail string `json:"detail,omitempty"`
 	// ConfirmationDecided.
 	Confirmation *Confirmation `json:"confirmation,omitempty"`
-	// ContextEdited.
+	// ContextEdited, ContextSummarized.
 	Edit *ContextEdit `json:"edit,omitempty"`
 }
 

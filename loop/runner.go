@@ -463,7 +463,18 @@ func (d *drive) Interruption(Effect) *Failure { return contextFailure(d.ctx) }
 func (d *drive) Idle() (Event, bool, error) { return Event{}, false, nil }
 
 // RequestModel asks the model for the next turn (requestModel).
-func (d *drive) RequestModel() Event { return d.requestModel(d.ctx) }
+func (d *drive) RequestModel() Event {
+	cfg := &d.r.cfg
+	return d.requestModel(d.ctx, &llm.Request{Model: cfg.ModelName, Messages: slices.Clip(d.state.Messages), Tools: cfg.Tools.Definitions(),
+		Step: d.state.Steps + 1, CacheKey: CacheKey(d.state.RunID)}, cfg.Stream)
+}
+
+// Summarize asks the model for the summary of a compaction, whole (a
+// summary is not shown as it streams), with the retries of a turn.
+func (d *drive) Summarize(r *SummaryRequest) Event {
+	req := &llm.Request{Model: r.Model, Messages: SummaryMessages(d.state.Messages, r), Step: d.state.Steps + 1}
+	return SummaryEvent(d.requestModel(d.ctx, req, false), r)
+}
 
 // ValidateCalls checks the batch's calls (CheckCalls).
 func (d *drive) ValidateCalls() (Event, error) {
@@ -572,11 +583,10 @@ func ContextFailure(err error) *Failure {
 // own: the model may keep it (see llm.Model). A model that streams is
 // streamed when Config.Stream asks for it; a stream is retried like a
 // request while it has shown nothing, and never after (see Config.Stream).
-func (d *drive) requestModel(ctx context.Context) Event {
-	s, cfg := &d.state, &d.r.cfg
-	req := &llm.Request{Model: cfg.ModelName, Messages: slices.Clip(s.Messages), Tools: cfg.Tools.Definitions(), Step: s.Steps + 1, CacheKey: CacheKey(s.RunID)}
-	o := TurnOptions{Stream: cfg.Stream, Timeout: cfg.ModelTimeout}
-	if watch := cfg.Watch; watch != nil {
+func (d *drive) requestModel(ctx context.Context, req *llm.Request, stream bool) Event {
+	cfg := &d.r.cfg
+	o := TurnOptions{Stream: stream, Timeout: cfg.ModelTimeout}
+	if watch := cfg.Watch; watch != nil && stream {
 		o.OnDelta = func(delta llm.Delta) { watch(ctx, Update{Kind: UpdateDelta, Step: req.Step, Delta: delta}) }
 	}
 	start := cfg.Now()

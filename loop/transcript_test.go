@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -124,6 +125,9 @@ func formatEffect(e loop.Effect) string {
 	if e.Edit != nil {
 		fmt.Fprintf(&b, " edit=%q", e.Edit.String())
 	}
+	if r := e.Summary; r != nil {
+		fmt.Fprintf(&b, " summarize=[%d,%d) tokens=%d kept=%d", r.From, r.Through, r.TokensBefore, r.KeptTokens)
+	}
 	return b.String()
 }
 
@@ -140,6 +144,15 @@ func play(t *testing.T, events []loop.Event) (effects, state []byte) {
 		ev := &events[i]
 		if ev.Kind == loop.ContextEdited && (last.Edit == nil || ev.Edit == nil || ev.Edit.String() != last.Edit.String()) {
 			t.Errorf("event %d records edit %v; the decider called for %v", ev.Seq, ev.Edit, last.Edit)
+		}
+		if ev.Kind == loop.ContextSummarized && ev.Failure == nil {
+			var want *loop.ContextEdit
+			if last.Summary != nil {
+				want = loop.SummaryEvent(loop.Event{Kind: loop.ModelResponded, Response: ev.Response}, last.Summary).Edit
+			}
+			if want == nil || ev.Edit == nil || !reflect.DeepEqual(want, ev.Edit) {
+				t.Errorf("event %d records compaction %+v; the decider's request and the summary make %+v", ev.Seq, ev.Edit, want)
+			}
 		}
 		if ev.Kind == loop.Stopped && (ev.Status != stop.Status || ev.Detail != stop.Detail) {
 			t.Errorf("event %d records stop %s %q; the decider called for %s %q",

@@ -242,6 +242,9 @@ type ModelInput struct {
 	// carries (loop.CacheKey). Inputs recorded before it had none: their
 	// requests carry no key, as then.
 	RunID string `json:"run_id,omitempty"`
+	// Summary, when set, makes the request a compaction's summary request
+	// (loop.SummaryMessages over the conversation), not a turn.
+	Summary *loop.SummaryRequest `json:"summary,omitempty"`
 }
 
 // ModelOutput is ModelActivity's result.
@@ -292,8 +295,11 @@ func (a *Activities) RequestModel(ctx context.Context, in ModelInput) (ModelOutp
 		return ModelOutput{}, storeError(err)
 	}
 	req := llm.Request{Model: in.Model, Messages: msgs, Step: in.Step, Tools: a.cfg.Tools.Definitions(), CacheKey: loop.CacheKey(in.RunID)}
+	if in.Summary != nil {
+		req = llm.Request{Model: in.Summary.Model, Messages: loop.SummaryMessages(msgs, in.Summary), Step: in.Step}
+	}
 	attempt := int(activity.GetInfo(ctx).Attempt)
-	resp, err := turnBeating(ctx, a.cfg.Model, &req, loop.TurnOptions{Stream: a.cfg.Stream, Timeout: in.Timeout})
+	resp, err := turnBeating(ctx, a.cfg.Model, &req, loop.TurnOptions{Stream: a.cfg.Stream && in.Summary == nil, Timeout: in.Timeout})
 	if err != nil {
 		details := []any{attempt}
 		partial := resp != nil

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -27,6 +28,7 @@ type windowModel struct {
 
 	mu                   sync.Mutex
 	requests, refused    int
+	turns, summaries     int
 	maxTokens, allTokens int
 }
 
@@ -34,12 +36,6 @@ func (m *windowModel) Generate(_ context.Context, req *llm.Request) (*llm.Respon
 	msgs, _ := json.Marshal(req.Messages)
 	tools, _ := json.Marshal(req.Tools)
 	tokens := (len(msgs) + len(tools)) / 4
-	turn := 0
-	for _, msg := range req.Messages {
-		if msg.Role == llm.RoleAssistant {
-			turn++
-		}
-	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if tokens > m.window {
@@ -51,6 +47,13 @@ func (m *windowModel) Generate(_ context.Context, req *llm.Request) (*llm.Respon
 	m.maxTokens = max(m.maxTokens, tokens)
 	m.allTokens += tokens
 	resp := &llm.Response{Usage: llm.Usage{InputTokens: int64(tokens), OutputTokens: 40}}
+	if last := req.Messages[len(req.Messages)-1]; strings.Contains(last.Text, "is being compacted") {
+		m.summaries++
+		resp.Message = llm.Message{Role: llm.RoleAssistant, Text: fmt.Sprintf("Pages 0 to %d were read.", m.turns-1)}
+		return resp, nil
+	}
+	turn := m.turns
+	m.turns++
 	if turn >= m.lastTurn {
 		resp.Message = llm.Message{Role: llm.RoleAssistant, Text: "I have read every page."}
 		return resp, nil
@@ -158,4 +161,30 @@ func TestPromptTooLongOnTemporal(t *testing.T) {
 	if err := llm.CheckHistory(res.Messages); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// Compaction on Temporal: every result is of a tool excluded from
+// clearing, so only the summary request (the model activity with a
+// summary to make) keeps the run inside the window; it ends final_answer
+// with the summaries in its log and their tokens in its usage.
+func TestCompactionOnTemporal(t *testing.T) {
+	const turns, size, window = 150, 9_000, 60_000
+	model, res := windowRun(t, turns, size, window, &loop.ContextPolicy{Window: window, ExcludeTools: []string{"fetch"}, Compact: true})
+	if res.Status != loop.FinalAnswer || res.Steps != turns+1 || model.refused != 0 || model.maxTokens > window || model.summaries == 0 {
+		t.Fatalf("%s after %d steps, %d refused, largest request %d tokens, %d summaries: %s",
+			res.Status, res.Steps, model.refused, model.maxTokens, model.summaries, res.Detail)
+	}
+	if err := llm.CheckHistory(res.Messages); err != nil {
+		t.Fatal(err)
+	}
+	logged := 0
+	for _, ev := range res.Events {
+		if ev.Kind == loop.ContextSummarized {
+			logged++
+		}
+	}
+	if logged != model.summaries || res.Usage.InputTokens != int64(model.allTokens) {
+		t.Fatalf("%d summaries logged of %d; input tokens %d, the model counted %d", logged, model.summaries, res.Usage.InputTokens, model.allTokens)
+	}
+	t.Logf("%d requests (%d summaries), largest %d tokens (window %d)", model.requests, model.summaries, model.maxTokens, window)
 }

@@ -533,7 +533,12 @@ func (w *workflowDriver) Idle() (loop.Event, bool, error) {
 }
 
 // RequestModel runs the model activity.
-func (w *workflowDriver) RequestModel() loop.Event { return w.d.requestModel(w.ctx) }
+func (w *workflowDriver) RequestModel() loop.Event { return w.d.requestModel(w.ctx, nil) }
+
+// Summarize asks the model activity for a compaction's summary.
+func (w *workflowDriver) Summarize(r *loop.SummaryRequest) loop.Event {
+	return loop.SummaryEvent(w.d.requestModel(w.ctx, r), r)
+}
 
 // ValidateCalls prepares the batch (PrepareActivity).
 func (w *workflowDriver) ValidateCalls() (loop.Event, error) {
@@ -719,7 +724,9 @@ func (d *driver) localCtx(ctx workflow.Context) workflow.Context {
 	})
 }
 
-func (d *driver) requestModel(ctx workflow.Context) loop.Event {
+// requestModel has the model activity make a turn, or with summary the
+// summary request of a compaction, and returns the event of its answer.
+func (d *driver) requestModel(ctx workflow.Context, summary *loop.SummaryRequest) loop.Event {
 	s := &d.state
 	start := workflow.Now(ctx)
 	o := workflow.ActivityOptions{
@@ -756,7 +763,7 @@ func (d *driver) requestModel(ctx workflow.Context) loop.Event {
 	}
 	in := ModelInput{
 		Model: d.in.Model, Step: s.Steps + 1, Log: d.head, New: d.log[d.saved:],
-		RetryBackoff: d.in.ModelRetryBackoff, Timeout: d.in.ModelTimeout, RunID: s.RunID,
+		RetryBackoff: d.in.ModelRetryBackoff, Timeout: d.in.ModelTimeout, RunID: s.RunID, Summary: summary,
 	}
 	var out ModelOutput
 	var err error

@@ -363,7 +363,8 @@ func callNotes(c *Call) string {
 }
 
 // showEdits prints a line per context edit: the step before which it was
-// made, why, the calls whose results it cleared, and the next request's
+// made, why, the calls whose results it cleared (or the messages it
+// summarized, and the summary request's tokens), and the next request's
 // estimate before and after.
 func showEdits(w io.Writer, events []loop.Event) {
 	first := true
@@ -372,7 +373,7 @@ func showEdits(w io.Writer, events []loop.Event) {
 		if ev.Kind == loop.ModelResponded {
 			step++
 		}
-		if ev.Kind != loop.ContextEdited || ev.Edit == nil {
+		if (ev.Kind != loop.ContextEdited && ev.Kind != loop.ContextSummarized) || ev.Edit == nil {
 			continue
 		}
 		if first {
@@ -380,6 +381,15 @@ func showEdits(w io.Writer, events []loop.Event) {
 			first = false
 		}
 		e := ev.Edit
+		if ev.Kind == loop.ContextSummarized {
+			var u llm.Usage
+			if ev.Response != nil {
+				u = ev.Response.Usage
+			}
+			fmt.Fprintf(w, "  seq %-3d before step %-2d %-15s summarized messages %d-%d in %d bytes (%d tokens in, %d out)  tokens %d -> %d\n",
+				ev.Seq, step+1, e.Reason, e.From, e.Through-1, len(e.Summary), u.InputTokens, u.OutputTokens, e.TokensBefore, e.TokensAfter)
+			continue
+		}
 		calls := make([]string, len(e.Cleared))
 		for i, r := range e.Cleared {
 			calls[i] = r.CallID + "(" + r.Tool + ")"

@@ -176,9 +176,12 @@ func TestShowContextEdits(t *testing.T) {
 	add(loop.Event{Kind: loop.StageFinished, Outcomes: []executor.Outcome{{Result: llm.ToolResult{CallID: "c1", Name: "fetch", Status: llm.StatusOK, Content: big}}}})
 	add(loop.Event{Kind: loop.ContextEdited, Edit: &loop.ContextEdit{Reason: loop.EditForWindow,
 		Cleared: []loop.ClearedResult{{CallID: "c1", Tool: "fetch", Tokens: 520}}, TokensBefore: 56000, TokensAfter: 29000}})
+	add(loop.Event{Kind: loop.ContextSummarized, Response: &llm.Response{Usage: llm.Usage{InputTokens: 900, OutputTokens: 40}},
+		Edit: &loop.ContextEdit{Reason: loop.EditCompaction, From: 1, Through: 3, Summary: "c1 read the page.", TokensBefore: 57000, TokensAfter: 20000}})
 	out := show(t, events, nil)
 	for _, want := range []string{
 		"context window=60000 margin=6000 low_water=30000 keep_tool_results=3",
+		"seq 8   before step 2  compaction      summarized messages 1-2 in 17 bytes (900 tokens in, 40 out)  tokens 57000 -> 20000",
 		"context edits",
 		"seq 7   before step 2  window          cleared 1 result(s): c1(fetch)  tokens 56000 -> 29000",
 	} {

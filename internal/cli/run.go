@@ -26,6 +26,7 @@ func (c *cli) runCmd(ctx context.Context, drv Driver, args []string) int {
 	window := fs.Int("context-window", 0, "the model's context window in `TOKENS` (default: the built-in table's, for well-known models)")
 	keep := fs.Int("keep-tool-results", 0, "with context management, the `N` latest tool results never cleared (default 3)")
 	noContext := fs.Bool("no-context-management", false, "send the whole history every turn, however long")
+	compact := fs.Bool("compact", false, "when clearing old tool results is not enough, have the model summarize the earlier turns")
 	open := drv.Flags("run", fs)
 	pos, err := parseFlags(fs, args)
 	if err != nil {
@@ -51,7 +52,7 @@ func (c *cli) runCmd(ctx context.Context, drv Driver, args []string) int {
 	if err != nil {
 		return c.fail("run", &usageErr{err.Error()})
 	}
-	cp, err := contextPolicy(*model, *window, *keep, *noContext)
+	cp, err := contextPolicy(*model, *window, *keep, *compact, *noContext)
 	if err != nil {
 		return c.fail("run", err)
 	}
@@ -83,19 +84,19 @@ func (c *cli) runCmd(ctx context.Context, drv Driver, args []string) int {
 // contextPolicy is the run's context management as its flags ask: on
 // when the model's window is given or built in (or --keep-tool-results
 // is given), unless --no-context-management.
-func contextPolicy(model string, window, keep int, off bool) (*loop.ContextPolicy, error) {
+func contextPolicy(model string, window, keep int, compact, off bool) (*loop.ContextPolicy, error) {
 	switch {
 	case window < 0:
 		return nil, &usageErr{fmt.Sprintf("--context-window is %d; want a number of tokens (or leave it out for the model's known window)", window)}
-	case off && (window > 0 || keep != 0):
-		return nil, &usageErr{"--no-context-management turns context management off; --context-window and --keep-tool-results tune it: give one or the other"}
+	case off && (window > 0 || keep != 0 || compact):
+		return nil, &usageErr{"--no-context-management turns context management off; --context-window, --keep-tool-results and --compact tune it: give one or the other"}
 	case off:
 		return nil, nil
 	}
-	if _, known := loop.KnownWindow(model); window == 0 && !known && keep == 0 {
+	if _, known := loop.KnownWindow(model); window == 0 && !known && keep == 0 && !compact {
 		return nil, nil
 	}
-	p, err := loop.ResolveContextPolicy(loop.ContextPolicy{Window: window, KeepToolResults: keep}, model)
+	p, err := loop.ResolveContextPolicy(loop.ContextPolicy{Window: window, KeepToolResults: keep, Compact: compact}, model)
 	if err != nil {
 		return nil, &usageErr{err.Error()}
 	}
@@ -199,6 +200,9 @@ Context (on by default when the model's window is known or given):
                          clears and retries once; a history that cannot fit stops the run
                          with context_exhausted
   --keep-tool-results N  the N latest tool results are never cleared (default 3; -1: none)
+  --compact              when clearing is not enough, the model summarizes the earlier turns
+                         (a request of its own, counted in the run's tokens and cost) and the
+                         run goes on from the prompt, the summary and the latest turns
   --no-context-management  send the whole history every turn
 
 Budgets (0 or absent means the default):
