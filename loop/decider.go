@@ -28,7 +28,15 @@ const (
 	AuthorizeCalls EffectKind = "authorize_calls"
 	PlanBatch      EffectKind = "plan_batch"
 	ExecuteStage   EffectKind = "execute_stage"
-	Stop           EffectKind = "stop"
+	// EditContext clears old tool results from the history before the
+	// next model request (Effect.Edit says which); the driver only
+	// records it, as a context_edited event.
+	EditContext EffectKind = "edit_context"
+	// Summarize asks the model for a summary of the earlier turns
+	// (Effect.Summary says which); the driver records the answer as a
+	// context_summarized event.
+	Summarize EffectKind = "summarize"
+	Stop      EffectKind = "stop"
 	// None follows the Stopped event: the run is over.
 	None EffectKind = "none"
 )
@@ -44,6 +52,10 @@ type Effect struct {
 	// Status and Detail say why the run stops (Stop).
 	Status Status
 	Detail string
+	// Edit is the context edit to record (EditContext).
+	Edit *ContextEdit `json:",omitempty"`
+	// Summary is the compaction to ask for (Summarize).
+	Summary *SummaryRequest `json:",omitempty"`
 }
 
 // Pending is a call waiting for a human's confirmation.
@@ -138,6 +150,8 @@ type State struct {
 	// transcripts) when empty, as for every run without a schema.
 	Output         *OutputSpec `json:",omitempty"`
 	OutputRejected int         `json:",omitempty"`
+	// ctx is context management's memory; nil when the run has none.
+	ctx *contextMemory
 }
 
 // indexes returns the indexes 0 to n-1.
@@ -184,12 +198,24 @@ func next(s *State, ev *Event) Effect {
 	if s.Stopping {
 		return Effect{Kind: Stop, Status: s.Status, Detail: s.Detail}
 	}
+	if ev.Kind == ModelFailed && ev.Failure != nil && ev.Failure.Kind == FailContextLength && s.ctx != nil {
+		if ev.Response != nil {
+			charge(s, ev.Response)
+		}
+		return promptTooLong(s, ev)
+	}
+	if ev.Kind == ContextSummarized && ev.Failure != nil && ev.Failure.Kind == FailContextLength {
+		if ev.Response != nil {
+			charge(s, ev.Response)
+		}
+		return stop(s, ContextExhausted, "the summary request for a compaction was itself too long: "+ev.Failure.Message)
+	}
 	if ev.Kind == Interrupted || ev.Failure != nil {
 		if st, detail, ok := failure(ev); ok {
 			if ev.Kind == StageFinished {
 				record(s, ev)
 			}
-			if ev.Kind == ModelFailed && ev.Response != nil {
+			if (ev.Kind == ModelFailed || ev.Kind == ContextSummarized) && ev.Response != nil {
 				// A stream that broke part-way was paid for as far as it
 				// came: its usage counts, though the turn does not.
 				charge(s, ev.Response)
@@ -205,6 +231,10 @@ func next(s *State, ev *Event) Effect {
 			// Count what the late answer cost; its calls will not run,
 			// so it stays out of the history.
 			account(s, ev.Response)
+		case ContextSummarized:
+			if ev.Response != nil {
+				charge(s, ev.Response)
+			}
 		}
 		return stop(s, DeadlineExceeded, fmt.Sprintf("the run's deadline of %v passed", s.Budgets.Deadline))
 	}
@@ -219,6 +249,10 @@ func next(s *State, ev *Event) Effect {
 		return stagePlanned(s, ev)
 	case StageFinished:
 		return stageFinished(s, ev)
+	case ContextEdited:
+		return contextEdited(s, ev)
+	case ContextSummarized:
+		return contextSummarized(s, ev)
 	}
 	return stop(s, ProtocolError, fmt.Sprintf("driver error: unexpected event %q", ev.Kind))
 }
@@ -232,7 +266,13 @@ func start(s *State, ev *Event) Effect {
 	if info.Budgets.Deadline > 0 {
 		s.Deadline = ev.At.Add(info.Budgets.Deadline)
 	}
+	if info.Context != nil {
+		s.ctx = &contextMemory{Policy: *info.Context, Lead: len(info.Messages)}
+	}
 	for _, m := range info.Messages {
+		if s.ctx != nil {
+			s.ctx.add(&m)
+		}
 		for _, c := range m.ToolCalls {
 			s.callIDs[c.ID] = struct{}{}
 		}
@@ -253,7 +293,7 @@ func failure(ev *Event) (Status, string, bool) {
 		return Canceled, "the caller canceled the run: " + f.Message, true
 	case FailDeadline:
 		return DeadlineExceeded, "the run's time ran out: " + f.Message, true
-	case FailModel:
+	case FailModel, FailContextLength:
 		return ModelError, f.Message, true
 	case FailProtocol:
 		return ProtocolError, f.Message, true
@@ -278,6 +318,13 @@ func modelResponded(s *State, ev *Event) Effect {
 			}
 		}
 		return stop(s, ProtocolError, problem)
+	}
+	if c := s.ctx; c != nil {
+		// The reported input is what the request now answered weighed:
+		// the estimate learns from it before the reply joins the history.
+		c.calibrate(resp.Usage.Clamped())
+		c.Retried, c.Compacted = false, false
+		c.add(&msg)
 	}
 	s.Messages = append(s.Messages, msg)
 	n := len(msg.ToolCalls)
@@ -612,7 +659,7 @@ func finishBatch(s *State) Effect {
 	case b.MaxCost > 0 && s.Cost >= b.MaxCost:
 		return stop(s, CostBudgetExceeded, fmt.Sprintf("cost $%.6f, budget $%.6f: no room for another turn", s.Cost, b.MaxCost))
 	}
-	return Effect{Kind: RequestModel}
+	return beforeRequest(s)
 }
 
 func appendResults(s *State) {
@@ -627,7 +674,11 @@ func appendResults(s *State) {
 		}
 		// The message points at the result the batch holds, which for an
 		// executed call is its outcome's in the log: no copy.
-		s.Messages = append(s.Messages, llm.Message{Role: llm.RoleTool, Result: r})
+		m := llm.Message{Role: llm.RoleTool, Result: r}
+		if s.ctx != nil {
+			s.ctx.add(&m)
+		}
+		s.Messages = append(s.Messages, m)
 	}
 	s.Batch = nil
 }

@@ -36,6 +36,9 @@ type Driver interface {
 	// ExecuteStage performs an ExecuteStage effect: stage, whose calls are
 	// listed in idx.
 	ExecuteStage(stage int, idx []int) Event
+	// Summarize performs a Summarize effect: a model request for the
+	// summary r describes (SummaryMessages), recorded by SummaryEvent.
+	Summarize(r *SummaryRequest) Event
 	// Idle is called when the run has nothing left to do (effect None).
 	// A driver that waits for the answers to a paused run returns the
 	// event to go on with (Resumed) and true once they came; false ends
@@ -86,6 +89,11 @@ func perform(d Driver, eff Effect) (Event, error) {
 		return d.PlanBatch(eff.Calls)
 	case ExecuteStage:
 		return d.ExecuteStage(eff.Stage, eff.Calls), nil
+	case Summarize:
+		return d.Summarize(eff.Summary), nil
+	case EditContext:
+		// The decider made the edit: the driver records it.
+		return Event{Kind: ContextEdited, Edit: eff.Edit}, nil
 	case Stop:
 		// The decider said stop on the event before: the run stops now.
 		return Event{Kind: Stopped, Status: eff.Status, Detail: eff.Detail}, nil

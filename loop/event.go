@@ -36,6 +36,13 @@ const (
 	Stopped EventKind = "stopped"
 	// ConfirmationDecided records a human's answer to a pending call.
 	ConfirmationDecided EventKind = "confirmation_decided"
+	// ContextEdited records a context edit: the old tool results cleared
+	// from the history before the next model request (Event.Edit).
+	ContextEdited EventKind = "context_edited"
+	// ContextSummarized records a compaction: the summary of the earlier
+	// turns that replaces them (Event.Edit) and the summary request's
+	// usage (Event.Response), or its failure.
+	ContextSummarized EventKind = "context_summarized"
 	// Resumed marks where a driver picked a run up again from its log
 	// (Resume, Continue); it changes nothing in the state.
 	Resumed EventKind = "resumed"
@@ -85,6 +92,8 @@ type Event struct {
 	Detail string `json:"detail,omitempty"`
 	// ConfirmationDecided.
 	Confirmation *Confirmation `json:"confirmation,omitempty"`
+	// ContextEdited, ContextSummarized.
+	Edit *ContextEdit `json:"edit,omitempty"`
 }
 
 // Confirmation is a human's answer to a call that needed confirmation.
@@ -105,7 +114,10 @@ type StartInfo struct {
 	Identity      policy.Identity `json:"identity"`
 	Budgets       Budgets         `json:"budgets"`
 	Price         *Price          `json:"price,omitempty"`
-	Messages      []llm.Message   `json:"messages"`
+	// Context is the run's context management, defaults filled in; nil
+	// for none.
+	Context  *ContextPolicy `json:"context,omitempty"`
+	Messages []llm.Message  `json:"messages"`
 	// Output is the schema the final answer must match, if any.
 	Output *OutputSpec `json:"output,omitempty"`
 }
@@ -123,6 +135,11 @@ const (
 	// other): the run stops with protocol_error, not model_error, since
 	// the fault is the reply's, not the request's.
 	FailProtocol FailureKind = "protocol"
+	// FailContextLength is a request the provider refused as longer than
+	// the model's window (llm.KindContextLengthExceeded). A run with
+	// context management clears old results and tries again; one
+	// without stops with model_error.
+	FailContextLength FailureKind = "context_length"
 )
 
 // Failure describes why a request or the run's context failed.

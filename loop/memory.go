@@ -52,8 +52,9 @@ type stateJSON struct {
 	Seen       []uint64       `json:"seen,omitempty"`
 	Stale      int            `json:"stale,omitempty"`
 
-	Output         *OutputSpec `json:"output,omitempty"`
-	OutputRejected int         `json:"output_rejected,omitempty"`
+	Output         *OutputSpec    `json:"output,omitempty"`
+	OutputRejected int            `json:"output_rejected,omitempty"`
+	Context        *contextMemory `json:"context,omitempty"`
 }
 
 type keyCount struct {
@@ -80,7 +81,7 @@ func (s *State) MarshalJSON() ([]byte, error) {
 		Batch: s.Batch, Pending: s.Pending, Answered: s.Answered, PausedAt: s.PausedAt, Status: s.Status,
 		Detail: s.Detail, Stopping: s.Stopping, Done: s.Done, Next: s.next,
 		CallIDs: slices.Sorted(maps.Keys(s.callIDs)), LastChecks: s.lastChecks, LastCalls: s.lastCalls,
-		Seen: slices.Sorted(maps.Keys(s.seen)), Stale: s.stale, Output: s.Output, OutputRejected: s.OutputRejected,
+		Seen: slices.Sorted(maps.Keys(s.seen)), Stale: s.stale, Output: s.Output, OutputRejected: s.OutputRejected, Context: s.ctx,
 	}
 	for k, n := range s.writeKeys {
 		j.WriteKeys = append(j.WriteKeys, keyCount{k, n})
@@ -108,7 +109,7 @@ func (s *State) UnmarshalJSON(b []byte) error {
 		Budgets: j.Budgets, Price: j.Price, Steps: j.Steps, ToolCalls: j.ToolCalls, Usage: j.Usage, Cost: j.Cost,
 		Batch: j.Batch, Pending: j.Pending, Answered: j.Answered, PausedAt: j.PausedAt, Status: j.Status,
 		Detail: j.Detail, Stopping: j.Stopping, Done: j.Done, next: j.Next,
-		lastChecks: j.LastChecks, lastCalls: j.LastCalls, stale: j.Stale, Output: j.Output, OutputRejected: j.OutputRejected,
+		lastChecks: j.LastChecks, lastCalls: j.LastCalls, stale: j.Stale, Output: j.Output, OutputRejected: j.OutputRejected, ctx: j.Context,
 	}
 	// A state past its first event has callIDs (Started makes it, the
 	// decider writes into it); the other maps are made on first use.
@@ -141,13 +142,13 @@ func (s *State) UnmarshalJSON(b []byte) error {
 func (s *State) Due() Effect { return s.next }
 
 // ForBatch returns a copy of s without the parts that grow with the
-// run's length, its call IDs and the hashes of the results seen, which
-// deciding on the open batch (its validation and the policy's decisions)
-// does not read: what a driver sends to have a batch prepared elsewhere,
+// run's length, its call IDs, the hashes of the results seen and the
+// context memory's sizes, which deciding on the open batch (its
+// validation and the policy's decisions) does not read: what a driver sends to have a batch prepared elsewhere,
 // the same size each turn. It shares the rest with s, and has no
 // Messages.
 func (s *State) ForBatch() *State {
 	c := *s
-	c.Messages, c.callIDs, c.seen = nil, nil, nil
+	c.Messages, c.callIDs, c.seen, c.ctx = nil, nil, nil, nil
 	return &c
 }

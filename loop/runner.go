@@ -94,6 +94,12 @@ type Config struct {
 	// SessionID and PromptVersion are recorded in the log.
 	SessionID     string
 	PromptVersion string
+	// Context, when set, manages the history so that each model request
+	// stays inside the model's window: old tool results are cleared
+	// (docs/DESIGN.md §5). A zero Window is the model's window when
+	// KnownWindow knows ModelName. Nil leaves the history whole, and a
+	// provider's "prompt too long" stops the run with model_error.
+	Context *ContextPolicy
 	// Observer sees every event of the run once it is committed: as it is
 	// appended when the run has no Store, and once the Store has accepted
 	// it otherwise, so that a run log written by an observer never holds
@@ -162,6 +168,7 @@ type Runner struct {
 	budgets Budgets
 	price   *Price
 	output  *OutputSpec
+	context *ContextPolicy
 }
 
 // NewRunner checks cfg and fills in defaults.
@@ -186,6 +193,13 @@ func NewRunner(cfg Config) (*Runner, error) {
 		r.price = &p
 	} else if b.MaxCost > 0 {
 		return nil, fmt.Errorf("loop: MaxCost is set but Budgets.Prices has no price for model %q", cfg.ModelName)
+	}
+	if cfg.Context != nil {
+		p, err := ResolveContextPolicy(*cfg.Context, cfg.ModelName)
+		if err != nil {
+			return nil, fmt.Errorf("loop: %w", err)
+		}
+		r.context = &p
 	}
 	if r.cfg.Now == nil {
 		r.cfg.Now = time.Now
@@ -298,7 +312,7 @@ func (r *Runner) Run(ctx context.Context, msgs []llm.Message) (*Result, error) {
 	start := &StartInfo{
 		RunID: r.cfg.NewRunID(), SessionID: r.cfg.SessionID, Model: r.cfg.ModelName, PromptVersion: r.cfg.PromptVersion,
 		ToolsVersion: r.cfg.Tools.Version(), Identity: r.cfg.Identity, Budgets: r.budgets, Price: r.price,
-		Messages: msgs, Output: r.output,
+		Context: r.context, Messages: msgs, Output: r.output,
 	}
 	ctx, hold, err := r.holdLease(ctx, start.RunID)
 	if err != nil {
@@ -477,7 +491,18 @@ func (d *drive) Interruption(Effect) *Failure { return contextFailure(d.ctx) }
 func (d *drive) Idle() (Event, bool, error) { return Event{}, false, nil }
 
 // RequestModel asks the model for the next turn (requestModel).
-func (d *drive) RequestModel() Event { return d.requestModel(d.ctx) }
+func (d *drive) RequestModel() Event {
+	cfg := &d.r.cfg
+	return d.requestModel(d.ctx, &llm.Request{Model: cfg.ModelName, Messages: slices.Clip(d.state.Messages), Tools: cfg.Tools.Definitions(),
+		Step: d.state.Steps + 1, CacheKey: CacheKey(d.state.RunID), Output: d.state.Output.Format()}, cfg.Stream)
+}
+
+// Summarize asks the model for the summary of a compaction, whole (a
+// summary is not shown as it streams), with the retries of a turn.
+func (d *drive) Summarize(r *SummaryRequest) Event {
+	req := &llm.Request{Model: r.Model, Messages: SummaryMessages(d.state.Messages, r), Step: d.state.Steps + 1}
+	return SummaryEvent(d.requestModel(d.ctx, req, false), r)
+}
 
 // ValidateCalls checks the batch's calls (CheckCalls).
 func (d *drive) ValidateCalls() (Event, error) {
@@ -587,11 +612,10 @@ func ContextFailure(err error) *Failure {
 // own: the model may keep it (see llm.Model). A model that streams is
 // streamed when Config.Stream asks for it; a stream is retried like a
 // request while it has shown nothing, and never after (see Config.Stream).
-func (d *drive) requestModel(ctx context.Context) Event {
-	s, cfg := &d.state, &d.r.cfg
-	req := &llm.Request{Model: cfg.ModelName, Messages: slices.Clip(s.Messages), Tools: cfg.Tools.Definitions(), Step: s.Steps + 1, CacheKey: CacheKey(s.RunID), Output: s.Output.Format()}
-	o := TurnOptions{Stream: cfg.Stream, Timeout: cfg.ModelTimeout}
-	if watch := cfg.Watch; watch != nil {
+func (d *drive) requestModel(ctx context.Context, req *llm.Request, stream bool) Event {
+	cfg := &d.r.cfg
+	o := TurnOptions{Stream: stream, Timeout: cfg.ModelTimeout}
+	if watch := cfg.Watch; watch != nil && stream {
 		o.OnDelta = func(delta llm.Delta) { watch(ctx, Update{Kind: UpdateDelta, Step: req.Step, Delta: delta}) }
 	}
 	start := cfg.Now()

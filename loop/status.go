@@ -19,7 +19,10 @@ const (
 	ToolOutcomeUnknown   Status = "tool_outcome_unknown"
 	ProtocolError        Status = "protocol_error"
 	ModelError           Status = "model_error"
-	Canceled             Status = "canceled"
+	// ContextExhausted: the history could not be made to fit the model's
+	// context window; every tool result that could be cleared was.
+	ContextExhausted Status = "context_exhausted"
+	Canceled         Status = "canceled"
 	// InvalidOutput: the run has an output schema and the model's final
 	// answer still did not match it after Config.OutputRetries
 	// corrections (or no turn was left for one).
@@ -30,7 +33,7 @@ const (
 func Statuses() []Status {
 	return []Status{FinalAnswer, ToolNotAllowed, PermissionDenied, ConfirmationRequired,
 		MaxStepsExceeded, ToolTimeout, DeadlineExceeded, ToolBudgetExceeded, CostBudgetExceeded,
-		SpinDetected, ToolOutcomeUnknown, ProtocolError, ModelError, Canceled, InvalidOutput}
+		SpinDetected, ToolOutcomeUnknown, ProtocolError, ModelError, ContextExhausted, Canceled, InvalidOutput}
 }
 
 // Error makes a Status usable as an errors.Is target. It returns the bare

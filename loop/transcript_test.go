@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -121,20 +122,38 @@ func formatEffect(e loop.Effect) string {
 	if e.Detail != "" {
 		fmt.Fprintf(&b, " detail=%q", e.Detail)
 	}
+	if e.Edit != nil {
+		fmt.Fprintf(&b, " edit=%q", e.Edit.String())
+	}
+	if r := e.Summary; r != nil {
+		fmt.Fprintf(&b, " summarize=[%d,%d) tokens=%d kept=%d", r.From, r.Through, r.TokensBefore, r.KeptTokens)
+	}
 	return b.String()
 }
 
 // play feeds the events through the decider, as Replay does, and renders
 // the effects and the final state. It also checks the hand-written log:
-// a stopped event must record the stop the decider last called for, as a
-// driver's would.
+// a stopped event must record the stop the decider last called for, and a
+// context_edited event the edit, as a driver's would.
 func play(t *testing.T, events []loop.Event) (effects, state []byte) {
 	t.Helper()
 	var s loop.State
 	var eb bytes.Buffer
-	var stop loop.Effect
+	var stop, last loop.Effect
 	for i := range events {
 		ev := &events[i]
+		if ev.Kind == loop.ContextEdited && (last.Edit == nil || ev.Edit == nil || ev.Edit.String() != last.Edit.String()) {
+			t.Errorf("event %d records edit %v; the decider called for %v", ev.Seq, ev.Edit, last.Edit)
+		}
+		if ev.Kind == loop.ContextSummarized && ev.Failure == nil {
+			var want *loop.ContextEdit
+			if last.Summary != nil {
+				want = loop.SummaryEvent(loop.Event{Kind: loop.ModelResponded, Response: ev.Response}, last.Summary).Edit
+			}
+			if want == nil || ev.Edit == nil || !reflect.DeepEqual(want, ev.Edit) {
+				t.Errorf("event %d records compaction %+v; the decider's request and the summary make %+v", ev.Seq, ev.Edit, want)
+			}
+		}
 		if ev.Kind == loop.Stopped && (ev.Status != stop.Status || ev.Detail != stop.Detail) {
 			t.Errorf("event %d records stop %s %q; the decider called for %s %q",
 				ev.Seq, ev.Status, ev.Detail, stop.Status, stop.Detail)
@@ -143,6 +162,7 @@ func play(t *testing.T, events []loop.Event) (effects, state []byte) {
 		if eff.Kind == loop.Stop {
 			stop = eff
 		}
+		last = eff
 		fmt.Fprintf(&eb, "%d %s -> %s\n", ev.Seq, ev.Kind, formatEffect(eff))
 	}
 	sb, err := json.MarshalIndent((*fields)(&s), "", "  ")

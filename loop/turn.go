@@ -111,6 +111,8 @@ func ModelFailure(attempts int, err error, partial bool) *Failure {
 	switch {
 	case errors.As(err, &me) && me.Kind == llm.KindProtocolError:
 		return &Failure{Kind: FailProtocol, Message: fmt.Sprintf("the model's reply broke its protocol (attempt %d): %v", attempts, err)}
+	case errors.As(err, &me) && me.Kind == llm.KindContextLengthExceeded:
+		return &Failure{Kind: FailContextLength, Message: fmt.Sprintf("the provider refused the request as too long for the model's window: %v", err)}
 	case partial:
 		return &Failure{Kind: FailModel, Message: fmt.Sprintf(
 			"the model's reply broke off after it began streaming (a stream is not retried once it has shown something): %v", err)}

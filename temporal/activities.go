@@ -89,6 +89,10 @@ const (
 	// (llm.KindProtocolError: a stream whose pieces contradict each other);
 	// never retried, and the run stops with protocol_error.
 	ErrTypeProtocol = "ToolloopProtocolError"
+	// ErrTypeContextLength is a request the provider refused as too long
+	// for the model's window (llm.KindContextLengthExceeded); never
+	// retried: a run with context management clears and asks again.
+	ErrTypeContextLength = "ToolloopContextLength"
 )
 
 // MaxResponseBytes is the largest model response (JSON) a model activity
@@ -241,6 +245,9 @@ type ModelInput struct {
 	// Output is the run's output schema (llm.Request.Output), from its
 	// started event; nil for none.
 	Output *llm.OutputFormat `json:"output,omitempty"`
+	// Summary, when set, makes the request a compaction's summary request
+	// (loop.SummaryMessages over the conversation), not a turn.
+	Summary *loop.SummaryRequest `json:"summary,omitempty"`
 }
 
 // ModelOutput is ModelActivity's result.
@@ -291,8 +298,11 @@ func (a *Activities) RequestModel(ctx context.Context, in ModelInput) (ModelOutp
 		return ModelOutput{}, storeError(err)
 	}
 	req := llm.Request{Model: in.Model, Messages: msgs, Step: in.Step, Tools: a.cfg.Tools.Definitions(), CacheKey: loop.CacheKey(in.RunID), Output: in.Output}
+	if in.Summary != nil {
+		req = llm.Request{Model: in.Summary.Model, Messages: loop.SummaryMessages(msgs, in.Summary), Step: in.Step}
+	}
 	attempt := int(activity.GetInfo(ctx).Attempt)
-	resp, err := turnBeating(ctx, a.cfg.Model, &req, loop.TurnOptions{Stream: a.cfg.Stream, Timeout: in.Timeout})
+	resp, err := turnBeating(ctx, a.cfg.Model, &req, loop.TurnOptions{Stream: a.cfg.Stream && in.Summary == nil, Timeout: in.Timeout})
 	if err != nil {
 		details := []any{attempt}
 		partial := resp != nil
@@ -305,6 +315,10 @@ func (a *Activities) RequestModel(ctx context.Context, in ModelInput) (ModelOutp
 		var me *llm.Error
 		if errors.As(err, &me) && me.Kind == llm.KindProtocolError {
 			return ModelOutput{}, sdktemporal.NewApplicationErrorWithOptions(err.Error(), ErrTypeProtocol,
+				sdktemporal.ApplicationErrorOptions{NonRetryable: true, Details: details})
+		}
+		if errors.As(err, &me) && me.Kind == llm.KindContextLengthExceeded {
+			return ModelOutput{}, sdktemporal.NewApplicationErrorWithOptions(err.Error(), ErrTypeContextLength,
 				sdktemporal.ApplicationErrorOptions{NonRetryable: true, Details: details})
 		}
 		// A stream that broke after it began is not retried: a retry

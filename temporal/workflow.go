@@ -45,6 +45,10 @@ type RunInput struct {
 	Price *loop.Price `json:"price,omitempty"`
 	// Messages opens the conversation.
 	Messages []llm.Message `json:"messages"`
+	// Context, when set, keeps each model request inside the model's
+	// window by clearing old tool results, as loop.Config.Context does
+	// in process; the Started event records it, defaults filled in.
+	Context *loop.ContextPolicy `json:"context,omitempty"`
 
 	// ModelTimeout bounds how long one model request attempt may go
 	// without an answer: the whole of a request, and a stream's quiet
@@ -311,6 +315,14 @@ func newDriver(ctx workflow.Context, in RunInput) (*driver, error) {
 	if b.MaxCost > 0 && in.Price == nil {
 		return nil, fmt.Errorf("temporal: MaxCost is set but RunInput.Price is not (model %q)", in.Model)
 	}
+	if in.Context != nil {
+		// Pure, so every replay of the workflow resolves the same policy.
+		p, err := loop.ResolveContextPolicy(*in.Context, in.Model)
+		if err != nil {
+			return nil, fmt.Errorf("temporal: %w", err)
+		}
+		in.Context = &p
+	}
 	if in.RunID == "" {
 		in.RunID = workflow.GetInfo(ctx).WorkflowExecution.ID
 	}
@@ -473,8 +485,8 @@ func (d *driver) run(ctx workflow.Context) (RunOutput, error) {
 		output, _ := in.outputSpec() // checked by newDriver
 		eff = d.emit(ctx, loop.Event{Kind: loop.Started, Start: &loop.StartInfo{
 			RunID: in.RunID, SessionID: in.SessionID, Model: in.Model, PromptVersion: in.PromptVersion,
-			ToolsVersion: version, Identity: in.Identity, Budgets: d.budgets, Price: in.Price, Messages: in.Messages,
-			Output: output,
+			ToolsVersion: version, Identity: in.Identity, Budgets: d.budgets, Price: in.Price, Context: in.Context,
+			Messages: in.Messages, Output: output,
 		}})
 	}
 	w := &workflowDriver{d: d, ctx: ctx}
@@ -540,7 +552,12 @@ func (w *workflowDriver) Idle() (loop.Event, bool, error) {
 }
 
 // RequestModel runs the model activity.
-func (w *workflowDriver) RequestModel() loop.Event { return w.d.requestModel(w.ctx) }
+func (w *workflowDriver) RequestModel() loop.Event { return w.d.requestModel(w.ctx, nil) }
+
+// Summarize asks the model activity for a compaction's summary.
+func (w *workflowDriver) Summarize(r *loop.SummaryRequest) loop.Event {
+	return loop.SummaryEvent(w.d.requestModel(w.ctx, r), r)
+}
 
 // ValidateCalls prepares the batch (PrepareActivity).
 func (w *workflowDriver) ValidateCalls() (loop.Event, error) {
@@ -729,7 +746,9 @@ func (d *driver) localCtx(ctx workflow.Context) workflow.Context {
 	})
 }
 
-func (d *driver) requestModel(ctx workflow.Context) loop.Event {
+// requestModel has the model activity make a turn, or with summary the
+// summary request of a compaction, and returns the event of its answer.
+func (d *driver) requestModel(ctx workflow.Context, summary *loop.SummaryRequest) loop.Event {
 	s := &d.state
 	start := workflow.Now(ctx)
 	o := workflow.ActivityOptions{
@@ -766,7 +785,7 @@ func (d *driver) requestModel(ctx workflow.Context) loop.Event {
 	}
 	in := ModelInput{
 		Model: d.in.Model, Step: s.Steps + 1, Log: d.head, New: d.log[d.saved:],
-		RetryBackoff: d.in.ModelRetryBackoff, Timeout: d.in.ModelTimeout, RunID: s.RunID, Output: s.Output.Format(),
+		RetryBackoff: d.in.ModelRetryBackoff, Timeout: d.in.ModelTimeout, RunID: s.RunID, Output: s.Output.Format(), Summary: summary,
 	}
 	var out ModelOutput
 	var err error
@@ -847,6 +866,9 @@ func modelError(err error) error {
 	msg := cause(err)
 	if app := (*sdktemporal.ApplicationError)(nil); errors.As(err, &app) && app.Type() == ErrTypeProtocol {
 		return &llm.Error{Kind: llm.KindProtocolError, Err: errors.New(strings.TrimPrefix(msg, string(llm.KindProtocolError)+": "))}
+	}
+	if app := (*sdktemporal.ApplicationError)(nil); errors.As(err, &app) && app.Type() == ErrTypeContextLength {
+		return &llm.Error{Kind: llm.KindContextLengthExceeded, Err: errors.New(strings.TrimPrefix(msg, string(llm.KindContextLengthExceeded)+": "))}
 	}
 	return errors.New(msg)
 }

@@ -45,6 +45,10 @@ const (
 	RepeatedTool FindingKind = "repeated_tool"
 	// CostRising: tokens or tool calls per turn keep growing.
 	CostRising FindingKind = "cost_rising"
+	// UncachedGrowth: the input of the model turns kept growing and none
+	// of them read the provider's prompt cache, so each turn paid full
+	// price for the whole history again.
+	UncachedGrowth FindingKind = "uncached_growth"
 	// BudgetStop: the run ran out of a budget; the findings before it
 	// usually say why.
 	BudgetStop FindingKind = "budget_stop"
@@ -54,7 +58,7 @@ const (
 )
 
 var findingOrder = []FindingKind{MismatchedResult, LostResults, UnkeyedWriteRetry, RepeatedCall,
-	ResultNotSeen, DroppedState, RepeatedTool, CostRising, BudgetStop, RunStopped}
+	ResultNotSeen, DroppedState, RepeatedTool, CostRising, UncachedGrowth, BudgetStop, RunStopped}
 
 // Finding is one suspicious point of a run.
 type Finding struct {
@@ -250,6 +254,7 @@ func Diagnose(events []loop.Event) []Finding {
 	}
 	out = append(out, rising(tokens, perTurn, turnSeq)...)
 	out = append(out, lost(events)...)
+	out = append(out, uncached(events)...)
 	slices.SortStableFunc(out, func(a, b Finding) int {
 		if a.Seq != b.Seq {
 			return a.Seq - b.Seq
@@ -257,6 +262,44 @@ func Diagnose(events []loop.Event) []Finding {
 		return slices.Index(findingOrder, a.Kind) - slices.Index(findingOrder, b.Kind)
 	})
 	return out
+}
+
+// uncachedTurns is how many model turns in a row must grow their input
+// with no cache read before uncached reports them, and uncachedMin the
+// input a turn must reach: below it providers do not cache at all.
+const (
+	uncachedTurns = 4
+	uncachedMin   = 4096
+)
+
+// uncached reports the first streak of model turns whose input grew turn
+// after turn, past uncachedMin, with no token read from the prompt cache.
+func uncached(events []loop.Event) []Finding {
+	var prev int64
+	streak, step, first := 0, 0, int64(0)
+	for _, ev := range events {
+		if ev.Kind != loop.ModelResponded || ev.Response == nil {
+			continue
+		}
+		step++
+		u := ev.Response.Usage
+		switch {
+		case u.CachedInputTokens > 0 || u.InputTokens <= prev || u.InputTokens < uncachedMin:
+			streak = 0
+		case streak == 0:
+			streak, first = 1, u.InputTokens
+		default:
+			streak++
+		}
+		prev = u.InputTokens
+		if streak == uncachedTurns {
+			return []Finding{{Seq: ev.Seq, Step: step, Kind: UncachedGrowth, Message: fmt.Sprintf(
+				"the input grew from %d to %d tokens over %d turns and no turn read the prompt cache: each turn pays for the "+
+					"whole history again; turn prompt caching on (toolloop run does by default), or look for what changes "+
+					"the request's beginning from turn to turn", first, u.InputTokens, uncachedTurns)}}
+		}
+	}
+	return nil
 }
 
 func repeated(seq, step int, p *prior, c llm.ToolCall) Finding {

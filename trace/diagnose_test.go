@@ -1,6 +1,7 @@
 package trace_test
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -160,5 +161,37 @@ func TestDiagnoseCostRising(t *testing.T) {
 	f := first(t, trace.Diagnose(events), trace.CostRising)
 	if !strings.Contains(f.Message, "100, 300, 900, 1000") {
 		t.Errorf("finding %s", f)
+	}
+}
+
+// TestDiagnoseUncachedGrowth: four turns in a row whose input grows past
+// 4,096 tokens with no cache read are reported once; the same turns with
+// cache reads are not.
+func TestDiagnoseUncachedGrowth(t *testing.T) {
+	build := func(cached bool) []loop.Event {
+		b := newLog()
+		for i, n := range []int64{5000, 7000, 9000, 11000, 13000} {
+			id := string(rune('a' + i))
+			b.turn(tool.ReadOnly, n, call(id, "page", fmt.Sprintf(`{"page":%d}`, i))).stage(0, ok(id, "page", fmt.Sprintf(`{"page":%d}`, i)))
+			if cached {
+				r := b.events[len(b.events)-5].Response
+				r.Usage.CachedInputTokens = n - 2000
+			}
+		}
+		return b.answer("done", 15000).stop(loop.FinalAnswer, "done")
+	}
+	var found []trace.Finding
+	for _, f := range trace.Diagnose(build(false)) {
+		if f.Kind == trace.UncachedGrowth {
+			found = append(found, f)
+		}
+	}
+	if len(found) != 1 || found[0].Step != 4 || !strings.Contains(found[0].Message, "from 5000 to 11000 tokens over 4 turns") {
+		t.Fatalf("findings %v", found)
+	}
+	for _, f := range trace.Diagnose(build(true)) {
+		if f.Kind == trace.UncachedGrowth {
+			t.Fatalf("a run that reads the cache: %s", f)
+		}
 	}
 }

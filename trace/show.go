@@ -61,6 +61,7 @@ func Show(w io.Writer, events []loop.Event, opts *ShowOptions) error {
 	showMessages(ew, &st, events, o.Redactor)
 	showCalls(ew, spans, summ)
 	showPlans(ew, events)
+	showEdits(ew, events)
 	showTimeline(ew, spans, events[len(events)-1].At, o.Width)
 	showBudgets(ew, spans)
 	showStop(ew, &st, spans, events, o.Redactor)
@@ -106,6 +107,13 @@ func showHeader(w io.Writer, s *loop.StartInfo, at time.Time) {
 	b := s.Budgets
 	fmt.Fprintf(w, "  identity %s  budgets max_steps=%d max_tool_calls=%s deadline=%s max_tokens=%s max_cost=%s\n",
 		who, b.MaxSteps, limit(int64(b.MaxToolCalls)), durLimit(b.Deadline), limit(b.MaxTokens), costLimit(b.MaxCost))
+	if c := s.Context; c != nil {
+		fmt.Fprintf(w, "  context window=%s margin=%d low_water=%d keep_tool_results=%d", limit(int64(c.Window)), c.Margin, c.LowWater, c.KeepToolResults)
+		if len(c.ExcludeTools) > 0 {
+			fmt.Fprintf(w, " exclude=%s", strings.Join(c.ExcludeTools, ","))
+		}
+		fmt.Fprintln(w)
+	}
 	fmt.Fprintf(w, "  started %s\n", at.Format(time.RFC3339Nano))
 }
 
@@ -352,6 +360,43 @@ func callNotes(c *Call) string {
 		notes = append(notes, fmt.Sprintf("result_cut=%dB", o.CutBytes))
 	}
 	return strings.Join(notes, " ")
+}
+
+// showEdits prints a line per context edit: the step before which it was
+// made, why, the calls whose results it cleared (or the messages it
+// summarized, and the summary request's tokens), and the next request's
+// estimate before and after.
+func showEdits(w io.Writer, events []loop.Event) {
+	first := true
+	step := 0
+	for _, ev := range events {
+		if ev.Kind == loop.ModelResponded {
+			step++
+		}
+		if (ev.Kind != loop.ContextEdited && ev.Kind != loop.ContextSummarized) || ev.Edit == nil {
+			continue
+		}
+		if first {
+			fmt.Fprintf(w, "\ncontext edits\n")
+			first = false
+		}
+		e := ev.Edit
+		if ev.Kind == loop.ContextSummarized {
+			var u llm.Usage
+			if ev.Response != nil {
+				u = ev.Response.Usage
+			}
+			fmt.Fprintf(w, "  seq %-3d before step %-2d %-15s summarized messages %d-%d in %d bytes (%d tokens in, %d out)  tokens %d -> %d\n",
+				ev.Seq, step+1, e.Reason, e.From, e.Through-1, len(e.Summary), u.InputTokens, u.OutputTokens, e.TokensBefore, e.TokensAfter)
+			continue
+		}
+		calls := make([]string, len(e.Cleared))
+		for i, r := range e.Cleared {
+			calls[i] = r.CallID + "(" + r.Tool + ")"
+		}
+		fmt.Fprintf(w, "  seq %-3d before step %-2d %-15s cleared %d result(s): %s  tokens %d -> %d\n",
+			ev.Seq, step+1, e.Reason, len(e.Cleared), strings.Join(calls, " "), e.TokensBefore, e.TokensAfter)
+	}
 }
 
 func showPlans(w io.Writer, events []loop.Event) {

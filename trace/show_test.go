@@ -3,6 +3,7 @@ package trace_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"regexp"
 	"strings"
@@ -13,6 +14,7 @@ import (
 	"github.com/toolloop/toolloop/llm"
 	"github.com/toolloop/toolloop/llm/llmtest"
 	"github.com/toolloop/toolloop/loop"
+	"github.com/toolloop/toolloop/policy"
 	"github.com/toolloop/toolloop/store"
 	"github.com/toolloop/toolloop/tool"
 	"github.com/toolloop/toolloop/trace"
@@ -149,5 +151,42 @@ func TestShowResultCut(t *testing.T) {
 	out := show(t, res.Events, nil)
 	if !regexp.MustCompile(`c1 .*result_cut=4\d\d\dB`).MatchString(out) {
 		t.Errorf("no note of the cut result:\n%s", out)
+	}
+}
+
+// TestShowContextEdits: the header gives the run's context policy, and
+// each context edit has a line naming the calls it cleared and the
+// tokens before and after.
+func TestShowContextEdits(t *testing.T) {
+	at := time.Date(2026, 1, 1, 10, 0, 0, 0, time.UTC)
+	big := json.RawMessage(`"` + strings.Repeat("x", 2000) + `"`)
+	var events []loop.Event
+	add := func(ev loop.Event) {
+		ev.Seq, ev.At = len(events)+1, at.Add(time.Duration(len(events))*time.Second)
+		events = append(events, ev)
+	}
+	add(loop.Event{Kind: loop.Started, Start: &loop.StartInfo{RunID: "run-edits", Budgets: loop.Budgets{MaxSteps: 4},
+		Context:  &loop.ContextPolicy{Window: 60000, Margin: 6000, LowWater: 30000, KeepToolResults: 3},
+		Messages: []llm.Message{llm.UserMessage("read")}}})
+	add(loop.Event{Kind: loop.ModelResponded, Response: &llm.Response{Message: llm.Message{Role: llm.RoleAssistant,
+		ToolCalls: []llm.ToolCall{{ID: "c1", Name: "fetch", Arguments: json.RawMessage(`{}`)}}}}})
+	add(loop.Event{Kind: loop.CallsValidated, Checks: []loop.CallCheck{{Known: true, Key: 1}}})
+	add(loop.Event{Kind: loop.PolicyDecided, Decisions: []policy.Decision{{Verdict: policy.Allow}}})
+	add(loop.Event{Kind: loop.StagePlanned, Plan: &executor.Plan{Stages: [][]int{{0}}}})
+	add(loop.Event{Kind: loop.StageFinished, Outcomes: []executor.Outcome{{Result: llm.ToolResult{CallID: "c1", Name: "fetch", Status: llm.StatusOK, Content: big}}}})
+	add(loop.Event{Kind: loop.ContextEdited, Edit: &loop.ContextEdit{Reason: loop.EditForWindow,
+		Cleared: []loop.ClearedResult{{CallID: "c1", Tool: "fetch", Tokens: 520}}, TokensBefore: 56000, TokensAfter: 29000}})
+	add(loop.Event{Kind: loop.ContextSummarized, Response: &llm.Response{Usage: llm.Usage{InputTokens: 900, OutputTokens: 40}},
+		Edit: &loop.ContextEdit{Reason: loop.EditCompaction, From: 1, Through: 3, Summary: "c1 read the page.", TokensBefore: 57000, TokensAfter: 20000}})
+	out := show(t, events, nil)
+	for _, want := range []string{
+		"context window=60000 margin=6000 low_water=30000 keep_tool_results=3",
+		"seq 8   before step 2  compaction      summarized messages 1-2 in 17 bytes (900 tokens in, 40 out)  tokens 57000 -> 20000",
+		"context edits",
+		"seq 7   before step 2  window          cleared 1 result(s): c1(fetch)  tokens 56000 -> 29000",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
 	}
 }

@@ -80,7 +80,7 @@ func TestScenarioNames(t *testing.T) {
 	want := []string{
 		"normal", "unknown_tool", "loop_forever",
 		"not_found", "tool_timeout", "deadline_exceeded", "tool_budget_exceeded", "cost_budget_exceeded",
-		"spin_detected", "permission_denied", "confirmation_required", "protocol_error", "model_error", "canceled", "invalid_output",
+		"spin_detected", "permission_denied", "confirmation_required", "protocol_error", "model_error", "context_exhausted", "canceled", "invalid_output",
 		"parallel", "refund_retry", "refund_twice", "refund_unknown",
 		"confirm_refund",
 	}

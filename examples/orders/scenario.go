@@ -57,6 +57,9 @@ type Scenario struct {
 	Policy policy.Policy
 	// Budgets bound the run.
 	Budgets loop.Budgets
+	// Context is the run's context management (loop.Config.Context); nil
+	// for none.
+	Context *loop.ContextPolicy
 	// Setup, if set, prepares the fresh book before the run, e.g. with
 	// Book.HangAfterWrite. A book passed in RunOptions is used as it is.
 	Setup func(b *Book)
@@ -233,6 +236,7 @@ func (s Scenario) runner(opts RunOptions, cancel context.CancelFunc, runID strin
 		Policy:            s.Policy,
 		Identity:          s.Identity,
 		Budgets:           s.Budgets,
+		Context:           s.Context,
 		Executor:          parts.Executor,
 		ModelRetryBackoff: ModelRetryBackoff,
 		SessionID:         s.SessionID(),
@@ -533,6 +537,20 @@ func Scenarios() []Scenario {
 				StatusCode: 500, Retryable: true,
 				Err: errors.New("provider answered HTTP 500: internal server error"),
 			}}),
+		},
+		{
+			Name: "context_exhausted", Want: loop.ContextExhausted,
+			Description: "the provider refuses the second request as too long for the model's window, and no old tool result is large enough to clear",
+			Ask:         "Where is my order A100?",
+			Repeat:      true,
+			Context:     &loop.ContextPolicy{Window: 200_000},
+			Script: script(
+				llmtest.Calls(call("call_q1", QueryOrder, ref("A100"))),
+				llmtest.Turn{Err: &llm.Error{
+					StatusCode: 400, Kind: llm.KindContextLengthExceeded,
+					Err: errors.New("prompt is too long: 201234 tokens > 200000 maximum"),
+				}},
+			),
 		},
 		{
 			Name: "canceled", Want: loop.Canceled,

@@ -98,6 +98,9 @@ type Request struct {
 	Detach bool
 	// NoStream asks for whole model turns (loop.Config.Stream false).
 	NoStream bool
+	// Context is the run's context management (loop.Config.Context), nil
+	// for none.
+	Context *loop.ContextPolicy
 	// Watch, if not nil, is shown the run as it goes
 	// (loop.Config.Watch); a backend that cannot (its runs go on
 	// elsewhere) leaves it out, and the answer is printed at the end.

@@ -245,6 +245,7 @@ func (b *local) Start(ctx context.Context, req *Request) (*loop.Result, error) {
 	cfg := runConfig(src, !req.NoStream, model, box.reg, st, obs)
 	cfg.Identity = req.Identity
 	cfg.Budgets = budgets
+	cfg.Context = req.Context
 	cfg.Watch = req.Watch
 	cfg.OutputSchema, cfg.OutputRetries = req.OutputSchema, req.OutputRetries
 	if req.ID != "" {

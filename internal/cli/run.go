@@ -25,6 +25,10 @@ func (c *cli) runCmd(ctx context.Context, drv Driver, args []string) int {
 	noStream := fs.Bool("no-stream", false, "ask the model for whole turns, and print the answer once the run stops, without tool activity")
 	outputSchema := fs.String("output-schema", "", "the final answer must be JSON matching the JSON Schema in `FILE`")
 	outputRetries := fs.Int("output-retries", 0, "send an answer that does not match --output-schema back `N` times (default 2; -1: never)")
+	window := fs.Int("context-window", 0, "the model's context window in `TOKENS` (default: the built-in table's, for well-known models)")
+	keep := fs.Int("keep-tool-results", 0, "with context management, the `N` latest tool results never cleared (default 3)")
+	noContext := fs.Bool("no-context-management", false, "send the whole history every turn, however long")
+	compact := fs.Bool("compact", false, "when clearing old tool results is not enough, have the model summarize the earlier turns")
 	open := drv.Flags("run", fs)
 	pos, err := parseFlags(fs, args)
 	if err != nil {
@@ -54,8 +58,12 @@ func (c *cli) runCmd(ctx context.Context, drv Driver, args []string) int {
 	if err != nil {
 		return c.fail("run", err)
 	}
+	cp, err := contextPolicy(*model, *window, *keep, *compact, *noContext)
+	if err != nil {
+		return c.fail("run", err)
+	}
 	req := &Request{ID: *id, Model: *model, System: *system, Prompt: pos[0], Identity: policy.Identity{Name: *identity},
-		Budgets: budgets, Detach: *detach, NoStream: *noStream, prices: prices,
+		Budgets: budgets, Detach: *detach, NoStream: *noStream, Context: cp, prices: prices,
 		OutputSchema: schema, OutputRetries: *outputRetries}
 	var printer *streamPrinter
 	if !*noStream && !*detach {
@@ -78,6 +86,28 @@ func (c *cli) runCmd(ctx context.Context, drv Driver, args []string) int {
 		return exitOK
 	}
 	return c.printResult(res, b.Info(), printer.answered(res))
+}
+
+// contextPolicy is the run's context management as its flags ask: on
+// when the model's window is given or built in (or --keep-tool-results
+// is given), unless --no-context-management.
+func contextPolicy(model string, window, keep int, compact, off bool) (*loop.ContextPolicy, error) {
+	switch {
+	case window < 0:
+		return nil, &usageErr{fmt.Sprintf("--context-window is %d; want a number of tokens (or leave it out for the model's known window)", window)}
+	case off && (window > 0 || keep != 0 || compact):
+		return nil, &usageErr{"--no-context-management turns context management off; --context-window, --keep-tool-results and --compact tune it: give one or the other"}
+	case off:
+		return nil, nil
+	}
+	if _, known := loop.KnownWindow(model); window == 0 && !known && keep == 0 && !compact {
+		return nil, nil
+	}
+	p, err := loop.ResolveContextPolicy(loop.ContextPolicy{Window: window, KeepToolResults: keep, Compact: compact}, model)
+	if err != nil {
+		return nil, &usageErr{err.Error()}
+	}
+	return &p, nil
 }
 
 // closeBackend closes b, reporting an error for cmd on standard error.
@@ -174,6 +204,19 @@ Model and tools:
                          back to the model with what was wrong, and the run stops with
                          invalid_output when it still does not
   --output-retries N     how many times such an answer goes back (default 2; -1: never)
+
+Context (on by default when the model's window is known or given):
+  --context-window N     the model's window in tokens (default: built in for well-known
+                         models, e.g. claude-sonnet-4-6, gpt-4.1, gemini-2.5-flash); before
+                         a request would near it, the oldest tool results are cleared, each
+                         replaced by a note naming the call; a provider's "prompt too long"
+                         clears and retries once; a history that cannot fit stops the run
+                         with context_exhausted
+  --keep-tool-results N  the N latest tool results are never cleared (default 3; -1: none)
+  --compact              when clearing is not enough, the model summarizes the earlier turns
+                         (a request of its own, counted in the run's tokens and cost) and the
+                         run goes on from the prompt, the summary and the latest turns
+  --no-context-management  send the whole history every turn
 
 Budgets (0 or absent means the default):
   --max-steps N          model turns (default 10)

@@ -49,7 +49,7 @@ func Book(s orders.Scenario) *orders.Book {
 func Input(s orders.Scenario, runID string) temporal.RunInput {
 	return temporal.RunInput{
 		RunID: runID, SessionID: s.SessionID(), Model: orders.ModelName, PromptVersion: orders.PromptVersion,
-		Identity: s.Identity, Budgets: s.Budgets, Messages: orders.Messages(s.Ask),
+		Identity: s.Identity, Budgets: s.Budgets, Context: s.Context, Messages: orders.Messages(s.Ask),
 		ModelRetryBackoff: orders.ModelRetryBackoff, OutputSchema: s.OutputSchema,
 	}
 }

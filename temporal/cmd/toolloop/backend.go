@@ -148,7 +148,7 @@ func (b *backend) Start(ctx context.Context, req *cli.Request) (*loop.Result, er
 		return nil, err
 	}
 	in := temporal.RunInput{Model: req.Model, Identity: req.Identity, Budgets: req.Budgets, Price: price,
-		ConfirmationTimeout: b.confirmWait, ModelTimeout: b.modelTimeout, Messages: req.Messages(""),
+		ConfirmationTimeout: b.confirmWait, ModelTimeout: b.modelTimeout, Context: req.Context, Messages: req.Messages(""),
 		OutputSchema: req.OutputSchema, OutputRetries: req.OutputRetries}
 	id := req.ID
 	if id == "" {
