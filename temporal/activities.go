@@ -67,32 +67,34 @@ const (
 	EventsQuery = "events"
 )
 
-// Error types of the application errors the activities return, as
-// Temporal's retry policies and UI see them.
+// Failure types: the type names of the application errors the activities
+// return, as Temporal's retry policies and UI see them. They are strings,
+// not error values (Go keeps ErrX names for those); the strings themselves
+// are recorded in workflow histories and do not change.
 const (
-	// ErrTypeModel is a failed model request; it is non-retryable unless
+	// FailureTypeModel is a failed model request; it is non-retryable unless
 	// llm.IsRetryable says otherwise.
-	ErrTypeModel = "ToolloopModelError"
-	// ErrTypeUnknownTool is a call to a tool this worker does not have
+	FailureTypeModel = "ToolloopModelError"
+	// FailureTypeUnknownTool is a call to a tool this worker does not have
 	// (workers with different registries); never retried.
-	ErrTypeUnknownTool = "ToolloopUnknownTool"
-	// ErrTypeWriteInProgress is a write whose idempotency key an earlier
+	FailureTypeUnknownTool = "ToolloopUnknownTool"
+	// FailureTypeWriteInProgress is a write whose idempotency key an earlier
 	// attempt still holds in flight; retried once that attempt must be
 	// over, when the ledger can settle it.
-	ErrTypeWriteInProgress = "ToolloopWriteInProgress"
-	// ErrTypePayloadTooLarge is a model response too large for a
+	FailureTypeWriteInProgress = "ToolloopWriteInProgress"
+	// FailureTypePayloadTooLarge is a model response too large for a
 	// Temporal payload; never retried.
-	ErrTypePayloadTooLarge = "ToolloopPayloadTooLarge"
-	// ErrTypeStore is a failure of the blob store.
-	ErrTypeStore = "ToolloopStoreError"
-	// ErrTypeProtocol is a model reply that broke its provider's protocol
+	FailureTypePayloadTooLarge = "ToolloopPayloadTooLarge"
+	// FailureTypeStore is a failure of the blob store.
+	FailureTypeStore = "ToolloopStoreError"
+	// FailureTypeProtocol is a model reply that broke its provider's protocol
 	// (llm.KindProtocolError: a stream whose pieces contradict each other);
 	// never retried, and the run stops with protocol_error.
-	ErrTypeProtocol = "ToolloopProtocolError"
-	// ErrTypeContextLength is a request the provider refused as too long
+	FailureTypeProtocol = "ToolloopProtocolError"
+	// FailureTypeContextLength is a request the provider refused as too long
 	// for the model's window (llm.KindContextLengthExceeded); never
 	// retried: a run with context management clears and asks again.
-	ErrTypeContextLength = "ToolloopContextLength"
+	FailureTypeContextLength = "ToolloopContextLength"
 )
 
 // MaxResponseBytes is the largest model response (JSON) a model activity
@@ -278,14 +280,14 @@ func partialTurn(resp *llm.Response) *llm.Response {
 
 // storeError is a failure of the blob store, which Temporal retries.
 func storeError(err error) error {
-	return sdktemporal.NewApplicationError(err.Error(), ErrTypeStore)
+	return sdktemporal.NewApplicationError(err.Error(), FailureTypeStore)
 }
 
 // RequestModel asks the model for one turn. A failure is an application
-// error of type ErrTypeModel, non-retryable unless llm.IsRetryable says
+// error of type FailureTypeModel, non-retryable unless llm.IsRetryable says
 // the provider may answer later; it carries the attempt number as its
 // detail, and a provider's Retry-After as the next retry's delay. A
-// response larger than MaxResponseBytes is an ErrTypePayloadTooLarge.
+// response larger than MaxResponseBytes is an FailureTypePayloadTooLarge.
 func (a *Activities) RequestModel(ctx context.Context, in ModelInput) (ModelOutput, error) {
 	began := time.Now()
 	// Storing the turn and reading a long log back (a worker that has not
@@ -314,11 +316,11 @@ func (a *Activities) RequestModel(ctx context.Context, in ModelInput) (ModelOutp
 		}
 		var me *llm.Error
 		if errors.As(err, &me) && me.Kind == llm.KindProtocolError {
-			return ModelOutput{}, sdktemporal.NewApplicationErrorWithOptions(err.Error(), ErrTypeProtocol,
+			return ModelOutput{}, sdktemporal.NewApplicationErrorWithOptions(err.Error(), FailureTypeProtocol,
 				sdktemporal.ApplicationErrorOptions{NonRetryable: true, Details: details})
 		}
 		if errors.As(err, &me) && me.Kind == llm.KindContextLengthExceeded {
-			return ModelOutput{}, sdktemporal.NewApplicationErrorWithOptions(err.Error(), ErrTypeContextLength,
+			return ModelOutput{}, sdktemporal.NewApplicationErrorWithOptions(err.Error(), FailureTypeContextLength,
 				sdktemporal.ApplicationErrorOptions{NonRetryable: true, Details: details})
 		}
 		// A stream that broke after it began is not retried: a retry
@@ -331,14 +333,14 @@ func (a *Activities) RequestModel(ctx context.Context, in ModelInput) (ModelOutp
 			}
 			opts.NextRetryDelay = loop.ModelRetryWait(err, wait)
 		}
-		return ModelOutput{}, sdktemporal.NewApplicationErrorWithOptions(err.Error(), ErrTypeModel, opts)
+		return ModelOutput{}, sdktemporal.NewApplicationErrorWithOptions(err.Error(), FailureTypeModel, opts)
 	}
 	if b, err := json.Marshal(resp); err != nil || len(b) > MaxResponseBytes {
 		why := fmt.Sprintf("the model's response is %d bytes, more than the %d a Temporal payload may safely carry", len(b), MaxResponseBytes)
 		if err != nil {
 			why = "the model's response cannot be encoded: " + err.Error()
 		}
-		return ModelOutput{}, sdktemporal.NewApplicationErrorWithOptions(why, ErrTypePayloadTooLarge,
+		return ModelOutput{}, sdktemporal.NewApplicationErrorWithOptions(why, FailureTypePayloadTooLarge,
 			sdktemporal.ApplicationErrorOptions{NonRetryable: true, Details: []any{attempt}})
 	}
 	// Whatever the arguments of its calls, the response travels as it is:
@@ -750,7 +752,7 @@ func (a *Activities) PlanBatch(_ context.Context, in PlanInput) (executor.Plan, 
 	p, err := loop.PlanCalls(a.cfg.Planner, a.cfg.Tools, in.Calls, in.Indexes, in.Approved)
 	if err != nil {
 		return executor.Plan{}, sdktemporal.NewNonRetryableApplicationError(
-			fmt.Sprintf("on this worker: %v", err), ErrTypeUnknownTool, nil)
+			fmt.Sprintf("on this worker: %v", err), FailureTypeUnknownTool, nil)
 	}
 	return p, nil
 }
@@ -770,12 +772,12 @@ func (a *Activities) ExecuteCall(ctx context.Context, in CallInput) (executor.Ou
 	t, ok := a.cfg.Tools.Lookup(in.Call.Name)
 	if !ok {
 		return executor.Outcome{}, sdktemporal.NewNonRetryableApplicationError(
-			fmt.Sprintf("tool %q is not registered on this worker", in.Call.Name), ErrTypeUnknownTool, nil)
+			fmt.Sprintf("tool %q is not registered on this worker", in.Call.Name), FailureTypeUnknownTool, nil)
 	}
 	in.Tool = t
 	o := runBeating(ctx, a.cfg.Executor, in)
 	if o.Result.ErrorKind == llm.KindWriteInProgress && ctx.Err() == nil {
-		return executor.Outcome{}, sdktemporal.NewApplicationErrorWithOptions(o.Err, ErrTypeWriteInProgress,
+		return executor.Outcome{}, sdktemporal.NewApplicationErrorWithOptions(o.Err, FailureTypeWriteInProgress,
 			sdktemporal.ApplicationErrorOptions{NextRetryDelay: a.callTimeout(t, in.Timeout)})
 	}
 	// A large result goes to the blob store; the history carries its

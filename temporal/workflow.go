@@ -326,6 +326,13 @@ func newDriver(ctx workflow.Context, in RunInput) (*driver, error) {
 	if in.RunID == "" {
 		in.RunID = workflow.GetInfo(ctx).WorkflowExecution.ID
 	}
+	if in.Continued == nil {
+		// As loop.Runner.Run does: a user message with nothing to say
+		// gives a provider nothing to answer.
+		if err := llm.CheckUserMessages(in.Messages); err != nil {
+			return nil, fmt.Errorf("temporal: %w", err)
+		}
+	}
 	if _, err := in.outputSpec(); err != nil {
 		return nil, err
 	}
@@ -772,7 +779,7 @@ func (d *driver) requestModel(ctx workflow.Context, summary *loop.SummaryRequest
 		HeartbeatTimeout:    d.in.ModelHeartbeat,
 	}
 	byDeadline := d.bound(ctx, &o)
-	o.RetryPolicy.NonRetryableErrorTypes = []string{ErrTypePayloadTooLarge}
+	o.RetryPolicy.NonRetryableErrorTypes = []string{FailureTypePayloadTooLarge}
 	if b, err := json.Marshal(d.log[d.saved:]); err == nil && len(b) > maxModelInputNew {
 		// A turn's events travel in the model activity's input, which the
 		// history keeps and Temporal bounds (2 MB): a large turn (a long
@@ -864,10 +871,10 @@ func partialOf(err error) *llm.Response {
 // broke the provider's protocol.
 func modelError(err error) error {
 	msg := cause(err)
-	if app := (*sdktemporal.ApplicationError)(nil); errors.As(err, &app) && app.Type() == ErrTypeProtocol {
+	if app := (*sdktemporal.ApplicationError)(nil); errors.As(err, &app) && app.Type() == FailureTypeProtocol {
 		return &llm.Error{Kind: llm.KindProtocolError, Err: errors.New(strings.TrimPrefix(msg, string(llm.KindProtocolError)+": "))}
 	}
-	if app := (*sdktemporal.ApplicationError)(nil); errors.As(err, &app) && app.Type() == ErrTypeContextLength {
+	if app := (*sdktemporal.ApplicationError)(nil); errors.As(err, &app) && app.Type() == FailureTypeContextLength {
 		return &llm.Error{Kind: llm.KindContextLengthExceeded, Err: errors.New(strings.TrimPrefix(msg, string(llm.KindContextLengthExceeded)+": "))}
 	}
 	return errors.New(msg)
@@ -972,7 +979,7 @@ func (d *driver) execute(ctx workflow.Context, stage int, idx []int) loop.Event 
 			StartToCloseTimeout: localTimeout,
 			RetryPolicy: &sdktemporal.RetryPolicy{
 				MaximumAttempts:        int32(d.in.ToolActivityAttempts),
-				NonRetryableErrorTypes: []string{ErrTypeUnknownTool},
+				NonRetryableErrorTypes: []string{FailureTypeUnknownTool},
 			},
 			// A write's activity is waited for even when the workflow is
 			// canceled, so that its outcome is known, not guessed.

@@ -676,6 +676,19 @@ func TestInvalidInput(t *testing.T) {
 	}
 }
 
+// TestEmptyPromptRefused: a run started with a user message that says
+// nothing is refused before any model turn, as in process.
+func TestEmptyPromptRefused(t *testing.T) {
+	sb := newSandbox(t, scenario(t, "normal"))
+	sb.register()
+	in := sb.input("run-empty", "sandbox")
+	in.Messages = []llm.Message{{Role: llm.RoleUser, Text: " \n\t"}}
+	sb.env.ExecuteWorkflow(temporal.WorkflowName, in)
+	if err := sb.env.GetWorkflowError(); err == nil || !strings.Contains(err.Error(), "empty") {
+		t.Fatalf("workflow error %v, want the empty user message named", err)
+	}
+}
+
 // TestDefaultRunID: without RunID the run is named after the workflow ID.
 func TestDefaultRunID(t *testing.T) {
 	sb := newSandbox(t, scenario(t, "normal"))
