@@ -1,11 +1,16 @@
 package loop_test
 
 import (
+	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/toolloop/toolloop/executor"
 	"github.com/toolloop/toolloop/llm"
 	"github.com/toolloop/toolloop/loop"
+	"github.com/toolloop/toolloop/policy"
 )
 
 // TestCompactionAfterOutputCorrection: a run with an output schema and
@@ -62,5 +67,65 @@ func TestCompactionAfterOutputCorrection(t *testing.T) {
 	}
 	if n := len(s.Messages); n != 4 || s.Messages[2].ToolCalls[0].ID != "c2" {
 		t.Errorf("history after the compaction has %d messages, want the opening, the summary and c2's turn", n)
+	}
+}
+
+// TestClearedResultFetchedAgainIsNews: a cleared result's note tells the
+// model to call the tool again if it needs the result. Doing so must not
+// count as a turn that added nothing new: the model no longer sees the
+// cleared content. Before, the fetched-again results matched the hashes
+// of those seen before the clearing, two such turns in a row counted as
+// stale, and the next call stopped the run with spin_detected.
+func TestClearedResultFetchedAgainIsNews(t *testing.T) {
+	page := func(n int) json.RawMessage {
+		return json.RawMessage(fmt.Sprintf("%q", strings.Repeat(fmt.Sprintf("page %d. ", n), 700)))
+	}
+	at := time.Date(2026, 1, 1, 10, 0, 0, 0, time.UTC)
+	var s loop.State
+	var eff loop.Effect
+	feed := func(ev loop.Event) {
+		at = at.Add(time.Second)
+		ev.At = at
+		eff = loop.Next(&s, &ev)
+	}
+	feed(loop.Event{Kind: loop.Started, Start: &loop.StartInfo{RunID: "r", Budgets: loop.Budgets{MaxSteps: 20, MaxToolCalls: 20, Deadline: time.Hour},
+		Context:  &loop.ContextPolicy{Window: 4000, Margin: 400, LowWater: 1000, KeepToolResults: 1},
+		Messages: []llm.Message{llm.UserMessage("Read the pages.")}}})
+	edits := 0
+	for i, p := range []int{1, 2, 3, 1, 2, 4, 5} {
+		id := fmt.Sprintf("c%d", i+1)
+		feed(loop.Event{Kind: loop.ModelResponded, Response: &llm.Response{
+			Message: llm.Message{Role: llm.RoleAssistant, ToolCalls: []llm.ToolCall{{ID: id, Name: "fetch_page", Arguments: json.RawMessage(fmt.Sprintf(`{"page":%d}`, p))}}}}})
+		feed(loop.Event{Kind: loop.CallsValidated, Checks: []loop.CallCheck{{Known: true, Key: uint64(p)}}})
+		if eff.Kind != loop.AuthorizeCalls {
+			t.Fatalf("call %s for page %d (after %d edits): the decider calls for %s %s %q", id, p, edits, eff.Kind, eff.Status, eff.Detail)
+		}
+		feed(loop.Event{Kind: loop.PolicyDecided, Decisions: []policy.Decision{{Verdict: policy.Allow}}})
+		feed(loop.Event{Kind: loop.StagePlanned, Plan: &executor.Plan{Stages: [][]int{{0}}}})
+		feed(loop.Event{Kind: loop.StageFinished, Outcomes: []executor.Outcome{{Result: llm.ToolResult{CallID: id, Name: "fetch_page", Status: llm.StatusOK, Content: page(p)}}}})
+		for eff.Kind == loop.EditContext {
+			edits++
+			feed(loop.Event{Kind: loop.ContextEdited, Edit: eff.Edit})
+		}
+		if eff.Kind != loop.RequestModel {
+			t.Fatalf("after %s's result: %s %q", id, eff.Kind, eff.Detail)
+		}
+	}
+	if edits == 0 {
+		t.Fatal("no result was cleared: the test does not test what it says")
+	}
+	// The decider's memory carries what was cleared: a state decoded
+	// from it decides the same.
+	b, err := json.Marshal(&s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d loop.State
+	if err := json.Unmarshal(b, &d); err != nil {
+		t.Fatal(err)
+	}
+	b2, _ := json.Marshal(&d)
+	if string(b) != string(b2) {
+		t.Fatal("the state's encoding does not round-trip")
 	}
 }
