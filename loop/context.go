@@ -204,6 +204,10 @@ type heldResult struct {
 	Tokens int    `json:"n"`
 	// At is the result's index in the history.
 	At int `json:"at"`
+	// Hash is the result's resultHash, as State.seen holds it: a result
+	// cleared or summarized away is no longer seen by the model, so that
+	// calling for it again (as its note invites) is not a stale turn.
+	Hash uint64 `json:"h,omitempty"`
 }
 
 // estimate is the next request's estimated size in tokens.
@@ -216,7 +220,7 @@ func (c *contextMemory) add(m *llm.Message) {
 	at := len(c.Sizes)
 	c.Sizes = append(c.Sizes, n)
 	if m.Result != nil {
-		c.Held = append(c.Held, heldResult{CallID: m.Result.CallID, Tool: m.Result.Name, Tokens: n, At: at})
+		c.Held = append(c.Held, heldResult{CallID: m.Result.CallID, Tool: m.Result.Name, Tokens: n, At: at, Hash: resultHash(m.Result)})
 	}
 	if m.Role == llm.RoleAssistant {
 		c.Turns = append(c.Turns, at)
@@ -368,7 +372,7 @@ func contextEdited(s *State, ev *Event) Effect {
 			m.Result = clearedResult(m.Result.CallID, m.Result.Name)
 		}
 	}
-	var held []heldResult
+	var held, gone []heldResult
 	for _, h := range c.Held {
 		if cleared[h.CallID] {
 			note := noteTokens(h.CallID, h.Tool)
@@ -376,13 +380,32 @@ func contextEdited(s *State, ev *Event) Effect {
 			if h.At < len(c.Sizes) {
 				c.Sizes[h.At] = note
 			}
+			gone = append(gone, h)
 			continue
 		}
 		held = append(held, h)
 	}
 	c.Held = held
+	s.unsee(gone)
 	// Clearing may not be enough: compaction comes next, if configured.
 	return beforeRequest(s)
+}
+
+// unsee forgets the results gone from the history (cleared, or
+// summarized away) as results the model has seen, unless a result with
+// the same hash is still there: a later call that returns one of them
+// again tells the model something it no longer has.
+func (s *State) unsee(gone []heldResult) {
+	for _, g := range gone {
+		if g.Hash == 0 || slices.ContainsFunc(s.ctx.Held, func(h heldResult) bool { return h.Hash == g.Hash }) {
+			continue
+		}
+		delete(s.seen, g.Hash)
+	}
+	if len(s.seen) == 0 {
+		// As a decoded state has it: no results seen is a nil set.
+		s.seen = nil
+	}
 }
 
 // SummaryRequest is a compaction the decider asks for (Effect.Summary):
@@ -505,11 +528,17 @@ func contextSummarized(s *State, ev *Event) Effect {
 	for _, n := range sizes {
 		c.Tokens += n
 	}
-	var held []heldResult
+	var held, gone []heldResult
 	for _, h := range c.Held {
-		if h.At >= e.Through {
+		switch {
+		case h.At >= e.Through:
 			h.At -= shift
 			held = append(held, h)
+		case h.At < e.From:
+			// An opening message's result stays where it is.
+			held = append(held, h)
+		default:
+			gone = append(gone, h)
 		}
 	}
 	var turns []int
@@ -519,6 +548,7 @@ func contextSummarized(s *State, ev *Event) Effect {
 		}
 	}
 	c.Held, c.Turns, c.Compacted = held, turns, true
+	s.unsee(gone)
 	b := s.Budgets
 	switch {
 	case b.MaxTokens > 0 && s.Usage.Total() >= b.MaxTokens:

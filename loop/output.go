@@ -121,8 +121,14 @@ func checkOutput(s *State, msg *llm.Message, truncated bool) (Effect, bool) {
 	case b.MaxTokens > 0 && s.Usage.Total() >= b.MaxTokens, b.MaxCost > 0 && s.Cost >= b.MaxCost:
 		return stop(s, InvalidOutput, "the answer was refused, and the token or cost budget leaves no turn to correct it: "+problem), false
 	}
-	s.Messages = append(s.Messages, llm.Message{Role: llm.RoleUser, Text: OutputCorrection(problem)})
-	return Effect{Kind: RequestModel}, false
+	m := llm.Message{Role: llm.RoleUser, Text: OutputCorrection(problem)}
+	if s.ctx != nil {
+		// Context management counts every message of the history, by its
+		// index: one it missed would shift where a compaction cuts.
+		s.ctx.add(&m)
+	}
+	s.Messages = append(s.Messages, m)
+	return beforeRequest(s), false
 }
 
 // outputProblem says what is wrong with answer, or "". The schema was
