@@ -112,7 +112,7 @@ func outputOf(ctx context.Context, cl client.Client, id, runID string, logs stor
 		return nil, err
 	}
 	res := &loop.Result{RunID: out.RunID, Status: out.Status, Detail: out.Detail, Steps: out.Steps, ToolCalls: out.ToolCalls,
-		Usage: out.Usage, Cost: out.Cost, Duration: out.Duration, Pending: out.Pending}
+		Usage: out.Usage, Cost: out.Cost, Duration: out.Duration, Pending: out.Pending, Output: out.Output}
 	evs, err := closedLog(ctx, cl, id, out, logs)
 	switch {
 	case err == nil && len(evs) > 0:
