@@ -148,3 +148,60 @@ func TestGeminiCachedPrice(t *testing.T) {
 		}
 	}
 }
+
+// A run started with the five-minute cache is refused a resume with
+// --cache-ttl 1h: its cost is counted at the price its log recorded (cache
+// writes at 1.25 times the input rate), and the hour-long cache bills
+// twice the input rate, so the budgets would count less than the bill.
+// Resumed without the flag it goes on at the recorded price. Before, the
+// resume went ahead and counted $3.75 for a write billed $6.
+func TestResumeCacheTTLPriced(t *testing.T) {
+	replies := []string{
+		`{"id":"msg_1","type":"message","role":"assistant","model":"claude-sonnet-4-6","content":[` +
+			`{"type":"tool_use","id":"toolu_r","name":"refund_order","input":{"order_id":"A103","reason":"broken"}}],` +
+			`"stop_reason":"tool_use","stop_sequence":null,"usage":{"input_tokens":0,"output_tokens":0}}`,
+		// A million tokens written to the cache, nothing else.
+		`{"id":"msg_2","type":"message","role":"assistant","model":"claude-sonnet-4-6","content":[{"type":"text","text":"Refunded."}],` +
+			`"stop_reason":"end_turn","stop_sequence":null,"usage":{"input_tokens":0,"cache_creation_input_tokens":1000000,"cache_read_input_tokens":0,"output_tokens":0}}`,
+	}
+	var mu sync.Mutex
+	requests := 0
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		mu.Lock()
+		requests++
+		reply := replies[min(requests, len(replies))-1]
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, reply)
+	}))
+	t.Cleanup(srv.Close)
+	dir := t.TempDir()
+	db, logs := filepath.Join(dir, "t.db"), filepath.Join(dir, "logs")
+	env := map[string]string{"ANTHROPIC_API_KEY": "sk-ant"}
+	flags := []string{"--provider", "anthropic", "--model", "claude-sonnet-4-6", "--base-url", srv.URL, "--tools", "orders", "--confirm-writes", "--db", db, "--log", logs}
+	code, out, errOut := callEnv(env, append(append([]string{"run", "--no-stream"}, flags...), "Refund A103, it arrived broken.")...)
+	m := runLine.FindStringSubmatch(lines(out)[0])
+	if code != exitOK || m == nil || m[1] != "confirmation_required" {
+		t.Fatalf("run: exit %d\n%s%s", code, out, errOut)
+	}
+	runID := m[6]
+	if code, _, errOut := call("approve", runID, "toolu_r", "--by", "dana", "--db", db); code != exitOK {
+		t.Fatalf("approve: exit %d %s", code, errOut)
+	}
+	resume := append([]string{"resume", runID, "--no-stream"}, flags...)
+	code, out, errOut = callEnv(env, append(resume, "--cache-ttl", "1h")...)
+	if code != exitUsage || out != "" || !strings.Contains(errOut, "resume it without --cache-ttl 1h") {
+		t.Fatalf("resume --cache-ttl 1h: exit %d, stdout %q, stderr %q; want exit 2 naming the five-minute price", code, out, errOut)
+	}
+	mu.Lock()
+	sent := requests
+	mu.Unlock()
+	if sent != 1 {
+		t.Fatalf("the refused resume sent a request (%d in all)", sent)
+	}
+	code, out, errOut = callEnv(env, resume...)
+	if m := runLine.FindStringSubmatch(out); code != exitOK || m == nil || m[5] != "3.750000" {
+		t.Errorf("resume: exit %d, %q %s; want cost=$3.750000 (a million tokens written at 1.25 times the $3 input rate)", code, out, errOut)
+	}
+}
