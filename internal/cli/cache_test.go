@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -203,5 +204,28 @@ func TestResumeCacheTTLPriced(t *testing.T) {
 	code, out, errOut = callEnv(env, resume...)
 	if m := runLine.FindStringSubmatch(out); code != exitOK || m == nil || m[5] != "3.750000" {
 		t.Errorf("resume: exit %d, %q %s; want cost=$3.750000 (a million tokens written at 1.25 times the $3 input rate)", code, out, errOut)
+	}
+}
+
+// --cache-ttl 1h prices a cache write at no less than twice the input
+// rate, and never below the rate a --prices file gives: a provider or
+// proxy that bills its writes at more keeps its price. Before, the file's
+// $9 was replaced by $6, and the budgets counted less than the bill.
+func TestCacheTTLKeepsHigherWritePrice(t *testing.T) {
+	reply := `{"id":"msg_1","type":"message","role":"assistant","model":"my-claude","content":[{"type":"text","text":"Hi."}],` +
+		`"stop_reason":"end_turn","stop_sequence":null,"usage":{"input_tokens":0,"cache_creation_input_tokens":1000000,"cache_read_input_tokens":0,"output_tokens":0}}`
+	dir := t.TempDir()
+	prices := filepath.Join(dir, "prices.json")
+	if err := os.WriteFile(prices, []byte(`{"my-claude": {"input_per_mtok": 3, "cache_write_input_per_mtok": 9, "output_per_mtok": 15}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s := newBodyServer(t, reply)
+	code, out, errOut := callEnv(map[string]string{"ANTHROPIC_API_KEY": "sk-ant"}, "run", "--no-stream", "--provider", "anthropic", "--model", "my-claude",
+		"--base-url", s.srv.URL, "--prices", prices, "--cache-ttl", "1h", "--db", filepath.Join(dir, "t.db"), "--log", dir, "Say hi.")
+	if code != exitOK {
+		t.Fatalf("exit %d: %s%s", code, out, errOut)
+	}
+	if m := runLine.FindStringSubmatch(lines(out)[1]); m == nil || m[5] != "9.000000" {
+		t.Errorf("stop line %q, want cost=$9.000000 (the file's write price)", lines(out)[1])
 	}
 }
