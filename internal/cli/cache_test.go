@@ -192,7 +192,7 @@ func TestResumeCacheTTLPriced(t *testing.T) {
 	}
 	resume := append([]string{"resume", runID, "--no-stream"}, flags...)
 	code, out, errOut = callEnv(env, append(resume, "--cache-ttl", "1h")...)
-	if code != exitUsage || out != "" || !strings.Contains(errOut, "resume it without --cache-ttl 1h") {
+	if code != exitUsage || out != "" || !strings.Contains(errOut, "(writes at $3.75 per million tokens); --cache-ttl 1h bills writes at $6,") {
 		t.Fatalf("resume --cache-ttl 1h: exit %d, stdout %q, stderr %q; want exit 2 naming the five-minute price", code, out, errOut)
 	}
 	mu.Lock()

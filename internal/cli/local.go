@@ -351,8 +351,12 @@ func (b *local) Resume(ctx context.Context, runID string) (*loop.Result, error) 
 		// the hour-long cache's writes would exceed: the budgets would
 		// count less than the bill. --cache-ttl is not among the recorded
 		// flags, so it can differ from the start's.
+		write := p.CacheWriteInputPerMTok
+		if write == 0 { // loop.Price's zero: the input rate
+			write = p.InputPerMTok
+		}
 		return nil, &usageErr{fmt.Sprintf("run %s is priced for the five-minute cache (writes at $%g per million tokens); --cache-ttl 1h bills writes at $%g, more than its budgets count: resume it without --cache-ttl 1h",
-			runID, p.CacheWriteInputPerMTok, src.cachePrice(*p).CacheWriteInputPerMTok)}
+			runID, write, src.cachePrice(*p).CacheWriteInputPerMTok)}
 	}
 	// The run streams as it did, unless told otherwise: a server that
 	// answers only streamed requests then serves the resumed part too.
