@@ -74,10 +74,12 @@ const (
 	KindWriteInProgress ErrorKind = "write_in_progress"
 )
 
-// Kinds of a failed model request (Error.Kind). None is retryable: each
-// names its fix (a key, a model name, a shorter prompt, a server that
-// answers in the API's JSON), and sending the same request again would
-// meet the same answer.
+// Kinds of a failed model request (Error.Kind). As a rule none is
+// retryable: each names its fix (a key, a model name, a shorter prompt, a
+// server that answers in the API's JSON), and sending the same request
+// again would meet the same answer. The exception is Gemini's malformed
+// function call, a bad_request marked Retryable: the model wrote a call
+// that did not parse, and a second sampling of the same request may not.
 const (
 	KindAuthentication        ErrorKind = "authentication"
 	KindUnknownModel          ErrorKind = "unknown_model"

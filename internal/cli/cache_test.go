@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -146,5 +147,85 @@ func TestGeminiCachedPrice(t *testing.T) {
 		if !ok || p.CachedInputPerMTok != p.InputPerMTok/4 {
 			t.Errorf("%s: cached input $%v/MTok, input $%v/MTok; want a quarter of the input rate", m, p.CachedInputPerMTok, p.InputPerMTok)
 		}
+	}
+}
+
+// A run started with the five-minute cache is refused a resume with
+// --cache-ttl 1h: its cost is counted at the price its log recorded (cache
+// writes at 1.25 times the input rate), and the hour-long cache bills
+// twice the input rate, so the budgets would count less than the bill.
+// Resumed without the flag it goes on at the recorded price. Before, the
+// resume went ahead and counted $3.75 for a write billed $6.
+func TestResumeCacheTTLPriced(t *testing.T) {
+	replies := []string{
+		`{"id":"msg_1","type":"message","role":"assistant","model":"claude-sonnet-4-6","content":[` +
+			`{"type":"tool_use","id":"toolu_r","name":"refund_order","input":{"order_id":"A103","reason":"broken"}}],` +
+			`"stop_reason":"tool_use","stop_sequence":null,"usage":{"input_tokens":0,"output_tokens":0}}`,
+		// A million tokens written to the cache, nothing else.
+		`{"id":"msg_2","type":"message","role":"assistant","model":"claude-sonnet-4-6","content":[{"type":"text","text":"Refunded."}],` +
+			`"stop_reason":"end_turn","stop_sequence":null,"usage":{"input_tokens":0,"cache_creation_input_tokens":1000000,"cache_read_input_tokens":0,"output_tokens":0}}`,
+	}
+	var mu sync.Mutex
+	requests := 0
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		mu.Lock()
+		requests++
+		reply := replies[min(requests, len(replies))-1]
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, reply)
+	}))
+	t.Cleanup(srv.Close)
+	dir := t.TempDir()
+	db, logs := filepath.Join(dir, "t.db"), filepath.Join(dir, "logs")
+	env := map[string]string{"ANTHROPIC_API_KEY": "sk-ant"}
+	flags := []string{"--provider", "anthropic", "--model", "claude-sonnet-4-6", "--base-url", srv.URL, "--tools", "orders", "--confirm-writes", "--db", db, "--log", logs}
+	code, out, errOut := callEnv(env, append(append([]string{"run", "--no-stream"}, flags...), "Refund A103, it arrived broken.")...)
+	m := runLine.FindStringSubmatch(lines(out)[0])
+	if code != exitOK || m == nil || m[1] != "confirmation_required" {
+		t.Fatalf("run: exit %d\n%s%s", code, out, errOut)
+	}
+	runID := m[6]
+	if code, _, errOut := call("approve", runID, "toolu_r", "--by", "dana", "--db", db); code != exitOK {
+		t.Fatalf("approve: exit %d %s", code, errOut)
+	}
+	resume := append([]string{"resume", runID, "--no-stream"}, flags...)
+	code, out, errOut = callEnv(env, append(resume, "--cache-ttl", "1h")...)
+	if code != exitUsage || out != "" || !strings.Contains(errOut, "(writes at $3.75 per million tokens); --cache-ttl 1h bills writes at $6,") {
+		t.Fatalf("resume --cache-ttl 1h: exit %d, stdout %q, stderr %q; want exit 2 naming the five-minute price", code, out, errOut)
+	}
+	mu.Lock()
+	sent := requests
+	mu.Unlock()
+	if sent != 1 {
+		t.Fatalf("the refused resume sent a request (%d in all)", sent)
+	}
+	code, out, errOut = callEnv(env, resume...)
+	if m := runLine.FindStringSubmatch(out); code != exitOK || m == nil || m[5] != "3.750000" {
+		t.Errorf("resume: exit %d, %q %s; want cost=$3.750000 (a million tokens written at 1.25 times the $3 input rate)", code, out, errOut)
+	}
+}
+
+// --cache-ttl 1h prices a cache write at no less than twice the input
+// rate, and never below the rate a --prices file gives: a provider or
+// proxy that bills its writes at more keeps its price. Before, the file's
+// $9 was replaced by $6, and the budgets counted less than the bill.
+func TestCacheTTLKeepsHigherWritePrice(t *testing.T) {
+	reply := `{"id":"msg_1","type":"message","role":"assistant","model":"my-claude","content":[{"type":"text","text":"Hi."}],` +
+		`"stop_reason":"end_turn","stop_sequence":null,"usage":{"input_tokens":0,"cache_creation_input_tokens":1000000,"cache_read_input_tokens":0,"output_tokens":0}}`
+	dir := t.TempDir()
+	prices := filepath.Join(dir, "prices.json")
+	if err := os.WriteFile(prices, []byte(`{"my-claude": {"input_per_mtok": 3, "cache_write_input_per_mtok": 9, "output_per_mtok": 15}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s := newBodyServer(t, reply)
+	code, out, errOut := callEnv(map[string]string{"ANTHROPIC_API_KEY": "sk-ant"}, "run", "--no-stream", "--provider", "anthropic", "--model", "my-claude",
+		"--base-url", s.srv.URL, "--prices", prices, "--cache-ttl", "1h", "--db", filepath.Join(dir, "t.db"), "--log", dir, "Say hi.")
+	if code != exitOK {
+		t.Fatalf("exit %d: %s%s", code, out, errOut)
+	}
+	if m := runLine.FindStringSubmatch(lines(out)[1]); m == nil || m[5] != "9.000000" {
+		t.Errorf("stop line %q, want cost=$9.000000 (the file's write price)", lines(out)[1])
 	}
 }

@@ -346,6 +346,18 @@ func (b *local) Resume(ctx context.Context, runID string) (*loop.Result, error) 
 		return nil, &usageErr{fmt.Sprintf("run %s ran with%s, not%s; resume it with: toolloop resume %s --db %s%s",
 			runID, sourceRecorded, got, shellQuote(runID), shellQuote(b.path), recorded)}
 	}
+	if p := start.Price; p != nil && src.cachePrice(*p).CacheWriteInputPerMTok > p.CacheWriteInputPerMTok {
+		// The run's cost is counted at the price its log recorded, which
+		// the hour-long cache's writes would exceed: the budgets would
+		// count less than the bill. --cache-ttl is not among the recorded
+		// flags, so it can differ from the start's.
+		write := p.CacheWriteInputPerMTok
+		if write == 0 { // loop.Price's zero: the input rate
+			write = p.InputPerMTok
+		}
+		return nil, &usageErr{fmt.Sprintf("run %s is priced for the five-minute cache (writes at $%g per million tokens); --cache-ttl 1h bills writes at $%g, more than its budgets count: resume it without --cache-ttl 1h",
+			runID, write, src.cachePrice(*p).CacheWriteInputPerMTok)}
+	}
 	// The run streams as it did, unless told otherwise: a server that
 	// answers only streamed requests then serves the resumed part too.
 	stream := streamed

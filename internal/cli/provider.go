@@ -359,11 +359,12 @@ func (f *sourceFlags) checkCache() error {
 
 // cachePrice returns p as the run's cache is billed: with --cache-ttl 1h,
 // Anthropic charges twice the input rate for a cache write instead of the
-// 1.25 times that the price table (and a --prices file) gives for the
-// five-minute cache.
+// 1.25 times that the price table gives for the five-minute cache. A
+// higher write price (from a --prices file) is kept: it is what the user
+// says they are billed.
 func (f *sourceFlags) cachePrice(p loop.Price) loop.Price {
 	if f.provider == providerAnthropic && !f.noPromptCache && f.cacheTTL == anthropic.CacheTTL1h {
-		p.CacheWriteInputPerMTok = 2 * p.InputPerMTok
+		p.CacheWriteInputPerMTok = max(p.CacheWriteInputPerMTok, 2*p.InputPerMTok)
 	}
 	return p
 }

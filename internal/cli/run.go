@@ -171,6 +171,8 @@ Model and tools:
   --max-response-bytes N fail a model reply larger than N bytes (default 8 MiB; -1: no cap)
   --max-stream-bytes N   fail a streamed model reply larger than N bytes
                          (default 64 MiB; -1: no cap)
+  --model-timeout D      give up on a model request after D and try again, as for a rate
+                         limit (default 5m)
   --tools orders         the order-desk tools over the order book in the store
   --mcp 'CMD ARGS'       the tools of an MCP server run as a command (stdio); repeatable
   --mcp-env NAME         pass NAME (or set NAME=VALUE) to the --mcp servers, which get
@@ -187,6 +189,11 @@ Model and tools:
                          (a reasoning model's state goes back to it every turn and is kept
                          in the store, so a resumed run thinks on where it left off; these
                          flags are recorded with the run and resume needs the same)
+  --no-prompt-cache      do not ask the provider to cache the prompt (on by default:
+                         Anthropic cache breakpoints, an OpenAI prompt_cache_key per run)
+  --cache-ttl TTL        anthropic: keep the cache 5m after its last use (the default;
+                         writes cost 1.25x input) or 1h (writes cost 2x); a run started
+                         with 5m is resumed without it
   --confirm-writes       pause before every write until a person approves it
   --slow-writes D        with --tools orders: each write answers D after it is applied
                          (a drill: the window where a crash leaves a write's outcome unknown)
