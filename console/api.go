@@ -257,6 +257,12 @@ func (s *Server) apiEvent(w http.ResponseWriter, r *http.Request, _ *who) {
 		return
 	}
 	missing := &httpError{http.StatusNotFound, fmt.Sprintf("run %s has no event %d", runID, seq)}
+	release, err := s.readSlot(r.Context())
+	if err != nil {
+		apiFail(w, r, err)
+		return
+	}
+	defer release() // held while the whole event is written out
 	if rr, ok := s.opts.Backend.(RecordReader); ok {
 		// The stored JSON as it is: one copy of the event, not two.
 		recs, err := rr.Records(r.Context(), runID, seq-1)

@@ -115,6 +115,14 @@ type Options struct {
 	// MaxStreams caps the live streams of everyone at once; beyond it a
 	// stream is refused with 503. Default DefaultMaxStreams.
 	MaxStreams int
+	// MaxReads caps the reads of whole run logs for pages and the API
+	// served at once; more wait their turn (or their request's end). A
+	// store hands a run's events over whole (store.EventLog has no read
+	// that skips or cuts a large one), so a view of a run holding a 64 MiB
+	// partial turn costs its store about twice that while it reads and
+	// decodes: the cap bounds what many such views at once cost together.
+	// Default DefaultMaxReads.
+	MaxReads int
 	// ResumeWait is how long an approval waits for the resumed run to stop
 	// before it answers that the run goes on in the background; default
 	// 5 seconds.
@@ -160,6 +168,9 @@ type Server struct {
 	userStreams map[string]int       // by user name
 	streams     int
 	pollers     atomic.Int64 // followers' goroutines running, for tests
+	// reads holds a token for each whole-log read in progress
+	// (Options.MaxReads).
+	reads chan struct{}
 	// tick, if not nil, replaces the followers' tickers (tests).
 	tick <-chan time.Time
 }
@@ -196,6 +207,9 @@ func New(opts Options) (*Server, error) {
 	if opts.MaxStreams <= 0 {
 		opts.MaxStreams = DefaultMaxStreams
 	}
+	if opts.MaxReads <= 0 {
+		opts.MaxReads = DefaultMaxReads
+	}
 	if opts.ResumeWait <= 0 {
 		opts.ResumeWait = 5 * time.Second
 	}
@@ -220,6 +234,7 @@ func New(opts Options) (*Server, error) {
 
 		followers:   map[string]*follower{},
 		userStreams: map[string]int{},
+		reads:       make(chan struct{}, opts.MaxReads),
 	}
 	s.routes()
 	return s, nil
@@ -280,4 +295,18 @@ func (s *Server) routes() {
 	m.HandleFunc("GET /api/runs/{id}/events", s.api(s.apiEvents))
 	m.HandleFunc("GET /api/runs/{id}/events/{seq}", s.api(s.apiEvent))
 	m.HandleFunc("POST /api/runs/{id}/calls/{call}/{verb}", s.api(s.apiDecide))
+}
+
+// DefaultMaxReads is Options.MaxReads' default.
+const DefaultMaxReads = 4
+
+// readSlot waits for one of the Options.MaxReads slots for a whole-log
+// read and returns its release, or the error of ctx if it ends first.
+func (s *Server) readSlot(ctx context.Context) (release func(), err error) {
+	select {
+	case s.reads <- struct{}{}:
+		return func() { <-s.reads }, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
 }

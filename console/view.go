@@ -499,6 +499,16 @@ func (s *Server) readShown(ctx context.Context, runID string, after int) ([]show
 		}
 		return err
 	}
+	// A page or an API answer reads from the start of the log: one of
+	// the MaxReads slots, held until the records are decoded with their
+	// long strings cut. A live view's follower reads only what is new.
+	if after == 0 {
+		release, err := s.readSlot(ctx)
+		if err != nil {
+			return nil, err
+		}
+		defer release()
+	}
 	if rr, ok := s.opts.Backend.(RecordReader); ok {
 		recs, err := rr.Records(ctx, runID, after)
 		if err != nil {
