@@ -452,49 +452,12 @@ func TestWatchAcrossConfirmation(t *testing.T) {
 	}
 }
 
-// lingering streams its deltas and then does not end: it sends a usage
-// report every usageEvery, or (zero) stays silent, until its context ends,
-// as a server may that keeps its connection open.
-type lingering struct {
-	deltas     []llm.Delta
-	usageEvery time.Duration
-}
-
-func (m *lingering) Generate(context.Context, *llm.Request) (*llm.Response, error) {
-	return nil, errors.New("lingering only streams")
-}
-
-func (m *lingering) Stream(ctx context.Context, _ *llm.Request) iter.Seq2[llm.Delta, error] {
-	return func(yield func(llm.Delta, error) bool) {
-		for _, d := range m.deltas {
-			if !yield(d, nil) {
-				return
-			}
-		}
-		for {
-			var tick <-chan time.Time
-			if m.usageEvery > 0 {
-				tick = time.After(m.usageEvery)
-			}
-			select {
-			case <-ctx.Done():
-				yield(llm.Delta{}, ctx.Err())
-				return
-			case <-tick:
-				if !yield(llm.Delta{Kind: llm.DeltaUsage, Usage: &llm.Usage{InputTokens: 10}}, nil) {
-					return
-				}
-			}
-		}
-	}
-}
-
 // A stream that sends nothing but usage reports is quiet: it does not
 // hold the attempt open past Config.ModelTimeout (it ran to the run's
 // deadline when every delta counted as heard).
 func TestStreamUsageOnlyIsQuiet(t *testing.T) {
 	f := newFixture(t)
-	m := &lingering{usageEvery: 10 * time.Millisecond}
+	m := &llmtest.Lingering{UsageEvery: 10 * time.Millisecond}
 	res, err := loop.Run(context.Background(), loop.Config{Stream: true, Model: m, Tools: f.reg, ModelTimeout: 100 * time.Millisecond,
 		ModelRetries: -1, Budgets: loop.Budgets{Deadline: 3 * time.Second}}, user("hi"))
 	mustStatus(t, res, err, loop.ModelError)
@@ -507,7 +470,7 @@ func TestStreamUsageOnlyIsQuiet(t *testing.T) {
 // silent is the turn: the quiet time that follows does not throw it away.
 func TestStreamCompleteThenSilent(t *testing.T) {
 	f := newFixture(t)
-	m := &lingering{deltas: []llm.Delta{
+	m := &llmtest.Lingering{Deltas: []llm.Delta{
 		{Kind: llm.DeltaText, Text: "All done."},
 		{Kind: llm.DeltaUsage, Usage: &llm.Usage{InputTokens: 30, OutputTokens: 3}},
 		{Kind: llm.DeltaFinish, Finish: &llm.Finish{FinishReason: "stop"}},

@@ -255,54 +255,18 @@ func (inconsistent) Stream(context.Context, *llm.Request) iter.Seq2[llm.Delta, e
 	}
 }
 
-// silentAfter streams its deltas and then does not end: it sends a usage
-// report every usageEvery, or (zero) stays silent, until its context ends.
-type silentAfter struct {
-	deltas     []llm.Delta
-	usageEvery time.Duration
-}
-
-func (m *silentAfter) Generate(context.Context, *llm.Request) (*llm.Response, error) {
-	return nil, errors.New("silentAfter only streams")
-}
-
-func (m *silentAfter) Stream(ctx context.Context, _ *llm.Request) iter.Seq2[llm.Delta, error] {
-	return func(yield func(llm.Delta, error) bool) {
-		for _, d := range m.deltas {
-			if !yield(d, nil) {
-				return
-			}
-		}
-		for {
-			var tick <-chan time.Time
-			if m.usageEvery > 0 {
-				tick = time.After(m.usageEvery)
-			}
-			select {
-			case <-ctx.Done():
-				yield(llm.Delta{}, ctx.Err())
-				return
-			case <-tick:
-				if !yield(llm.Delta{Kind: llm.DeltaUsage, Usage: &llm.Usage{InputTokens: 10}}, nil) {
-					return
-				}
-			}
-		}
-	}
-}
-
 // The model activity judges a stream's quiet time with the shared handler
 // (loop.ModelTurn): usage reports alone do not keep an attempt open, and a
 // complete turn whose connection then stays silent is the turn.
 func TestModelActivityQuietTime(t *testing.T) {
 	const timeout = 100 * time.Millisecond
-	out, _, starts, _ := runModel(t, &silentAfter{usageEvery: 10 * time.Millisecond}, true, timeout)
+	out, _, starts, _ := runModel(t, &llmtest.Lingering{UsageEvery: 10 * time.Millisecond}, true, timeout)
 	if out.Status != loop.ModelError || starts != 3 || !strings.Contains(out.Detail, "sent nothing for 100ms") {
 		t.Errorf("usage reports only: status %s (%s), %d model activities; want model_error naming the timeout after 3 attempts",
 			out.Status, out.Detail, starts)
 	}
 
-	complete := &silentAfter{deltas: []llm.Delta{
+	complete := &llmtest.Lingering{Deltas: []llm.Delta{
 		{Kind: llm.DeltaText, Text: "All done."},
 		{Kind: llm.DeltaUsage, Usage: &llm.Usage{InputTokens: 30, OutputTokens: 3}},
 		{Kind: llm.DeltaFinish, Finish: &llm.Finish{FinishReason: "stop"}},
