@@ -104,13 +104,6 @@ func (a *cacheAPI) client() anthropic.Client {
 		option.WithAPIKey("test"), option.WithMaxRetries(0))
 }
 
-// advance moves the fake's clock.
-func (a *cacheAPI) advance(d time.Duration) {
-	a.mu.Lock()
-	a.now = a.now.Add(d)
-	a.mu.Unlock()
-}
-
 func (a *cacheAPI) totals() cacheBill {
 	a.mu.Lock()
 	defer a.mu.Unlock()
