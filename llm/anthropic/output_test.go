@@ -9,18 +9,10 @@ import (
 	"testing"
 
 	"github.com/toolloop/toolloop/llm"
+	"github.com/toolloop/toolloop/llm/llmtest"
 	"github.com/toolloop/toolloop/loop"
 	"github.com/toolloop/toolloop/tool"
 )
-
-// weatherSchema is the output schema of the structured-answer runs.
-const weatherSchema = `{"type":"object","properties":{"city":{"type":"string"},"temp_c":{"type":"number"}},` +
-	`"required":["city","temp_c"],"additionalProperties":false}`
-
-type weather struct {
-	City  string  `json:"city"`
-	TempC float64 `json:"temp_c"`
-}
 
 func runWeather(t *testing.T, m llm.Model, stream bool) *loop.Result {
 	t.Helper()
@@ -30,7 +22,7 @@ func runWeather(t *testing.T, m llm.Model, stream bool) *loop.Result {
 	}
 	res, _ := loop.Run(context.Background(), loop.Config{
 		Model: m, ModelName: "claude-sonnet-4-6", Tools: tools, Stream: stream,
-		OutputSchema: json.RawMessage(weatherSchema), OutputName: "weather",
+		OutputSchema: json.RawMessage(llmtest.WeatherSchema), OutputName: "weather",
 	}, []llm.Message{llm.UserMessage("Weather in Oslo, as JSON?")})
 	if res == nil {
 		t.Fatal("no result")
@@ -58,11 +50,11 @@ func outputFormat(t *testing.T, body []byte) map[string]any {
 // answer decodes into a struct.
 func TestOutputSchemaRun(t *testing.T) {
 	var want map[string]any
-	_ = json.Unmarshal([]byte(weatherSchema), &want)
+	_ = json.Unmarshal([]byte(llmtest.WeatherSchema), &want)
 	check := func(t *testing.T, res *loop.Result, body []byte) {
 		t.Helper()
-		w, err := loop.Decode[weather](res)
-		if err != nil || w != (weather{"Oslo", 12}) {
+		w, err := loop.Decode[llmtest.Weather](res)
+		if err != nil || w != (llmtest.Weather{City: "Oslo", TempC: 12}) {
 			t.Fatalf("Decode = %+v, %v (%s: %s)", w, err, res.Status, res.Detail)
 		}
 		if f := outputFormat(t, body); f["type"] != "json_schema" || !reflect.DeepEqual(f["schema"], want) {
@@ -82,7 +74,7 @@ func TestOutputSchemaRun(t *testing.T) {
 	t.Run("NoOutputFormat", func(t *testing.T) {
 		s := newServer(t, ok("weather_json.json"))
 		res := runWeather(t, New(s.client(), &Options{NoOutputFormat: true}), false)
-		if _, err := loop.Decode[weather](res); err != nil {
+		if _, err := loop.Decode[llmtest.Weather](res); err != nil {
 			t.Fatal(err)
 		}
 		if f := outputFormat(t, s.last()); f != nil {
@@ -98,7 +90,7 @@ func TestOutputSchemaRetries(t *testing.T) {
 	t.Run("corrected", func(t *testing.T) {
 		s := newServer(t, ok("final_answer.json"), ok("weather_json_missing.json"), ok("weather_json.json"))
 		res := runWeather(t, New(s.client(), nil), false)
-		if w, err := loop.Decode[weather](res); err != nil || w.TempC != 12 || res.Steps != 3 {
+		if w, err := loop.Decode[llmtest.Weather](res); err != nil || w.TempC != 12 || res.Steps != 3 {
 			t.Fatalf("Decode = %+v, %v after %d steps (%s: %s)", w, err, res.Steps, res.Status, res.Detail)
 		}
 		reqs := s.requests()
@@ -112,7 +104,7 @@ func TestOutputSchemaRetries(t *testing.T) {
 		if res.Status != loop.InvalidOutput || len(s.requests()) != 3 {
 			t.Fatalf("status %s after %d requests (%s)", res.Status, len(s.requests()), res.Detail)
 		}
-		if _, err := loop.Decode[weather](res); !errors.Is(err, loop.InvalidOutput) {
+		if _, err := loop.Decode[llmtest.Weather](res); !errors.Is(err, loop.InvalidOutput) {
 			t.Errorf("Decode error = %v, want invalid_output", err)
 		}
 	})

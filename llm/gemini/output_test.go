@@ -9,17 +9,9 @@ import (
 	"testing"
 
 	"github.com/toolloop/toolloop/llm"
+	"github.com/toolloop/toolloop/llm/llmtest"
 	"github.com/toolloop/toolloop/loop"
 )
-
-// weatherSchema is the output schema of the structured-answer runs.
-const weatherSchema = `{"type":"object","properties":{"city":{"type":"string"},"temp_c":{"type":"number"}},` +
-	`"required":["city","temp_c"],"additionalProperties":false}`
-
-type weather struct {
-	City  string  `json:"city"`
-	TempC float64 `json:"temp_c"`
-}
 
 // generationConfig is the part of a request body that says how to answer.
 type generationConfig struct {
@@ -33,7 +25,7 @@ func runWeather(t *testing.T, s *server, model string) *loop.Result {
 	t.Helper()
 	res, _ := loop.Run(context.Background(), loop.Config{
 		Model: s.model(t, nil), ModelName: model, Tools: weatherTools(t),
-		OutputSchema: json.RawMessage(weatherSchema), OutputName: "weather",
+		OutputSchema: json.RawMessage(llmtest.WeatherSchema), OutputName: "weather",
 	}, []llm.Message{llm.UserMessage("Weather in Oslo, as JSON?")})
 	if res == nil {
 		t.Fatal("no result")
@@ -47,8 +39,8 @@ func runWeather(t *testing.T, s *server, model string) *loop.Result {
 func TestOutputSchemaRun(t *testing.T) {
 	s := newServer(t, ok("weather_json.json"))
 	res := runWeather(t, s, "gemini-3-flash-preview")
-	w, err := loop.Decode[weather](res)
-	if err != nil || w != (weather{"Oslo", 12}) {
+	w, err := loop.Decode[llmtest.Weather](res)
+	if err != nil || w != (llmtest.Weather{City: "Oslo", TempC: 12}) {
 		t.Fatalf("Decode = %+v, %v (%s: %s)", w, err, res.Status, res.Detail)
 	}
 	var req generationConfig
@@ -56,7 +48,7 @@ func TestOutputSchemaRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	var want map[string]any
-	_ = json.Unmarshal([]byte(weatherSchema), &want)
+	_ = json.Unmarshal([]byte(llmtest.WeatherSchema), &want)
 	if g := req.GenerationConfig; g.ResponseMIMEType != "application/json" || !reflect.DeepEqual(g.ResponseJSONSchema, want) {
 		t.Errorf("generationConfig = %+v, want application/json with the schema", g)
 	}
@@ -68,7 +60,7 @@ func TestOutputSchemaRun(t *testing.T) {
 func TestOutputSchemaCorrected(t *testing.T) {
 	s := newServer(t, ok("final_answer.json"), ok("weather_json_missing.json"), ok("weather_json.json"))
 	res := runWeather(t, s, "gemini-2.5-flash")
-	w, err := loop.Decode[weather](res)
+	w, err := loop.Decode[llmtest.Weather](res)
 	if err != nil || w.TempC != 12 || res.Steps != 3 {
 		t.Fatalf("Decode = %+v, %v after %d steps (%s: %s)", w, err, res.Steps, res.Status, res.Detail)
 	}
@@ -96,7 +88,7 @@ func TestOutputSchemaNever(t *testing.T) {
 	if res.Status != loop.InvalidOutput || len(bodies) != 3 {
 		t.Fatalf("status %s after %d requests (%s)", res.Status, len(bodies), res.Detail)
 	}
-	if _, err := loop.Decode[weather](res); !errors.Is(err, loop.InvalidOutput) {
+	if _, err := loop.Decode[llmtest.Weather](res); !errors.Is(err, loop.InvalidOutput) {
 		t.Errorf("Decode error = %v, want invalid_output", err)
 	}
 }

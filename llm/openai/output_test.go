@@ -9,19 +9,11 @@ import (
 	"testing"
 
 	"github.com/toolloop/toolloop/llm"
+	"github.com/toolloop/toolloop/llm/llmtest"
 	"github.com/toolloop/toolloop/llm/openai"
 	"github.com/toolloop/toolloop/loop"
 	"github.com/toolloop/toolloop/tool"
 )
-
-// weatherSchema is the output schema of the structured-answer runs.
-const weatherSchema = `{"type":"object","properties":{"city":{"type":"string"},"temp_c":{"type":"number"}},` +
-	`"required":["city","temp_c"],"additionalProperties":false}`
-
-type weather struct {
-	City  string  `json:"city"`
-	TempC float64 `json:"temp_c"`
-}
 
 // A run with an output schema through the real SDK, on both APIs: each
 // request asks for the schema the API's way, a conforming answer decodes
@@ -41,7 +33,7 @@ func TestOutputSchemaRun(t *testing.T) {
 			t.Helper()
 			res, _ := loop.Run(context.Background(), loop.Config{
 				Model: api.model(s), ModelName: "gpt-test", Tools: emptyRegistry(t),
-				OutputSchema: json.RawMessage(weatherSchema), OutputName: "weather", OutputStrict: true,
+				OutputSchema: json.RawMessage(llmtest.WeatherSchema), OutputName: "weather", OutputStrict: true,
 			}, []llm.Message{llm.UserMessage("Weather in Oslo, as JSON?")})
 			if res == nil {
 				t.Fatal("no result")
@@ -51,8 +43,8 @@ func TestOutputSchemaRun(t *testing.T) {
 		t.Run(api.name+"/conforms", func(t *testing.T) {
 			s := newServer(t, api.name, ok("weather_json.json"))
 			res := run(t, s)
-			w, err := loop.Decode[weather](res)
-			if err != nil || w != (weather{"Oslo", 12}) {
+			w, err := loop.Decode[llmtest.Weather](res)
+			if err != nil || w != (llmtest.Weather{City: "Oslo", TempC: 12}) {
 				t.Fatalf("Decode = %+v, %v (%s: %s)", w, err, res.Status, res.Detail)
 			}
 			f := api.format(t, s.request(0))
@@ -60,15 +52,15 @@ func TestOutputSchemaRun(t *testing.T) {
 				t.Errorf("request format = %v, want json_schema named weather, strict", f)
 			}
 			var want any
-			_ = json.Unmarshal([]byte(weatherSchema), &want)
+			_ = json.Unmarshal([]byte(llmtest.WeatherSchema), &want)
 			if !reflect.DeepEqual(f["schema"], want) {
-				t.Errorf("request schema = %v, want %s", f["schema"], weatherSchema)
+				t.Errorf("request schema = %v, want %s", f["schema"], llmtest.WeatherSchema)
 			}
 		})
 		t.Run(api.name+"/corrected", func(t *testing.T) {
 			s := newServer(t, api.name, ok("final_answer.json"), ok("weather_json_missing.json"), ok("weather_json.json"))
 			res := run(t, s)
-			w, err := loop.Decode[weather](res)
+			w, err := loop.Decode[llmtest.Weather](res)
 			if err != nil || w.City != "Oslo" || res.Steps != 3 {
 				t.Fatalf("Decode = %+v, %v after %d steps (%s: %s)", w, err, res.Steps, res.Status, res.Detail)
 			}
@@ -88,7 +80,7 @@ func TestOutputSchemaRun(t *testing.T) {
 			if res.Status != loop.InvalidOutput || s.count() != 3 || res.Output != nil {
 				t.Fatalf("status %s after %d requests, output %s; want invalid_output after 3 (%s)", res.Status, s.count(), res.Output, res.Detail)
 			}
-			if _, err := loop.Decode[weather](res); !errors.Is(err, loop.InvalidOutput) {
+			if _, err := loop.Decode[llmtest.Weather](res); !errors.Is(err, loop.InvalidOutput) {
 				t.Errorf("Decode error = %v, want invalid_output", err)
 			}
 			if !strings.Contains(res.Detail, `missing required field "temp_c"`) {
