@@ -49,6 +49,12 @@ const (
 	// of them read the provider's prompt cache, so each turn paid full
 	// price for the whole history again.
 	UncachedGrowth FindingKind = "uncached_growth"
+	// CacheMiss: a model turn read far less from the prompt cache than
+	// the turn before it left there, and no context edit of the run
+	// explains it; the message says what the log shows changed between
+	// the two requests (see CacheDrops). A miss that an edit explains is
+	// the edit's expected cost, and no finding.
+	CacheMiss FindingKind = "cache_miss"
 	// BudgetStop: the run ran out of a budget; the findings before it
 	// usually say why.
 	BudgetStop FindingKind = "budget_stop"
@@ -58,7 +64,7 @@ const (
 )
 
 var findingOrder = []FindingKind{MismatchedResult, LostResults, UnkeyedWriteRetry, RepeatedCall,
-	ResultNotSeen, DroppedState, RepeatedTool, CostRising, UncachedGrowth, BudgetStop, RunStopped}
+	ResultNotSeen, DroppedState, RepeatedTool, CostRising, UncachedGrowth, CacheMiss, BudgetStop, RunStopped}
 
 // Finding is one suspicious point of a run.
 type Finding struct {
@@ -255,6 +261,7 @@ func Diagnose(events []loop.Event) []Finding {
 	out = append(out, rising(tokens, perTurn, turnSeq)...)
 	out = append(out, lost(events)...)
 	out = append(out, uncached(events)...)
+	out = append(out, cacheMisses(events)...)
 	slices.SortStableFunc(out, func(a, b Finding) int {
 		if a.Seq != b.Seq {
 			return a.Seq - b.Seq
@@ -300,6 +307,20 @@ func uncached(events []loop.Event) []Finding {
 		}
 	}
 	return nil
+}
+
+// cacheMisses reports the cache misses that no context edit explains.
+func cacheMisses(events []loop.Event) []Finding {
+	var out []Finding
+	for _, m := range CacheDrops(events) {
+		if m.Expected() {
+			continue
+		}
+		out = append(out, Finding{Seq: m.Seq, Step: m.Step, Kind: CacheMiss, Message: fmt.Sprintf(
+			"the turn read %d tokens from the prompt cache where the turn before (step %d) left %d there, so it paid "+
+				"for most of its input again: %s", m.Read, m.PriorStep, m.Prior, m.Cause)})
+	}
+	return out
 }
 
 func repeated(seq, step int, p *prior, c llm.ToolCall) Finding {
