@@ -498,6 +498,8 @@ func spanNote(s *Span) string {
 			}
 			parts = append(parts, "call_id="+cf.CallID, verb+" by "+cf.By)
 		}
+	case SpanEditContext, SpanSummarize:
+		parts = append(parts, editNote(ev)...)
 	case SpanBudget:
 		parts = append(parts, s.Budget.Point)
 		if s.Budget.Passed() {

@@ -342,3 +342,21 @@ func showTokens(w io.Writer, events []loop.Event) {
 	}
 	fmt.Fprintf(w, "  %-38s %s\n", "total", split(total))
 }
+
+// editNote describes a context edit's span in the timeline.
+func editNote(ev *loop.Event) []string {
+	var parts []string
+	if e := ev.Edit; e != nil {
+		if e.Reason == loop.EditCompaction {
+			parts = append(parts, fmt.Sprintf("compaction messages=%d-%d", e.From, e.Through-1))
+		} else {
+			parts = append(parts, fmt.Sprintf("%s cleared=%d", e.Reason, len(e.Cleared)))
+		}
+		parts = append(parts, fmt.Sprintf("estimate=%d->%d", e.TokensBefore, e.TokensAfter))
+	}
+	if ev.Response != nil {
+		u := ev.Response.Usage
+		parts = append(parts, fmt.Sprintf("tokens=%d+%d", u.InputTokens, u.OutputTokens))
+	}
+	return parts
+}
