@@ -30,8 +30,8 @@ func editedLog() []loop.Event {
 		events = append(events, ev)
 	}
 	add(loop.Event{Kind: loop.Started, Start: &loop.StartInfo{RunID: "run-edits", Model: "big-m", SessionID: "s1",
-		Budgets: loop.Budgets{MaxSteps: 5, MaxToolCalls: 5, Deadline: time.Hour},
-		Context: &loop.ContextPolicy{Window: 60000, Margin: 6000, LowWater: 30000, KeepToolResults: 1, Compact: true, SummaryModel: "small-m"},
+		Budgets:  loop.Budgets{MaxSteps: 5, MaxToolCalls: 5, Deadline: time.Hour},
+		Context:  &loop.ContextPolicy{Window: 60000, Margin: 6000, LowWater: 30000, KeepToolResults: 1, Compact: true, SummaryModel: "small-m"},
 		Messages: []llm.Message{llm.UserMessage("read two pages")}}})
 	page := func(id string, usage llm.Usage) {
 		add(loop.Event{Kind: loop.ModelResponded, Latency: 300 * time.Microsecond, Attempts: 1, Response: &llm.Response{Usage: usage,
@@ -49,7 +49,7 @@ func editedLog() []loop.Event {
 		Cleared: []loop.ClearedResult{{CallID: "c1", Tool: "fetch", Tokens: 2500}}, TokensBefore: 56000, TokensAfter: 29000}})
 	add(loop.Event{Kind: loop.ContextSummarized, Latency: 500 * time.Microsecond, Attempts: 1,
 		Response: &llm.Response{Model: "small-m-2026", Usage: llm.Usage{InputTokens: 4000, CachedInputTokens: 100, OutputTokens: 200}},
-		Edit: &loop.ContextEdit{Reason: loop.EditCompaction, From: 1, Through: 3, Summary: "page one was read", TokensBefore: 57000, TokensAfter: 20000}})
+		Edit:     &loop.ContextEdit{Reason: loop.EditCompaction, From: 1, Through: 3, Summary: "page one was read", TokensBefore: 57000, TokensAfter: 20000}})
 	add(loop.Event{Kind: loop.ModelResponded, Latency: 300 * time.Microsecond, Attempts: 1, Response: &llm.Response{
 		Message: llm.Message{Role: llm.RoleAssistant, Text: "both read"},
 		Usage:   llm.Usage{InputTokens: 2000, CachedInputTokens: 50, CacheWriteTokens: 1900, OutputTokens: 20}}})
