@@ -132,6 +132,7 @@ func Diagnose(events []loop.Event) []Finding {
 		turnSeq  []int
 	)
 	add := func(f Finding) { out = append(out, f) }
+	gone := editedAway(events)
 	for i := range events {
 		ev := &events[i]
 		switch ev.Kind {
@@ -193,7 +194,9 @@ func Diagnose(events []loop.Event) []Finding {
 					batch.keys[j] = ev.Checks[j].Key
 				}
 				p, again := byKey[batch.keys[j]]
-				if again && p.tool == c.Name && p.id != c.ID {
+				// A call whose result a context edit took away may be
+				// made again: the note that replaced it says so.
+				if again && p.tool == c.Name && p.id != c.ID && !(gone[p.id] > 0 && gone[p.id] < ev.Seq) {
 					add(repeated(ev.Seq, step, p, c))
 				}
 			}
@@ -259,7 +262,7 @@ func Diagnose(events []loop.Event) []Finding {
 		}
 	}
 	out = append(out, rising(tokens, perTurn, turnSeq)...)
-	out = append(out, lost(events)...)
+	out = append(out, lost(events, gone)...)
 	out = append(out, uncached(events)...)
 	out = append(out, cacheMisses(events)...)
 	slices.SortStableFunc(out, func(a, b Finding) int {
@@ -307,6 +310,37 @@ func uncached(events []loop.Event) []Finding {
 		}
 	}
 	return nil
+}
+
+// editedAway returns the calls whose results a context edit cleared or
+// summarized away, each with the edit's seq; nil for a run without edits.
+func editedAway(events []loop.Event) map[string]int {
+	if !slices.ContainsFunc(events, func(ev loop.Event) bool {
+		return ev.Kind == loop.ContextEdited || ev.Kind == loop.ContextSummarized
+	}) {
+		return nil
+	}
+	gone := map[string]int{}
+	var st loop.State
+	for i := range events {
+		ev := &events[i]
+		if e := ev.Edit; e != nil {
+			switch {
+			case ev.Kind == loop.ContextEdited:
+				for _, c := range e.Cleared {
+					gone[c.CallID] = ev.Seq
+				}
+			case ev.Kind == loop.ContextSummarized && e.From >= 0 && e.From <= e.Through && e.Through <= len(st.Messages):
+				for _, m := range st.Messages[e.From:e.Through] {
+					if m.Result != nil {
+						gone[m.Result.CallID] = ev.Seq
+					}
+				}
+			}
+		}
+		loop.Next(&st, ev)
+	}
+	return gone
 }
 
 // cacheMisses reports the cache misses that no context edit explains.
@@ -452,9 +486,10 @@ func rising(tokens []int64, calls []int, seqs []int) []Finding {
 }
 
 // lost replays the log through the decider and reports calls that
-// succeeded but whose results the history does not hold as successes, and
-// a history that breaks the call-ID invariant.
-func lost(events []loop.Event) []Finding {
+// succeeded but whose results the history does not hold as successes
+// (gone lists the results context edits took away on purpose), and a
+// history that breaks the call-ID invariant.
+func lost(events []loop.Event, gone map[string]int) []Finding {
 	if len(events) == 0 || events[0].Kind != loop.Started || events[0].Start == nil {
 		return nil
 	}
@@ -491,7 +526,7 @@ func lost(events []loop.Event) []Finding {
 	slices.SortFunc(ids, func(a, b string) int { return ok[a] - ok[b] })
 	for _, id := range ids {
 		r := final[id]
-		if r != nil && r.Status == llm.StatusOK {
+		if (r != nil && r.Status == llm.StatusOK) || (r == nil && gone[id] > 0) {
 			continue
 		}
 		got := "no result at all"

@@ -124,8 +124,9 @@ func TestTokensOfARun(t *testing.T) {
 					t.Errorf("a miss no edit explains: %+v", d)
 				}
 			}
+			// Nor are the results a compaction summarized away lost.
 			for _, f := range trace.Diagnose(res.Events) {
-				if f.Kind == trace.CacheMiss {
+				if f.Kind == trace.CacheMiss || f.Kind == trace.LostResults {
 					t.Errorf("diagnose: %v", f)
 				}
 			}

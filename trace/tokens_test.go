@@ -165,3 +165,33 @@ func TestCacheDrops(t *testing.T) {
 		})
 	}
 }
+
+// TestDiagnoseCallAgainAfterClearing: a call made again after a clearing
+// took its first result away is what the clearing's note invites, not a
+// repeated call; without the clearing it is one.
+func TestDiagnoseCallAgainAfterClearing(t *testing.T) {
+	for _, cleared := range []bool{false, true} {
+		b := newLog()
+		b.events[0].Start.Context = &loop.ContextPolicy{Window: 60000, Margin: 6000, LowWater: 30000, KeepToolResults: 1}
+		b.turn(tool.ReadOnly, 0, call("c1", "fetch", `{"page":1}`)).stage(0, ok("c1", "fetch", big))
+		b.turn(tool.ReadOnly, 0, call("c2", "fetch", `{"page":2}`)).stage(0, ok("c2", "fetch", big))
+		if cleared {
+			b.add(loop.Event{Kind: loop.ContextEdited, Edit: &loop.ContextEdit{Reason: loop.EditForWindow,
+				Cleared: []loop.ClearedResult{{CallID: "c1", Tool: "fetch", Tokens: 520}}, TokensBefore: 55000, TokensAfter: 29000}})
+		}
+		b.turn(tool.ReadOnly, 0, call("c3", "fetch", `{"page":1}`)).stage(0, ok("c3", "fetch", big))
+		events := b.answer("read", 0).stop(loop.FinalAnswer, "done")
+		var repeats []trace.Finding
+		for _, f := range trace.Diagnose(events) {
+			if f.Kind == trace.RepeatedCall {
+				repeats = append(repeats, f)
+			}
+		}
+		if cleared && len(repeats) != 0 {
+			t.Errorf("c3 after the clearing of c1's result: %v", repeats)
+		}
+		if !cleared && (len(repeats) != 1 || repeats[0].CallIDs[0] != "c1" || repeats[0].CallIDs[1] != "c3") {
+			t.Errorf("c3 repeats c1, nothing cleared: %v", repeats)
+		}
+	}
+}
