@@ -16,10 +16,11 @@ type tokenRow struct {
 	Seq int
 	// Step is the turn's number, or "before N" for an edit.
 	Step string
-	// What is "turn", "clearing", "compaction" or "total".
+	// What is "turn", "failed" (a request paid for in part), "clearing",
+	// "compaction" or "total".
 	What                                      string
 	Input, CacheRead, CacheWrite, New, Output int64
-	// Edit says what an edit did.
+	// Edit says what an edit did, or why a request failed.
 	Edit string
 	// Miss is a turn's cache miss, in words; Expected when a context
 	// edit of the run explains it.
@@ -36,7 +37,7 @@ func tokenRows(events []loop.Event) []tokenRow {
 	shown := false
 	for _, l := range lines {
 		total = total.Add(l.Usage)
-		shown = shown || l.Kind != loop.ModelResponded || l.Usage != (llm.Usage{})
+		shown = shown || l.Edit != nil || l.Usage != (llm.Usage{})
 		r := usageRow(l.Usage)
 		r.Seq = l.Seq
 		switch l.Kind {
@@ -45,6 +46,11 @@ func tokenRows(events []loop.Event) []tokenRow {
 			if m := l.Miss; m != nil {
 				r.Miss = fmt.Sprintf("cache miss: read %d of the %d tokens the turn before left in the cache; %s", m.Read, m.Prior, m.Cause)
 				r.Expected = m.Expected()
+			}
+		case loop.ModelFailed:
+			r.What, r.Step = "failed", fmt.Sprint(l.Step)
+			if l.Failure != nil {
+				r.Edit = "the request failed (" + string(l.Failure.Kind) + "): " + l.Failure.Message
 			}
 		default:
 			r.What, r.Step, r.Edit = "clearing", fmt.Sprintf("before %d", l.Step), editText(l)

@@ -21,14 +21,16 @@ type TokenLine struct {
 	// Step is the model turn: for a turn its own, for an edit the turn it
 	// was made before.
 	Step int
-	// Kind is loop.ModelResponded, loop.ContextEdited or
-	// loop.ContextSummarized.
+	// Kind is loop.ModelResponded, loop.ContextEdited,
+	// loop.ContextSummarized, or loop.ModelFailed for a request that
+	// failed after it was paid for in part (a stream that broke), whose
+	// usage the run counts though the turn does not.
 	Kind loop.EventKind
 	// Usage is the turn's, or the summary request's, as the run counted
 	// it (llm.Usage.Clamped).
 	Usage llm.Usage
 	// Edit is the edit (ContextEdited, ContextSummarized); nil for a
-	// summary request that failed, whose Failure says why.
+	// summary request that failed. Failure says why a request failed.
 	Edit    *loop.ContextEdit
 	Failure *loop.Failure
 	// Miss is set on a turn that read far less from the prompt cache than
@@ -44,8 +46,9 @@ func NewInput(u llm.Usage) int64 {
 }
 
 // Tokens returns a run's token account, in the log's order: a line per
-// model turn that got a response and one per context edit. Its usages add
-// up to what the run counted toward its token budget.
+// model turn that got a response, per failed request that was paid for in
+// part, and per context edit. Its usages add up to what the run counted
+// toward its token budget.
 func Tokens(events []loop.Event) []TokenLine {
 	misses := map[int]*CacheDrop{}
 	for _, m := range CacheDrops(events) {
@@ -62,6 +65,10 @@ func Tokens(events []loop.Event) []TokenLine {
 			}
 			step++
 			out = append(out, TokenLine{Seq: ev.Seq, Step: step, Kind: ev.Kind, Usage: ev.Response.Usage.Clamped(), Miss: misses[ev.Seq]})
+		case loop.ModelFailed:
+			if ev.Response != nil {
+				out = append(out, TokenLine{Seq: ev.Seq, Step: step + 1, Kind: ev.Kind, Usage: ev.Response.Usage.Clamped(), Failure: ev.Failure})
+			}
 		case loop.ContextEdited, loop.ContextSummarized:
 			if ev.Edit == nil && ev.Failure == nil {
 				continue
@@ -287,7 +294,7 @@ func showTokens(w io.Writer, events []loop.Event) {
 	shown := false
 	for _, l := range lines {
 		total = total.Add(l.Usage)
-		shown = shown || l.Kind != loop.ModelResponded || l.Usage != (llm.Usage{})
+		shown = shown || l.Edit != nil || l.Usage != (llm.Usage{})
 	}
 	if !shown {
 		return
@@ -296,7 +303,7 @@ func showTokens(w io.Writer, events []loop.Event) {
 	wIn, wRead, wWrite, wNew, wOut := 1, 1, 1, 1, 1
 	width := func(w *int, n int64) { *w = max(*w, len(strconv.FormatInt(n, 10))) }
 	for _, l := range append(lines, TokenLine{Kind: loop.ModelResponded, Usage: total}) {
-		if l.Kind == loop.ModelResponded {
+		if l.Kind == loop.ModelResponded || l.Kind == loop.ModelFailed {
 			u := l.Usage
 			width(&wIn, u.InputTokens)
 			width(&wRead, u.CachedInputTokens)
@@ -318,6 +325,12 @@ func showTokens(w io.Writer, events []loop.Event) {
 				note = "  " + missNote(l.Miss)
 			}
 			fmt.Fprintf(w, "  seq %-3d %-14s %-15s %s%s\n", l.Seq, "step "+strconv.Itoa(l.Step), "turn", split(l.Usage), note)
+		case loop.ModelFailed:
+			note := ""
+			if l.Failure != nil {
+				note = "  the request failed (" + string(l.Failure.Kind) + "): " + l.Failure.Message
+			}
+			fmt.Fprintf(w, "  seq %-3d %-14s %-15s %s%s\n", l.Seq, "step "+strconv.Itoa(l.Step), "failed", split(l.Usage), note)
 		case loop.ContextSummarized:
 			if l.Edit == nil {
 				fmt.Fprintf(w, "  seq %-3d before step %-2d %-15s the summary request failed (%d tokens in, %d out): %s\n",

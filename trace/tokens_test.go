@@ -195,3 +195,25 @@ func TestDiagnoseCallAgainAfterClearing(t *testing.T) {
 		}
 	}
 }
+
+// TestTokensFailedRequest: a request that failed after it was paid for in
+// part (a stream that broke) has a line of its own in the account, whose
+// usages then add up to the run's.
+func TestTokensFailedRequest(t *testing.T) {
+	b := newLog()
+	b.turn(tool.ReadOnly, 0, call("c1", "fetch", `{}`)).cached(3000, 0, 2900, 40).stage(0, ok("c1", "fetch", big))
+	b.add(loop.Event{Kind: loop.ModelFailed, Latency: time.Millisecond, Attempts: 1, Failure: &loop.Failure{Kind: loop.FailModel, Message: "the stream broke"},
+		Response: &llm.Response{Usage: llm.Usage{InputTokens: 3600, CachedInputTokens: 2900, CacheWriteTokens: 600, OutputTokens: 7}}})
+	events := b.stop(loop.ModelError, "the stream broke")
+	var sum llm.Usage
+	for _, l := range trace.Tokens(events) {
+		sum = sum.Add(l.Usage)
+	}
+	if run := loop.Replay(events).Usage; sum != run || run.InputTokens != 6600 {
+		t.Errorf("the account sums to %+v, the run counted %+v", sum, run)
+	}
+	want := "  seq 7   step 2         failed          input 3600 = cache_read 2900 + cache_write  600 + new 100  output  7  the request failed (model): the stream broke\n"
+	if out := show(t, events, nil); !strings.Contains(out, want) {
+		t.Errorf("show lacks %q:\n%s", want, out)
+	}
+}
