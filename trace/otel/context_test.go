@@ -3,6 +3,7 @@ package otel_test
 import (
 	"context"
 	"encoding/json"
+	"strings"
 	"testing"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 	"github.com/toolloop/toolloop/llm"
 	"github.com/toolloop/toolloop/loop"
 	"github.com/toolloop/toolloop/policy"
+	"github.com/toolloop/toolloop/trace"
 	traceotel "github.com/toolloop/toolloop/trace/otel"
 )
 
@@ -120,4 +122,22 @@ func TestContextEditSpans(t *testing.T) {
 	requireAttrs(t, one(t, spans, "invoke_agent"), map[attribute.Key]any{
 		"gen_ai.usage.input_tokens": 14000, "gen_ai.usage.output_tokens": 300,
 		"gen_ai.usage.cache_read.input_tokens": 3050, "gen_ai.usage.cache_creation.input_tokens": 6800})
+}
+
+// With full content opted in, the summary a compaction made is recorded
+// on its span, masked as any text is.
+func TestContextSummaryFullContent(t *testing.T) {
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	defer tp.Shutdown(context.Background())
+	obs := traceotel.NewObserver(tp, &traceotel.Options{Redactor: trace.NewRedactor(&trace.RedactOptions{FullContent: true})})
+	events := editedLog()
+	events[12].Edit.Summary = "page one was read; the card is 4111 1111 1111 1111"
+	for i := range events {
+		obs.Observe(context.Background(), &events[i])
+	}
+	got := attrs(one(t, rec.Ended(), "chat small-m"))["toolloop.context.summary"].AsString()
+	if got == "" || !strings.HasPrefix(got, "page one was read; the card is ") || strings.Contains(got, "4111 1111 1111 1111") {
+		t.Errorf("toolloop.context.summary = %q; want the summary with the card number masked", got)
+	}
 }
