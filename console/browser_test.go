@@ -518,6 +518,39 @@ func TestBrowser(t *testing.T) {
 		tb.clean()
 	})
 
+	// A run's token account, as a person sees it: a row per turn and per
+	// clearing, the numbers aligned, the turn after a clearing marked.
+	t.Run("Tokens", func(t *testing.T) {
+		e := newEnv(t, nil)
+		run, err := consoletest.Cached(context.Background(), e.mem)
+		if err != nil {
+			t.Fatal(err)
+		}
+		turns := 0
+		for _, ev := range e.events(run) {
+			if ev.Kind == loop.ModelResponded {
+				turns++
+			}
+		}
+		tb := newTab(t, browser, e.ts.URL)
+		tb.signIn("/runs/"+run, "alice", aliceToken)
+		tb.do("the token account", chromedp.WaitVisible(chromedp.CSS(`[data-testid="tokens"]`)))
+		if n := eval[int](tb, `document.querySelectorAll('[data-testid="token-row"][data-what="turn"]').length`); n != turns {
+			t.Errorf("%d turn rows, want %d", n, turns)
+		}
+		if n := eval[int](tb, `document.querySelectorAll('[data-testid="token-row"].miss-expected').length`); n == 0 {
+			t.Errorf("no turn is marked as a cache miss a clearing explains")
+		}
+		if align := eval[string](tb, `getComputedStyle(document.querySelector('[data-testid="tokens"] td.n')).textAlign`); align != "right" {
+			t.Errorf("the numbers are aligned %q, want right (is the stylesheet loaded?)", align)
+		}
+		if text := tb.text(`[data-testid="tokens"]`); !strings.Contains(text, "cleared 4 tool result(s)") {
+			t.Errorf("the table's text lacks the clearing:\n%s", text)
+		}
+		shots.take(tb, "tokens")
+		tb.clean()
+	})
+
 	// The main pages, as a person sees them (written to files when
 	// TOOLLOOP_SCREENSHOTS asks).
 	t.Run("Pages", func(t *testing.T) {

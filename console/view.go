@@ -69,6 +69,9 @@ type runView struct {
 	Answered []loop.Pending
 	Calls    []callRow
 	Plans    []planView
+	// Tokens is the token account: each turn's input split by the
+	// prompt cache, the context edits between the turns, a total.
+	Tokens   []tokenRow
 	Timeline timeline
 	// Text is toolloop trace show's rendering, for the details.
 	Text string
@@ -232,6 +235,7 @@ func buildRun(events []loop.Event) *runView {
 			v.Plans = append(v.Plans, planView{Step: step, Seq: ev.Seq, Stages: len(ev.Plan.Stages), Rows: ev.Plan.Table})
 		}
 	}
+	v.Tokens = tokenRows(events)
 	v.Timeline = drawTimeline(spans, events[len(events)-1].At)
 	var text bytes.Buffer
 	if err := trace.Show(&text, events, nil); err == nil {
@@ -317,6 +321,14 @@ func spanNote(s *trace.Span, d time.Duration) string {
 		if c.Outcome.Attempts > 1 {
 			parts = append(parts, fmt.Sprintf("%d attempts", c.Outcome.Attempts))
 		}
+	}
+	if e := s.Event; e != nil && e.Edit != nil && (s.Kind == trace.SpanEditContext || s.Kind == trace.SpanSummarize) {
+		if e.Edit.Reason == loop.EditCompaction {
+			parts = append(parts, fmt.Sprintf("summary of messages %d to %d", e.Edit.From, e.Edit.Through-1))
+		} else {
+			parts = append(parts, fmt.Sprintf("cleared %d tool result(s)", len(e.Edit.Cleared)))
+		}
+		parts = append(parts, fmt.Sprintf("estimate %d -> %d tokens", e.Edit.TokensBefore, e.Edit.TokensAfter))
 	}
 	if s.Kind == trace.SpanChat && s.Event != nil && s.Event.Attempts > 1 {
 		parts = append(parts, fmt.Sprintf("%d attempts", s.Event.Attempts))

@@ -49,6 +49,12 @@ const (
 	// of them read the provider's prompt cache, so each turn paid full
 	// price for the whole history again.
 	UncachedGrowth FindingKind = "uncached_growth"
+	// CacheMiss: a model turn read far less from the prompt cache than
+	// the turn before it left there, and no context edit of the run
+	// explains it; the message says what the log shows changed between
+	// the two requests (see CacheDrops). A miss that an edit explains is
+	// the edit's expected cost, and no finding.
+	CacheMiss FindingKind = "cache_miss"
 	// BudgetStop: the run ran out of a budget; the findings before it
 	// usually say why.
 	BudgetStop FindingKind = "budget_stop"
@@ -58,7 +64,7 @@ const (
 )
 
 var findingOrder = []FindingKind{MismatchedResult, LostResults, UnkeyedWriteRetry, RepeatedCall,
-	ResultNotSeen, DroppedState, RepeatedTool, CostRising, UncachedGrowth, BudgetStop, RunStopped}
+	ResultNotSeen, DroppedState, RepeatedTool, CostRising, UncachedGrowth, CacheMiss, BudgetStop, RunStopped}
 
 // Finding is one suspicious point of a run.
 type Finding struct {
@@ -126,6 +132,7 @@ func Diagnose(events []loop.Event) []Finding {
 		turnSeq  []int
 	)
 	add := func(f Finding) { out = append(out, f) }
+	gone := editedAway(events)
 	for i := range events {
 		ev := &events[i]
 		switch ev.Kind {
@@ -187,7 +194,9 @@ func Diagnose(events []loop.Event) []Finding {
 					batch.keys[j] = ev.Checks[j].Key
 				}
 				p, again := byKey[batch.keys[j]]
-				if again && p.tool == c.Name && p.id != c.ID {
+				// A call whose result a context edit took away may be
+				// made again: the note that replaced it says so.
+				if again && p.tool == c.Name && p.id != c.ID && !(gone[p.id] > 0 && gone[p.id] < ev.Seq) {
 					add(repeated(ev.Seq, step, p, c))
 				}
 			}
@@ -253,8 +262,9 @@ func Diagnose(events []loop.Event) []Finding {
 		}
 	}
 	out = append(out, rising(tokens, perTurn, turnSeq)...)
-	out = append(out, lost(events)...)
+	out = append(out, lost(events, gone)...)
 	out = append(out, uncached(events)...)
+	out = append(out, cacheMisses(events)...)
 	slices.SortStableFunc(out, func(a, b Finding) int {
 		if a.Seq != b.Seq {
 			return a.Seq - b.Seq
@@ -300,6 +310,51 @@ func uncached(events []loop.Event) []Finding {
 		}
 	}
 	return nil
+}
+
+// editedAway returns the calls whose results a context edit cleared or
+// summarized away, each with the edit's seq; nil for a run without edits.
+func editedAway(events []loop.Event) map[string]int {
+	if !slices.ContainsFunc(events, func(ev loop.Event) bool {
+		return ev.Kind == loop.ContextEdited || ev.Kind == loop.ContextSummarized
+	}) {
+		return nil
+	}
+	gone := map[string]int{}
+	var st loop.State
+	for i := range events {
+		ev := &events[i]
+		if e := ev.Edit; e != nil {
+			switch {
+			case ev.Kind == loop.ContextEdited:
+				for _, c := range e.Cleared {
+					gone[c.CallID] = ev.Seq
+				}
+			case ev.Kind == loop.ContextSummarized && e.From >= 0 && e.From <= e.Through && e.Through <= len(st.Messages):
+				for _, m := range st.Messages[e.From:e.Through] {
+					if m.Result != nil {
+						gone[m.Result.CallID] = ev.Seq
+					}
+				}
+			}
+		}
+		loop.Next(&st, ev)
+	}
+	return gone
+}
+
+// cacheMisses reports the cache misses that no context edit explains.
+func cacheMisses(events []loop.Event) []Finding {
+	var out []Finding
+	for _, m := range CacheDrops(events) {
+		if m.Expected() {
+			continue
+		}
+		out = append(out, Finding{Seq: m.Seq, Step: m.Step, Kind: CacheMiss, Message: fmt.Sprintf(
+			"the turn read %d tokens from the prompt cache where the turn before (step %d) left %d there, so it paid "+
+				"for most of its input again: %s", m.Read, m.PriorStep, m.Prior, m.Cause)})
+	}
+	return out
 }
 
 func repeated(seq, step int, p *prior, c llm.ToolCall) Finding {
@@ -431,9 +486,10 @@ func rising(tokens []int64, calls []int, seqs []int) []Finding {
 }
 
 // lost replays the log through the decider and reports calls that
-// succeeded but whose results the history does not hold as successes, and
-// a history that breaks the call-ID invariant.
-func lost(events []loop.Event) []Finding {
+// succeeded but whose results the history does not hold as successes
+// (gone lists the results context edits took away on purpose), and a
+// history that breaks the call-ID invariant.
+func lost(events []loop.Event, gone map[string]int) []Finding {
 	if len(events) == 0 || events[0].Kind != loop.Started || events[0].Start == nil {
 		return nil
 	}
@@ -470,7 +526,7 @@ func lost(events []loop.Event) []Finding {
 	slices.SortFunc(ids, func(a, b string) int { return ok[a] - ok[b] })
 	for _, id := range ids {
 		r := final[id]
-		if r != nil && r.Status == llm.StatusOK {
+		if (r != nil && r.Status == llm.StatusOK) || (r == nil && gone[id] > 0) {
 			continue
 		}
 		got := "no result at all"

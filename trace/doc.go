@@ -20,8 +20,9 @@
 // so tracing cannot stop or steer a run. Timeline replays the events
 // through loop.Next to learn what the decider did, so spans name the same
 // budget checks and stop reasons the run met. Start with NewLogWriter or
-// FileObserver for recording, Spans and Show for reading, and Diagnose for
-// a log that ended badly.
+// FileObserver for recording, Spans and Show for reading, Tokens and
+// CacheDrops for what each model turn paid and read from the prompt cache,
+// and Diagnose for a log that ended badly.
 //
 // In the terms of docs/DESIGN.md §1 this is an exporter beside the five
 // boundaries: it depends on loop (and the types of llm, tool, policy and

@@ -32,9 +32,11 @@ var ErrNotARun = errors.New("trace: the log does not begin with a started event"
 // Show renders one run's log for a person: the run's configuration, the
 // message chain with each result beside its call ID, the calls with their
 // validation, policy decision, stage, attempts, latency and status, the
-// planner's decision tables, a timeline of spans with durations and a bar
-// per span (the calls of a parallel stage side by side), the budget checks,
-// and the stop line.
+// planner's decision tables, the tokens of each model turn (input split
+// into cache reads, cache writes and new input) with the context edits
+// between them, a timeline of spans with durations and a bar per span (the
+// calls of a parallel stage side by side), the budget checks, and the stop
+// line.
 func Show(w io.Writer, events []loop.Event, opts *ShowOptions) error {
 	if len(events) == 0 || events[0].Kind != loop.Started || events[0].Start == nil {
 		return ErrNotARun
@@ -61,7 +63,7 @@ func Show(w io.Writer, events []loop.Event, opts *ShowOptions) error {
 	showMessages(ew, &st, events, o.Redactor)
 	showCalls(ew, spans, summ)
 	showPlans(ew, events)
-	showEdits(ew, events)
+	showTokens(ew, events)
 	showTimeline(ew, spans, events[len(events)-1].At, o.Width)
 	showBudgets(ew, spans)
 	showStop(ew, &st, spans, events, o.Redactor)
@@ -362,43 +364,6 @@ func callNotes(c *Call) string {
 	return strings.Join(notes, " ")
 }
 
-// showEdits prints a line per context edit: the step before which it was
-// made, why, the calls whose results it cleared (or the messages it
-// summarized, and the summary request's tokens), and the next request's
-// estimate before and after.
-func showEdits(w io.Writer, events []loop.Event) {
-	first := true
-	step := 0
-	for _, ev := range events {
-		if ev.Kind == loop.ModelResponded {
-			step++
-		}
-		if (ev.Kind != loop.ContextEdited && ev.Kind != loop.ContextSummarized) || ev.Edit == nil {
-			continue
-		}
-		if first {
-			fmt.Fprintf(w, "\ncontext edits\n")
-			first = false
-		}
-		e := ev.Edit
-		if ev.Kind == loop.ContextSummarized {
-			var u llm.Usage
-			if ev.Response != nil {
-				u = ev.Response.Usage
-			}
-			fmt.Fprintf(w, "  seq %-3d before step %-2d %-15s summarized messages %d-%d in %d bytes (%d tokens in, %d out)  tokens %d -> %d\n",
-				ev.Seq, step+1, e.Reason, e.From, e.Through-1, len(e.Summary), u.InputTokens, u.OutputTokens, e.TokensBefore, e.TokensAfter)
-			continue
-		}
-		calls := make([]string, len(e.Cleared))
-		for i, r := range e.Cleared {
-			calls[i] = r.CallID + "(" + r.Tool + ")"
-		}
-		fmt.Fprintf(w, "  seq %-3d before step %-2d %-15s cleared %d result(s): %s  tokens %d -> %d\n",
-			ev.Seq, step+1, e.Reason, len(e.Cleared), strings.Join(calls, " "), e.TokensBefore, e.TokensAfter)
-	}
-}
-
 func showPlans(w io.Writer, events []loop.Event) {
 	first := true
 	step := 0
@@ -533,6 +498,8 @@ func spanNote(s *Span) string {
 			}
 			parts = append(parts, "call_id="+cf.CallID, verb+" by "+cf.By)
 		}
+	case SpanEditContext, SpanSummarize:
+		parts = append(parts, editNote(ev)...)
 	case SpanBudget:
 		parts = append(parts, s.Budget.Point)
 		if s.Budget.Passed() {

@@ -29,6 +29,14 @@ const (
 	// SpanConfirm is the wait for a human's answer to a call that paused
 	// the run: from the pause, or the previous answer, to this answer.
 	SpanConfirm SpanKind = "await_confirmation"
+	// SpanEditContext is a context edit that cleared old tool results
+	// (context_edited); Event.Edit says which.
+	SpanEditContext SpanKind = "edit_context"
+	// SpanSummarize is a compaction: the summary request, a model request
+	// of its own, named "chat MODEL" as the conventions name a model
+	// request (context_summarized); Event.Edit holds the summary, and
+	// Event.Response its usage.
+	SpanSummarize SpanKind = "summarize"
 )
 
 // Span is one stage of a run, derived from the run's events.
@@ -125,6 +133,9 @@ const (
 	// DeadlineCheck is the run's deadline, checked at every event; only
 	// the check that stops the run is recorded.
 	DeadlineCheck = "deadline"
+	// AfterSummary is the check of tokens and cost once a compaction's
+	// summary request is counted, before the model is asked again.
+	AfterSummary = "after_summary"
 )
 
 // BudgetCheck is one check of the run's budgets by the decider.
@@ -232,6 +243,10 @@ func (t *Timeline) Add(ev *loop.Event) []Span {
 		out = append(out, t.gap(SpanPlan, ev))
 	case loop.StageFinished:
 		out = t.execStage(ev, out)
+	case loop.ContextEdited:
+		out = append(out, t.span(SpanEditContext, 1, t.prevAt, later(t.prevAt, ev.At), ev))
+	case loop.ContextSummarized:
+		out = append(out, t.summary(ev))
 	case loop.ConfirmationDecided:
 		if c := ev.Confirmation; c != nil && t.st.Status == loop.ConfirmationRequired {
 			s := t.span(SpanConfirm, 1, t.prevAt, later(t.prevAt, ev.At), ev)
@@ -314,6 +329,24 @@ func (t *Timeline) chat(ev *loop.Event) Span {
 				t.calls[i] = Call{ID: c.ID, Tool: c.Name, Arguments: c.Arguments}
 			}
 		}
+	}
+	return s
+}
+
+// summary is the span of a compaction's summary request: a model request
+// to the summary model, or the run's.
+func (t *Timeline) summary(ev *loop.Event) Span {
+	s := t.span(SpanSummarize, 1, later(t.prevAt, ev.At.Add(-ev.Latency)), ev.At, ev)
+	model := t.st.Model
+	if c := t.root.Run.Start.Context; c != nil && c.SummaryModel != "" {
+		model = c.SummaryModel
+	}
+	s.Name = string(SpanChat)
+	if model != "" {
+		s.Name += " " + model
+	}
+	if ev.Failure != nil {
+		s.Error = string(ev.Failure.Kind)
 	}
 	return s
 }
@@ -425,6 +458,14 @@ func (t *Timeline) deciderSpans(ev *loop.Event, eff loop.Effect, before int, bat
 		sp := t.span(SpanAppend, 1, ev.At, ev.At, ev)
 		sp.Calls = t.calls
 		out = append(out, sp)
+	}
+	if ev.Kind == loop.ContextSummarized && ev.Edit != nil {
+		switch {
+		case !stopped:
+			check(AfterSummary, "")
+		case eff.Status == loop.CostBudgetExceeded:
+			check(AfterSummary, eff.Status)
+		}
 	}
 	if batchOpen && s.Batch == nil && ev.Kind != loop.ModelResponded {
 		switch {

@@ -6,14 +6,19 @@ package consoletest
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
+	"sync"
 
 	"github.com/toolloop/toolloop/console"
 	"github.com/toolloop/toolloop/examples/orders"
+	"github.com/toolloop/toolloop/llm"
 	"github.com/toolloop/toolloop/llm/llmtest"
 	"github.com/toolloop/toolloop/loop"
 	"github.com/toolloop/toolloop/store"
+	"github.com/toolloop/toolloop/tool"
 )
 
 // Log is a store the sandbox's runs can be recorded in and resumed from:
@@ -73,6 +78,63 @@ func Answer(ctx context.Context, log Log, ask, text string) (string, error) {
 	}
 	if res.Status != loop.FinalAnswer {
 		return "", errors.New("consoletest: the answer run ended with " + string(res.Status))
+	}
+	return res.RunID, nil
+}
+
+// Cached records into log a run with context management whose model
+// reports prompt-cache usage as a caching provider does: it reads pages
+// of about 1,000 tokens in a window of 8,000, so that old results are
+// cleared three times, and each turn's input is the request's bytes / 4,
+// read from the cache as far as the request repeats the one before and
+// written to it after that. For pages that show the token account.
+func Cached(ctx context.Context, log Log) (string, error) {
+	type pageIn struct {
+		Page int `json:"page"`
+	}
+	fetch := tool.MustNew(tool.Spec[pageIn]{Name: "fetch_page", Description: "reads one page"},
+		func(_ context.Context, in pageIn) (string, error) {
+			return strings.Repeat(fmt.Sprintf("page %d says little. ", in.Page), 200), nil
+		})
+	reg, err := tool.NewRegistry(fetch)
+	if err != nil {
+		return "", err
+	}
+	const pages = 16
+	var (
+		mu   sync.Mutex
+		prev []byte
+		read int
+	)
+	model := llmtest.Repeating(llmtest.Turn{Func: func(req *llm.Request) (*llm.Response, error) {
+		body, err := json.Marshal(req.Messages)
+		if err != nil {
+			return nil, err
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		shared := 0
+		for shared < len(body) && shared < len(prev) && body[shared] == prev[shared] {
+			shared++
+		}
+		prev = body
+		u := llm.Usage{InputTokens: int64(len(body) / 4), CachedInputTokens: int64(shared / 4), OutputTokens: 20}
+		u.CacheWriteTokens = u.InputTokens - u.CachedInputTokens
+		msg := llm.Message{Role: llm.RoleAssistant, Text: "I have read every page."}
+		if read < pages {
+			read++
+			msg.Text = ""
+			msg.ToolCalls = []llm.ToolCall{llmtest.Call(fmt.Sprintf("c%d", read), "fetch_page", fmt.Sprintf(`{"page":%d}`, read))}
+		}
+		return &llm.Response{Message: msg, Usage: u}, nil
+	}})
+	res, err := loop.Run(ctx, loop.Config{Model: model, ModelName: "cached-model", Tools: reg, Store: log,
+		Context:  &loop.ContextPolicy{Window: 8000, KeepToolResults: 2},
+		Budgets:  loop.Budgets{MaxSteps: pages + 5, MaxToolCalls: pages + 5},
+		NewRunID: func() string { return "run-cached" }},
+		[]llm.Message{llm.SystemMessage("You read pages."), llm.UserMessage("Read every page.")})
+	if err != nil {
+		return "", fmt.Errorf("consoletest: the cached run: %w", err)
 	}
 	return res.RunID, nil
 }

@@ -27,6 +27,8 @@
 //	  execute_stage               INTERNAL  one stage of the plan
 //	    execute_tool TOOL         INTERNAL  one call, from the executor's start, for its duration
 //	  append_results              INTERNAL  the batch's results entering the history
+//	  edit_context                INTERNAL  a clearing of old tool results (one event per result)
+//	  chat SUMMARY_MODEL          CLIENT    a compaction's summary request (toolloop.context.reason=compaction)
 //
 // Attributes from the GenAI conventions: gen_ai.operation.name,
 // gen_ai.provider.name, gen_ai.agent.name, gen_ai.conversation.id (the
@@ -50,7 +52,12 @@
 // toolloop.tool.retries, toolloop.idempotency.key, ...), and
 // toolloop.response.dropped_state on a chat span whose model client left
 // another provider's state out of the request (the conventions have no
-// attribute for it).
+// attribute for it). Context edits have no convention either: an
+// edit_context span and a summary request's span carry toolloop.context.*
+// (the reason, the loop's estimate of the next request before and after,
+// the calls cleared or the messages summarized, and the summary's text
+// only with full content opted in); the summary request's usage is
+// gen_ai.usage.* as for any model request, and counts in the run's totals.
 //
 // error.type is a failure kind (model, canceled, deadline), a tool's error
 // kind (timeout, not_found, ...), a budget's or the run's stop status, or

@@ -77,6 +77,8 @@ type run struct {
 	recording bool
 	model     string
 	session   string
+	// summaryModel is the model a compaction's summary request goes to.
+	summaryModel string
 }
 
 // Observe turns ev into spans.
@@ -167,7 +169,10 @@ func (o *Observer) startRun(ctx context.Context, r *run, ev *loop.Event) {
 	if info == nil {
 		return
 	}
-	r.model, r.session = info.Model, info.SessionID
+	r.model, r.session, r.summaryModel = info.Model, info.SessionID, info.Model
+	if c := info.Context; c != nil && c.SummaryModel != "" {
+		r.summaryModel = c.SummaryModel
+	}
 	name := string(trace.SpanRun)
 	if o.agent != "" {
 		name += " " + o.agent
@@ -231,7 +236,7 @@ func (o *Observer) endRun(r *run, s *trace.Span) {
 // child creates and ends the span of one stage.
 func (o *Observer) child(parent context.Context, r *run, s *trace.Span) oteltrace.Span {
 	kind := oteltrace.SpanKindInternal
-	if s.Kind == trace.SpanChat {
+	if s.Kind == trace.SpanChat || s.Kind == trace.SpanSummarize {
 		kind = oteltrace.SpanKindClient
 	}
 	attrs := make([]attribute.KeyValue, 0, 16)
@@ -240,6 +245,10 @@ func (o *Observer) child(parent context.Context, r *run, s *trace.Span) oteltrac
 	switch s.Kind {
 	case trace.SpanChat:
 		attrs, status = o.chatAttrs(attrs, r, s)
+	case trace.SpanSummarize:
+		attrs, status = o.summaryAttrs(attrs, r, s)
+	case trace.SpanEditContext:
+		attrs = o.editAttrs(attrs, s.Event.Edit)
 	case trace.SpanTool:
 		attrs, status = o.toolAttrs(attrs, s)
 	case trace.SpanStage:
@@ -286,6 +295,8 @@ func (o *Observer) child(parent context.Context, r *run, s *trace.Span) oteltrac
 		o.policyEvents(sp, s)
 	case trace.SpanPlan:
 		o.planEvents(sp, s)
+	case trace.SpanEditContext:
+		clearedEvents(sp, s)
 	}
 	if s.Error != "" {
 		sp.SetStatus(codes.Error, status)
@@ -320,6 +331,68 @@ func (o *Observer) chatAttrs(attrs []attribute.KeyValue, r *run, s *trace.Span) 
 		return attrs, o.red.Diagnostic(f.Message)
 	}
 	return attrs, ""
+}
+
+// summaryAttrs describes a compaction's summary request: a chat request
+// to the summary model, with its usage (which the run counts toward its
+// budgets), and the edit it made.
+func (o *Observer) summaryAttrs(attrs []attribute.KeyValue, r *run, s *trace.Span) ([]attribute.KeyValue, string) {
+	ev := s.Event
+	attrs = append(attrs, keyOperation.String("chat"), o.prov)
+	attrs = appendStr(attrs, keyRequestModel, r.summaryModel)
+	attrs = appendStr(attrs, keyConversation, r.session)
+	if ev.Attempts > 0 {
+		attrs = append(attrs, keyModelAttempts.Int(ev.Attempts))
+	}
+	if resp := ev.Response; resp != nil {
+		u := resp.Usage
+		attrs = append(attrs, keyInputTokens.Int64(u.InputTokens), keyOutputTokens.Int64(u.OutputTokens))
+		attrs = appendStr(attrs, keyResponseID, resp.ID)
+		attrs = appendStr(attrs, keyResponseModel, resp.Model)
+		attrs = usageDetail(attrs, u)
+	}
+	if ev.Edit == nil {
+		// A summary request that failed made no edit.
+		attrs = append(attrs, keyContextReason.String(loop.EditCompaction))
+	}
+	attrs = o.editAttrs(attrs, ev.Edit)
+	if f := ev.Failure; f != nil {
+		return attrs, o.red.Diagnostic(f.Message)
+	}
+	return attrs, ""
+}
+
+// editAttrs describes a context edit: why, the next request's estimate
+// before and after, and the results it cleared or the messages it
+// summarized (the summary itself only with full content opted in).
+func (o *Observer) editAttrs(attrs []attribute.KeyValue, e *loop.ContextEdit) []attribute.KeyValue {
+	if e == nil {
+		return attrs
+	}
+	attrs = append(attrs, keyContextReason.String(e.Reason), keyContextBefore.Int(e.TokensBefore), keyContextAfter.Int(e.TokensAfter))
+	if e.Reason == loop.EditCompaction {
+		attrs = append(attrs, keyContextFrom.Int(e.From), keyContextThrough.Int(e.Through), keyContextSummaryBytes.Int(len(e.Summary)))
+		if o.red.FullContent() {
+			attrs = append(attrs, keyContextSummary.String(o.red.Text(e.Summary)))
+		}
+		return attrs
+	}
+	ids := make([]string, len(e.Cleared))
+	for i, c := range e.Cleared {
+		ids[i] = c.CallID
+	}
+	return append(attrs, keyContextCleared.Int(len(e.Cleared)), keyContextClearedIDs.StringSlice(ids))
+}
+
+// clearedEvents records each tool result a clearing replaced by its note.
+func clearedEvents(sp oteltrace.Span, s *trace.Span) {
+	if !sp.IsRecording() || s.Event.Edit == nil {
+		return
+	}
+	for _, c := range s.Event.Edit.Cleared {
+		sp.AddEvent("cleared_result", oteltrace.WithTimestamp(s.End), oteltrace.WithAttributes(
+			keyToolCallID.String(c.CallID), keyToolName.String(c.Tool), keyContextResultTokens.Int(c.Tokens)))
+	}
 }
 
 func (o *Observer) toolAttrs(attrs []attribute.KeyValue, s *trace.Span) ([]attribute.KeyValue, string) {
@@ -568,38 +641,50 @@ const (
 	// The GenAI conventions have no attribute for provider state an
 	// adapter left out of a request (llm.Response.DroppedState), so it is
 	// toolloop's own.
-	keyDroppedState    attribute.Key = "toolloop.response.dropped_state"
-	keyCalls           attribute.Key = "toolloop.calls"
-	keyProblem         attribute.Key = "toolloop.validation.problem"
-	keyPolicyVerdict   attribute.Key = "toolloop.policy.verdict"
-	keyPolicyRule      attribute.Key = "toolloop.policy.rule"
-	keyPolicyReason    attribute.Key = "toolloop.policy.reason"
-	keyAllowed         attribute.Key = "toolloop.policy.allowed"
-	keyNotAllowed      attribute.Key = "toolloop.policy.not_allowed"
-	keyConfirmApproved attribute.Key = "toolloop.confirmation.approved"
-	keyConfirmBy       attribute.Key = "toolloop.confirmation.by"
-	keyConfirmNote     attribute.Key = "toolloop.confirmation.note"
-	keyPlanStages      attribute.Key = "toolloop.plan.stages"
-	keyPlanMode        attribute.Key = "toolloop.plan.mode"
-	keyPlanReason      attribute.Key = "toolloop.plan.reason"
-	keyPlanResources   attribute.Key = "toolloop.plan.resources"
-	keyStage           attribute.Key = "toolloop.stage"
-	keyStageCalls      attribute.Key = "toolloop.stage.calls"
-	keyToolArgs        attribute.Key = "toolloop.tool.arguments"
-	keyToolStatus      attribute.Key = "toolloop.tool.status"
-	keyToolErrorKind   attribute.Key = "toolloop.tool.error_kind"
-	keyToolEffect      attribute.Key = "toolloop.tool.effect"
-	keyToolAttempts    attribute.Key = "toolloop.tool.attempts"
-	keyToolRetries     attribute.Key = "toolloop.tool.retries"
-	keyToolTimedOut    attribute.Key = "toolloop.tool.timed_out"
-	keyToolReplayed    attribute.Key = "toolloop.tool.replayed"
-	keyToolReconciled  attribute.Key = "toolloop.tool.reconciled"
-	keyToolUnknown     attribute.Key = "toolloop.tool.outcome_unknown"
-	keyIdempotency     attribute.Key = "toolloop.idempotency.key"
-	keyResults         attribute.Key = "toolloop.results"
-	keyResultsOK       attribute.Key = "toolloop.results.ok"
-	keyResultsError    attribute.Key = "toolloop.results.error"
-	keyResultsSkipped  attribute.Key = "toolloop.results.skipped"
+	keyDroppedState attribute.Key = "toolloop.response.dropped_state"
+	keyCalls        attribute.Key = "toolloop.calls"
+	// Context edits (clearings and compactions) have no GenAI convention:
+	// toolloop's own. The estimates are the loop's, in tokens.
+	keyContextReason       attribute.Key = "toolloop.context.reason"
+	keyContextBefore       attribute.Key = "toolloop.context.tokens_before"
+	keyContextAfter        attribute.Key = "toolloop.context.tokens_after"
+	keyContextCleared      attribute.Key = "toolloop.context.cleared"
+	keyContextClearedIDs   attribute.Key = "toolloop.context.cleared.call_ids"
+	keyContextResultTokens attribute.Key = "toolloop.context.result_tokens"
+	keyContextFrom         attribute.Key = "toolloop.context.summarized.from"
+	keyContextThrough      attribute.Key = "toolloop.context.summarized.through"
+	keyContextSummaryBytes attribute.Key = "toolloop.context.summary.bytes"
+	keyContextSummary      attribute.Key = "toolloop.context.summary"
+	keyProblem             attribute.Key = "toolloop.validation.problem"
+	keyPolicyVerdict       attribute.Key = "toolloop.policy.verdict"
+	keyPolicyRule          attribute.Key = "toolloop.policy.rule"
+	keyPolicyReason        attribute.Key = "toolloop.policy.reason"
+	keyAllowed             attribute.Key = "toolloop.policy.allowed"
+	keyNotAllowed          attribute.Key = "toolloop.policy.not_allowed"
+	keyConfirmApproved     attribute.Key = "toolloop.confirmation.approved"
+	keyConfirmBy           attribute.Key = "toolloop.confirmation.by"
+	keyConfirmNote         attribute.Key = "toolloop.confirmation.note"
+	keyPlanStages          attribute.Key = "toolloop.plan.stages"
+	keyPlanMode            attribute.Key = "toolloop.plan.mode"
+	keyPlanReason          attribute.Key = "toolloop.plan.reason"
+	keyPlanResources       attribute.Key = "toolloop.plan.resources"
+	keyStage               attribute.Key = "toolloop.stage"
+	keyStageCalls          attribute.Key = "toolloop.stage.calls"
+	keyToolArgs            attribute.Key = "toolloop.tool.arguments"
+	keyToolStatus          attribute.Key = "toolloop.tool.status"
+	keyToolErrorKind       attribute.Key = "toolloop.tool.error_kind"
+	keyToolEffect          attribute.Key = "toolloop.tool.effect"
+	keyToolAttempts        attribute.Key = "toolloop.tool.attempts"
+	keyToolRetries         attribute.Key = "toolloop.tool.retries"
+	keyToolTimedOut        attribute.Key = "toolloop.tool.timed_out"
+	keyToolReplayed        attribute.Key = "toolloop.tool.replayed"
+	keyToolReconciled      attribute.Key = "toolloop.tool.reconciled"
+	keyToolUnknown         attribute.Key = "toolloop.tool.outcome_unknown"
+	keyIdempotency         attribute.Key = "toolloop.idempotency.key"
+	keyResults             attribute.Key = "toolloop.results"
+	keyResultsOK           attribute.Key = "toolloop.results.ok"
+	keyResultsError        attribute.Key = "toolloop.results.error"
+	keyResultsSkipped      attribute.Key = "toolloop.results.skipped"
 )
 
 var _ loop.Observer = (*Observer)(nil)
