@@ -18,6 +18,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -196,8 +197,52 @@ func Check(events []loop.Event) error {
 			return &CannotReplayError{Seq: ev.Seq, Kind: ev.Kind,
 				Reason: fmt.Sprintf("it is numbered %d but is the log's event %d (a hole or a log out of order)", ev.Seq, i+1)}
 		}
+		if ev.Kind == loop.ModelResponded && ev.Response != nil {
+			for _, c := range ev.Response.Message.ToolCalls {
+				if summarized(c.Arguments) {
+					return &CannotReplayError{Seq: ev.Seq, Kind: ev.Kind, Reason: fmt.Sprintf(
+						"the log is redacted: the arguments of call %s were recorded as a summary (%s), which validation would judge instead of the call; "+
+							"replay the run from its store, or a log exported whole (toolloop runs export)", c.ID, c.Arguments)}
+				}
+			}
+		}
 	}
 	return nil
+}
+
+// summaryMarker matches what the trace's redaction writes in place of a
+// value it summarized (trace.Redactor): a masked value (trace.Masked) is
+// not a summary, and a log with one may still be replayed.
+var summaryMarker = regexp.MustCompile(`^<(string:\d+|number|object|array:\d+|text:\d+|invalid JSON:\d+ bytes)>$`)
+
+// summarized reports whether a call's recorded arguments are the trace's
+// summary of them rather than the arguments.
+func summarized(args json.RawMessage) bool {
+	var v any
+	if json.Unmarshal(args, &v) != nil {
+		return false
+	}
+	var walk func(v any) bool
+	walk = func(v any) bool {
+		switch v := v.(type) {
+		case string:
+			return summaryMarker.MatchString(v)
+		case map[string]any:
+			for _, x := range v {
+				if walk(x) {
+					return true
+				}
+			}
+		case []any:
+			for _, x := range v {
+				if walk(x) {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	return walk(v)
 }
 
 // Run re-decides the run whose log events is with cfg and reports the

@@ -12,6 +12,7 @@ import (
 	"github.com/toolloop/toolloop/policy"
 	"github.com/toolloop/toolloop/replay"
 	"github.com/toolloop/toolloop/tool"
+	"github.com/toolloop/toolloop/trace"
 )
 
 // format is a report's text.
@@ -197,5 +198,39 @@ func TestSameVerdictOtherRule(t *testing.T) {
 	}
 	if !rep.Equal() {
 		t.Errorf("want no difference:\n%s", format(rep))
+	}
+}
+
+// TestRedactedLog: a run log written with the trace's default redaction
+// (arguments summarized) is refused, not judged.
+func TestRedactedLog(t *testing.T) {
+	events := readLog(t, "normal")
+	var buf strings.Builder
+	w := trace.NewLogWriter(&buf, nil)
+	for i := range events {
+		w.Observe(context.Background(), &events[i])
+	}
+	redacted, err := trace.ReadLog(strings.NewReader(buf.String()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, _ := orders.Lookup("normal")
+	_, err = replay.Run(context.Background(), redacted, sameConfig(t, s))
+	var ce *replay.CannotReplayError
+	if !errors.As(err, &ce) || !strings.Contains(err.Error(), "the log is redacted") || ce.Seq != 2 {
+		t.Fatalf("err = %v; want the redacted log refused at event 2", err)
+	}
+	// Whole content with secrets masked is a log a replay can follow.
+	buf.Reset()
+	w = trace.NewLogWriter(&buf, &trace.LogOptions{Redactor: trace.NewRedactor(&trace.RedactOptions{FullContent: true})})
+	for i := range events {
+		w.Observe(context.Background(), &events[i])
+	}
+	whole, err := trace.ReadLog(strings.NewReader(buf.String()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep, err := replay.Run(context.Background(), whole, sameConfig(t, s)); err != nil || !rep.Equal() {
+		t.Fatalf("whole log: err %v, report %v", err, rep)
 	}
 }
