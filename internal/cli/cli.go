@@ -76,6 +76,8 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer, getenv f
 		return c.resume(ctx, drv, rest)
 	case "trace":
 		return c.traceCmd(ctx, drv, rest)
+	case "replay":
+		return c.replayCmd(ctx, rest)
 	case "serve":
 		return c.serve(ctx, drv, rest)
 	case "help", "-h", "-help", "--help":
@@ -99,7 +101,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer, getenv f
 	}
 }
 
-const commandList = "demo, run, runs, approve, deny, resume, trace, serve, help"
+const commandList = "demo, run, runs, approve, deny, resume, trace, replay, serve, help"
 
 // commandList names the program's commands, for messages.
 func (c *cli) commandList() string {
@@ -134,6 +136,8 @@ func (c *cli) help(cmd string) func(io.Writer) {
 		core = resumeUsage
 	case "trace":
 		core = traceUsage
+	case "replay":
+		core = replayUsage
 	case "serve":
 		core = serveUsage
 	}
@@ -167,6 +171,7 @@ Usage:
   toolloop deny RUN_ID CALL_ID --by NAME           deny it (the model is told, with --note TEXT)
   toolloop resume RUN_ID                           carry a run on from the store
   toolloop trace show|diagnose RUN_ID              render or check a run's log
+  toolloop replay RUN_ID|FILE|--all [flags]        re-decide recorded runs with new tools, policy, budgets
   toolloop serve --users FILE                      the web console: runs, approvals, live runs
   toolloop help [COMMAND]                          show this help, or a command's
 
