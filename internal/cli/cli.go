@@ -167,6 +167,7 @@ Usage:
   toolloop demo [--mode NAME] [--trace] [--plan]   run the order-desk sandbox with a scripted model
   toolloop run --provider P --model M "prompt"     run the loop on a real provider (see 'toolloop help run')
   toolloop runs [--status S]                       list the runs in the store, with pending approvals
+  toolloop runs export RUN_ID | import FILE        a run's log to a file, and back into a store
   toolloop approve RUN_ID CALL_ID --by NAME        approve a call a run paused for
   toolloop deny RUN_ID CALL_ID --by NAME           deny it (the model is told, with --note TEXT)
   toolloop resume RUN_ID                           carry a run on from the store
