@@ -5,7 +5,7 @@ import (
 	"context"
 	"errors"
 	"path/filepath"
-		"strings"
+	"strings"
 	"testing"
 
 	"github.com/toolloop/toolloop/loop"
