@@ -231,6 +231,11 @@ func (d *driver) compareDecisions(rec *loop.Event, decisions []policy.Decision) 
 // difference side by side with its call IDs, and how each run ended.
 func (r *Report) Format(w io.Writer) error {
 	var b strings.Builder
+	if r.Live != nil {
+		r.formatLive(&b)
+		_, err := io.WriteString(w, b.String())
+		return err
+	}
 	switch {
 	case r.Diff == nil && r.Truncated:
 		fmt.Fprintf(&b, "run %s: no difference as far as its log goes (%d events; the log ends before the run did)\n", r.RunID, len(r.Events))
@@ -275,4 +280,49 @@ func (r *Report) Format(w io.Writer) error {
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// formatLive writes the report of a run answered by a live model.
+func (r *Report) formatLive(b *strings.Builder) {
+	l := r.Live
+	verdict := "the same status and calls"
+	if !r.Equal() {
+		verdict = "differs"
+	}
+	fmt.Fprintf(b, "run %s (live model): %s\n", r.RunID, verdict)
+	newStatus := string(r.NewStatus)
+	if newStatus == "" {
+		newStatus = "unknown (the replay stopped first)"
+	}
+	fmt.Fprintf(b, "  status:  recorded %s, new %s\n", orNone(string(r.RecordedStatus)), newStatus)
+	if l.SameCalls {
+		fmt.Fprintf(b, "  calls:   the same %d\n", len(l.NewCalls))
+	} else {
+		fmt.Fprintf(b, "  calls:   recorded %s\n           new      %s\n", callsLine(l.RecordedCalls), callsLine(l.NewCalls))
+	}
+	fmt.Fprintf(b, "  tokens:  recorded %d, new %d\n", l.RecordedTokens, l.NewTokens)
+	if l.RecordedCost != 0 || l.NewCost != 0 {
+		fmt.Fprintf(b, "  cost:    recorded $%.6f, new $%.6f\n", l.RecordedCost, l.NewCost)
+	}
+	if len(r.LiveCalls) > 0 {
+		fmt.Fprintf(b, "  ran for real (live tools): %s\n", strings.Join(r.LiveCalls, ", "))
+	}
+	if g := r.Gap; g != nil {
+		fmt.Fprintf(b, "  replay stopped at turn %d: %s\n", g.Step, g.Reason)
+	}
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "(not ended)"
+	}
+	return s
+}
+
+// callsLine lists calls on one line, or says there were none.
+func callsLine(calls []string) string {
+	if len(calls) == 0 {
+		return "(none)"
+	}
+	return strings.Join(calls, ", ")
 }

@@ -62,6 +62,38 @@ type Config struct {
 	// Executor runs those calls; nil means an executor with default
 	// options.
 	Executor *executor.Executor
+
+	// Model, when set, answers the new run's model turns for real (a new
+	// model or prompt evaluated on recorded runs) instead of the log:
+	// each tool call is then answered from a recorded call of the same
+	// tool with the same arguments, whatever its ID, and the replay stops
+	// at a call with none (or runs it, read-only, with LiveTools). The
+	// runs cannot go in step, so no decision is compared: the report's
+	// Live says whether the status and the calls are the same, and the
+	// tokens and cost before and after. ModelName names the model in the
+	// requests and the log (default the recorded one), priced by Price
+	// (nil: the recorded price when the name is the same, else none).
+	Model     llm.Model
+	ModelName string
+	Price     *loop.Price
+	// System, when set, replaces the recorded run's system messages (a
+	// new prompt); with Model only.
+	System string
+}
+
+// Live compares a run answered by a live model (Config.Model) with the
+// recorded one.
+type Live struct {
+	SameStatus bool `json:"same_status"`
+	SameCalls  bool `json:"same_calls"`
+	// RecordedCalls and NewCalls are each run's tool calls in order, as
+	// tool(arguments).
+	RecordedCalls  []string `json:"recorded_calls"`
+	NewCalls       []string `json:"new_calls"`
+	RecordedTokens int64    `json:"recorded_tokens"`
+	NewTokens      int64    `json:"new_tokens"`
+	RecordedCost   float64  `json:"recorded_cost"`
+	NewCost        float64  `json:"new_cost"`
 }
 
 // Aspect names the kind of decision that differs.
@@ -147,13 +179,18 @@ type Report struct {
 	Truncated bool `json:"truncated,omitempty"`
 	// LiveCalls lists the calls that ran for real (Config.LiveTools).
 	LiveCalls []string `json:"live_calls,omitempty"`
+	// Live compares the runs when a live model answered (Config.Model).
+	Live *Live `json:"live,omitempty"`
 	// Events is the new run's log, as far as the replay went.
 	Events []loop.Event `json:"-"`
 }
 
 // Equal reports whether every decision of the new run matched the
-// recorded one.
-func (r *Report) Equal() bool { return r.Diff == nil }
+// recorded one; with a live model, whether the run ended with the same
+// status after the same calls.
+func (r *Report) Equal() bool {
+	return r.Diff == nil && (r.Live == nil || r.Live.SameStatus && r.Live.SameCalls && r.Gap == nil)
+}
 
 // CannotReplayError says a log holds what the replay does not understand
 // or cannot follow: an event kind this version does not know (another
@@ -266,7 +303,8 @@ func Run(ctx context.Context, events []loop.Event, cfg Config) (*Report, error) 
 	if cfg.Executor == nil && cfg.LiveTools {
 		cfg.Executor = executor.New(nil)
 	}
-	d := &driver{ctx: ctx, cfg: cfg, rec: events, synced: true}
+	live := cfg.Model != nil
+	d := &driver{ctx: ctx, cfg: cfg, rec: events, synced: !live, live: live}
 	d.index()
 	if cfg.RequestID == "" {
 		d.cfg.RequestID = d.requestID
@@ -277,8 +315,11 @@ func Run(ctx context.Context, events []loop.Event, cfg Config) (*Report, error) 
 		d.report.RecordedStatus, d.report.RecordedDetail = rs.Status, rs.Detail
 	}
 	d.at = events[0].At
+	if live {
+		d.at = time.Now()
+	}
 	d.pos = 1
-	err = loop.Drive(d, d.Append(loop.Event{Kind: loop.Started, At: events[0].At, Start: start}))
+	err = loop.Drive(d, d.Append(loop.Event{Kind: loop.Started, At: d.at, Start: start}))
 	var g *gapError
 	switch {
 	case errors.As(err, &g):
@@ -293,7 +334,35 @@ func Run(ctx context.Context, events []loop.Event, cfg Config) (*Report, error) 
 		d.report.NewStatus, d.report.NewDetail = d.state.Status, d.state.Detail
 	}
 	d.report.Events = d.log
+	if live {
+		d.report.Live = compareLive(rs, events, &d.state, d.log)
+	}
 	return d.report, nil
+}
+
+// compareLive compares a run answered by a live model with the recorded
+// one.
+func compareLive(rs *loop.State, rec []loop.Event, s *loop.State, log []loop.Event) *Live {
+	l := &Live{
+		RecordedCalls: callList(rec), NewCalls: callList(log),
+		RecordedTokens: rs.Usage.Total(), NewTokens: s.Usage.Total(), RecordedCost: rs.Cost, NewCost: s.Cost,
+	}
+	l.SameStatus = s.Done && rs.Done && s.Status == rs.Status
+	l.SameCalls = slices.Equal(l.RecordedCalls, l.NewCalls)
+	return l
+}
+
+// callList is a log's tool calls in order, as tool(arguments).
+func callList(events []loop.Event) []string {
+	var calls []string
+	for i := range events {
+		if ev := &events[i]; ev.Kind == loop.ModelResponded && ev.Response != nil {
+			for _, c := range ev.Response.Message.ToolCalls {
+				calls = append(calls, c.Name+"("+string(canonical(c.Arguments))+")")
+			}
+		}
+	}
+	return calls
 }
 
 // newStart is the new run's started event's payload: the recorded one
@@ -314,6 +383,26 @@ func newStart(rec *loop.StartInfo, cfg *Config) (*loop.StartInfo, error) {
 			return nil, fmt.Errorf("replay: a cost budget is given but the run recorded no price for model %q", s.Model)
 		}
 		s.Budgets = b
+	}
+	if cfg.Model != nil && cfg.ModelName != "" && cfg.ModelName != s.Model {
+		s.Model, s.Price = cfg.ModelName, cfg.Price
+		if s.Budgets.MaxCost > 0 && s.Price == nil {
+			return nil, fmt.Errorf("replay: a cost budget is set but model %q has no price (Config.Price)", s.Model)
+		}
+	} else if cfg.Price != nil {
+		s.Price = cfg.Price
+	}
+	if cfg.System != "" {
+		if cfg.Model == nil {
+			return nil, errors.New("replay: a new system prompt (Config.System) needs a live model (Config.Model): the recorded answers were to the old one")
+		}
+		msgs := []llm.Message{llm.SystemMessage(cfg.System)}
+		for _, m := range s.Messages {
+			if m.Role != llm.RoleSystem {
+				msgs = append(msgs, m)
+			}
+		}
+		s.Messages = msgs
 	}
 	if len(cfg.OutputSchema) > 0 {
 		spec, err := loop.NewOutputSpec(cfg.OutputSchema, "", false, cfg.OutputRetries)
@@ -350,6 +439,9 @@ type driver struct {
 	// pos is the next recorded event to match, while synced.
 	pos    int
 	synced bool
+	// live: a live model answers (Config.Model), and the run's events
+	// are stamped on the real clock.
+	live bool
 	state  loop.State
 	log    []loop.Event
 	// at stamps the new run's events: the time of the recorded event
@@ -361,8 +453,11 @@ type driver struct {
 	interrupt *loop.Failure
 	report    *Report
 
-	turns     []recordedTurn
-	calls     map[string]recordedCall
+	turns []recordedTurn
+	calls map[string]recordedCall
+	// byArgs holds the executed calls by tool and arguments, for a live
+	// model's calls, whose IDs are new.
+	byArgs    map[string]recordedCall
 	requestID string
 }
 
@@ -378,7 +473,7 @@ func (e *gapError) Error() string { return "replay: " + e.gap.Reason }
 // it was asked with, each executed call with its arguments and outcome,
 // and the business request ID the write keys were derived from.
 func (d *driver) index() {
-	d.calls = map[string]recordedCall{}
+	d.calls, d.byArgs = map[string]recordedCall{}, map[string]recordedCall{}
 	var s loop.State
 	for i := range d.rec {
 		ev := &d.rec[i]
@@ -402,7 +497,11 @@ func (d *driver) index() {
 				for j := range ev.Outcomes {
 					if j < len(idx) && idx[j] < len(b.Calls) {
 						c := b.Calls[idx[j]]
-						d.calls[c.ID] = recordedCall{name: c.Name, args: canonical(c.Arguments), outcome: ev.Outcomes[j]}
+						rc := recordedCall{name: c.Name, args: canonical(c.Arguments), outcome: ev.Outcomes[j]}
+						d.calls[c.ID] = rc
+						if _, ok := d.byArgs[rc.key()]; !ok {
+							d.byArgs[rc.key()] = rc
+						}
 					}
 				}
 			}
@@ -410,6 +509,9 @@ func (d *driver) index() {
 		loop.Next(&s, ev)
 	}
 }
+
+// key is the call's tool and canonical arguments.
+func (rc recordedCall) key() string { return rc.name + "\x00" + string(rc.args) }
 
 // history is a history's JSON, to compare two.
 func history(msgs []llm.Message) []byte {
@@ -449,7 +551,7 @@ func (d *driver) take() *loop.Event {
 }
 
 func (d *driver) stamp(t time.Time) {
-	if t.After(d.at) {
+	if !d.live && t.After(d.at) {
 		d.at = t
 	}
 }
@@ -459,6 +561,9 @@ func (d *driver) Append(ev loop.Event) loop.Effect {
 	ev.Seq = len(d.log) + 1
 	if ev.At.IsZero() {
 		ev.At = d.at
+		if d.live {
+			ev.At = time.Now()
+		}
 	}
 	d.log = append(d.log, ev)
 	return loop.Next(&d.state, &d.log[len(d.log)-1])
@@ -485,8 +590,14 @@ func (d *driver) Commit(eff loop.Effect) error {
 }
 
 // Interruption implements loop.Driver: the recorded run's interruption
-// at this point, if it had one.
-func (d *driver) Interruption(loop.Effect) *loop.Failure { return d.interrupt }
+// at this point, if it had one; with a live model, the end of the
+// replay's context.
+func (d *driver) Interruption(loop.Effect) *loop.Failure {
+	if d.live {
+		return loop.ContextFailure(d.ctx.Err())
+	}
+	return d.interrupt
+}
 
 // Idle implements loop.Driver: a run that paused for confirmation goes
 // on with the answers the log recorded, and the resume after them.
@@ -612,6 +723,11 @@ func (d *driver) prepare(eff loop.Effect) error {
 	s := &d.state
 	switch eff.Kind {
 	case loop.RequestModel:
+		if d.live {
+			d.prepared = d.askModel(&llm.Request{Model: s.Model, Messages: slices.Clip(s.Messages), Tools: d.cfg.Tools.Definitions(),
+				Step: s.Steps + 1, CacheKey: loop.CacheKey(s.RunID), Output: s.Output.Format()})
+			return nil
+		}
 		h := history(s.Messages)
 		for i := range d.turns {
 			t := &d.turns[i]
@@ -624,6 +740,11 @@ func (d *driver) prepare(eff loop.Effect) error {
 		return &gapError{&Gap{Step: s.Steps, Reason: fmt.Sprintf(
 			"the new run asks the model for turn %d with a history the recorded run never sent; the model's answer is unknown", s.Steps+1)}}
 	case loop.Summarize:
+		if d.live {
+			r := eff.Summary
+			d.prepared = loop.SummaryEvent(d.askModel(&llm.Request{Model: r.Model, Messages: loop.SummaryMessages(s.Messages, r), Step: s.Steps + 1}), r)
+			return nil
+		}
 		return &gapError{&Gap{Step: s.Steps, Reason: "the new run asks the model for a summary the recorded run never asked for; its answer is unknown"}}
 	case loop.ValidateCalls:
 		d.prepared = loop.Event{Kind: loop.CallsValidated,
@@ -664,9 +785,16 @@ func (d *driver) prepareStage(eff loop.Effect) error {
 	execs := loop.StageCalls(s, eff.Calls, d.cfg.Tools)
 	for j, i := range eff.Calls {
 		c := s.Batch.Calls[i]
-		if rc, ok := d.calls[c.ID]; ok && rc.name == c.Name && bytes.Equal(rc.args, canonical(c.Arguments)) {
+		if rc, ok := d.calls[c.ID]; ok && !d.live && rc.name == c.Name && bytes.Equal(rc.args, canonical(c.Arguments)) {
 			ev.Outcomes[j] = rc.outcome
 			d.stamp(rc.outcome.Started.Add(rc.outcome.Duration))
+			continue
+		}
+		if rc, ok := d.byArgs[recordedCall{name: c.Name, args: canonical(c.Arguments)}.key()]; ok && d.live {
+			// The recorded result, under the new call's ID.
+			o := rc.outcome
+			o.Result.CallID = c.ID
+			ev.Outcomes[j] = o
 			continue
 		}
 		t, _ := d.cfg.Tools.Lookup(c.Name)
@@ -678,14 +806,52 @@ func (d *driver) prepareStage(eff loop.Effect) error {
 			case !d.cfg.LiveTools:
 				why += " (live tools, which run read-only tools, are off)"
 			}
+			what := "which the recorded run never made"
+			if d.live {
+				what = "with arguments " + string(canonical(c.Arguments)) + ", which no recorded call had"
+			}
 			return &gapError{&Gap{Step: s.Steps, CallID: c.ID, Tool: c.Name, Reason: fmt.Sprintf(
-				"the new run makes call %s (%s), which the recorded run never made: %s", c.ID, c.Name, why)}}
+				"the new run makes call %s (%s) %s: %s", c.ID, c.Name, what, why)}}
 		}
 		ev.Outcomes[j] = d.cfg.Executor.Run(d.ctx, execs[j])
 		d.report.LiveCalls = append(d.report.LiveCalls, c.ID)
 	}
 	d.prepared = ev
 	return nil
+}
+
+// liveRetries is how many times a live model's retryable failure is
+// tried again.
+const liveRetries = 2
+
+// askModel asks the live model for a turn (loop.ModelTurn), retrying what
+// the provider says may succeed later, and returns the event that records
+// it.
+func (d *driver) askModel(req *llm.Request) loop.Event {
+	start := time.Now()
+	wait := loop.DefaultModelRetryBackoff
+	for attempt := 1; ; attempt++ {
+		resp, err := loop.ModelTurn(d.ctx, d.cfg.Model, req, loop.TurnOptions{Timeout: loop.DefaultModelTimeout})
+		if err == nil {
+			return loop.Event{Kind: loop.ModelResponded, At: time.Now(), Latency: time.Since(start), Response: resp, Attempts: attempt}
+		}
+		f := loop.ContextFailure(d.ctx.Err())
+		if f == nil && resp == nil && llm.IsRetryable(err) && attempt <= liveRetries {
+			t := time.NewTimer(loop.ModelRetryWait(err, wait))
+			wait *= 2
+			select {
+			case <-d.ctx.Done():
+				t.Stop()
+				f = loop.ContextFailure(d.ctx.Err())
+			case <-t.C:
+				continue
+			}
+		}
+		if f == nil {
+			f = loop.ModelFailure(attempt, err, resp != nil)
+		}
+		return loop.Event{Kind: loop.ModelFailed, At: time.Now(), Latency: time.Since(start), Attempts: attempt, Failure: f, Response: resp}
+	}
 }
 
 // RequestModel implements loop.Driver with the recorded turn.
