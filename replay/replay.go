@@ -441,9 +441,9 @@ type driver struct {
 	synced bool
 	// live: a live model answers (Config.Model), and the run's events
 	// are stamped on the real clock.
-	live bool
-	state  loop.State
-	log    []loop.Event
+	live  bool
+	state loop.State
+	log   []loop.Event
 	// at stamps the new run's events: the time of the recorded event
 	// last matched or used, so that deadlines fall as they did.
 	at time.Time
