@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"text/tabwriter"
 
 	"github.com/toolloop/toolloop/examples/orders"
 	"github.com/toolloop/toolloop/loop"
@@ -24,12 +25,10 @@ func (c *cli) replayCmd(ctx context.Context, args []string) int {
 	fs := flag.NewFlagSet("toolloop replay", flag.ContinueOnError)
 	db := fs.String("db", "", "read runs from the SQLite store at `PATH`")
 	all := fs.Bool("all", false, "replay every run in the store")
-	src := &sourceFlags{}
-	fs.Var(&src.tools, "tools", "the built-in tool `SET`s, comma-separated: orders")
-	fs.Var(&src.mcp, "mcp", "add the tools of the MCP server started by `'CMD ARGS'` (stdio); repeatable")
-	fs.Var(&src.mcpEnv, "mcp-env", "pass the variable `NAME` (or set NAME=VALUE) to the --mcp servers; repeatable")
-	fs.Var(&src.mcpURL, "mcp-url", "add the tools of the MCP server at `URL` (streamable HTTP); repeatable")
-	fs.BoolVar(&src.confirmWrites, "confirm-writes", false, "writes need a person's confirmation")
+	src := addSourceFlags(fs)
+	liveModel := fs.Bool("live-model", false, "ask the model the provider flags name for every turn, instead of the recorded answers")
+	system := fs.String("system", "", "with --live-model: a system prompt `TEXT` in place of the recorded one")
+	pricesFile := fs.String("prices", "", "with --live-model: model prices from the JSON `FILE` (added to the built-in ones)")
 	var allow stringList
 	fs.Var(&allow, "allow", "allow only the tools `NAME,...` (comma-separated, repeatable); any other is not allowed")
 	identity := fs.String("identity", "", "the `NAME` the run acts for (default: the recorded identity)")
@@ -63,10 +62,15 @@ func (c *cli) replayCmd(ctx context.Context, args []string) int {
 	if err != nil {
 		return c.fail("replay", err)
 	}
+	live, err := c.liveModel(ctx, src, *liveModel, *system, *pricesFile)
+	if err != nil {
+		return c.fail("replay", err)
+	}
 	logs, err := c.replayLogs(ctx, *db, refs, *all)
 	if err != nil {
 		return c.fail("replay", err)
 	}
+	var table []*replay.Report
 	var closers []func()
 	defer func() {
 		for _, f := range closers {
@@ -92,6 +96,9 @@ func (c *cli) replayCmd(ctx context.Context, args []string) int {
 		cfg.Budgets = &b
 		cfg.OutputSchema, cfg.OutputRetries = schema, *outputRetries
 		cfg.LiveTools = *liveTools
+		if live != nil {
+			cfg.Model, cfg.ModelName, cfg.Price, cfg.System = live.Model, live.ModelName, live.Price, live.System
+		}
 		rep, err := replay.Run(ctx, events, cfg)
 		if err != nil {
 			var ce *replay.CannotReplayError
@@ -102,17 +109,85 @@ func (c *cli) replayCmd(ctx context.Context, args []string) int {
 			}
 			return c.fail("replay", err)
 		}
-		if *asJSON {
+		switch {
+		case *asJSON:
 			line, _ := json.Marshal(rep)
 			fmt.Fprintf(c.stdout, "%s\n", line)
-		} else {
+		case live != nil:
+			table = append(table, rep)
+		default:
 			_ = rep.Format(c.stdout)
 		}
 		if !rep.Equal() {
 			code = exitFail
 		}
 	}
+	if len(table) > 0 {
+		c.liveTable(table)
+	}
 	return code
+}
+
+// liveModel is the live model the flags name, or nil without
+// --live-model.
+func (c *cli) liveModel(ctx context.Context, src *sourceFlags, on bool, system, pricesFile string) (*replay.Config, error) {
+	if !on {
+		if src.provider != "" || src.model != "" || system != "" || pricesFile != "" {
+			return nil, &usageErr{"--provider, --model, --system and --prices choose the live model: add --live-model (without it the recorded answers are used)"}
+		}
+		return nil, nil
+	}
+	if src.provider == "" {
+		return nil, &usageErr{"--live-model needs the model: --provider P --model M (as for toolloop run)"}
+	}
+	if src.model == "" && src.provider == providerSandbox {
+		src.model = orders.DeskModelName
+	}
+	if src.model == "" {
+		return nil, &usageErr{"--model is missing: name the model, e.g. --model gpt-4.1"}
+	}
+	prices, err := loadPrices(pricesFile)
+	if err != nil {
+		return nil, &usageErr{err.Error()}
+	}
+	model, _, err := c.modelFor(ctx, src)
+	if err != nil {
+		return nil, err
+	}
+	cfg := &replay.Config{Model: model, ModelName: src.model, System: system}
+	if p, ok := priceFor(prices, src.model); ok {
+		p = src.cachePrice(p)
+		cfg.Price = &p
+	}
+	return cfg, nil
+}
+
+// liveTable prints the reports of runs answered by a live model, one
+// line each, then where each replay stopped short.
+func (c *cli) liveTable(reps []*replay.Report) {
+	tw := tabwriter.NewWriter(c.stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "RUN_ID\tRECORDED\tNEW\tSTATUS\tCALLS\tTOKENS\tCOST")
+	for _, r := range reps {
+		l := r.Live
+		newStatus, same, calls := string(r.NewStatus), "same", "same"
+		if newStatus == "" {
+			newStatus = "-"
+		}
+		if !l.SameStatus {
+			same = "differs"
+		}
+		if !l.SameCalls {
+			calls = fmt.Sprintf("%d -> %d, differ", len(l.RecordedCalls), len(l.NewCalls))
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d -> %d\t$%.4f -> $%.4f\n", r.RunID, orDash(string(r.RecordedStatus)), newStatus,
+			same, calls, l.RecordedTokens, l.NewTokens, l.RecordedCost, l.NewCost)
+	}
+	tw.Flush()
+	for _, r := range reps {
+		if r.Gap != nil {
+			fmt.Fprintf(c.stdout, "run %s: replay stopped at turn %d: %s\n", r.RunID, r.Gap.Step, r.Gap.Reason)
+		}
+	}
 }
 
 // replayLogs reads the logs refs name (files, or run IDs in the store),
@@ -301,7 +376,24 @@ Flags:
   --live-tools           run read-only tools for calls the recorded run never made
   --json                 one line of JSON per run
 
-Exit status: 0 when every run's decisions are the recorded ones, 1 when a
-decision differs or a log cannot be replayed, 2 for a usage error.
+A new model or prompt (a real provider, network and API key as for toolloop run):
+  --live-model           ask the model for every turn instead of using the recorded
+                         answers; a tool call is answered from the recorded call of the
+                         same tool with the same arguments, and the replay stops at one
+                         with none (or runs it, read-only, with --live-tools). Per run:
+                         the status and the calls, the same or not, and the tokens and
+                         cost before and after, as a table (or --json)
+  --provider P --model M the live model, e.g. --provider anthropic --model claude-sonnet-4-6;
+                         also --base-url URL, --model-timeout D, --max-response-bytes N,
+                         --max-stream-bytes N, --reasoning-effort E, --thinking-budget N,
+                         --adaptive-thinking, --show-reasoning, --no-prompt-cache,
+                         --cache-ttl TTL (see 'toolloop help run')
+  --system TEXT          a system prompt in place of the recorded one
+  --prices FILE          prices as JSON, added to the built-in table, for the cost column
+  --slow-writes D        with --tools orders and --live-tools: no effect (a replay never writes)
+
+Exit status: 0 when every run's decisions are the recorded ones (with
+--live-model: the same status after the same calls), 1 when a decision
+differs or a log cannot be replayed, 2 for a usage error.
 `)
 }

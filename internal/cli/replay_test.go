@@ -128,3 +128,33 @@ func TestReplayUsage(t *testing.T) {
 		}
 	}
 }
+
+// TestReplayLiveModel: --live-model asks the model the provider flags
+// name (here the sandbox's rule-based desk, no network) for every turn,
+// answers its calls from the recorded ones, and prints one line per run.
+func TestReplayLiveModel(t *testing.T) {
+	db := demoStore(t)
+	id := firstRun(t, db, "normal")
+	code, out, errs := call("replay", id, "--db", db, "--live-model", "--provider", "sandbox")
+	if code != exitFail || errs != "" {
+		t.Fatalf("exit %d\n%s%s", code, out, errs)
+	}
+	l := lines(out)
+	if len(l) != 2 || !strings.HasPrefix(l[0], "RUN_ID ") ||
+		!strings.Contains(strings.Join(strings.Fields(l[1]), " "), id+" final_answer final_answer same 2 -> 1, differ 0 -> ") {
+		t.Fatalf("table:\n%s", out)
+	}
+	// A call the desk makes that the scripted run never made stops the
+	// replay, and says so below the table.
+	id = firstRun(t, db, "refund_retry")
+	code, out, _ = call("replay", id, "--db", db, "--live-model", "--provider", "sandbox", "--json")
+	if code != exitFail || !strings.Contains(out, `"live":{"same_status":false`) || !strings.Contains(out, "it is a write, which a replay never runs") {
+		t.Fatalf("refund_retry: exit %d\n%s", code, out)
+	}
+	if code, _, errs := call("replay", id, "--db", db, "--provider", "sandbox"); code != exitUsage || !strings.Contains(errs, "add --live-model") {
+		t.Errorf("--provider without --live-model: exit %d: %s", code, errs)
+	}
+	if code, _, errs := call("replay", id, "--db", db, "--live-model"); code != exitUsage || !strings.Contains(errs, "--live-model needs the model") {
+		t.Errorf("--live-model without a provider: exit %d: %s", code, errs)
+	}
+}
