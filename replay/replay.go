@@ -71,8 +71,9 @@ type Config struct {
 	// runs cannot go in step, so no decision is compared: the report's
 	// Live says whether the status and the calls are the same, and the
 	// tokens and cost before and after. ModelName names the model in the
-	// requests and the log (default the recorded one), priced by Price
-	// (nil: the recorded price when the name is the same, else none).
+	// requests and the log (default the recorded one). Price, when set,
+	// prices the new run (with or without a live model); nil keeps the
+	// recorded price, or none for a live model of another name.
 	Model     llm.Model
 	ModelName string
 	Price     *loop.Price
