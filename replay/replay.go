@@ -575,6 +575,11 @@ func (d *driver) Append(ev loop.Event) loop.Effect {
 // effect the record cannot answer ends the drive with a gap.
 func (d *driver) Commit(eff loop.Effect) error {
 	d.prepared, d.interrupt = loop.Event{}, nil
+	if _, ok := recordedBy[eff.Kind]; !ok {
+		// A decider newer than this driver: better no verdict than one
+		// that misreads the run.
+		return &CannotReplayError{Reason: fmt.Sprintf("the decider asks for effect %q, which this version of the replay cannot perform", eff.Kind)}
+	}
 	if d.synced {
 		if rec := d.peek(); rec == nil {
 			// The log ends before its run did: go as far as it goes.
@@ -646,17 +651,7 @@ func (d *driver) differ(diff *Difference) {
 // event at the same point.
 func (d *driver) matchSynced(eff loop.Effect) error {
 	rec := d.peek()
-	want := map[loop.EffectKind][]loop.EventKind{
-		loop.RequestModel:   {loop.ModelResponded, loop.ModelFailed},
-		loop.Summarize:      {loop.ContextSummarized},
-		loop.ValidateCalls:  {loop.CallsValidated},
-		loop.AuthorizeCalls: {loop.PolicyDecided},
-		loop.PlanBatch:      {loop.StagePlanned},
-		loop.ExecuteStage:   {loop.StageFinished},
-		loop.EditContext:    {loop.ContextEdited},
-		loop.Stop:           {loop.Stopped},
-	}[eff.Kind]
-	if !slices.Contains(want, rec.Kind) {
+	if !slices.Contains(recordedBy[eff.Kind], rec.Kind) {
 		d.differ(d.mismatch(eff, rec))
 		return d.prepare(eff)
 	}
@@ -708,6 +703,19 @@ func (d *driver) matchSynced(eff loop.Effect) error {
 	}
 	d.take()
 	return nil
+}
+
+// recordedBy lists, for each effect the replay performs, the kinds of
+// event that record it.
+var recordedBy = map[loop.EffectKind][]loop.EventKind{
+	loop.RequestModel:   {loop.ModelResponded, loop.ModelFailed},
+	loop.Summarize:      {loop.ContextSummarized},
+	loop.ValidateCalls:  {loop.CallsValidated},
+	loop.AuthorizeCalls: {loop.PolicyDecided},
+	loop.PlanBatch:      {loop.StagePlanned},
+	loop.ExecuteStage:   {loop.StageFinished},
+	loop.EditContext:    {loop.ContextEdited},
+	loop.Stop:           {loop.Stopped},
 }
 
 // recorded is a copy of a recorded event for the new log: numbered and

@@ -114,6 +114,14 @@ func sameConfig(t testing.TB, s orders.Scenario) replay.Config {
 // with the configuration it ran with: no difference, and the new run
 // ends as the recorded one did, with the same log but for its stamps.
 func TestSandboxSameConfig(t *testing.T) {
+	reached := map[loop.Status]bool{}
+	t.Cleanup(func() {
+		for _, st := range loop.Statuses() {
+			if !reached[st] {
+				t.Errorf("no recorded sandbox run ends with %s", st)
+			}
+		}
+	})
 	for _, s := range orders.Scenarios() {
 		t.Run(s.Name, func(t *testing.T) {
 			events := readLog(t, s.Name)
@@ -130,6 +138,7 @@ func TestSandboxSameConfig(t *testing.T) {
 			if s.Interactive {
 				want = loop.FinalAnswer // recorded approved and resumed
 			}
+			reached[rep.NewStatus] = true
 			if rep.NewStatus != want || rep.RecordedStatus != want {
 				t.Errorf("status: recorded %s, new %s; want %s", rep.RecordedStatus, rep.NewStatus, want)
 			}

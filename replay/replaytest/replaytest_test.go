@@ -89,3 +89,50 @@ func TestLineDiff(t *testing.T) {
 		t.Errorf("lineDiff = %q, want %q", got, want)
 	}
 }
+
+// TestUpdate: with -update, Equal accepts the new decisions of a run the
+// replay took to its end (the file then replays with no difference), and
+// refuses to accept a replay that stopped at a gap; Golden writes the
+// report.
+func TestUpdate(t *testing.T) {
+	*update = true
+	defer func() { *update = false }()
+	dir := t.TempDir()
+	run := filepath.Join(dir, "normal.jsonl")
+	src, err := os.ReadFile(normal)
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(run, src, 0o644)
+	if r := check(t, func(tb testing.TB) { Equal(tb, run, config(t, 2)) }); r.failed {
+		t.Fatalf("accepting MaxSteps 2 failed:\n%s", r.out.String())
+	}
+	events := Read(t, run)
+	if st := loop.Replay(events); st.Status != loop.MaxStepsExceeded || len(events) != 8 {
+		t.Fatalf("rewritten run: %s after %d events", st.Status, len(events))
+	}
+	*update = false
+	if r := check(t, func(tb testing.TB) { Equal(tb, run, config(t, 2)) }); r.failed {
+		t.Fatalf("the accepted run does not replay as accepted:\n%s", r.out.String())
+	}
+	// A stricter output schema sends the answer back to a model turn the
+	// log does not have: nothing to accept.
+	*update = true
+	os.WriteFile(run, src, 0o644)
+	cfg := config(t, 0)
+	cfg.OutputSchema = orders.OrderStatusSchema
+	r := check(t, func(tb testing.TB) { Equal(tb, run, cfg) })
+	if !r.failed || !strings.Contains(r.out.String(), "cannot accept the new decisions: the replay did not reach the run's end") {
+		t.Fatalf("a replay with a gap: failed %v:\n%s", r.failed, r.out.String())
+	}
+	if got, _ := os.ReadFile(run); string(got) != string(src) {
+		t.Error("a refused update changed the run's file")
+	}
+	golden := filepath.Join(dir, "normal.replay")
+	if r := check(t, func(tb testing.TB) { Golden(tb, run, golden, config(t, 2)) }); r.failed {
+		t.Fatal(r.out.String())
+	}
+	if got, _ := os.ReadFile(golden); !strings.HasPrefix(string(got), "run run-normal: differs at event 8, turn 2: budget\n") {
+		t.Errorf("golden written:\n%s", got)
+	}
+}
