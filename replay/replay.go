@@ -15,6 +15,7 @@ package replay
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -419,7 +420,7 @@ func newStart(rec *loop.StartInfo, cfg *Config) (*loop.StartInfo, error) {
 // it was asked with.
 type recordedTurn struct {
 	step    int
-	history []byte
+	history [sha256.Size]byte
 	ev      *loop.Event
 }
 
@@ -454,8 +455,9 @@ type driver struct {
 	interrupt *loop.Failure
 	report    *Report
 
-	turns []recordedTurn
-	calls map[string]recordedCall
+	turns     []recordedTurn
+	turnsDone bool
+	calls     map[string]recordedCall
 	// byArgs holds the executed calls by tool and arguments, for a live
 	// model's calls, whose IDs are new.
 	byArgs    map[string]recordedCall
@@ -470,17 +472,15 @@ type gapError struct{ gap *Gap }
 func (e *gapError) Error() string { return "replay: " + e.gap.Reason }
 
 // index walks the recorded log once, through the decider, for what the
-// replay looks up after the runs part: each model turn with the history
-// it was asked with, each executed call with its arguments and outcome,
-// and the business request ID the write keys were derived from.
+// replay looks up after the runs part: each executed call with its
+// arguments and outcome, and the business request ID the write keys were
+// derived from (the model turns are found when needed: recordedTurns).
 func (d *driver) index() {
 	d.calls, d.byArgs = map[string]recordedCall{}, map[string]recordedCall{}
 	var s loop.State
 	for i := range d.rec {
 		ev := &d.rec[i]
 		switch ev.Kind {
-		case loop.ModelResponded, loop.ModelFailed:
-			d.turns = append(d.turns, recordedTurn{step: s.Steps + 1, history: history(s.Messages), ev: ev})
 		case loop.CallsValidated:
 			if b := s.Batch; b != nil && d.requestID == "" {
 				for j, c := range ev.Checks {
@@ -514,10 +514,34 @@ func (d *driver) index() {
 // key is the call's tool and canonical arguments.
 func (rc recordedCall) key() string { return rc.name + "\x00" + string(rc.args) }
 
-// history is a history's JSON, to compare two.
-func history(msgs []llm.Message) []byte {
-	b, _ := json.Marshal(msgs)
-	return b
+// recordedTurns returns the recorded run's model turns with the
+// histories they were asked with, found on first use: a replay in step
+// with the record never needs them.
+func (d *driver) recordedTurns() []recordedTurn {
+	if d.turnsDone {
+		return d.turns
+	}
+	d.turnsDone = true
+	var s loop.State
+	for i := range d.rec {
+		ev := &d.rec[i]
+		if ev.Kind == loop.ModelResponded || ev.Kind == loop.ModelFailed {
+			d.turns = append(d.turns, recordedTurn{step: s.Steps + 1, history: history(s.Messages), ev: ev})
+		}
+		loop.Next(&s, ev)
+	}
+	return d.turns
+}
+
+// history is a digest of a history's JSON, to compare two: a digest
+// rather than the JSON, so that the turns of a long run do not keep a
+// copy of the history each.
+func history(msgs []llm.Message) [sha256.Size]byte {
+	h := sha256.New()
+	_ = json.NewEncoder(h).Encode(msgs) // a history in memory always encodes
+	var sum [sha256.Size]byte
+	h.Sum(sum[:0])
+	return sum
 }
 
 // canonical is JSON arguments with keys sorted and white space gone, to
@@ -738,9 +762,10 @@ func (d *driver) prepare(eff loop.Effect) error {
 			return nil
 		}
 		h := history(s.Messages)
-		for i := range d.turns {
-			t := &d.turns[i]
-			if t.step == s.Steps+1 && bytes.Equal(t.history, h) {
+		turns := d.recordedTurns()
+		for i := range turns {
+			t := &turns[i]
+			if t.step == s.Steps+1 && t.history == h {
 				d.prepared = recorded(t.ev)
 				d.stamp(t.ev.At)
 				return nil

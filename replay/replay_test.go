@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/toolloop/toolloop/examples/orders"
+	"github.com/toolloop/toolloop/executor"
 	"github.com/toolloop/toolloop/loop"
 	"github.com/toolloop/toolloop/policy"
 	"github.com/toolloop/toolloop/replay"
@@ -232,5 +233,26 @@ func TestRedactedLog(t *testing.T) {
 	}
 	if rep, err := replay.Run(context.Background(), whole, sameConfig(t, s)); err != nil || !rep.Equal() {
 		t.Fatalf("whole log: err %v, report %v", err, rep)
+	}
+}
+
+// TestPlanDiffers: another planner plans the parallel turn otherwise; the
+// calls and results are the same, so the replay goes on past the
+// difference, answering the next turn from the log by its history, and
+// reaches the recorded status.
+func TestPlanDiffers(t *testing.T) {
+	cfg := replay.Config{Tools: sandboxTools(t), Planner: executor.SerialPlanner()}
+	rep, err := replay.Run(context.Background(), readLog(t, "parallel"), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := format(rep)
+	if rep.Diff == nil || rep.Diff.Aspect != replay.Plan ||
+		rep.Diff.Recorded != "[call_q1 call_t1] then [call_r1] then [call_q2]" ||
+		rep.Diff.New != "[call_q1] then [call_t1] then [call_r1] then [call_q2]" {
+		t.Fatalf("want the plans side by side:\n%s", text)
+	}
+	if rep.Gap != nil || rep.NewStatus != loop.FinalAnswer {
+		t.Fatalf("want the replay to reach final_answer:\n%s", text)
 	}
 }
