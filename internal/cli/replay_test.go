@@ -122,7 +122,10 @@ func TestReplayUsage(t *testing.T) {
 	code, out, _ := call("replay", "--help")
 	for _, f := range []string{"--db", "--all", "--tools", "--mcp", "--mcp-env", "--mcp-url", "--confirm-writes", "--allow",
 		"--identity", "--max-steps", "--deadline", "--tool-timeout", "--max-tool-calls", "--max-tokens", "--max-cost",
-		"--max-argument-bytes", "--max-argument-depth", "--output-schema", "--output-retries", "--live-tools", "--json"} {
+		"--max-argument-bytes", "--max-argument-depth", "--output-schema", "--output-retries", "--live-tools", "--json",
+		"--live-model", "--provider", "--model", "--base-url", "--model-timeout", "--max-response-bytes", "--max-stream-bytes",
+		"--reasoning-effort", "--thinking-budget", "--adaptive-thinking", "--show-reasoning", "--no-prompt-cache", "--cache-ttl",
+		"--system", "--prices", "--slow-writes"} {
 		if code != exitOK || !strings.Contains(out, f+" ") && !strings.Contains(out, f+",") {
 			t.Errorf("toolloop help replay does not name %s", f)
 		}
