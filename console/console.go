@@ -141,6 +141,10 @@ type Options struct {
 	// rebinds its own name to 127.0.0.1 gets nothing. Set it for a
 	// console reached by another name (behind a proxy, --allow-remote).
 	AllowRemote bool
+	// Replay, when set, re-decides a run from its log for the run's
+	// replay view (/runs/{id}/replay, /api/runs/{id}/replay): the first
+	// decision that differs, recorded beside new.
+	Replay ReplayFunc
 }
 
 // Server is the console's handler. Close it to stop the runs it resumes
@@ -287,12 +291,14 @@ func (s *Server) routes() {
 	m.HandleFunc("GET /runs", s.page(s.runsPage))
 	m.HandleFunc("GET /runs/{id}", s.page(s.runPage))
 	m.HandleFunc("GET /runs/{id}/live", s.api(s.stream))
+	m.HandleFunc("GET /runs/{id}/replay", s.page(s.replayPage))
 	m.HandleFunc("GET /approvals", s.page(s.approvalsPage))
 	m.HandleFunc("POST /runs/{id}/calls/{call}/{verb}", s.page(s.decidePage))
 
 	m.HandleFunc("GET /api/runs", s.api(s.apiRuns))
 	m.HandleFunc("GET /api/runs/{id}", s.api(s.apiRun))
 	m.HandleFunc("GET /api/runs/{id}/events", s.api(s.apiEvents))
+	m.HandleFunc("GET /api/runs/{id}/replay", s.api(s.apiReplay))
 	m.HandleFunc("GET /api/runs/{id}/events/{seq}", s.api(s.apiEvent))
 	m.HandleFunc("POST /api/runs/{id}/calls/{call}/{verb}", s.api(s.apiDecide))
 }

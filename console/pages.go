@@ -22,7 +22,7 @@ import (
 var assets embed.FS
 
 // pageNames are the pages, each assets/NAME.html in assets/layout.html.
-var pageNames = []string{"signin", "runs", "run", "approvals", "error"}
+var pageNames = []string{"signin", "runs", "run", "approvals", "error", "replay"}
 
 // pathSegment escapes s for one segment of a URL path. "." and ".." are
 // escaped too (url.PathEscape leaves them): a browser would resolve them,

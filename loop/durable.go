@@ -93,6 +93,11 @@ func (d *drive) flush() error {
 // RunningStatus is the summary status of a run that has not stopped.
 const RunningStatus = "running"
 
+// Summary is the store's summary of the run whose log is events (which
+// must begin with its started event), as a driver records it beside the
+// log: for a log brought into a store from elsewhere (an import).
+func Summary(events []Event) store.RunSummary { return summarize(Replay(events), events) }
+
 func summarize(s *State, log []Event) store.RunSummary {
 	sum := store.RunSummary{
 		RunID: s.RunID, SessionID: s.SessionID, Status: ListStatus(s, log), Detail: s.Detail, Steps: s.Steps,

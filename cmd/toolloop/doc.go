@@ -1,7 +1,7 @@
 // Command toolloop is the command line of toolloop, a runtime for the
 // controlled tool-calling loop of LLM applications: the sandbox (demo),
 // runs on real providers (run), and the durable runs' commands (runs,
-// approve, deny, resume, trace). 'toolloop help' lists them; package
+// approve, deny, resume, trace) and replay. 'toolloop help' lists them; package
 // internal/cli has them all.
 //
 // This build runs the loop in its own process. The Temporal build, with a

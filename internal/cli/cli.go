@@ -76,6 +76,8 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer, getenv f
 		return c.resume(ctx, drv, rest)
 	case "trace":
 		return c.traceCmd(ctx, drv, rest)
+	case "replay":
+		return c.replayCmd(ctx, rest)
 	case "serve":
 		return c.serve(ctx, drv, rest)
 	case "help", "-h", "-help", "--help":
@@ -99,7 +101,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer, getenv f
 	}
 }
 
-const commandList = "demo, run, runs, approve, deny, resume, trace, serve, help"
+const commandList = "demo, run, runs, approve, deny, resume, trace, replay, serve, help"
 
 // commandList names the program's commands, for messages.
 func (c *cli) commandList() string {
@@ -134,6 +136,8 @@ func (c *cli) help(cmd string) func(io.Writer) {
 		core = resumeUsage
 	case "trace":
 		core = traceUsage
+	case "replay":
+		core = replayUsage
 	case "serve":
 		core = serveUsage
 	}
@@ -163,10 +167,12 @@ Usage:
   toolloop demo [--mode NAME] [--trace] [--plan]   run the order-desk sandbox with a scripted model
   toolloop run --provider P --model M "prompt"     run the loop on a real provider (see 'toolloop help run')
   toolloop runs [--status S]                       list the runs in the store, with pending approvals
+  toolloop runs export RUN_ID | import FILE        a run's log to a file, and back into a store
   toolloop approve RUN_ID CALL_ID --by NAME        approve a call a run paused for
   toolloop deny RUN_ID CALL_ID --by NAME           deny it (the model is told, with --note TEXT)
   toolloop resume RUN_ID                           carry a run on from the store
   toolloop trace show|diagnose RUN_ID              render or check a run's log
+  toolloop replay RUN_ID|FILE|--all [flags]        re-decide recorded runs with new tools, policy, budgets
   toolloop serve --users FILE                      the web console: runs, approvals, live runs
   toolloop help [COMMAND]                          show this help, or a command's
 

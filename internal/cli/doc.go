@@ -1,5 +1,5 @@
 // Package cli is the command line of toolloop: every subcommand of the
-// toolloop program (demo, run, runs, approve, deny, resume, trace, serve), behind
+// toolloop program (demo, run, runs, approve, deny, resume, trace, replay, serve), behind
 // Main. cmd/toolloop is Main on the process's arguments; the Temporal
 // build (temporal/cmd/toolloop) is Main with an Extension that adds its
 // backend, chosen by --temporal, and the worker command.

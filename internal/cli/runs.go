@@ -87,6 +87,14 @@ func unknownRun(b Backend, runID string) error {
 
 // runs runs the "runs" subcommand: list the backend's runs.
 func (c *cli) runs(ctx context.Context, drv Driver, args []string) int {
+	if len(args) > 0 {
+		switch args[0] {
+		case "export":
+			return c.runsExport(ctx, drv, args[1:])
+		case "import":
+			return c.runsImport(ctx, args[1:])
+		}
+	}
 	fs := flag.NewFlagSet("toolloop runs", flag.ContinueOnError)
 	status := fs.String("status", "", "list only runs with status `S`")
 	limit := fs.Int("limit", 50, "list at most `N` runs")
@@ -359,6 +367,8 @@ func (c *cli) resume(ctx context.Context, drv Driver, args []string) int {
 
 func runsUsage(w io.Writer) {
 	fmt.Fprint(w, `Usage: toolloop runs [--status S] [--limit N] [--db PATH]
+       toolloop runs export RUN_ID [--redact none|secrets|all] [--summarize-text] [--db PATH] > run.jsonl
+       toolloop runs import FILE [--db PATH]
 
 Lists the runs recorded in the store, newest first, one line each: run ID,
 status, model turns, tool calls, tokens, start time (UTC), session
@@ -378,6 +388,21 @@ Flags:
   --limit N   list at most N runs (default 50)
   --db PATH   the SQLite store (default: toolloop.db in $XDG_DATA_HOME/toolloop
               or ~/.local/share/toolloop)
+
+export writes a run's log to standard output as JSON Lines, one event a line,
+self-contained: the first event holds the run's configuration and first
+messages. The log is whole unless --redact asks otherwise, by the trace's
+rules: secrets masks secret-looking keys and values (passwords, tokens, card
+numbers, API keys) and keeps the rest; all also summarizes arguments and
+results as keys, types and lengths, as run logs do. --summarize-text replaces
+message text by its length. A whole export (or one with secrets masked)
+replays (toolloop replay FILE) and imports; one redacted with all is for
+reading only.
+
+import adds a run from such a file to the store as a new run, all of it or
+nothing; a run the store already has, a log with a hole, a cut last line, an
+event kind this version does not know, or arguments the trace summarized are
+refused.
 `)
 }
 

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/toolloop/toolloop/console"
+	"github.com/toolloop/toolloop/loop"
+	"github.com/toolloop/toolloop/replay"
 	"github.com/toolloop/toolloop/store"
 )
 
@@ -58,6 +60,18 @@ func (c *cli) serve(ctx context.Context, drv Driver, args []string) int {
 		AllowRemote:   *allowRemote,
 		ResumeCommand: func(runID string) string {
 			return "toolloop resume " + shellQuote(runID) + info.Flags
+		},
+		// A sandbox run replays with its scenario's configuration: the
+		// view says whether this version decides it as it was decided.
+		Replay: func(ctx context.Context, events []loop.Event) (*replay.Report, error) {
+			cfg, done, err := c.replayConfig(ctx, events[0].Start, &sourceFlags{})
+			if done != nil {
+				defer done()
+			}
+			if err != nil {
+				return nil, err
+			}
+			return replay.Run(ctx, events, cfg)
 		},
 	})
 	if err != nil {
@@ -126,6 +140,9 @@ approvals inbox where a signed-in person approves or denies a paused call
 with a note. The answer is recorded under the person's name, and the run is
 resumed in this process (a toolloop run run, whose provider and tools only
 its command line knows, waits for 'toolloop resume' with them instead).
+A sandbox run's replay view (/runs/RUN_ID/replay) re-decides it with this
+version and its scenario's configuration and shows the first decision that
+differs, if any (toolloop replay does the same with other configurations).
 The pages use a JSON API that scripts can call too (see the README).
 
 Flags:

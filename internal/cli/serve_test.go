@@ -153,6 +153,15 @@ func TestServeWalkthrough(t *testing.T) {
 		if code := do("GET", "/api/runs/"+r.RunID+"/events/1", "", &ev); code != http.StatusOK || ev.Kind != loop.Started {
 			t.Errorf("GET /api/runs/%s/events/1: %d %+v", r.RunID, code, ev)
 		}
+		// The replay view re-decides the run, answers and resume
+		// included, with its scenario's configuration: no difference.
+		var rep struct {
+			Equal     bool
+			NewStatus string `json:"new_status"`
+		}
+		if code := do("GET", "/api/runs/"+r.RunID+"/replay", "", &rep); code != http.StatusOK || !rep.Equal || rep.NewStatus != "final_answer" {
+			t.Errorf("GET /api/runs/%s/replay: %d %+v", r.RunID, code, rep)
+		}
 	}
 	if code := do("GET", "/api/runs?pending=1", "", &list); code != http.StatusOK || len(list.Runs) != 0 {
 		t.Errorf("pending runs after approving: %+v", list.Runs)
