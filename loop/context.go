@@ -51,6 +51,12 @@ type ContextPolicy struct {
 	// SummaryModel is the model name sent with the summary request;
 	// empty for the run's model.
 	SummaryModel string `json:"summary_model,omitempty"`
+	// CountTokens has the provider count the next request
+	// (llm.TokenCounter) once the estimate comes within two margins of
+	// the window, and decides on the count rather than the estimate
+	// (count.go). A model that cannot count, or a count that fails,
+	// leaves the estimate to decide.
+	CountTokens bool `json:"count_tokens,omitempty"`
 }
 
 // MinContextWindow is the smallest window a ContextPolicy takes: below
@@ -196,6 +202,13 @@ type contextMemory struct {
 	Lead  int   `json:"lead,omitempty"`
 	Sizes []int `json:"sizes,omitempty"`
 	Turns []int `json:"turns,omitempty"`
+	// Counted is the provider's count of the next request while the
+	// history is as counted (0: none); CountAsked is set once a count was
+	// asked for it, answered or not; NoCounter once the model said it
+	// cannot count (count.go).
+	Counted    int  `json:"counted,omitempty"`
+	CountAsked bool `json:"count_asked,omitempty"`
+	NoCounter  bool `json:"no_counter,omitempty"`
 }
 
 type heldResult struct {
@@ -210,12 +223,19 @@ type heldResult struct {
 	Hash uint64 `json:"h,omitempty"`
 }
 
-// estimate is the next request's estimated size in tokens.
-func (c *contextMemory) estimate() int { return c.Tokens + c.Overhead }
+// estimate is the next request's estimated size in tokens: the
+// provider's count when it counted the history as it is.
+func (c *contextMemory) estimate() int {
+	if c.Counted > 0 {
+		return c.Counted
+	}
+	return c.Tokens + c.Overhead
+}
 
 // add counts a message appended to the history.
 func (c *contextMemory) add(m *llm.Message) {
 	n := messageTokens(m)
+	c.changed()
 	c.Tokens += n
 	at := len(c.Sizes)
 	c.Sizes = append(c.Sizes, n)
@@ -309,6 +329,9 @@ func clearedResult(callID, tool string) *llm.ToolResult {
 // window with nothing left to clear, else RequestModel.
 func beforeRequest(s *State) Effect {
 	c := s.ctx
+	if c != nil && c.shouldCount() {
+		return Effect{Kind: CountTokens}
+	}
 	if c == nil || c.Policy.Window <= 0 || c.estimate() <= c.Policy.Window-c.Policy.Margin {
 		return Effect{Kind: RequestModel}
 	}
@@ -337,6 +360,7 @@ func promptTooLong(s *State, ev *Event) Effect {
 	if w := c.Policy.Window; w > 0 {
 		// The provider counted more than the window: the estimate was
 		// low by at least the difference.
+		c.Counted = 0
 		c.Overhead = max(c.Overhead, w+1-c.Tokens)
 		target = c.Policy.LowWater
 	}
@@ -366,6 +390,7 @@ func contextEdited(s *State, ev *Event) Effect {
 	// The history is copied before the edit: a caller may still hold
 	// the history of the request before (State.History).
 	s.Messages = slices.Clone(s.Messages)
+	c.changed()
 	for i := range s.Messages {
 		m := &s.Messages[i]
 		if m.Result != nil && cleared[m.Result.CallID] {
@@ -548,6 +573,7 @@ func contextSummarized(s *State, ev *Event) Effect {
 		}
 	}
 	c.Held, c.Turns, c.Compacted = held, turns, true
+	c.changed()
 	s.unsee(gone)
 	b := s.Budgets
 	switch {
