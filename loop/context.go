@@ -206,6 +206,9 @@ type contextMemory struct {
 	// history is as counted (0: none); CountAsked is set once a count was
 	// asked for it, answered or not; NoCounter once the model said it
 	// cannot count (count.go).
+	// Fresh estimates the messages added since the provider last
+	// reported its count: the part of the estimate that may be wrong.
+	Fresh      int  `json:"fresh,omitempty"`
 	Counted    int  `json:"counted,omitempty"`
 	CountAsked bool `json:"count_asked,omitempty"`
 	NoCounter  bool `json:"no_counter,omitempty"`
@@ -237,6 +240,7 @@ func (c *contextMemory) add(m *llm.Message) {
 	n := messageTokens(m)
 	c.changed()
 	c.Tokens += n
+	c.Fresh += n
 	at := len(c.Sizes)
 	c.Sizes = append(c.Sizes, n)
 	if m.Result != nil {
@@ -285,6 +289,7 @@ func referencedSize(content json.RawMessage) (int, bool) {
 // calibrate learns the overhead from a response's reported input tokens.
 func (c *contextMemory) calibrate(u llm.Usage) {
 	if u.InputTokens > 0 {
+		c.Fresh = 0
 		c.Overhead = max(0, int(min(u.InputTokens, 1<<40))-c.Tokens)
 	}
 }

@@ -74,11 +74,15 @@ func CountEvent(n int64, err error) Event {
 
 // shouldCount says whether the next request is to be counted before the
 // decider decides on it: the policy asks for counts, the model can
-// count, this history has not been counted, and the estimate is within
-// two margins of the window.
+// count, this history has not been counted, and the request could pass
+// the window less its margin were the estimate low by a margin, or by
+// as much again as the messages added since the provider last counted
+// (the only part of the estimate that is a guess; a tokenizer can find
+// twice the tokens in text full of numbers and identifiers).
 func (c *contextMemory) shouldCount() bool {
 	p := &c.Policy
-	return p.CountTokens && !c.NoCounter && !c.CountAsked && p.Window > 0 && c.estimate() > p.Window-2*p.Margin
+	return p.CountTokens && !c.NoCounter && !c.CountAsked && p.Window > 0 &&
+		c.estimate()+max(p.Margin, c.Fresh) > p.Window-p.Margin
 }
 
 // changed forgets the count of the history, which has just changed.
