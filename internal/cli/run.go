@@ -29,6 +29,7 @@ func (c *cli) runCmd(ctx context.Context, drv Driver, args []string) int {
 	keep := fs.Int("keep-tool-results", 0, "with context management, the `N` latest tool results never cleared (default 3)")
 	noContext := fs.Bool("no-context-management", false, "send the whole history every turn, however long")
 	compact := fs.Bool("compact", false, "when clearing old tool results is not enough, have the model summarize the earlier turns")
+	noCount := fs.Bool("no-count-tokens", false, "near the window, decide on the estimate alone rather than the provider's token count")
 	open := drv.Flags("run", fs)
 	pos, err := parseFlags(fs, args)
 	if err != nil {
@@ -58,7 +59,7 @@ func (c *cli) runCmd(ctx context.Context, drv Driver, args []string) int {
 	if err != nil {
 		return c.fail("run", err)
 	}
-	cp, err := contextPolicy(*model, *window, *keep, *compact, *noContext)
+	cp, err := contextPolicy(*model, *window, *keep, *compact, *noContext, *noCount)
 	if err != nil {
 		return c.fail("run", err)
 	}
@@ -90,20 +91,21 @@ func (c *cli) runCmd(ctx context.Context, drv Driver, args []string) int {
 
 // contextPolicy is the run's context management as its flags ask: on
 // when the model's window is given or built in (or --keep-tool-results
-// is given), unless --no-context-management.
-func contextPolicy(model string, window, keep int, compact, off bool) (*loop.ContextPolicy, error) {
+// is given), unless --no-context-management; near the window the
+// provider counts the request, unless --no-count-tokens.
+func contextPolicy(model string, window, keep int, compact, off, noCount bool) (*loop.ContextPolicy, error) {
 	switch {
 	case window < 0:
 		return nil, &usageErr{fmt.Sprintf("--context-window is %d; want a number of tokens (or leave it out for the model's known window)", window)}
-	case off && (window > 0 || keep != 0 || compact):
-		return nil, &usageErr{"--no-context-management turns context management off; --context-window, --keep-tool-results and --compact tune it: give one or the other"}
+	case off && (window > 0 || keep != 0 || compact || noCount):
+		return nil, &usageErr{"--no-context-management turns context management off; --context-window, --keep-tool-results, --compact and --no-count-tokens tune it: give one or the other"}
 	case off:
 		return nil, nil
 	}
 	if _, known := loop.KnownWindow(model); window == 0 && !known && keep == 0 && !compact {
 		return nil, nil
 	}
-	p, err := loop.ResolveContextPolicy(loop.ContextPolicy{Window: window, KeepToolResults: keep, Compact: compact}, model)
+	p, err := loop.ResolveContextPolicy(loop.ContextPolicy{Window: window, KeepToolResults: keep, Compact: compact, CountTokens: !noCount}, model)
 	if err != nil {
 		return nil, &usageErr{err.Error()}
 	}
@@ -223,6 +225,9 @@ Context (on by default when the model's window is known or given):
   --compact              when clearing is not enough, the model summarizes the earlier turns
                          (a request of its own, counted in the run's tokens and cost) and the
                          run goes on from the prompt, the summary and the latest turns
+  --no-count-tokens      near the window, decide on the estimate alone (by default a request
+                         that may near it is first counted by the provider: Anthropic,
+                         Gemini and OpenAI Responses; a count that fails leaves the estimate)
   --no-context-management  send the whole history every turn
 
 Budgets (0 or absent means the default):
