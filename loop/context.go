@@ -57,6 +57,10 @@ type ContextPolicy struct {
 	// (count.go). A model that cannot count, or a count that fails,
 	// leaves the estimate to decide.
 	CountTokens bool `json:"count_tokens,omitempty"`
+	// ClearReasoning lets an edit clear the reasoning (and the provider's
+	// reasoning state) of assistant messages before the current tool-use
+	// cycle, before any tool result (reasoning_clear.go).
+	ClearReasoning bool `json:"clear_reasoning,omitempty"`
 }
 
 // MinContextWindow is the smallest window a ContextPolicy takes: below
@@ -142,6 +146,9 @@ type ContextEdit struct {
 	Reason string `json:"reason"`
 	// Cleared lists the tool results replaced by a note, oldest first.
 	Cleared []ClearedResult `json:"cleared"`
+	// Reasoning lists the assistant messages whose reasoning was
+	// cleared, oldest first (ContextPolicy.ClearReasoning).
+	Reasoning []ClearedReasoning `json:"reasoning,omitempty"`
 	// TokensBefore and TokensAfter are the next request's estimate.
 	TokensBefore int `json:"tokens_before"`
 	TokensAfter  int `json:"tokens_after"`
@@ -208,10 +215,15 @@ type contextMemory struct {
 	// cannot count (count.go).
 	// Fresh estimates the messages added since the provider last
 	// reported its count: the part of the estimate that may be wrong.
-	Fresh      int  `json:"fresh,omitempty"`
-	Counted    int  `json:"counted,omitempty"`
-	CountAsked bool `json:"count_asked,omitempty"`
-	NoCounter  bool `json:"no_counter,omitempty"`
+	Fresh int `json:"fresh,omitempty"`
+	// Thoughts lists the assistant messages that still carry reasoning,
+	// in order; Cycle is the index of the latest user message, where the
+	// current tool-use cycle begins (reasoning_clear.go).
+	Thoughts   []heldThought `json:"thoughts,omitempty"`
+	Cycle      int           `json:"cycle,omitempty"`
+	Counted    int           `json:"counted,omitempty"`
+	CountAsked bool          `json:"count_asked,omitempty"`
+	NoCounter  bool          `json:"no_counter,omitempty"`
 }
 
 type heldResult struct {
@@ -249,6 +261,7 @@ func (c *contextMemory) add(m *llm.Message) {
 	if m.Role == llm.RoleAssistant {
 		c.Turns = append(c.Turns, at)
 	}
+	c.noteMessage(at, m)
 }
 
 // messageTokens estimates a message's tokens: its JSON's bytes / 4, a
@@ -299,7 +312,7 @@ func (c *contextMemory) calibrate(u llm.Usage) {
 func (c *contextMemory) plan(reason string, target int) *ContextEdit {
 	p := &c.Policy
 	e := &ContextEdit{Reason: reason, TokensBefore: c.estimate()}
-	est := e.TokensBefore
+	est := c.planReasoning(e, e.TokensBefore, target)
 	clearable := len(c.Held) - max(p.KeepToolResults, 0)
 	for i := 0; i < clearable && est > target; i++ {
 		h := c.Held[i]
@@ -314,7 +327,7 @@ func (c *contextMemory) plan(reason string, target int) *ContextEdit {
 		e.Cleared = append(e.Cleared, ClearedResult{CallID: h.CallID, Tool: h.Tool, Tokens: h.Tokens})
 	}
 	e.TokensAfter = est
-	if len(e.Cleared) == 0 {
+	if len(e.Cleared) == 0 && len(e.Reasoning) == 0 {
 		return nil
 	}
 	return e
@@ -416,6 +429,7 @@ func contextEdited(s *State, ev *Event) Effect {
 		held = append(held, h)
 	}
 	c.Held = held
+	c.clearReasoning(s, e)
 	s.unsee(gone)
 	// Clearing may not be enough: compaction comes next, if configured.
 	return beforeRequest(s)
@@ -578,6 +592,7 @@ func contextSummarized(s *State, ev *Event) Effect {
 		}
 	}
 	c.Held, c.Turns, c.Compacted = held, turns, true
+	c.shiftThoughts(e.From, e.Through)
 	c.changed()
 	s.unsee(gone)
 	b := s.Budgets
@@ -600,6 +615,10 @@ func (e *ContextEdit) String() string {
 	for i, r := range e.Cleared {
 		ids[i] = r.CallID
 	}
-	return "cleared " + strconv.Itoa(len(e.Cleared)) + " tool result(s) (" + strings.Join(ids, ", ") + "), tokens " +
+	reasoning := ""
+	if n := len(e.Reasoning); n > 0 {
+		reasoning = " and the reasoning of " + strconv.Itoa(n) + " earlier message(s)"
+	}
+	return "cleared " + strconv.Itoa(len(e.Cleared)) + " tool result(s) (" + strings.Join(ids, ", ") + ")" + reasoning + ", tokens " +
 		strconv.Itoa(e.TokensBefore) + " -> " + strconv.Itoa(e.TokensAfter) + " (" + e.Reason + ")"
 }
