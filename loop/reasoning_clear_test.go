@@ -27,7 +27,9 @@ func TestClearReasoningOfEarlierCycles(t *testing.T) {
 		City string `json:"city"`
 	}
 	weather := tool.MustNew(tool.Spec[weatherIn]{Name: "get_weather", Description: "current weather"},
-		func(_ context.Context, in weatherIn) (map[string]int, error) { return map[string]int{"temp_c": 12}, nil })
+		func(_ context.Context, in weatherIn) (map[string]int, error) {
+			return map[string]int{"temp_c": 12}, nil
+		})
 	reg, err := tool.NewRegistry(weather)
 	if err != nil {
 		t.Fatal(err)
