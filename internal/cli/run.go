@@ -30,6 +30,7 @@ func (c *cli) runCmd(ctx context.Context, drv Driver, args []string) int {
 	noContext := fs.Bool("no-context-management", false, "send the whole history every turn, however long")
 	compact := fs.Bool("compact", false, "when clearing old tool results is not enough, have the model summarize the earlier turns")
 	noCount := fs.Bool("no-count-tokens", false, "near the window, decide on the estimate alone rather than the provider's token count")
+	keepReasoning := fs.Bool("keep-reasoning", false, "never clear the reasoning of turns before the latest prompt when clearing for the window")
 	open := drv.Flags("run", fs)
 	pos, err := parseFlags(fs, args)
 	if err != nil {
@@ -59,7 +60,7 @@ func (c *cli) runCmd(ctx context.Context, drv Driver, args []string) int {
 	if err != nil {
 		return c.fail("run", err)
 	}
-	cp, err := contextPolicy(*model, *window, *keep, *compact, *noContext, *noCount)
+	cp, err := contextPolicy(*model, *window, *keep, *compact, *noContext, *noCount, *keepReasoning)
 	if err != nil {
 		return c.fail("run", err)
 	}
@@ -92,20 +93,21 @@ func (c *cli) runCmd(ctx context.Context, drv Driver, args []string) int {
 // contextPolicy is the run's context management as its flags ask: on
 // when the model's window is given or built in (or --keep-tool-results
 // is given), unless --no-context-management; near the window the
-// provider counts the request, unless --no-count-tokens.
-func contextPolicy(model string, window, keep int, compact, off, noCount bool) (*loop.ContextPolicy, error) {
+// provider counts the request, unless --no-count-tokens; a clearing
+// clears the reasoning of earlier cycles too, unless --keep-reasoning.
+func contextPolicy(model string, window, keep int, compact, off, noCount, keepReasoning bool) (*loop.ContextPolicy, error) {
 	switch {
 	case window < 0:
 		return nil, &usageErr{fmt.Sprintf("--context-window is %d; want a number of tokens (or leave it out for the model's known window)", window)}
-	case off && (window > 0 || keep != 0 || compact || noCount):
-		return nil, &usageErr{"--no-context-management turns context management off; --context-window, --keep-tool-results, --compact and --no-count-tokens tune it: give one or the other"}
+	case off && (window > 0 || keep != 0 || compact || noCount || keepReasoning):
+		return nil, &usageErr{"--no-context-management turns context management off; --context-window, --keep-tool-results, --compact, --no-count-tokens and --keep-reasoning tune it: give one or the other"}
 	case off:
 		return nil, nil
 	}
 	if _, known := loop.KnownWindow(model); window == 0 && !known && keep == 0 && !compact {
 		return nil, nil
 	}
-	p, err := loop.ResolveContextPolicy(loop.ContextPolicy{Window: window, KeepToolResults: keep, Compact: compact, CountTokens: !noCount}, model)
+	p, err := loop.ResolveContextPolicy(loop.ContextPolicy{Window: window, KeepToolResults: keep, Compact: compact, CountTokens: !noCount, ClearReasoning: !keepReasoning}, model)
 	if err != nil {
 		return nil, &usageErr{err.Error()}
 	}
@@ -228,6 +230,9 @@ Context (on by default when the model's window is known or given):
   --no-count-tokens      near the window, decide on the estimate alone (by default a request
                          that may near it is first counted by the provider: Anthropic,
                          Gemini and OpenAI Responses; a count that fails leaves the estimate)
+  --keep-reasoning       never clear old reasoning (by default a clearing also drops the
+                         reasoning state of turns before the latest prompt, which no
+                         provider needs back)
   --no-context-management  send the whole history every turn
 
 Budgets (0 or absent means the default):
