@@ -198,6 +198,9 @@ Model and tools:
   --cache-ttl TTL        anthropic: keep the cache 5m after its last use (the default;
                          writes cost 1.25x input) or 1h (writes cost 2x); a run started
                          with 5m is resumed without it
+  --server-clear-tool-uses TOKENS  anthropic: the API clears old tool results on its side once
+                         a request passes TOKENS input tokens (context editing, a beta);
+                         these edits are not in the run's log
   --confirm-writes       pause before every write until a person approves it
   --slow-writes D        with --tools orders: each write answers D after it is applied
                          (a drill: the window where a crash leaves a write's outcome unknown)
