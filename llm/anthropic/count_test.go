@@ -97,3 +97,18 @@ func TestCountTokensBadRequest(t *testing.T) {
 		t.Fatalf("err = %v after %d requests; want a bad request and none sent", err, len(s.requests()))
 	}
 }
+
+// The writes to the hour-long cache are reported apart (part of the
+// writes), from the usage's cache_creation, so that a run is priced
+// right whoever chose the cache's lifetime.
+func TestCacheWrite1hUsage(t *testing.T) {
+	s := newServer(t, ok("cache_write_1h.json"))
+	resp, err := New(s.client(), nil).Generate(context.Background(), countRequest())
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := llm.Usage{InputTokens: 60 + 1800 + 30, OutputTokens: 20, CachedInputTokens: 30, CacheWriteTokens: 1800, CacheWrite1hTokens: 1200, ReasoningTokens: 5}
+	if resp.Usage != want {
+		t.Fatalf("usage %+v, want %+v", resp.Usage, want)
+	}
+}
