@@ -106,6 +106,7 @@ func TestCountTokensKeepsRequestsInsideTheWindow(t *testing.T) {
 		if api.refused == 0 || api.counts != 0 {
 			t.Fatalf("%d refused, %d counts; want a refusal and no count (the estimate is half the count)", api.refused, api.counts)
 		}
+		t.Logf("on the estimate alone: %d requests refused, largest sent %d tokens", api.refused, api.maxTokens)
 	})
 	t.Run("counted", func(t *testing.T) {
 		api, res := run(t, true, 0)
