@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"time"
 
 	"github.com/toolloop/toolloop/llm"
@@ -60,16 +61,30 @@ func CountRequest(ctx context.Context, m llm.Model, req *llm.Request) Event {
 }
 
 // CountEvent is the tokens_counted event of a count of n tokens, or of a
-// count that failed with err. A count of errors.ErrUnsupported marks the
-// model as one that cannot count.
+// count that failed with err. A failure that says the model cannot count
+// (errors.ErrUnsupported, or a server that has no such endpoint: HTTP
+// 404, 405 or 501, as an OpenAI-compatible server without
+// responses/input_tokens answers) marks the model as one not to ask
+// again in the run.
 func CountEvent(n int64, err error) Event {
 	switch {
 	case err != nil:
-		return Event{Kind: TokensCounted, Count: &TokenCount{Error: "counting failed, the estimate stands: " + err.Error(), Unsupported: errors.Is(err, errors.ErrUnsupported)}}
+		return Event{Kind: TokensCounted, Count: &TokenCount{Error: "counting failed, the estimate stands: " + err.Error(), Unsupported: cannotCount(err)}}
 	case n <= 0:
 		return Event{Kind: TokensCounted, Count: &TokenCount{Error: fmt.Sprintf("the provider counted %d tokens, which cannot be: the estimate stands", n)}}
 	}
 	return Event{Kind: TokensCounted, Count: &TokenCount{Tokens: int(min(n, 1<<40))}}
+}
+
+func cannotCount(err error) bool {
+	var le *llm.Error
+	if errors.As(err, &le) {
+		switch le.StatusCode {
+		case http.StatusNotFound, http.StatusMethodNotAllowed, http.StatusNotImplemented:
+			return true
+		}
+	}
+	return errors.Is(err, errors.ErrUnsupported)
 }
 
 // shouldCount says whether the next request is to be counted before the

@@ -3,6 +3,7 @@ package loop_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -163,5 +164,27 @@ func TestCountTokensUnsupported(t *testing.T) {
 	if len(counts) != 1 || !counts[0].Unsupported {
 		b, _ := json.Marshal(counts)
 		t.Fatalf("tokens_counted events %s; want one, unsupported", b)
+	}
+}
+
+// A count that fails because the server has no count endpoint (an
+// OpenAI-compatible server without responses/input_tokens) marks the
+// model as one not to ask again; a count that may succeed later does
+// not.
+func TestCountEventUnsupported(t *testing.T) {
+	for _, c := range []struct {
+		err  error
+		want bool
+	}{
+		{&llm.Error{Kind: llm.KindNotFound, StatusCode: http.StatusNotFound, Err: errors.New("404 page not found")}, true},
+		{&llm.Error{Kind: llm.KindBadRequest, StatusCode: http.StatusMethodNotAllowed, Err: errors.New("method not allowed")}, true},
+		{fmt.Errorf("proxy: %w", errors.ErrUnsupported), true},
+		{&llm.Error{Kind: llm.KindRateLimited, StatusCode: http.StatusTooManyRequests, Retryable: true, Err: errors.New("rate limited")}, false},
+		{&llm.Error{Kind: llm.KindUnavailable, StatusCode: 529, Retryable: true, Err: errors.New("overloaded")}, false},
+	} {
+		ev := loop.CountEvent(0, c.err)
+		if ev.Kind != loop.TokensCounted || ev.Count.Unsupported != c.want || ev.Count.Tokens != 0 || !strings.Contains(ev.Count.Error, c.err.Error()) {
+			t.Errorf("CountEvent(%v) = %+v; want unsupported %v and the error", c.err, ev.Count, c.want)
+		}
 	}
 }
