@@ -3,7 +3,9 @@ package temporal_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -69,7 +71,70 @@ func (m *denseModel) Generate(_ context.Context, req *llm.Request) (*llm.Respons
 // tokenizer is twice as dense as the estimate, no request is refused,
 // and the run's tokens_counted events are the in-process run's.
 func TestCountTokensOnTemporal(t *testing.T) {
-	const turns, size, window = 30, 16_000, 40_000
+	const turns, window = 30, countWindow
+	model := &denseModel{window: window, lastTurn: turns}
+	res, reg := countRun(t, model, turns)
+	if res.Status != loop.FinalAnswer || model.refused != 0 || model.maxTokens > window || model.counted == 0 {
+		t.Fatalf("%s, %d refused, largest %d tokens, %d counts: %s", res.Status, model.refused, model.maxTokens, model.counted, res.Detail)
+	}
+
+	local := &denseModel{window: window, lastTurn: turns}
+	want, err := loop.Run(context.Background(), loop.Config{Model: local, ModelName: "scripted", Tools: reg, Context: countPolicy(window), Budgets: countBudgets(turns),
+		NewRunID: func() string { return "run-count" }}, []llm.Message{llm.UserMessage("read every page")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, wantCounts := counts(res.Events), counts(want.Events); got != wantCounts {
+		t.Fatalf("tokens_counted on Temporal:\n%s\nin process:\n%s", got, wantCounts)
+	}
+	t.Logf("%d of %d turns counted, largest request %d tokens (window %d)", model.counted, turns+1, model.maxTokens, window)
+}
+
+// failingCounter is a denseModel whose count always fails as an
+// overloaded provider's does.
+type failingCounter struct{ *denseModel }
+
+func (failingCounter) CountTokens(context.Context, *llm.Request) (int64, error) {
+	return 0, &llm.Error{Kind: llm.KindUnavailable, StatusCode: 529, Retryable: true, Err: errors.New("overloaded_error: Overloaded")}
+}
+
+// A count that fails on a worker is recorded and the run goes on, on its
+// estimate, to its final answer.
+func TestCountFailsOnTemporal(t *testing.T) {
+	const turns, window = 30, countWindow
+	model := failingCounter{&denseModel{window: window, lastTurn: turns}}
+	res, _ := countRun(t, model, turns)
+	failed := 0
+	for _, ev := range res.Events {
+		if ev.Kind == loop.TokensCounted {
+			if ev.Count.Tokens != 0 || !strings.Contains(ev.Count.Error, "Overloaded") {
+				t.Fatalf("tokens_counted %+v; want the provider's failure", ev.Count)
+			}
+			failed++
+		}
+	}
+	if res.Status != loop.FinalAnswer || failed == 0 {
+		t.Fatalf("%s after %d failed counts: %s", res.Status, failed, res.Detail)
+	}
+}
+
+// countWindow is the window of the counting runs, in tokens.
+const countWindow = 40_000
+
+func countPolicy(window int) *loop.ContextPolicy {
+	return &loop.ContextPolicy{Window: window, Margin: 1000, KeepToolResults: 1, CountTokens: true}
+}
+
+func countBudgets(turns int) loop.Budgets {
+	return loop.Budgets{MaxSteps: turns + 5, MaxToolCalls: turns + 5, Deadline: time.Hour}
+}
+
+// countRun runs turns turns of 16,000-byte pages against model on the
+// SDK's test environment, with countPolicy, and returns the result and
+// the tools.
+func countRun(t *testing.T, model llm.Model, turns int) (*loop.Result, *tool.Registry) {
+	t.Helper()
+	const size = 16_000
 	type in struct {
 		Page int `json:"page"`
 	}
@@ -82,11 +147,6 @@ func TestCountTokensOnTemporal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	policy := &loop.ContextPolicy{Window: window, Margin: 1000, KeepToolResults: 1, CountTokens: true}
-	budgets := loop.Budgets{MaxSteps: turns + 5, MaxToolCalls: turns + 5, Deadline: time.Hour}
-	msgs := []llm.Message{llm.UserMessage("read every page")}
-
-	model := &denseModel{window: window, lastTurn: turns}
 	blobs := store.NewMemory()
 	acts, err := temporal.NewActivities(temporal.Config{Model: model, Tools: reg, Blobs: blobs})
 	if err != nil {
@@ -99,7 +159,7 @@ func TestCountTokensOnTemporal(t *testing.T) {
 	temporal.RegisterWorkflow(env)
 	acts.Register(env)
 	env.ExecuteWorkflow(temporal.WorkflowName, temporal.RunInput{RunID: "run-count", Model: "scripted",
-		Messages: msgs, Context: policy, Budgets: budgets})
+		Messages: []llm.Message{llm.UserMessage("read every page")}, Context: countPolicy(countWindow), Budgets: countBudgets(turns)})
 	if err := env.GetWorkflowError(); err != nil {
 		t.Fatal(err)
 	}
@@ -107,20 +167,7 @@ func TestCountTokensOnTemporal(t *testing.T) {
 	if err := env.GetWorkflowResult(&out); err != nil {
 		t.Fatal(err)
 	}
-	res := readResult(t, blobs, out)
-	if res.Status != loop.FinalAnswer || model.refused != 0 || model.maxTokens > window || model.counted == 0 {
-		t.Fatalf("%s, %d refused, largest %d tokens, %d counts: %s", res.Status, model.refused, model.maxTokens, model.counted, res.Detail)
-	}
-
-	local := &denseModel{window: window, lastTurn: turns}
-	want, err := loop.Run(context.Background(), loop.Config{Model: local, ModelName: "scripted", Tools: reg, Context: policy, Budgets: budgets, NewRunID: func() string { return "run-count" }}, msgs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got, wantCounts := counts(res.Events), counts(want.Events); got != wantCounts {
-		t.Fatalf("tokens_counted on Temporal:\n%s\nin process:\n%s", got, wantCounts)
-	}
-	t.Logf("%d of %d turns counted, largest request %d tokens (window %d)", model.counted, turns+1, model.maxTokens, window)
+	return readResult(t, blobs, out), reg
 }
 
 // counts lists a log's tokens_counted events, each with the event
