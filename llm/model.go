@@ -110,6 +110,10 @@ type Usage struct {
 	// prompt cache (Anthropic's cache_creation_input_tokens), part of
 	// InputTokens; some providers charge more for them.
 	CacheWriteTokens int64 `json:"cache_write_tokens,omitempty"`
+	// CacheWrite1hTokens are the cache writes to a cache that lives an
+	// hour (Anthropic's ttl "1h", billed above its 5-minute writes),
+	// part of CacheWriteTokens.
+	CacheWrite1hTokens int64 `json:"cache_write_1h_tokens,omitempty"`
 	// ReasoningTokens are the output tokens the model spent thinking,
 	// part of OutputTokens.
 	ReasoningTokens int64 `json:"reasoning_tokens,omitempty"`
@@ -119,11 +123,12 @@ type Usage struct {
 // int64 rather than wrapping round to a negative number.
 func (u Usage) Add(v Usage) Usage {
 	return Usage{
-		InputTokens:       addSat(u.InputTokens, v.InputTokens),
-		OutputTokens:      addSat(u.OutputTokens, v.OutputTokens),
-		CachedInputTokens: addSat(u.CachedInputTokens, v.CachedInputTokens),
-		CacheWriteTokens:  addSat(u.CacheWriteTokens, v.CacheWriteTokens),
-		ReasoningTokens:   addSat(u.ReasoningTokens, v.ReasoningTokens),
+		InputTokens:        addSat(u.InputTokens, v.InputTokens),
+		OutputTokens:       addSat(u.OutputTokens, v.OutputTokens),
+		CachedInputTokens:  addSat(u.CachedInputTokens, v.CachedInputTokens),
+		CacheWriteTokens:   addSat(u.CacheWriteTokens, v.CacheWriteTokens),
+		CacheWrite1hTokens: addSat(u.CacheWrite1hTokens, v.CacheWrite1hTokens),
+		ReasoningTokens:    addSat(u.ReasoningTokens, v.ReasoningTokens),
 	}
 }
 
@@ -146,6 +151,7 @@ func (u Usage) Clamped() Usage {
 	u.OutputTokens = max(u.OutputTokens, 0)
 	u.CachedInputTokens = min(max(u.CachedInputTokens, 0), u.InputTokens)
 	u.CacheWriteTokens = min(max(u.CacheWriteTokens, 0), u.InputTokens-u.CachedInputTokens)
+	u.CacheWrite1hTokens = min(max(u.CacheWrite1hTokens, 0), u.CacheWriteTokens)
 	u.ReasoningTokens = max(u.ReasoningTokens, 0)
 	if u.ReasoningTokens > u.OutputTokens {
 		u.OutputTokens = addSat(u.OutputTokens, u.ReasoningTokens)

@@ -35,6 +35,9 @@ func TestUsageClamped(t *testing.T) {
 		{llm.Usage{InputTokens: 307, OutputTokens: 26, ReasoningTokens: 227},
 			llm.Usage{InputTokens: 307, OutputTokens: 253, ReasoningTokens: 227}},
 		{llm.Usage{OutputTokens: -3, ReasoningTokens: 9}, llm.Usage{OutputTokens: 9, ReasoningTokens: 9}},
+		// Hour-long writes are part of the writes.
+		{llm.Usage{InputTokens: 100, CacheWriteTokens: 40, CacheWrite1hTokens: 70}, llm.Usage{InputTokens: 100, CacheWriteTokens: 40, CacheWrite1hTokens: 40}},
+		{llm.Usage{InputTokens: 100, CacheWriteTokens: 40, CacheWrite1hTokens: -7}, llm.Usage{InputTokens: 100, CacheWriteTokens: 40}},
 	} {
 		if got := tc.in.Clamped(); got != tc.want {
 			t.Errorf("%+v.Clamped() = %+v, want %+v", tc.in, got, tc.want)

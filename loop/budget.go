@@ -121,6 +121,13 @@ type Price struct {
 	// plain input, and prices recorded before this field priced writes as
 	// input.
 	CacheWriteInputPerMTok float64 `json:"cache_write_input_per_mtok,omitempty"`
+	// CacheWrite1hInputPerMTok is the rate of the writes to a cache that
+	// lives an hour (llm.Usage.CacheWrite1hTokens; Anthropic: 2 times the
+	// input rate). Zero means CacheWriteInputPerMTok's rate. The provider
+	// reports which writes were which, so a run is priced right whoever
+	// chose the cache's lifetime (a Temporal worker, say, which the
+	// client that recorded the price does not know).
+	CacheWrite1hInputPerMTok float64 `json:"cache_write_1h_input_per_mtok,omitempty"`
 	// OutputPerMTok is the rate of output, reasoning tokens included.
 	OutputPerMTok float64 `json:"output_per_mtok"`
 }
@@ -137,8 +144,14 @@ func (p Price) Cost(u llm.Usage) float64 {
 	if write == 0 {
 		write = p.InputPerMTok
 	}
+	write1h := p.CacheWrite1hInputPerMTok
+	if write1h == 0 {
+		write1h = write
+	}
+	hour := min(max(u.CacheWrite1hTokens, 0), u.CacheWriteTokens)
 	return (float64(uncached)*p.InputPerMTok +
 		float64(u.CachedInputTokens)*p.CachedInputPerMTok +
-		float64(u.CacheWriteTokens)*write +
+		float64(u.CacheWriteTokens-hour)*write +
+		float64(hour)*write1h +
 		float64(u.OutputTokens)*p.OutputPerMTok) / 1e6
 }

@@ -51,6 +51,16 @@ type ContextPolicy struct {
 	// SummaryModel is the model name sent with the summary request;
 	// empty for the run's model.
 	SummaryModel string `json:"summary_model,omitempty"`
+	// CountTokens has the provider count the next request
+	// (llm.TokenCounter) once the estimate comes within two margins of
+	// the window, and decides on the count rather than the estimate
+	// (count.go). A model that cannot count, or a count that fails,
+	// leaves the estimate to decide.
+	CountTokens bool `json:"count_tokens,omitempty"`
+	// ClearReasoning lets an edit clear the reasoning (and the provider's
+	// reasoning state) of assistant messages before the current tool-use
+	// cycle, before any tool result (reasoning_clear.go).
+	ClearReasoning bool `json:"clear_reasoning,omitempty"`
 }
 
 // MinContextWindow is the smallest window a ContextPolicy takes: below
@@ -136,6 +146,9 @@ type ContextEdit struct {
 	Reason string `json:"reason"`
 	// Cleared lists the tool results replaced by a note, oldest first.
 	Cleared []ClearedResult `json:"cleared"`
+	// Reasoning lists the assistant messages whose reasoning was
+	// cleared, oldest first (ContextPolicy.ClearReasoning).
+	Reasoning []ClearedReasoning `json:"reasoning,omitempty"`
 	// TokensBefore and TokensAfter are the next request's estimate.
 	TokensBefore int `json:"tokens_before"`
 	TokensAfter  int `json:"tokens_after"`
@@ -196,6 +209,21 @@ type contextMemory struct {
 	Lead  int   `json:"lead,omitempty"`
 	Sizes []int `json:"sizes,omitempty"`
 	Turns []int `json:"turns,omitempty"`
+	// Counted is the provider's count of the next request while the
+	// history is as counted (0: none); CountAsked is set once a count was
+	// asked for it, answered or not; NoCounter once the model said it
+	// cannot count (count.go).
+	// Fresh estimates the messages added since the provider last
+	// reported its count: the part of the estimate that may be wrong.
+	Fresh int `json:"fresh,omitempty"`
+	// Thoughts lists the assistant messages that still carry reasoning,
+	// in order; Cycle is the index of the latest user message, where the
+	// current tool-use cycle begins (reasoning_clear.go).
+	Thoughts   []heldThought `json:"thoughts,omitempty"`
+	Cycle      int           `json:"cycle,omitempty"`
+	Counted    int           `json:"counted,omitempty"`
+	CountAsked bool          `json:"count_asked,omitempty"`
+	NoCounter  bool          `json:"no_counter,omitempty"`
 }
 
 type heldResult struct {
@@ -210,13 +238,21 @@ type heldResult struct {
 	Hash uint64 `json:"h,omitempty"`
 }
 
-// estimate is the next request's estimated size in tokens.
-func (c *contextMemory) estimate() int { return c.Tokens + c.Overhead }
+// estimate is the next request's estimated size in tokens: the
+// provider's count when it counted the history as it is.
+func (c *contextMemory) estimate() int {
+	if c.Counted > 0 {
+		return c.Counted
+	}
+	return c.Tokens + c.Overhead
+}
 
 // add counts a message appended to the history.
 func (c *contextMemory) add(m *llm.Message) {
 	n := messageTokens(m)
+	c.changed()
 	c.Tokens += n
+	c.Fresh += n
 	at := len(c.Sizes)
 	c.Sizes = append(c.Sizes, n)
 	if m.Result != nil {
@@ -225,6 +261,7 @@ func (c *contextMemory) add(m *llm.Message) {
 	if m.Role == llm.RoleAssistant {
 		c.Turns = append(c.Turns, at)
 	}
+	c.noteMessage(at, m)
 }
 
 // messageTokens estimates a message's tokens: its JSON's bytes / 4, a
@@ -265,6 +302,7 @@ func referencedSize(content json.RawMessage) (int, bool) {
 // calibrate learns the overhead from a response's reported input tokens.
 func (c *contextMemory) calibrate(u llm.Usage) {
 	if u.InputTokens > 0 {
+		c.Fresh = 0
 		c.Overhead = max(0, int(min(u.InputTokens, 1<<40))-c.Tokens)
 	}
 }
@@ -274,7 +312,7 @@ func (c *contextMemory) calibrate(u llm.Usage) {
 func (c *contextMemory) plan(reason string, target int) *ContextEdit {
 	p := &c.Policy
 	e := &ContextEdit{Reason: reason, TokensBefore: c.estimate()}
-	est := e.TokensBefore
+	est := c.planReasoning(e, e.TokensBefore, target)
 	clearable := len(c.Held) - max(p.KeepToolResults, 0)
 	for i := 0; i < clearable && est > target; i++ {
 		h := c.Held[i]
@@ -289,7 +327,7 @@ func (c *contextMemory) plan(reason string, target int) *ContextEdit {
 		e.Cleared = append(e.Cleared, ClearedResult{CallID: h.CallID, Tool: h.Tool, Tokens: h.Tokens})
 	}
 	e.TokensAfter = est
-	if len(e.Cleared) == 0 {
+	if len(e.Cleared) == 0 && len(e.Reasoning) == 0 {
 		return nil
 	}
 	return e
@@ -309,6 +347,9 @@ func clearedResult(callID, tool string) *llm.ToolResult {
 // window with nothing left to clear, else RequestModel.
 func beforeRequest(s *State) Effect {
 	c := s.ctx
+	if c != nil && c.shouldCount() {
+		return Effect{Kind: CountTokens}
+	}
 	if c == nil || c.Policy.Window <= 0 || c.estimate() <= c.Policy.Window-c.Policy.Margin {
 		return Effect{Kind: RequestModel}
 	}
@@ -337,6 +378,7 @@ func promptTooLong(s *State, ev *Event) Effect {
 	if w := c.Policy.Window; w > 0 {
 		// The provider counted more than the window: the estimate was
 		// low by at least the difference.
+		c.Counted = 0
 		c.Overhead = max(c.Overhead, w+1-c.Tokens)
 		target = c.Policy.LowWater
 	}
@@ -366,6 +408,7 @@ func contextEdited(s *State, ev *Event) Effect {
 	// The history is copied before the edit: a caller may still hold
 	// the history of the request before (State.History).
 	s.Messages = slices.Clone(s.Messages)
+	c.changed()
 	for i := range s.Messages {
 		m := &s.Messages[i]
 		if m.Result != nil && cleared[m.Result.CallID] {
@@ -386,6 +429,7 @@ func contextEdited(s *State, ev *Event) Effect {
 		held = append(held, h)
 	}
 	c.Held = held
+	c.clearReasoning(s, e)
 	s.unsee(gone)
 	// Clearing may not be enough: compaction comes next, if configured.
 	return beforeRequest(s)
@@ -548,6 +592,8 @@ func contextSummarized(s *State, ev *Event) Effect {
 		}
 	}
 	c.Held, c.Turns, c.Compacted = held, turns, true
+	c.shiftThoughts(e.From, e.Through)
+	c.changed()
 	s.unsee(gone)
 	b := s.Budgets
 	switch {
@@ -569,6 +615,10 @@ func (e *ContextEdit) String() string {
 	for i, r := range e.Cleared {
 		ids[i] = r.CallID
 	}
-	return "cleared " + strconv.Itoa(len(e.Cleared)) + " tool result(s) (" + strings.Join(ids, ", ") + "), tokens " +
+	reasoning := ""
+	if n := len(e.Reasoning); n > 0 {
+		reasoning = " and the reasoning of " + strconv.Itoa(n) + " earlier message(s)"
+	}
+	return "cleared " + strconv.Itoa(len(e.Cleared)) + " tool result(s) (" + strings.Join(ids, ", ") + ")" + reasoning + ", tokens " +
 		strconv.Itoa(e.TokensBefore) + " -> " + strconv.Itoa(e.TokensAfter) + " (" + e.Reason + ")"
 }

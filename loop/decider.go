@@ -253,6 +253,8 @@ func next(s *State, ev *Event) Effect {
 		return contextEdited(s, ev)
 	case ContextSummarized:
 		return contextSummarized(s, ev)
+	case TokensCounted:
+		return tokensCounted(s, ev)
 	}
 	return stop(s, ProtocolError, fmt.Sprintf("driver error: unexpected event %q", ev.Kind))
 }

@@ -39,6 +39,10 @@ type Driver interface {
 	// Summarize performs a Summarize effect: a model request for the
 	// summary r describes (SummaryMessages), recorded by SummaryEvent.
 	Summarize(r *SummaryRequest) Event
+	// CountTokens performs a CountTokens effect: the provider's count of
+	// the request RequestModel would send now (CountRequest), recorded
+	// as a tokens_counted event; a count that fails is recorded too.
+	CountTokens() Event
 	// Idle is called when the run has nothing left to do (effect None).
 	// A driver that waits for the answers to a paused run returns the
 	// event to go on with (Resumed) and true once they came; false ends
@@ -91,6 +95,8 @@ func perform(d Driver, eff Effect) (Event, error) {
 		return d.ExecuteStage(eff.Stage, eff.Calls), nil
 	case Summarize:
 		return d.Summarize(eff.Summary), nil
+	case CountTokens:
+		return d.CountTokens(), nil
 	case EditContext:
 		// The decider made the edit: the driver records it.
 		return Event{Kind: ContextEdited, Edit: eff.Edit}, nil

@@ -94,6 +94,8 @@ type Event struct {
 	Confirmation *Confirmation `json:"confirmation,omitempty"`
 	// ContextEdited, ContextSummarized.
 	Edit *ContextEdit `json:"edit,omitempty"`
+	// TokensCounted.
+	Count *TokenCount `json:"count,omitempty"`
 }
 
 // Confirmation is a human's answer to a call that needed confirmation.

@@ -13,6 +13,11 @@ import (
 
 func near(a, b float64) bool { return math.Abs(a-b) < 1e-9 }
 
+func withHour(p loop.Price, rate float64) loop.Price {
+	p.CacheWrite1hInputPerMTok = rate
+	return p
+}
+
 // Cost charges each part of the input at its own rate: plain input,
 // cache reads, cache writes (at the input rate unless the price says
 // otherwise); reasoning is output and costs nothing on top of it.
@@ -37,6 +42,11 @@ func TestPriceCost(t *testing.T) {
 		{"reasoning is output", sonnet, llm.Usage{OutputTokens: 100_000, ReasoningTokens: 100_000}, 1.5},
 		// A report whose parts exceed the input charges no negative
 		// plain input.
+		// The hour-long cache's writes at their own rate, the rest at
+		// the 5-minute rate; without a 1h rate, all at the write rate.
+		{"hour-long writes", withHour(sonnet, 6), llm.Usage{InputTokens: 1_000_000, CacheWriteTokens: 1_000_000, CacheWrite1hTokens: 600_000}, 0.4*3.75 + 0.6*6},
+		{"no 1h rate", sonnet, llm.Usage{InputTokens: 1_000_000, CacheWriteTokens: 1_000_000, CacheWrite1hTokens: 600_000}, 3.75},
+		{"1h writes beyond the writes", withHour(sonnet, 6), llm.Usage{InputTokens: 100, CacheWriteTokens: 100, CacheWrite1hTokens: 500}, 100 * 6 / 1e6},
 		{"parts beyond the input", sonnet, llm.Usage{InputTokens: 100, CachedInputTokens: 100, CacheWriteTokens: 100}, (100*0.30 + 100*3.75) / 1e6},
 	} {
 		if got := c.price.Cost(c.usage); !near(got, c.want) {

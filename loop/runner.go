@@ -492,10 +492,18 @@ func (d *drive) Idle() (Event, bool, error) { return Event{}, false, nil }
 
 // RequestModel asks the model for the next turn (requestModel).
 func (d *drive) RequestModel() Event {
-	cfg := &d.r.cfg
-	return d.requestModel(d.ctx, &llm.Request{Model: cfg.ModelName, Messages: slices.Clip(d.state.Messages), Tools: cfg.Tools.Definitions(),
-		Step: d.state.Steps + 1, CacheKey: CacheKey(d.state.RunID), Output: d.state.Output.Format()}, cfg.Stream)
+	return d.requestModel(d.ctx, d.nextRequest(), d.r.cfg.Stream)
 }
+
+// nextRequest is the request of the next model turn.
+func (d *drive) nextRequest() *llm.Request {
+	cfg := &d.r.cfg
+	return &llm.Request{Model: cfg.ModelName, Messages: slices.Clip(d.state.Messages), Tools: cfg.Tools.Definitions(),
+		Step: d.state.Steps + 1, CacheKey: CacheKey(d.state.RunID), Output: d.state.Output.Format()}
+}
+
+// CountTokens has the model count the next turn's request (CountRequest).
+func (d *drive) CountTokens() Event { return CountRequest(d.ctx, d.r.cfg.Model, d.nextRequest()) }
 
 // Summarize asks the model for the summary of a compaction, whole (a
 // summary is not shown as it streams), with the retries of a turn.

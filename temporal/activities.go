@@ -210,6 +210,7 @@ func (a *Activities) Register(r worker.ActivityRegistry) {
 	r.RegisterActivityWithOptions(a.ExecuteCall, activity.RegisterOptions{Name: ToolActivity})
 	r.RegisterActivityWithOptions(a.SaveLog, activity.RegisterOptions{Name: SaveLogActivity})
 	r.RegisterActivityWithOptions(a.LoadLog, activity.RegisterOptions{Name: LoadLogActivity})
+	r.RegisterActivityWithOptions(a.CountTokens, activity.RegisterOptions{Name: CountActivity})
 }
 
 // ToolsVersion returns the registry's version (tool.Registry.Version).
@@ -299,7 +300,7 @@ func (a *Activities) RequestModel(ctx context.Context, in ModelInput) (ModelOutp
 	if err != nil {
 		return ModelOutput{}, storeError(err)
 	}
-	req := llm.Request{Model: in.Model, Messages: msgs, Step: in.Step, Tools: a.cfg.Tools.Definitions(), CacheKey: loop.CacheKey(in.RunID), Output: in.Output}
+	req := a.turnRequest(in, msgs)
 	if in.Summary != nil {
 		req = llm.Request{Model: in.Summary.Model, Messages: loop.SummaryMessages(msgs, in.Summary), Step: in.Step}
 	}

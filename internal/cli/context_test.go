@@ -18,10 +18,11 @@ func TestRunContextFlags(t *testing.T) {
 		flags []string
 		want  string // the started event's context; "" for none
 	}{
-		{nil, `"context":{"window":200000,"margin":20000,"low_water":100000,"keep_tool_results":3}`},
-		{[]string{"--context-window", "60000", "--keep-tool-results", "5"}, `"context":{"window":60000,"margin":6000,"low_water":30000,"keep_tool_results":5}`},
+		{nil, `"context":{"window":200000,"margin":20000,"low_water":100000,"keep_tool_results":3,"count_tokens":true,"clear_reasoning":true}`},
+		{[]string{"--context-window", "60000", "--keep-tool-results", "5"}, `"context":{"window":60000,"margin":6000,"low_water":30000,"keep_tool_results":5,"count_tokens":true,"clear_reasoning":true}`},
 		{[]string{"--no-context-management"}, ""},
-		{[]string{"--compact"}, `"context":{"window":200000,"margin":20000,"low_water":100000,"keep_tool_results":3,"compact":true}`},
+		{[]string{"--compact"}, `"context":{"window":200000,"margin":20000,"low_water":100000,"keep_tool_results":3,"compact":true,"count_tokens":true,"clear_reasoning":true}`},
+		{[]string{"--no-count-tokens", "--keep-reasoning"}, `"context":{"window":200000,"margin":20000,"low_water":100000,"keep_tool_results":3}`},
 	} {
 		t.Run(strings.Join(tc.flags, " "), func(t *testing.T) {
 			s := newBodyServer(t, reply)
@@ -58,6 +59,8 @@ func TestRunContextFlagErrors(t *testing.T) {
 		{[]string{"--context-window", "-5"}, "--context-window is -5"},
 		{[]string{"--no-context-management", "--context-window", "60000"}, "give one or the other"},
 		{[]string{"--no-context-management", "--compact"}, "give one or the other"},
+		{[]string{"--no-context-management", "--no-count-tokens"}, "give one or the other"},
+		{[]string{"--no-context-management", "--keep-reasoning"}, "give one or the other"},
 		{[]string{"--context-window", "10"}, "smaller than any model's"},
 	} {
 		args := append([]string{"run", "--provider", "anthropic", "--model", "claude-sonnet-4-6", "--base-url", "http://127.0.0.1:1",

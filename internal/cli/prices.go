@@ -23,8 +23,11 @@ import (
 // errs on the side a budget survives:
 //   - Anthropic bills prompt-cache writes at 1.25x the input rate for its
 //     5-minute cache (toolloop run's default) and 2x for the 1-hour cache;
-//     the table has the 5-minute rate, and --cache-ttl 1h prices writes at
-//     2x the input rate instead (sourceFlags.cachePrice). Reads are 0.1x.
+//     the table has both, and Anthropic reports which writes went to which
+//     cache, so a run is priced right wherever its TTL was chosen (a
+//     Temporal worker's --cache-ttl, which the client does not know).
+//     --cache-ttl 1h also prices every write at 2x (sourceFlags.cachePrice),
+//     for a report that does not split them. Reads are 0.1x.
 //     OpenAI and Gemini do not charge extra for writing their caches, so
 //     their entries leave the cache-write rate at the input rate
 //     (loop.Price's zero).
@@ -62,14 +65,14 @@ func builtinPrices() loop.Prices {
 		// refreshes, output), 2026; writes are 1.25x the base input rate
 		// (as also listed by claudecodeguides.com, "Claude Prompt Caching
 		// Pricing Guide", 2026).
-		"claude-opus-4-6":   {InputPerMTok: 5.00, CachedInputPerMTok: 0.50, CacheWriteInputPerMTok: 6.25, OutputPerMTok: 25.00},
-		"claude-opus-4-5":   {InputPerMTok: 5.00, CachedInputPerMTok: 0.50, CacheWriteInputPerMTok: 6.25, OutputPerMTok: 25.00},
-		"claude-opus-4-1":   {InputPerMTok: 15.00, CachedInputPerMTok: 1.50, CacheWriteInputPerMTok: 18.75, OutputPerMTok: 75.00},
-		"claude-sonnet-4-6": {InputPerMTok: 3.00, CachedInputPerMTok: 0.30, CacheWriteInputPerMTok: 3.75, OutputPerMTok: 15.00},
-		"claude-sonnet-4-5": {InputPerMTok: 3.00, CachedInputPerMTok: 0.30, CacheWriteInputPerMTok: 3.75, OutputPerMTok: 15.00},
-		"claude-sonnet-4-0": {InputPerMTok: 3.00, CachedInputPerMTok: 0.30, CacheWriteInputPerMTok: 3.75, OutputPerMTok: 15.00},
-		"claude-haiku-4-5":  {InputPerMTok: 1.00, CachedInputPerMTok: 0.10, CacheWriteInputPerMTok: 1.25, OutputPerMTok: 5.00},
-		"claude-3-5-haiku":  {InputPerMTok: 0.80, CachedInputPerMTok: 0.08, CacheWriteInputPerMTok: 1.00, OutputPerMTok: 4.00},
+		"claude-opus-4-6":   {InputPerMTok: 5.00, CachedInputPerMTok: 0.50, CacheWriteInputPerMTok: 6.25, CacheWrite1hInputPerMTok: 10.00, OutputPerMTok: 25.00},
+		"claude-opus-4-5":   {InputPerMTok: 5.00, CachedInputPerMTok: 0.50, CacheWriteInputPerMTok: 6.25, CacheWrite1hInputPerMTok: 10.00, OutputPerMTok: 25.00},
+		"claude-opus-4-1":   {InputPerMTok: 15.00, CachedInputPerMTok: 1.50, CacheWriteInputPerMTok: 18.75, CacheWrite1hInputPerMTok: 30.00, OutputPerMTok: 75.00},
+		"claude-sonnet-4-6": {InputPerMTok: 3.00, CachedInputPerMTok: 0.30, CacheWriteInputPerMTok: 3.75, CacheWrite1hInputPerMTok: 6.00, OutputPerMTok: 15.00},
+		"claude-sonnet-4-5": {InputPerMTok: 3.00, CachedInputPerMTok: 0.30, CacheWriteInputPerMTok: 3.75, CacheWrite1hInputPerMTok: 6.00, OutputPerMTok: 15.00},
+		"claude-sonnet-4-0": {InputPerMTok: 3.00, CachedInputPerMTok: 0.30, CacheWriteInputPerMTok: 3.75, CacheWrite1hInputPerMTok: 6.00, OutputPerMTok: 15.00},
+		"claude-haiku-4-5":  {InputPerMTok: 1.00, CachedInputPerMTok: 0.10, CacheWriteInputPerMTok: 1.25, CacheWrite1hInputPerMTok: 2.00, OutputPerMTok: 5.00},
+		"claude-3-5-haiku":  {InputPerMTok: 0.80, CachedInputPerMTok: 0.08, CacheWriteInputPerMTok: 1.00, CacheWrite1hInputPerMTok: 1.60, OutputPerMTok: 4.00},
 
 		// Google: ai.google.dev/gemini-api/docs/pricing (paid tier, text) as
 		// summarized by deploybase.ai, "Gemini API Pricing" (data from Google's
@@ -165,7 +168,9 @@ func fileKind(m os.FileMode) string {
 // prices: {"my-model": {"input_per_mtok": 1, "cached_input_per_mtok": 0.1,
 // "cache_write_input_per_mtok": 1.25, "output_per_mtok": 4}}. A missing
 // cached rate is the input rate (no discount assumed); a missing or zero
-// cache-write rate is the input rate too.
+// cache-write rate is the input rate too; a missing or zero
+// "cache_write_1h_input_per_mtok" (the hour-long cache's writes) is the
+// cache-write rate.
 func loadPrices(path string) (loop.Prices, error) {
 	out := builtinPrices()
 	if path == "" {
@@ -176,10 +181,11 @@ func loadPrices(path string) (loop.Prices, error) {
 		return nil, err
 	}
 	var file map[string]*struct {
-		Input       *float64 `json:"input_per_mtok"`
-		CachedInput *float64 `json:"cached_input_per_mtok"`
-		CacheWrite  *float64 `json:"cache_write_input_per_mtok"`
-		Output      *float64 `json:"output_per_mtok"`
+		Input        *float64 `json:"input_per_mtok"`
+		CachedInput  *float64 `json:"cached_input_per_mtok"`
+		CacheWrite   *float64 `json:"cache_write_input_per_mtok"`
+		CacheWrite1h *float64 `json:"cache_write_1h_input_per_mtok"`
+		Output       *float64 `json:"output_per_mtok"`
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
@@ -200,7 +206,7 @@ func loadPrices(path string) (loop.Prices, error) {
 		for _, r := range []struct {
 			name string
 			v    *float64
-		}{{"input_per_mtok", e.Input}, {"cached_input_per_mtok", e.CachedInput}, {"cache_write_input_per_mtok", e.CacheWrite}, {"output_per_mtok", e.Output}} {
+		}{{"input_per_mtok", e.Input}, {"cached_input_per_mtok", e.CachedInput}, {"cache_write_input_per_mtok", e.CacheWrite}, {"cache_write_1h_input_per_mtok", e.CacheWrite1h}, {"output_per_mtok", e.Output}} {
 			if r.v != nil && !(*r.v >= 0 && *r.v <= maxPricePerMTok) {
 				return nil, fmt.Errorf("--prices %s: model %q: %s %v is out of range; want a number of dollars from 0 to %g per million tokens",
 					path, m, r.name, *r.v, float64(maxPricePerMTok))
@@ -212,6 +218,9 @@ func loadPrices(path string) (loop.Prices, error) {
 		}
 		if e.CacheWrite != nil {
 			p.CacheWriteInputPerMTok = *e.CacheWrite
+		}
+		if e.CacheWrite1h != nil {
+			p.CacheWrite1hInputPerMTok = *e.CacheWrite1h
 		}
 		out[m] = p
 	}

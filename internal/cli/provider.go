@@ -83,6 +83,9 @@ type sourceFlags struct {
 	// model sees, so neither is part of the record resume checks.
 	noPromptCache bool
 	cacheTTL      string
+	// serverClear is the input tokens past which Anthropic clears old
+	// tool results on its side (0: it does not).
+	serverClear int64
 }
 
 // reasoningEfforts are the values --reasoning-effort takes: OpenAI's
@@ -112,6 +115,7 @@ func addSourceFlags(fs *flag.FlagSet) *sourceFlags {
 	fs.BoolVar(&f.showReasoning, "show-reasoning", false, "ask for summaries of the model's reasoning, kept in the log (openai-responses, gemini)")
 	fs.BoolVar(&f.noPromptCache, "no-prompt-cache", false, "do not ask the provider to cache the prompt (caching is on: Anthropic cache breakpoints, an OpenAI prompt_cache_key per run)")
 	fs.StringVar(&f.cacheTTL, "cache-ttl", "", "anthropic: keep the prompt cache `TTL` after its last use, 5m (the default; writes cost 1.25x input) or 1h (writes cost 2x)")
+	fs.Int64Var(&f.serverClear, "server-clear-tool-uses", 0, "anthropic: have the API clear old tool results on its side once a request passes `TOKENS` input tokens (context editing, a beta; not in the run's log)")
 	fs.BoolVar(&f.confirmWrites, "confirm-writes", false, "pause the run for a person's confirmation before any write")
 	fs.Var(durationFlag{&f.slowWrites}, "slow-writes", "with --tools orders: every refund, voucher and cancellation answers `D` after it is applied (a drill for crashes and timeouts mid-write)")
 	return f
@@ -246,6 +250,9 @@ func (c *cli) modelFor(ctx context.Context, f *sourceFlags) (llm.Model, string, 
 	if err := f.checkCache(); err != nil {
 		return nil, "", err
 	}
+	if err := f.checkServerClear(); err != nil {
+		return nil, "", err
+	}
 	switch f.provider {
 	case providerOpenAI, providerOpenAIResponses:
 		k, err := key("OPENAI_API_KEY")
@@ -295,6 +302,9 @@ func (c *cli) modelFor(ctx context.Context, f *sourceFlags) (llm.Model, string, 
 			PromptCaching: !f.noPromptCache, CacheTTL: f.cacheTTL}
 		if err := opts.Validate(); err != nil {
 			return nil, "", &usageErr{fmt.Sprintf("--thinking-budget %d: %v", f.thinkingBudget, err)}
+		}
+		if f.serverClear > 0 {
+			opts.ServerClearToolUses = &anthropic.ServerClearToolUses{TriggerTokens: f.serverClear}
 		}
 		return anthropic.New(anthropicsdk.NewClient(ro...), &opts), "anthropic", nil
 	case providerGemini:
@@ -353,6 +363,18 @@ func (f *sourceFlags) checkCache() error {
 		return &usageErr{fmt.Sprintf("--cache-ttl: only Anthropic's prompt cache takes a lifetime; --provider %s keeps its cache as it sees fit", f.provider)}
 	case f.noPromptCache:
 		return &usageErr{"--cache-ttl and --no-prompt-cache: the lifetime is for a cache that --no-prompt-cache turns off; drop one"}
+	}
+	return nil
+}
+
+// checkServerClear refuses a --server-clear-tool-uses that is negative or
+// given for a provider without server-side clearing.
+func (f *sourceFlags) checkServerClear() error {
+	switch {
+	case f.serverClear < 0:
+		return &usageErr{fmt.Sprintf("--server-clear-tool-uses is %d; want the input tokens past which the API clears (0: it does not)", f.serverClear)}
+	case f.serverClear > 0 && f.provider != providerAnthropic:
+		return &usageErr{fmt.Sprintf("--server-clear-tool-uses: only Anthropic's API clears tool results on its side; --provider %s has no such edit (the run's own clearing, on by default, works with every provider)", f.provider)}
 	}
 	return nil
 }

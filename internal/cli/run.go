@@ -29,6 +29,8 @@ func (c *cli) runCmd(ctx context.Context, drv Driver, args []string) int {
 	keep := fs.Int("keep-tool-results", 0, "with context management, the `N` latest tool results never cleared (default 3)")
 	noContext := fs.Bool("no-context-management", false, "send the whole history every turn, however long")
 	compact := fs.Bool("compact", false, "when clearing old tool results is not enough, have the model summarize the earlier turns")
+	noCount := fs.Bool("no-count-tokens", false, "near the window, decide on the estimate alone rather than the provider's token count")
+	keepReasoning := fs.Bool("keep-reasoning", false, "never clear the reasoning of turns before the latest prompt when clearing for the window")
 	open := drv.Flags("run", fs)
 	pos, err := parseFlags(fs, args)
 	if err != nil {
@@ -58,7 +60,7 @@ func (c *cli) runCmd(ctx context.Context, drv Driver, args []string) int {
 	if err != nil {
 		return c.fail("run", err)
 	}
-	cp, err := contextPolicy(*model, *window, *keep, *compact, *noContext)
+	cp, err := contextPolicy(*model, *window, *keep, *compact, *noContext, *noCount, *keepReasoning)
 	if err != nil {
 		return c.fail("run", err)
 	}
@@ -90,20 +92,22 @@ func (c *cli) runCmd(ctx context.Context, drv Driver, args []string) int {
 
 // contextPolicy is the run's context management as its flags ask: on
 // when the model's window is given or built in (or --keep-tool-results
-// is given), unless --no-context-management.
-func contextPolicy(model string, window, keep int, compact, off bool) (*loop.ContextPolicy, error) {
+// is given), unless --no-context-management; near the window the
+// provider counts the request, unless --no-count-tokens; a clearing
+// clears the reasoning of earlier cycles too, unless --keep-reasoning.
+func contextPolicy(model string, window, keep int, compact, off, noCount, keepReasoning bool) (*loop.ContextPolicy, error) {
 	switch {
 	case window < 0:
 		return nil, &usageErr{fmt.Sprintf("--context-window is %d; want a number of tokens (or leave it out for the model's known window)", window)}
-	case off && (window > 0 || keep != 0 || compact):
-		return nil, &usageErr{"--no-context-management turns context management off; --context-window, --keep-tool-results and --compact tune it: give one or the other"}
+	case off && (window > 0 || keep != 0 || compact || noCount || keepReasoning):
+		return nil, &usageErr{"--no-context-management turns context management off; --context-window, --keep-tool-results, --compact, --no-count-tokens and --keep-reasoning tune it: give one or the other"}
 	case off:
 		return nil, nil
 	}
 	if _, known := loop.KnownWindow(model); window == 0 && !known && keep == 0 && !compact {
 		return nil, nil
 	}
-	p, err := loop.ResolveContextPolicy(loop.ContextPolicy{Window: window, KeepToolResults: keep, Compact: compact}, model)
+	p, err := loop.ResolveContextPolicy(loop.ContextPolicy{Window: window, KeepToolResults: keep, Compact: compact, CountTokens: !noCount, ClearReasoning: !keepReasoning}, model)
 	if err != nil {
 		return nil, &usageErr{err.Error()}
 	}
@@ -194,6 +198,9 @@ Model and tools:
   --cache-ttl TTL        anthropic: keep the cache 5m after its last use (the default;
                          writes cost 1.25x input) or 1h (writes cost 2x); a run started
                          with 5m is resumed without it
+  --server-clear-tool-uses TOKENS  anthropic: the API clears old tool results on its side once
+                         a request passes TOKENS input tokens (context editing, a beta);
+                         these edits are not in the run's log
   --confirm-writes       pause before every write until a person approves it
   --slow-writes D        with --tools orders: each write answers D after it is applied
                          (a drill: the window where a crash leaves a write's outcome unknown)
@@ -223,6 +230,12 @@ Context (on by default when the model's window is known or given):
   --compact              when clearing is not enough, the model summarizes the earlier turns
                          (a request of its own, counted in the run's tokens and cost) and the
                          run goes on from the prompt, the summary and the latest turns
+  --no-count-tokens      near the window, decide on the estimate alone (by default a request
+                         that may near it is first counted by the provider: Anthropic,
+                         Gemini and OpenAI Responses; a count that fails leaves the estimate)
+  --keep-reasoning       never clear old reasoning (by default a clearing also drops the
+                         reasoning state of turns before the latest prompt, which no
+                         provider needs back)
   --no-context-management  send the whole history every turn
 
 Budgets (0 or absent means the default):

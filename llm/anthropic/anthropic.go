@@ -96,6 +96,9 @@ type Options struct {
 	// anthropic-beta: interleaved-thinking-2025-05-14; the budget may then
 	// exceed MaxTokens. Adaptive thinking interleaves without it.
 	InterleavedThinking bool
+	// ServerClearToolUses, when set, has the API clear old tool results
+	// on its side (context editing, a beta); see ServerClearToolUses.
+	ServerClearToolUses *ServerClearToolUses
 }
 
 // MinThinkingBudget is the smallest ThinkingBudget the API accepts.
@@ -111,6 +114,9 @@ const interleavedThinkingBeta = anthropic.AnthropicBetaInterleavedThinking2025_0
 // invalid ones fails each Generate with this error.
 func (o Options) Validate() error {
 	if err := checkCacheTTL(o.CacheTTL); err != nil {
+		return err
+	}
+	if err := o.ServerClearToolUses.validate(); err != nil {
 		return err
 	}
 	maxTokens := o.MaxTokens
@@ -156,6 +162,11 @@ func New(client anthropic.Client, opts *Options) *Model {
 		// Clip so that the SDK's appends to the variadic slice can never
 		// write into a backing array shared by concurrent calls.
 		m.opts.RequestOptions = slices.Clip(slices.Clone(opts.RequestOptions))
+		if sc := opts.ServerClearToolUses; sc != nil {
+			c := *sc
+			c.ExcludeTools = slices.Clone(sc.ExcludeTools)
+			m.opts.ServerClearToolUses = &c
+		}
 	}
 	if m.opts.MaxTokens <= 0 {
 		m.opts.MaxTokens = DefaultMaxTokens
@@ -174,6 +185,9 @@ func New(client anthropic.Client, opts *Options) *Model {
 		})))
 	if m.opts.InterleavedThinking {
 		m.reqOpts = append(m.reqOpts, option.WithMiddleware(addBeta(interleavedThinkingBeta)))
+	}
+	if sc := m.opts.ServerClearToolUses; sc != nil && m.err == nil {
+		m.reqOpts = append(m.reqOpts, sc.requestOptions()...)
 	}
 	m.reqOpts = slices.Clip(m.reqOpts)
 	return m

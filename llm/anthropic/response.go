@@ -69,11 +69,12 @@ func response(msg *anthropic.Message) (*llm.Response, error) {
 func usage(u anthropic.Usage) llm.Usage {
 	return llm.Usage{
 		// input_tokens counts only the uncached part of the prompt.
-		InputTokens:       u.InputTokens + u.CacheReadInputTokens + u.CacheCreationInputTokens,
-		OutputTokens:      u.OutputTokens,
-		CachedInputTokens: u.CacheReadInputTokens,
-		CacheWriteTokens:  u.CacheCreationInputTokens,
-		ReasoningTokens:   u.OutputTokensDetails.ThinkingTokens,
+		InputTokens:        u.InputTokens + u.CacheReadInputTokens + u.CacheCreationInputTokens,
+		OutputTokens:       u.OutputTokens,
+		CachedInputTokens:  u.CacheReadInputTokens,
+		CacheWriteTokens:   u.CacheCreationInputTokens,
+		CacheWrite1hTokens: u.CacheCreation.Ephemeral1hInputTokens,
+		ReasoningTokens:    u.OutputTokensDetails.ThinkingTokens,
 	}
 }
 

@@ -130,10 +130,12 @@
 // A step none of whose calls carries Gemini state (a history from another
 // provider, from a Gemini model that did not think, or logged before
 // signatures travelled in the messages) has no signature Gemini 3 would
-// accept. For Gemini 3 and later models (and aliases without a version,
-// such as "gemini-flash-latest") the adapter then sends Google's
-// documented placeholder, "skip_thought_signature_validator", on the
-// step's first call, which makes Gemini skip validation for that step: the
+// accept. Gemini validates only the steps of the current turn, after the
+// last user message with text; for such a step, with Gemini 3 and later
+// models (and aliases without a version, such as "gemini-flash-latest"),
+// the adapter sends Google's documented placeholder,
+// "skip_thought_signature_validator", on the step's first call, which
+// makes Gemini skip validation for that step: the
 // model's reasoning for it is lost, but the conversation goes on. This is
 // the only place a placeholder is sent; a step with any signed call is
 // sent with its signatures. Options.NoSignatureFallback turns the

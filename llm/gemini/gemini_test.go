@@ -383,6 +383,9 @@ func TestThoughtSignatureFallback(t *testing.T) {
 			m := s.model(t, &gemini.Options{NoSignatureFallback: c.noFallback})
 			req := wireHistory()
 			req.Model = c.model
+			// The unsigned step is in the current turn: the user's last
+			// text message comes before it.
+			req.Messages = req.Messages[:len(req.Messages)-2]
 			resp, err := m.Generate(context.Background(), req)
 			if err != nil {
 				t.Fatal(err)
@@ -406,6 +409,26 @@ func TestThoughtSignatureFallback(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A step of an earlier turn, before the user's last text message, gets
+// no placeholder: Gemini does not validate it, and nothing is dropped.
+func TestThoughtSignatureFallbackOnlyInTheCurrentTurn(t *testing.T) {
+	s := newServer(t, ok("final_answer.json"))
+	req := wireHistory()
+	req.Model = "gemini-3-flash-preview"
+	resp, err := s.model(t, nil).Generate(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.DroppedState != 0 {
+		t.Fatalf("DroppedState = %d, want 0", resp.DroppedState)
+	}
+	for _, p := range decodeRequest(t, s.last()).Contents[1].Parts {
+		if len(p.ThoughtSignature) != 0 {
+			t.Fatalf("part %+v of an earlier turn has a signature", p)
+		}
 	}
 }
 

@@ -28,7 +28,16 @@ func (m *Model) contents(model string, msgs []llm.Message) (contents []*genai.Co
 	var (
 		results  *genai.Content // the open content of tool results, if the last message was one
 		fallback = !m.opts.NoSignatureFallback && requiresSignatures(model)
+		// turn is where the current turn begins, the last user message
+		// with text: Gemini validates the signatures of its steps only,
+		// so an earlier step needs no placeholder.
+		turn = -1
 	)
+	for i, msg := range msgs {
+		if msg.Role == llm.RoleUser && msg.Text != "" {
+			turn = i
+		}
+	}
 	for i, msg := range msgs {
 		if msg.Role != llm.RoleTool {
 			results = nil
@@ -48,7 +57,7 @@ func (m *Model) contents(model string, msgs []llm.Message) (contents []*genai.Co
 			}
 			contents = append(contents, &genai.Content{Role: roleUser, Parts: []*genai.Part{{Text: msg.Text}}})
 		case llm.RoleAssistant:
-			c, lost, err := modelContent(msg, fallback)
+			c, lost, err := modelContent(msg, fallback && i > turn)
 			if err != nil {
 				return nil, nil, 0, fmt.Errorf("gemini: message %d: %w", i, err)
 			}
