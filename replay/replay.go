@@ -216,7 +216,7 @@ var known = map[loop.EventKind]bool{
 	loop.Started: true, loop.ModelResponded: true, loop.ModelFailed: true, loop.CallsValidated: true,
 	loop.PolicyDecided: true, loop.StagePlanned: true, loop.StageFinished: true, loop.Interrupted: true,
 	loop.Stopped: true, loop.ConfirmationDecided: true, loop.ContextEdited: true,
-	loop.ContextSummarized: true, loop.Resumed: true,
+	loop.ContextSummarized: true, loop.Resumed: true, loop.TokensCounted: true,
 }
 
 // Check returns a *CannotReplayError when events cannot be replayed: a
@@ -680,7 +680,7 @@ func (d *driver) matchSynced(eff loop.Effect) error {
 		return d.prepare(eff)
 	}
 	switch eff.Kind {
-	case loop.RequestModel, loop.Summarize:
+	case loop.RequestModel, loop.Summarize, loop.CountTokens:
 		d.prepared = recorded(d.take())
 		return nil
 	case loop.ExecuteStage:
@@ -734,6 +734,7 @@ func (d *driver) matchSynced(eff loop.Effect) error {
 var recordedBy = map[loop.EffectKind][]loop.EventKind{
 	loop.RequestModel:   {loop.ModelResponded, loop.ModelFailed},
 	loop.Summarize:      {loop.ContextSummarized},
+	loop.CountTokens:    {loop.TokensCounted},
 	loop.ValidateCalls:  {loop.CallsValidated},
 	loop.AuthorizeCalls: {loop.PolicyDecided},
 	loop.PlanBatch:      {loop.StagePlanned},
@@ -757,8 +758,7 @@ func (d *driver) prepare(eff loop.Effect) error {
 	switch eff.Kind {
 	case loop.RequestModel:
 		if d.live {
-			d.prepared = d.askModel(&llm.Request{Model: s.Model, Messages: slices.Clip(s.Messages), Tools: d.cfg.Tools.Definitions(),
-				Step: s.Steps + 1, CacheKey: loop.CacheKey(s.RunID), Output: s.Output.Format()})
+			d.prepared = d.askModel(d.nextRequest())
 			return nil
 		}
 		h := history(s.Messages)
@@ -780,6 +780,12 @@ func (d *driver) prepare(eff loop.Effect) error {
 			return nil
 		}
 		return &gapError{&Gap{Step: s.Steps, Reason: "the new run asks the model for a summary the recorded run never asked for; its answer is unknown"}}
+	case loop.CountTokens:
+		if d.live {
+			d.prepared = loop.CountRequest(d.ctx, d.cfg.Model, d.nextRequest())
+			return nil
+		}
+		return &gapError{&Gap{Step: s.Steps, Reason: "the new run asks the provider to count a request the recorded run never counted; the count is unknown"}}
 	case loop.ValidateCalls:
 		d.prepared = loop.Event{Kind: loop.CallsValidated,
 			Checks: loop.CheckCalls(d.cfg.Tools, s.Batch.Calls, s.Budgets.ArgumentLimits(), s.RunID, d.cfg.RequestID)}
@@ -800,6 +806,14 @@ func (d *driver) prepare(eff loop.Effect) error {
 		return d.prepareStage(eff)
 	}
 	return nil
+}
+
+// nextRequest is the request of the new run's next model turn, as a
+// live model is asked it (and counts it).
+func (d *driver) nextRequest() *llm.Request {
+	s := &d.state
+	return &llm.Request{Model: s.Model, Messages: slices.Clip(s.Messages), Tools: d.cfg.Tools.Definitions(),
+		Step: s.Steps + 1, CacheKey: loop.CacheKey(s.RunID), Output: s.Output.Format()}
 }
 
 // identity is who the new run acts for.
@@ -890,6 +904,10 @@ func (d *driver) askModel(req *llm.Request) loop.Event {
 
 // RequestModel implements loop.Driver with the recorded turn.
 func (d *driver) RequestModel() loop.Event { return d.prepared }
+
+// CountTokens implements loop.Driver with the recorded count (or, with a
+// live model, the model's count).
+func (d *driver) CountTokens() loop.Event { return d.prepared }
 
 // Summarize implements loop.Driver with the recorded summary.
 func (d *driver) Summarize(*loop.SummaryRequest) loop.Event { return d.prepared }
