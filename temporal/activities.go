@@ -210,6 +210,7 @@ func (a *Activities) Register(r worker.ActivityRegistry) {
 	r.RegisterActivityWithOptions(a.ExecuteCall, activity.RegisterOptions{Name: ToolActivity})
 	r.RegisterActivityWithOptions(a.SaveLog, activity.RegisterOptions{Name: SaveLogActivity})
 	r.RegisterActivityWithOptions(a.LoadLog, activity.RegisterOptions{Name: LoadLogActivity})
+	r.RegisterActivityWithOptions(a.Compensate, activity.RegisterOptions{Name: CompensateActivity})
 }
 
 // ToolsVersion returns the registry's version (tool.Registry.Version).
