@@ -209,7 +209,8 @@ type CompensationCall struct {
 	CallID string `json:"call_id"`
 	Tool   string `json:"tool"`
 	Key    string `json:"key,omitempty"`
-	// Undo names the compensating tool.
+	// Undo names the compensating tool; "" for a write that declares
+	// none, which the driver reports left.
 	Undo string `json:"undo"`
 	// Arguments and Result are the original call's.
 	Arguments json.RawMessage `json:"arguments,omitempty"`
@@ -396,10 +397,11 @@ func settle(s *State, failed map[string]string, stopping bool, why string) (Effe
 				w.State = WriteLeft
 			}
 			w.close()
-		case w.Undo == "":
-			w.State, w.Note = WriteLeft, "no compensation is declared for "+w.Tool+": "+why
-			w.close()
 		default:
+			// A write without a compensation is in the effect too: the
+			// driver reports it left (PerformCompensation does no I/O for
+			// it), and the run stops with compensation_failed, since it
+			// promised all or nothing.
 			calls = append(calls, CompensationCall{CallID: w.CallID, Tool: w.Tool, Key: w.Key, Undo: w.Undo,
 				Arguments: w.Arguments, Result: w.Result, Unknown: w.State == WriteUnknown})
 		}
@@ -491,10 +493,10 @@ func giveUp(s *State, due Effect, detail string) Effect {
 
 // Compensations performs the compensations of a Compensate effect in
 // order, with perform (PerformCompensation, or an activity that calls it),
-// and returns the Compensated event. After one that does not succeed, the
-// rest are left, not attempted: they come later in the effect because
-// their writes came earlier, and undoing them out of order could leave
-// the books worse. Every driver records a compensation so.
+// and returns the Compensated event. After a compensating call that does
+// not succeed, the rest are left, not attempted: they come later in the
+// effect because their writes came earlier, and undoing them out of order
+// could leave the books worse. Every driver records a compensation so.
 func Compensations(calls []CompensationCall, perform func(c CompensationCall) CompensationOutcome) Event {
 	outs := make([]CompensationOutcome, len(calls))
 	failed := ""
@@ -505,7 +507,11 @@ func Compensations(calls []CompensationCall, perform func(c CompensationCall) Co
 			continue
 		}
 		outs[i] = perform(c)
-		if outs[i].State != UndoSucceeded {
+		if outs[i].State != UndoSucceeded && outs[i].Call != nil {
+			// Only a compensation that was attempted holds the rest back:
+			// a write that cannot be undone at all (none declared, its
+			// outcome not settled) is left, and the earlier ones are
+			// still undone.
 			failed = c.CallID
 		}
 	}
@@ -530,6 +536,10 @@ const compensationRetries = 3
 // a canceled run still undoes its writes.
 func PerformCompensation(ctx context.Context, ex *executor.Executor, tools *tool.Registry, runID string, timeout time.Duration, c CompensationCall) CompensationOutcome {
 	out := CompensationOutcome{CallID: c.CallID}
+	if c.Undo == "" {
+		out.State, out.Reason = UndoLeft, "no compensation is declared for "+c.Tool
+		return out
+	}
 	orig, ok := tools.Lookup(c.Tool)
 	undo, ok2 := tools.Lookup(c.Undo)
 	if !ok || !ok2 || orig.Compensation() == nil {
