@@ -138,7 +138,8 @@ type WritesReport struct {
 }
 
 // Summary says in one line what the writes ended as, naming what was
-// done, undone, not done and left for a person: for stop lines.
+// done, undone, not done and left for a person, for stop lines, e.g.
+// "undone: undone refund_order c1; not done issue_voucher c2 (failed)".
 func (r *WritesReport) Summary() string {
 	if r == nil {
 		return "no writes"
@@ -157,16 +158,16 @@ func (r *WritesReport) Summary() string {
 			notDone = append(notDone, name+" ("+string(w.State)+")")
 		}
 	}
-	parts := []string{"writes " + strings.ReplaceAll(string(r.Outcome), "_", " ")}
+	var parts []string
 	for _, p := range []struct {
 		label string
 		names []string
 	}{{"done", done}, {"undone", undone}, {"not done", notDone}, {"left for a person", left}} {
 		if len(p.names) > 0 {
-			parts = append(parts, p.label+": "+strings.Join(p.names, ", "))
+			parts = append(parts, p.label+" "+strings.Join(p.names, ", "))
 		}
 	}
-	return strings.Join(parts, "; ")
+	return strings.ReplaceAll(string(r.Outcome), "_", " ") + ": " + strings.Join(parts, "; ")
 }
 
 // writesReport sums up s.Writes, or returns nil for a run without writes.

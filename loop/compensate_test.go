@@ -191,7 +191,7 @@ func TestLeaveWritesReports(t *testing.T) {
 	if w == nil || w.Outcome != loop.WritesPartial {
 		t.Fatalf("writes = %+v; want partial", w)
 	}
-	if got := w.Summary(); got != "writes partial; done: refund_order c1; not done: issue_voucher c2 (failed)" {
+	if got := w.Summary(); got != "partial: done refund_order c1; not done issue_voucher c2 (failed)" {
 		t.Errorf("Summary() = %q", got)
 	}
 	for _, ev := range res.Events {

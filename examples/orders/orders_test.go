@@ -583,7 +583,7 @@ func TestRefundReversed(t *testing.T) {
 	if w == nil || w.Outcome != loop.WritesUndone {
 		t.Fatalf("writes = %+v; want undone", w)
 	}
-	if got, want := w.Summary(), "writes undone; undone: refund_order call_r1; not done: issue_voucher call_v1 (failed)"; got != want {
+	if got, want := w.Summary(), "undone: undone refund_order call_r1; not done issue_voucher call_v1 (failed)"; got != want {
 		t.Errorf("Summary() = %q, want %q", got, want)
 	}
 	told := false
