@@ -1156,7 +1156,7 @@ func (c *campaign) checkFinal() campFinal {
 	t := c.t
 	ctx := context.Background()
 	fin := campFinal{statuses: map[loop.Status]int{}, refundResults: map[string]int{}, pairWrites: map[string]int{}, compensations: map[string]int{}}
-	pairs := map[string]bool{} // orders a run refunded all or nothing
+	pairs := map[string]bool{}            // orders a run refunded all or nothing
 	okIDs := map[string]map[string]bool{} // order -> refund IDs in successful results
 	wanted := map[string]bool{}           // orders some run asked to refund
 	sums, err := c.st.Runs(ctx, "")
