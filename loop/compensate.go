@@ -170,8 +170,9 @@ func (r *WritesReport) Summary() string {
 	return strings.ReplaceAll(string(r.Outcome), "_", " ") + ": " + strings.Join(parts, "; ")
 }
 
-// writesReport sums up s.Writes, or returns nil for a run without writes.
-func (s *State) writesReport() *WritesReport {
+// WritesReport sums up what the run's writes ended as so far
+// (Result.Writes); nil for a run that asked for no write.
+func (s *State) WritesReport() *WritesReport {
 	if len(s.Writes) == 0 {
 		return nil
 	}
