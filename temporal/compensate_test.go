@@ -3,8 +3,10 @@ package temporal_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 
+	"github.com/toolloop/toolloop/executor"
 	"github.com/toolloop/toolloop/loop"
 	"github.com/toolloop/toolloop/temporal"
 )
@@ -40,5 +42,27 @@ func TestCompensationActivityRetried(t *testing.T) {
 	}
 	if res.Writes == nil || res.Writes.Outcome != loop.WritesUndone {
 		t.Errorf("writes = %+v; want undone", res.Writes)
+	}
+}
+
+// A workflow canceled while its all-or-nothing batch runs still undoes
+// the refund the batch made: the compensation runs on a context the
+// cancellation does not reach, and the run stops canceled, saying so.
+func TestCompensationAfterCancel(t *testing.T) {
+	sb := newSandbox(t, scenario(t, "refund_reversed"))
+	sb.register()
+	sb.override(temporal.ToolActivity, func(ctx context.Context, in temporal.CallInput) (executor.Outcome, error) {
+		if in.Call.ID == "call_v1" {
+			// The caller gives up while the voucher is being issued.
+			sb.env.CancelWorkflow()
+		}
+		return sb.acts.ExecuteCall(ctx, in)
+	})
+	res := sb.runToEnd(t, sb.input("run-compensation-canceled", ""))
+	if res.Status != loop.Canceled || !strings.Contains(res.Detail, "undone: refund_order call_r1 by reverse_refund") {
+		t.Fatalf("status %s (%s); want canceled, the refund undone", res.Status, res.Detail)
+	}
+	if n, _ := sb.book.ReversalCount(context.Background(), ""); n != 1 {
+		t.Fatalf("%d reversals after the cancellation, want 1", n)
 	}
 }
