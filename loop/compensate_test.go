@@ -422,3 +422,32 @@ func TestCompensationStaysDue(t *testing.T) {
 		}
 	}
 }
+
+// A write undone by a compensation is not asked for again under its key
+// in the same run: the ledger would replay the undone result as if it
+// stood. The model is told instead.
+func TestUndoneWriteNotReplayed(t *testing.T) {
+	b := newTill()
+	b.refuse["A2"] = true
+	again := llmtest.Calls(llmtest.Call("c3", "refund_order", map[string]string{"order_id": "A1"}))
+	res, _ := loop.Run(context.Background(), tillConfig(b, b.tools(t, ""), store.NewMemory(), loop.CompensateWrites, true,
+		refundThenVoucher, again, llmtest.Text("The refund was taken back.")), user("both or neither"))
+	if res.Status != loop.FinalAnswer {
+		t.Fatalf("status %s: %s", res.Status, res.Detail)
+	}
+	var r *llm.ToolResult
+	for _, m := range res.Messages {
+		if m.Result != nil && m.Result.CallID == "c3" {
+			r = m.Result
+		}
+	}
+	if r == nil || r.Status != llm.StatusError || r.ErrorKind != llm.KindIdempotencyConflict || !strings.Contains(string(r.Content), "was undone earlier in this run") {
+		t.Fatalf("result of the refund asked for again: %+v", r)
+	}
+	if refunds, reversals := b.counts("A1"); refunds != 1 || reversals != 1 {
+		t.Errorf("refunds %d, reversals %d", refunds, reversals)
+	}
+	if w := res.Writes; w == nil || w.Outcome != loop.WritesUndone || w.Writes[len(w.Writes)-1].State != loop.WriteNotRun {
+		t.Errorf("writes = %+v", w)
+	}
+}
