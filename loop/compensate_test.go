@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -157,7 +158,16 @@ func TestCompensateBatch(t *testing.T) {
 		sawNote = last.Role == llm.RoleUser && strings.Contains(last.Text, "refund_order c1 by reverse_refund")
 		return llmtest.Text("Nothing was done: the voucher failed, so the refund was reversed.").Response, nil
 	}}
-	res, err := loop.Run(context.Background(), tillConfig(b, b.tools(t, ""), ledger, loop.CompensateWrites, true, refundThenVoucher, answer), user("refund A1 and a voucher for A2, both or neither"))
+	cfg := tillConfig(b, b.tools(t, ""), ledger, loop.CompensateWrites, true, refundThenVoucher, answer)
+	var watched []loop.UpdateKind
+	var undone []loop.CompensationOutcome
+	cfg.Watch = func(_ context.Context, u loop.Update) {
+		watched = append(watched, u.Kind)
+		if u.Kind == loop.UpdateCompensated {
+			undone = u.Compensations
+		}
+	}
+	res, err := loop.Run(context.Background(), cfg, user("refund A1 and a voucher for A2, both or neither"))
 	if err != nil {
 		t.Fatalf("run: %v (%s)", err, res.Detail)
 	}
@@ -166,6 +176,11 @@ func TestCompensateBatch(t *testing.T) {
 	}
 	if !sawNote {
 		t.Error("the model was not told that the refund was reversed")
+	}
+	// The watcher hears of the compensation before the step ends.
+	i := slices.Index(watched, loop.UpdateCompensated)
+	if i < 0 || len(undone) != 1 || undone[0].State != loop.UndoSucceeded || !slices.Contains(watched[i:], loop.UpdateStepFinished) {
+		t.Errorf("updates %v, compensations %+v", watched, undone)
 	}
 	if err := llm.CheckHistory(res.Messages); err != nil {
 		t.Errorf("history: %v", err)
