@@ -552,69 +552,58 @@ func Compensations(calls []CompensationCall, perform func(c CompensationCall) Co
 	return Event{Kind: Compensated, Compensations: outs}
 }
 
-// compensationRetries bounds how often PerformCompensation waits for a
-// compensation that an earlier attempt (a driver that crashed) may still
-// be running (write_in_progress).
-const compensationRetries = 3
+// compensationRetries bounds how often PerformCompensation tries a
+// compensating call again that timed out or found an earlier attempt
+// still in flight (write_in_progress: a driver that crashed), waiting the
+// call's timeout each time; settleWaits bounds how many timeouts of the
+// original it waits for a write whose outcome is unknown to end.
+const (
+	compensationRetries = 3
+	settleWaits         = 10
+)
 
-// PerformCompensation performs one compensation of a Compensate effect: it
-// settles an original whose outcome is unknown with its tool's status
-// look-up (without one, or when the look-up does not find the write, it
-// is left: never compensated on a guess), makes the compensating call's
-// arguments (tool.Compensation.Arguments), and runs the call through ex,
-// as a write under CompensationKey of the original's key, so that it is
-// done once however often a resumed run asks. A compensation an earlier,
-// crashed attempt may still be running is waited for, at most
-// compensationRetries times the call's timeout. timeout overrides the
-// tool's when positive. ctx should not be the run's own when that ended:
-// a canceled run still undoes its writes.
+// PerformCompensation performs one compensation of a Compensate effect.
+//
+// An original whose outcome is unknown is settled first, with its tool's
+// status look-up: found, it is undone; not found, the look-up is asked
+// again once the original's timeout has passed and no handler of ex still
+// runs under its key (when it can no longer land), and a write still not
+// found never happened (not_needed). Without a look-up, when the look-up
+// fails, or while the handler still runs after settleWaits timeouts, it is
+// left: never undone on a guess.
+//
+// Then it makes the compensating call's arguments
+// (tool.Compensation.Arguments) and runs the call through ex as a write
+// under CompensationKey of the original's key, so that it is done once
+// however often a resumed run asks; a call that timed out or found an
+// earlier attempt in flight is tried again, at most compensationRetries
+// times, after its timeout. A write with no compensation declared is left.
+// timeout overrides the tools' timeouts when positive. ctx should not be
+// the run's own when that ended: a canceled run still undoes its writes.
 func PerformCompensation(ctx context.Context, ex *executor.Executor, tools *tool.Registry, runID string, timeout time.Duration, c CompensationCall) CompensationOutcome {
 	out := CompensationOutcome{CallID: c.CallID}
-	if c.Undo == "" {
-		out.State, out.Reason = UndoLeft, "no compensation is declared for "+c.Tool
-		return out
-	}
 	orig, ok := tools.Lookup(c.Tool)
-	undo, ok2 := tools.Lookup(c.Undo)
-	if !ok || !ok2 || orig.Compensation() == nil {
-		out.State, out.Reason = UndoLeft, fmt.Sprintf("tool %s or its compensation %s is not registered here", c.Tool, c.Undo)
+	if !ok {
+		out.State, out.Reason = UndoLeft, "tool "+c.Tool+" is not registered here"
 		return out
 	}
 	result := c.Result
 	if c.Unknown {
-		if !orig.CanReconcile() {
-			out.State, out.Reason = UndoLeft, "the write's outcome is unknown and "+c.Tool+" has no status look-up; it is not undone on a guess"
-			return out
-		}
-		content, applied, err := orig.Reconcile(ctx, c.Arguments)
-		if err == nil && !applied {
-			// The attempt may still be running: once its timeout has
-			// passed it cannot land any more (the executor's rule for a
-			// stale claim), and the look-up's answer is final.
-			wait := timeout
-			if wait <= 0 {
-				wait = orig.Timeout()
-			}
-			if wait <= 0 {
-				wait = ex.Options().DefaultTimeout
-			}
-			if sleep(ctx, wait) == nil {
-				content, applied, err = orig.Reconcile(ctx, c.Arguments)
-				if err == nil && !applied {
-					out.State, out.Reason = UndoNotNeeded, "the write's outcome was unknown; its status look-up, asked again after its timeout, finds it never happened"
-					return out
-				}
-			}
-		}
-		switch {
-		case err != nil:
-			out.State, out.Reason = UndoLeft, "the write's outcome is unknown and its status look-up failed: "+err.Error()
-			return out
-		case !applied:
-			out.State, out.Reason = UndoLeft, "the write's outcome is unknown and its status look-up did not find it (it may yet land); it is not undone on a guess"
+		content, state, why := settleUnknown(ctx, ex, orig, c, timeout)
+		if state != "" {
+			out.State, out.Reason = state, why
 			return out
 		}
 		result = content
+	}
+	if c.Undo == "" || orig.Compensation() == nil {
+		out.State, out.Reason = UndoLeft, "no compensation is declared for "+c.Tool
+		return out
+	}
+	undo, ok := tools.Lookup(c.Undo)
+	if !ok {
+		out.State, out.Reason = UndoLeft, "the compensating tool "+c.Undo+" is not registered here"
+		return out
 	}
 	args, err := orig.Compensation().Arguments(c.Arguments, result)
 	if err != nil {
@@ -637,17 +626,8 @@ func PerformCompensation(ctx context.Context, ex *executor.Executor, tools *tool
 	var o executor.Outcome
 	for attempt := 0; ; attempt++ {
 		o = ex.Run(ctx, ec)
-		if o.Result.ErrorKind != llm.KindWriteInProgress || attempt >= compensationRetries {
-			break
-		}
-		wait := timeout
-		if wait <= 0 {
-			wait = undo.Timeout()
-		}
-		if wait <= 0 {
-			wait = ex.Options().DefaultTimeout
-		}
-		if sleep(ctx, wait) != nil {
+		again := o.Result.ErrorKind == llm.KindWriteInProgress || (o.Result.ErrorKind == llm.KindTimeout && !o.OutcomeUnknown)
+		if !again || attempt >= compensationRetries || sleep(ctx, callTimeout(ex, undo, timeout)) != nil {
 			break
 		}
 	}
@@ -661,6 +641,51 @@ func PerformCompensation(ctx context.Context, ex *executor.Executor, tools *tool
 		out.State, out.Reason = UndoFailed, fmt.Sprintf("%s failed (%s): %s", c.Undo, o.Result.ErrorKind, o.Result.Content)
 	}
 	return out
+}
+
+// settleUnknown settles an original whose outcome is unknown (see
+// PerformCompensation): it returns the write's result when it happened,
+// and otherwise the compensation's state (not_needed, or left) and why.
+func settleUnknown(ctx context.Context, ex *executor.Executor, orig *tool.Tool, c CompensationCall, timeout time.Duration) (json.RawMessage, CompensationState, string) {
+	if !orig.CanReconcile() {
+		return nil, UndoLeft, "the write's outcome is unknown and " + c.Tool + " has no status look-up; it is not undone on a guess"
+	}
+	content, applied, err := orig.Reconcile(ctx, c.Arguments)
+	if err == nil && !applied {
+		// The attempt may still be running: once its timeout has passed
+		// and no handler of this process runs under its key, it cannot
+		// land any more (the executor's rule for a stale claim), and the
+		// look-up's answer is final.
+		wait := callTimeout(ex, orig, timeout)
+		for range settleWaits {
+			if sleep(ctx, wait) != nil || !ex.Running(c.Key) {
+				break
+			}
+		}
+		if ex.Running(c.Key) {
+			return nil, UndoLeft, "the write's outcome is unknown and its handler is still running; it may yet land"
+		}
+		content, applied, err = orig.Reconcile(ctx, c.Arguments)
+	}
+	switch {
+	case err != nil:
+		return nil, UndoLeft, "the write's outcome is unknown and its status look-up failed: " + err.Error()
+	case !applied:
+		return nil, UndoNotNeeded, "the write's outcome was unknown; its status look-up, asked again once it could no longer land, finds it never happened"
+	}
+	return content, "", ""
+}
+
+// callTimeout is a call's timeout: the run's override, else the tool's,
+// else the executor's default.
+func callTimeout(ex *executor.Executor, t *tool.Tool, override time.Duration) time.Duration {
+	switch {
+	case override > 0:
+		return override
+	case t.Timeout() > 0:
+		return t.Timeout()
+	}
+	return ex.Options().DefaultTimeout
 }
 
 // sleep waits d, or until ctx ends (its error then).

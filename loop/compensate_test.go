@@ -369,18 +369,19 @@ func TestResumeFinishesCompensation(t *testing.T) {
 }
 
 // A refund that timed out may yet land: it is not undone on a guess, but
-// settled by its status look-up, asked again once its timeout has passed.
-// Here it landed late, and is reversed; in lost it never happened, and
-// nothing is undone.
+// settled by its status look-up, asked again once its timeout has passed
+// and its handler (left behind, still running) has ended. Here it landed
+// late, and is reversed; in lost it never happened, and nothing is undone.
 func TestCompensateSettlesUnknown(t *testing.T) {
 	for _, lost := range []bool{false, true} {
 		t.Run(fmt.Sprintf("lost=%v", lost), func(t *testing.T) {
 			b := newTill()
 			b.refuse["A2"] = true
-			b.late, b.lost = 45*time.Millisecond, lost
+			b.late, b.lost = 80*time.Millisecond, lost
 			res, _ := loop.Run(context.Background(), tillConfig(b, b.tools(t, ""), store.NewMemory(), loop.CompensateWrites, true,
 				refundThenVoucher, llmtest.Text("Nothing was done.")), user("both or neither"))
-			time.Sleep(60 * time.Millisecond) // a late refund has landed by now
+			// The compensation waited for the refund's handler to end:
+			// a late refund has landed by now.
 			// The timeout stops the run (OnTimeout stop), which settles
 			// the refund before it stops.
 			if res.Status != loop.ToolTimeout {
@@ -464,5 +465,14 @@ func TestUndoneWriteNotReplayed(t *testing.T) {
 	}
 	if w := res.Writes; w == nil || w.Outcome != loop.WritesUndone || w.Writes[len(w.Writes)-1].State != loop.WriteNotRun {
 		t.Errorf("writes = %+v", w)
+	}
+}
+
+// An unknown policy is refused when the runner is built, naming it.
+func TestCompensationBadPolicy(t *testing.T) {
+	b := newTill()
+	_, err := loop.NewRunner(tillConfig(b, b.tools(t, ""), store.NewMemory(), "undo-everything", false))
+	if err == nil || !strings.Contains(err.Error(), `unknown compensation policy "undo-everything"`) {
+		t.Errorf("NewRunner: %v", err)
 	}
 }

@@ -367,7 +367,10 @@ func campPairTools(db *sql.DB, mark func(string, ...any), delay func(upTo time.D
 		return campRefundOut{OrderID: in.OrderID, RefundID: fmt.Sprintf("P%d", id)}, nil
 	})
 	voucher = tool.MustNew(tool.Spec[campRefundIn]{Name: "issue_voucher", Description: "issue a voucher (always refused)",
-		Effect: tool.Write, AtomicGroup: "pair"},
+		Effect: tool.Write, AtomicGroup: "pair", Timeout: campWriteTimeout,
+		// It never writes, and its look-up says so: a voucher whose
+		// claim a killed child left in flight is settled, not left.
+		Lookup: func(context.Context, campRefundIn) (any, bool, error) { return nil, false, nil }},
 		func(context.Context, campRefundIn) (map[string]string, error) {
 			return nil, &tool.Error{Kind: llm.KindInvalidArguments, Msg: "no voucher for this order"}
 		})
