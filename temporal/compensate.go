@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"go.temporal.io/sdk/activity"
 	sdktemporal "go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
@@ -17,10 +18,13 @@ import (
 const CompensateActivity = "toolloop.Compensate"
 
 // compensateActivityBound is a compensation activity's StartToClose
-// timeout: the call, its executor retries and the waits for a
-// compensation an earlier attempt may still be running. A worker lost
-// meanwhile is tried again; the ledger key makes that safe.
-const compensateActivityBound = 5 * time.Minute
+// timeout: the settling of an unknown original (up to ten of its
+// timeouts), the call, its executor retries and the waits for a
+// compensation an earlier attempt may still be running. A lost worker is
+// noticed sooner, by the activity's heartbeats (RunInput.ToolHeartbeat),
+// and the compensation tried again elsewhere; the ledger key makes that
+// safe.
+const compensateActivityBound = 30 * time.Minute
 
 // CompensateInput is the input of CompensateActivity.
 type CompensateInput struct {
@@ -35,7 +39,24 @@ type CompensateInput struct {
 // outcome, failed or not, is the activity's result: only a lost worker
 // fails the activity.
 func (a *Activities) Compensate(ctx context.Context, in CompensateInput) (loop.CompensationOutcome, error) {
-	return loop.PerformCompensation(ctx, a.cfg.Executor, a.cfg.Tools, in.RunID, in.Timeout, in.Call), nil
+	done := make(chan loop.CompensationOutcome, 1)
+	go func() {
+		done <- loop.PerformCompensation(ctx, a.cfg.Executor, a.cfg.Tools, in.RunID, in.Timeout, in.Call)
+	}()
+	every := activity.GetInfo(ctx).HeartbeatTimeout / 3
+	if every <= 0 {
+		return <-done, nil
+	}
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	for {
+		select {
+		case out := <-done:
+			return out, nil
+		case <-tick.C:
+			activity.RecordHeartbeat(ctx)
+		}
+	}
 }
 
 // Compensate performs the compensations one activity each, in order
@@ -46,6 +67,7 @@ func (w *workflowDriver) Compensate(calls []loop.CompensationCall) loop.Event {
 	ctx, _ := workflow.NewDisconnectedContext(w.ctx)
 	ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		StartToCloseTimeout: compensateActivityBound,
+		HeartbeatTimeout:    w.d.in.ToolHeartbeat,
 		RetryPolicy:         &sdktemporal.RetryPolicy{MaximumAttempts: int32(w.d.in.ToolActivityAttempts)},
 	})
 	s := &w.d.state
