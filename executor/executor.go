@@ -99,6 +99,12 @@ func (e *Executor) stillRunning(key string) bool {
 	return e.running[key] > 0
 }
 
+// Running reports whether a write handler of this executor is still
+// running under the idempotency key: one that ran past its timeout and was
+// left behind, whose write may yet land. Compensation asks it before it
+// trusts a status look-up that found nothing.
+func (e *Executor) Running(key string) bool { return e.stillRunning(key) }
+
 // New returns an executor; opts may be nil.
 func New(opts *Options) *Executor {
 	var o Options

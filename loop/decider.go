@@ -36,7 +36,11 @@ const (
 	// (Effect.Summary says which); the driver records the answer as a
 	// context_summarized event.
 	Summarize EffectKind = "summarize"
-	Stop      EffectKind = "stop"
+	// Compensate undoes writes of an all-or-nothing group that failed
+	// (Effect.Compensations says which, latest first; compensate.go); the
+	// driver records what each did as a compensated event.
+	Compensate EffectKind = "compensate"
+	Stop       EffectKind = "stop"
 	// None follows the Stopped event: the run is over.
 	None EffectKind = "none"
 )
@@ -56,6 +60,9 @@ type Effect struct {
 	Edit *ContextEdit `json:",omitempty"`
 	// Summary is the compaction to ask for (Summarize).
 	Summary *SummaryRequest `json:",omitempty"`
+	// Compensations are the compensations to perform, in order
+	// (Compensate); Detail then says why.
+	Compensations []CompensationCall `json:",omitempty"`
 }
 
 // Pending is a call waiting for a human's confirmation.
@@ -85,6 +92,8 @@ type Batch struct {
 	// (by index) calls a human approved after the run paused for them.
 	Allowed  []int
 	Approved []bool
+	// Unknown lists (by index) the writes whose outcome is unknown.
+	Unknown []int `json:",omitempty"`
 }
 
 // State is everything the decider knows about a run. It is rebuilt exactly
@@ -152,6 +161,12 @@ type State struct {
 	OutputRejected int         `json:",omitempty"`
 	// ctx is context management's memory; nil when the run has none.
 	ctx *contextMemory
+
+	// Compensation is the run's compensation settings (nil: leave writes,
+	// no batch groups), and Writes every write the run asked for, with
+	// what became of it (compensate.go).
+	Compensation *CompensationSpec `json:",omitempty"`
+	Writes       []WriteRecord     `json:",omitempty"`
 }
 
 // indexes returns the indexes 0 to n-1.
@@ -184,6 +199,14 @@ func next(s *State, ev *Event) Effect {
 	}
 	if s.Done {
 		return Effect{Kind: None}
+	}
+	if ev.Kind == Compensated {
+		return compensated(s, ev)
+	}
+	if s.next.Kind == Compensate && ev.Kind != Started {
+		// A compensation under way is finished before anything else: a
+		// driver sends no other event meanwhile.
+		return s.next
 	}
 	if ev.Kind == Started {
 		return start(s, ev)
@@ -264,6 +287,7 @@ func start(s *State, ev *Event) Effect {
 	*s = State{
 		RunID: info.RunID, SessionID: info.SessionID, Model: info.Model, StartedAt: ev.At, Budgets: info.Budgets, Price: info.Price,
 		Messages: slices.Clone(info.Messages), callIDs: map[string]struct{}{}, Output: info.Output,
+		Compensation: info.Compensation,
 	}
 	if info.Budgets.Deadline > 0 {
 		s.Deadline = ev.At.Add(info.Budgets.Deadline)
@@ -504,6 +528,9 @@ func callsValidated(s *State, ev *Event) Effect {
 			invalid++
 			s.fail(c.Key, llm.KindInvalidArguments)
 			b.Results[i] = errorResult(b.Calls[i], llm.StatusError, llm.KindInvalidArguments, c.Problem)
+		} else if why := undoneKey(s, c.WriteKey); why != "" {
+			invalid++
+			b.Results[i] = errorResult(b.Calls[i], llm.StatusError, llm.KindIdempotencyConflict, why)
 		}
 	}
 	switch invalid {
@@ -514,7 +541,7 @@ func callsValidated(s *State, ev *Event) Effect {
 	}
 	valid := make([]int, 0, len(checks)-invalid)
 	for i := range checks {
-		if checks[i].Problem == "" {
+		if b.Results[i] == nil {
 			valid = append(valid, i)
 		}
 	}
@@ -618,6 +645,9 @@ func record(s *State, ev *Event) {
 		}
 		i, o := idx[j], &ev.Outcomes[j]
 		b.Results[i] = &o.Result
+		if o.OutcomeUnknown && !slices.Contains(b.Unknown, i) {
+			b.Unknown = append(b.Unknown, i)
+		}
 		if o.Result.Status == llm.StatusError && tool.Deterministic(o.Result.ErrorKind) && i < len(b.Checks) {
 			s.fail(b.Checks[i].Key, o.Result.ErrorKind)
 		}
@@ -653,7 +683,22 @@ func stageFinished(s *State, ev *Event) Effect {
 // asks the model again unless a budget is already spent.
 func finishBatch(s *State) Effect {
 	noteNews(s)
+	step := 0
+	if s.Batch != nil {
+		step = s.Batch.Step
+	}
+	failed := registerBatch(s)
 	appendResults(s)
+	closeBatchGroups(s, step, failed)
+	if eff, ok := settle(s, failed, false, ""); ok {
+		return eff
+	}
+	return afterBatch(s)
+}
+
+// afterBatch asks the model again, once a batch's results (and any
+// compensation it led to) are in the history, unless a budget is spent.
+func afterBatch(s *State) Effect {
 	b := s.Budgets
 	switch {
 	case b.MaxTokens > 0 && s.Usage.Total() >= b.MaxTokens:
@@ -761,7 +806,11 @@ func newBatch(step int, calls []llm.ToolCall) *Batch {
 
 func stop(s *State, st Status, detail string) Effect {
 	s.Status, s.Detail, s.Stopping = st, detail, true
+	registerBatch(s)
 	appendResults(s)
+	if eff, ok := settle(s, nil, true, fmt.Sprintf("the run stopped with %s", st)); ok {
+		return eff
+	}
 	return Effect{Kind: Stop, Status: st, Detail: detail}
 }
 
@@ -833,7 +882,7 @@ func idle(s *State) Effect {
 	if s.Done {
 		return Effect{Kind: None}
 	}
-	if s.Stopping {
+	if s.Stopping && s.next.Kind != Compensate {
 		return Effect{Kind: Stop, Status: s.Status, Detail: s.Detail}
 	}
 	return s.next

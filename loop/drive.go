@@ -43,6 +43,12 @@ type Driver interface {
 	// the request RequestModel would send now (CountRequest), recorded
 	// as a tokens_counted event; a count that fails is recorded too.
 	CountTokens() Event
+
+	// Compensate performs a Compensate effect: the compensations in
+	// order (Compensations with PerformCompensation), also when the run's
+	// context has ended, since a canceled or late run still undoes its
+	// writes.
+	Compensate(calls []CompensationCall) Event
 	// Idle is called when the run has nothing left to do (effect None).
 	// A driver that waits for the answers to a paused run returns the
 	// event to go on with (Resumed) and true once they came; false ends
@@ -66,7 +72,9 @@ func Drive(d Driver, eff Effect) error {
 		if err := d.Commit(eff); err != nil {
 			return err
 		}
-		if eff.Kind != Stop {
+		if eff.Kind != Stop && eff.Kind != Compensate {
+			// A compensation is how a run that is being interrupted
+			// leaves the world: it is not interrupted itself.
 			if f := d.Interruption(eff); f != nil {
 				eff = d.Append(Event{Kind: Interrupted, Failure: f})
 				continue
@@ -97,6 +105,9 @@ func perform(d Driver, eff Effect) (Event, error) {
 		return d.Summarize(eff.Summary), nil
 	case CountTokens:
 		return d.CountTokens(), nil
+
+	case Compensate:
+		return d.Compensate(eff.Compensations), nil
 	case EditContext:
 		// The decider made the edit: the driver records it.
 		return Event{Kind: ContextEdited, Edit: eff.Edit}, nil

@@ -43,6 +43,9 @@ const (
 	// turns that replaces them (Event.Edit) and the summary request's
 	// usage (Event.Response), or its failure.
 	ContextSummarized EventKind = "context_summarized"
+	// Compensated records what the compensations of a Compensate effect
+	// did (Event.Compensations), in the effect's order.
+	Compensated EventKind = "compensated"
 	// Resumed marks where a driver picked a run up again from its log
 	// (Resume, Continue); it changes nothing in the state.
 	Resumed EventKind = "resumed"
@@ -96,6 +99,9 @@ type Event struct {
 	Edit *ContextEdit `json:"edit,omitempty"`
 	// TokensCounted.
 	Count *TokenCount `json:"count,omitempty"`
+
+	// Compensated: one per compensation of the effect, in its order.
+	Compensations []CompensationOutcome `json:"compensations,omitempty"`
 }
 
 // Confirmation is a human's answer to a call that needed confirmation.
@@ -122,6 +128,9 @@ type StartInfo struct {
 	Messages []llm.Message  `json:"messages"`
 	// Output is the schema the final answer must match, if any.
 	Output *OutputSpec `json:"output,omitempty"`
+	// Compensation is the run's compensation settings; nil leaves the
+	// writes of a failed group, and makes no batch a group.
+	Compensation *CompensationSpec `json:"compensation,omitempty"`
 }
 
 // FailureKind classifies a failure the run cannot hand to the model.
@@ -160,4 +169,9 @@ type CallCheck struct {
 	Key uint64 `json:"key"`
 	// WriteKey is a write's idempotency key; empty for reads.
 	WriteKey string `json:"write_key,omitempty"`
+	// Group is the all-or-nothing group the call's tool names
+	// (tool.Spec.AtomicGroup), and Undo, for a write, its compensating
+	// tool (tool.Spec.Compensation); empty for none.
+	Group string `json:"group,omitempty"`
+	Undo  string `json:"undo,omitempty"`
 }

@@ -32,7 +32,7 @@ func CheckCalls(tools *tool.Registry, calls []llm.ToolCall, limits tool.Limits, 
 			continue
 		}
 		fp, err := t.ValidateWithin(c.Arguments, limits)
-		checks[i] = CallCheck{Known: true, Key: tool.CallKey(c.Name, fp)}
+		checks[i] = CallCheck{Known: true, Key: tool.CallKey(c.Name, fp), Group: t.AtomicGroup()}
 		if err != nil {
 			checks[i].Problem = err.Error()
 			var te *tool.Error
@@ -43,6 +43,9 @@ func CheckCalls(tools *tool.Registry, calls []llm.ToolCall, limits tool.Limits, 
 		}
 		if t.Effect() == tool.Write {
 			checks[i].WriteKey = WriteKey(t, c, checks[i].Key, runID, requestID)
+			if u := t.Compensation(); u != nil {
+				checks[i].Undo = u.Tool
+			}
 		}
 	}
 	return checks

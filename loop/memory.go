@@ -55,6 +55,9 @@ type stateJSON struct {
 	Output         *OutputSpec    `json:"output,omitempty"`
 	OutputRejected int            `json:"output_rejected,omitempty"`
 	Context        *contextMemory `json:"context,omitempty"`
+
+	Compensation *CompensationSpec `json:"compensation,omitempty"`
+	Writes       []WriteRecord     `json:"writes,omitempty"`
 }
 
 type keyCount struct {
@@ -82,6 +85,7 @@ func (s *State) MarshalJSON() ([]byte, error) {
 		Detail: s.Detail, Stopping: s.Stopping, Done: s.Done, Next: s.next,
 		CallIDs: slices.Sorted(maps.Keys(s.callIDs)), LastChecks: s.lastChecks, LastCalls: s.lastCalls,
 		Seen: slices.Sorted(maps.Keys(s.seen)), Stale: s.stale, Output: s.Output, OutputRejected: s.OutputRejected, Context: s.ctx,
+		Compensation: s.Compensation, Writes: s.Writes,
 	}
 	for k, n := range s.writeKeys {
 		j.WriteKeys = append(j.WriteKeys, keyCount{k, n})
@@ -110,6 +114,7 @@ func (s *State) UnmarshalJSON(b []byte) error {
 		Batch: j.Batch, Pending: j.Pending, Answered: j.Answered, PausedAt: j.PausedAt, Status: j.Status,
 		Detail: j.Detail, Stopping: j.Stopping, Done: j.Done, next: j.Next,
 		lastChecks: j.LastChecks, lastCalls: j.LastCalls, stale: j.Stale, Output: j.Output, OutputRejected: j.OutputRejected, ctx: j.Context,
+		Compensation: j.Compensation, Writes: j.Writes,
 	}
 	// A state past its first event has callIDs (Started makes it, the
 	// decider writes into it); the other maps are made on first use.

@@ -158,6 +158,19 @@ type Config struct {
 	OutputName    string
 	OutputStrict  bool
 	OutputRetries int
+	// Compensation is what the run does with the succeeded writes of an
+	// all-or-nothing group (tool.Spec.AtomicGroup, AtomicBatches) when a
+	// call of the group fails for good, or the run stops without a final
+	// answer: LeaveWrites (the default) keeps them and reports them in
+	// Result.Writes; CompensateWrites undoes them with their tools'
+	// compensations (tool.Spec.Compensation), latest first, each a write
+	// through the executor and the ledger. A compensation that fails stops
+	// the run with compensation_failed. Both are recorded in the started
+	// event (docs/DESIGN.md §7.1).
+	Compensation CompensationPolicy
+	// AtomicBatches makes the calls of each model turn an all-or-nothing
+	// group; a call whose tool names a group of its own stays in that.
+	AtomicBatches bool
 }
 
 // Runner is the in-process driver: it performs the decider's effects on
@@ -169,6 +182,7 @@ type Runner struct {
 	price   *Price
 	output  *OutputSpec
 	context *ContextPolicy
+	comp    *CompensationSpec
 }
 
 // NewRunner checks cfg and fills in defaults.
@@ -188,6 +202,9 @@ func NewRunner(cfg Config) (*Runner, error) {
 		if r.output, err = NewOutputSpec(cfg.OutputSchema, cfg.OutputName, cfg.OutputStrict, cfg.OutputRetries); err != nil {
 			return nil, fmt.Errorf("loop: Config.OutputSchema: %w", err)
 		}
+	}
+	if r.comp, err = NewCompensationSpec(cfg.Compensation, cfg.AtomicBatches); err != nil {
+		return nil, fmt.Errorf("loop: Config.Compensation: %w", err)
 	}
 	if p, ok := b.Prices[cfg.ModelName]; ok {
 		r.price = &p
@@ -274,6 +291,10 @@ type Result struct {
 	// white space or code fences (OutputJSON), which matched the schema.
 	// Decode reads it into a Go value.
 	Output json.RawMessage `json:"output,omitempty"`
+	// Writes says what the run's writes ended as: all done, partial
+	// (naming what was done and what was not, and what is left for a
+	// person), undone, or none; nil for a run that asked for no write.
+	Writes *WritesReport `json:"writes,omitempty"`
 }
 
 // Err is nil for a final answer and a *StopError otherwise, so that a
@@ -312,7 +333,7 @@ func (r *Runner) Run(ctx context.Context, msgs []llm.Message) (*Result, error) {
 	start := &StartInfo{
 		RunID: r.cfg.NewRunID(), SessionID: r.cfg.SessionID, Model: r.cfg.ModelName, PromptVersion: r.cfg.PromptVersion,
 		ToolsVersion: r.cfg.Tools.Version(), Identity: r.cfg.Identity, Budgets: r.budgets, Price: r.price,
-		Context: r.context, Messages: msgs, Output: r.output,
+		Context: r.context, Messages: msgs, Output: r.output, Compensation: r.comp,
 	}
 	ctx, hold, err := r.holdLease(ctx, start.RunID)
 	if err != nil {
@@ -477,7 +498,7 @@ var _ Driver = (*drive)(nil)
 // next commit runs that stage again on resume: reads repeat harmlessly
 // and writes go through the idempotency ledger.
 func (d *drive) Commit(eff Effect) error {
-	if eff.Kind == ExecuteStage || (eff.Kind == RequestModel && d.flushed == 0) {
+	if eff.Kind == ExecuteStage || eff.Kind == Compensate || (eff.Kind == RequestModel && d.flushed == 0) {
 		return d.flush()
 	}
 	return nil
@@ -510,6 +531,17 @@ func (d *drive) CountTokens() Event { return CountRequest(d.ctx, d.r.cfg.Model, 
 func (d *drive) Summarize(r *SummaryRequest) Event {
 	req := &llm.Request{Model: r.Model, Messages: SummaryMessages(d.state.Messages, r), Step: d.state.Steps + 1}
 	return SummaryEvent(d.requestModel(d.ctx, req, false), r)
+}
+
+// Compensate performs the compensations (PerformCompensation) on a
+// context detached from the run's, so that a canceled or late run still
+// undoes its writes; each call is bounded by its own timeout.
+func (d *drive) Compensate(calls []CompensationCall) Event {
+	cfg := &d.r.cfg
+	ctx := context.WithoutCancel(d.ctx)
+	return Compensations(calls, func(c CompensationCall) CompensationOutcome {
+		return PerformCompensation(ctx, cfg.Executor, cfg.Tools, d.state.RunID, d.state.Budgets.ToolTimeout, c)
+	})
 }
 
 // ValidateCalls checks the batch's calls (CheckCalls).
@@ -597,6 +629,7 @@ func (s *State) Result(events []Event) *Result {
 		res.Duration = events[len(events)-1].At.Sub(events[0].At)
 	}
 	res.Output = s.output()
+	res.Writes = s.WritesReport()
 	return res
 }
 

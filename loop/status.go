@@ -27,13 +27,18 @@ const (
 	// answer still did not match it after Config.OutputRetries
 	// corrections (or no turn was left for one).
 	InvalidOutput Status = "invalid_output"
+	// CompensationFailed: writes of an all-or-nothing group that failed
+	// had to be undone and at least one could not be (its compensation
+	// failed, or its outcome could not be settled); the detail names what
+	// is left for a person.
+	CompensationFailed Status = "compensation_failed"
 )
 
 // Statuses lists every status, final_answer first.
 func Statuses() []Status {
 	return []Status{FinalAnswer, ToolNotAllowed, PermissionDenied, ConfirmationRequired,
 		MaxStepsExceeded, ToolTimeout, DeadlineExceeded, ToolBudgetExceeded, CostBudgetExceeded,
-		SpinDetected, ToolOutcomeUnknown, ProtocolError, ModelError, ContextExhausted, Canceled, InvalidOutput}
+		SpinDetected, ToolOutcomeUnknown, ProtocolError, ModelError, ContextExhausted, Canceled, InvalidOutput, CompensationFailed}
 }
 
 // Error makes a Status usable as an errors.Is target. It returns the bare

@@ -128,6 +128,12 @@ func formatEffect(e loop.Effect) string {
 	if r := e.Summary; r != nil {
 		fmt.Fprintf(&b, " summarize=[%d,%d) tokens=%d kept=%d", r.From, r.Through, r.TokensBefore, r.KeptTokens)
 	}
+	for _, c := range e.Compensations {
+		fmt.Fprintf(&b, " undo=%s:%s", c.CallID, c.Undo)
+		if c.Unknown {
+			b.WriteString("(unknown)")
+		}
+	}
 	return b.String()
 }
 

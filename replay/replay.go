@@ -119,6 +119,9 @@ const (
 	Output Aspect = "output"
 	// Context: context management edits or compacts differently.
 	Context Aspect = "context"
+	// Compensation: the run undoes other writes, or undoes writes where
+	// the other does not (compensated).
+	Compensation Aspect = "compensation"
 	// Status: the run stops with another status, or at another point,
 	// for any other reason.
 	Status Aspect = "status"
@@ -217,6 +220,7 @@ var known = map[loop.EventKind]bool{
 	loop.PolicyDecided: true, loop.StagePlanned: true, loop.StageFinished: true, loop.Interrupted: true,
 	loop.Stopped: true, loop.ConfirmationDecided: true, loop.ContextEdited: true,
 	loop.ContextSummarized: true, loop.Resumed: true, loop.TokensCounted: true,
+	loop.Compensated: true,
 }
 
 // Check returns a *CannotReplayError when events cannot be replayed: a
@@ -683,6 +687,15 @@ func (d *driver) matchSynced(eff loop.Effect) error {
 	case loop.RequestModel, loop.Summarize, loop.CountTokens:
 		d.prepared = recorded(d.take())
 		return nil
+	case loop.Compensate:
+		if slices.Equal(undoIDs(eff.Compensations), undoneIDs(rec.Compensations)) {
+			d.prepared = recorded(d.take())
+			return nil
+		}
+		d.differ(&Difference{Aspect: Compensation, Seq: rec.Seq, Step: d.state.Steps,
+			Recorded: "undid " + strings.Join(undoneIDs(rec.Compensations), ", "),
+			New:      "undoes " + strings.Join(undoIDs(eff.Compensations), ", ")})
+		return d.prepare(eff)
 	case loop.ExecuteStage:
 		if rec.Stage == eff.Stage && sameCalls(d.stageCallIDs(eff.Calls), rec) {
 			d.prepared = recorded(d.take())
@@ -735,6 +748,7 @@ var recordedBy = map[loop.EffectKind][]loop.EventKind{
 	loop.RequestModel:   {loop.ModelResponded, loop.ModelFailed},
 	loop.Summarize:      {loop.ContextSummarized},
 	loop.CountTokens:    {loop.TokensCounted},
+	loop.Compensate:     {loop.Compensated},
 	loop.ValidateCalls:  {loop.CallsValidated},
 	loop.AuthorizeCalls: {loop.PolicyDecided},
 	loop.PlanBatch:      {loop.StagePlanned},
@@ -786,6 +800,8 @@ func (d *driver) prepare(eff loop.Effect) error {
 			return nil
 		}
 		return &gapError{&Gap{Step: s.Steps, Reason: "the new run asks the provider to count a request the recorded run never counted; the count is unknown"}}
+	case loop.Compensate:
+		return d.prepareCompensation(eff)
 	case loop.ValidateCalls:
 		d.prepared = loop.Event{Kind: loop.CallsValidated,
 			Checks: loop.CheckCalls(d.cfg.Tools, s.Batch.Calls, s.Budgets.ArgumentLimits(), s.RunID, d.cfg.RequestID)}
@@ -814,6 +830,47 @@ func (d *driver) nextRequest() *llm.Request {
 	s := &d.state
 	return &llm.Request{Model: s.Model, Messages: slices.Clip(s.Messages), Tools: d.cfg.Tools.Definitions(),
 		Step: s.Steps + 1, CacheKey: loop.CacheKey(s.RunID), Output: s.Output.Format()}
+}
+
+// prepareCompensation answers a compensation the new run makes out of
+// step with the record from the recorded run's compensations of the same
+// writes; a compensation is a write, so one never recorded is a gap.
+func (d *driver) prepareCompensation(eff loop.Effect) error {
+	done := map[string]loop.CompensationOutcome{}
+	for i := range d.rec {
+		for _, o := range d.rec[i].Compensations {
+			done[o.CallID] = o
+		}
+	}
+	ev := loop.Event{Kind: loop.Compensated, Compensations: make([]loop.CompensationOutcome, len(eff.Compensations))}
+	for i, c := range eff.Compensations {
+		o, ok := done[c.CallID]
+		if !ok {
+			return &gapError{&Gap{Step: d.state.Steps, CallID: c.CallID, Tool: c.Tool, Reason: fmt.Sprintf(
+				"the new run undoes call %s (%s), which the recorded run never undid: a compensation is a write, which a replay never runs", c.CallID, c.Tool)}}
+		}
+		ev.Compensations[i] = o
+	}
+	d.prepared = ev
+	return nil
+}
+
+// undoIDs are the call IDs of the writes a Compensate effect undoes.
+func undoIDs(cs []loop.CompensationCall) []string {
+	ids := make([]string, len(cs))
+	for i, c := range cs {
+		ids[i] = c.CallID
+	}
+	return ids
+}
+
+// undoneIDs are the call IDs of the writes a compensated event records.
+func undoneIDs(os []loop.CompensationOutcome) []string {
+	ids := make([]string, len(os))
+	for i, o := range os {
+		ids[i] = o.CallID
+	}
+	return ids
 }
 
 // identity is who the new run acts for.
@@ -908,6 +965,9 @@ func (d *driver) RequestModel() loop.Event { return d.prepared }
 // CountTokens implements loop.Driver with the recorded count (or, with a
 // live model, the model's count).
 func (d *driver) CountTokens() loop.Event { return d.prepared }
+
+// Compensate implements loop.Driver with the recorded compensations.
+func (d *driver) Compensate([]loop.CompensationCall) loop.Event { return d.prepared }
 
 // Summarize implements loop.Driver with the recorded summary.
 func (d *driver) Summarize(*loop.SummaryRequest) loop.Event { return d.prepared }

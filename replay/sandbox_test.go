@@ -214,8 +214,8 @@ var changes = []struct {
 			}
 			return cfg
 		},
-		changed: []string{"confirm_refund", "confirmation_required", "parallel", "permission_denied",
-			"refund_retry", "refund_twice", "refund_unknown"},
+		changed: []string{"compensation_failed", "confirm_refund", "confirmation_required", "parallel", "permission_denied",
+			"refund_retry", "refund_reversed", "refund_twice", "refund_unknown"},
 	},
 	{
 		name: "max_steps_2",
@@ -236,7 +236,7 @@ var changes = []struct {
 			cfg.OutputSchema = orders.OrderStatusSchema
 			return cfg
 		},
-		changed: []string{"confirm_refund", "normal", "not_found", "parallel", "refund_retry", "refund_twice"},
+		changed: []string{"confirm_refund", "normal", "not_found", "parallel", "refund_retry", "refund_reversed", "refund_twice"},
 	},
 }
 

@@ -211,6 +211,8 @@ func (a *Activities) Register(r worker.ActivityRegistry) {
 	r.RegisterActivityWithOptions(a.SaveLog, activity.RegisterOptions{Name: SaveLogActivity})
 	r.RegisterActivityWithOptions(a.LoadLog, activity.RegisterOptions{Name: LoadLogActivity})
 	r.RegisterActivityWithOptions(a.CountTokens, activity.RegisterOptions{Name: CountActivity})
+
+	r.RegisterActivityWithOptions(a.Compensate, activity.RegisterOptions{Name: CompensateActivity})
 }
 
 // ToolsVersion returns the registry's version (tool.Registry.Version).

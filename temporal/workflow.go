@@ -123,6 +123,13 @@ type RunInput struct {
 	OutputStrict  bool            `json:"output_strict,omitempty"`
 	OutputRetries int             `json:"output_retries,omitempty"`
 
+	// Compensation and AtomicBatches say what the run does with the
+	// writes of an all-or-nothing group that failed, as loop.Config's
+	// fields of the same names do; the compensations run as activities
+	// (CompensateActivity), after a cancellation too.
+	Compensation  loop.CompensationPolicy `json:"compensation,omitempty"`
+	AtomicBatches bool                    `json:"atomic_batches,omitempty"`
+
 	// Continued is set by the workflow itself when it continues as new:
 	// the log so far by reference and the decider's state, which the new
 	// workflow run starts from. Callers leave it nil.
@@ -175,6 +182,8 @@ type RunOutput struct {
 	Log    string `json:"log,omitempty"`
 	// ContinuedAsNew counts the times the workflow continued as new.
 	ContinuedAsNew int `json:"continued_as_new,omitempty"`
+	// Writes says what the run's writes ended as (loop.Result.Writes).
+	Writes *loop.WritesReport `json:"writes,omitempty"`
 }
 
 // Err is nil for a final answer and a *loop.StopError otherwise, as
@@ -336,6 +345,9 @@ func newDriver(ctx workflow.Context, in RunInput) (*driver, error) {
 	if _, err := in.outputSpec(); err != nil {
 		return nil, err
 	}
+	if _, err := loop.NewCompensationSpec(in.Compensation, in.AtomicBatches); err != nil {
+		return nil, fmt.Errorf("temporal: %w", err)
+	}
 	if in.ModelTimeout <= 0 {
 		in.ModelTimeout = DefaultModelTimeout
 	}
@@ -489,11 +501,12 @@ func (d *driver) run(ctx workflow.Context) (RunOutput, error) {
 			return RunOutput{}, fmt.Errorf("toolloop: reading the worker's tools: %w", err)
 		}
 		in := d.in
-		output, _ := in.outputSpec() // checked by newDriver
+		output, _ := in.outputSpec()                                           // checked by newDriver
+		comp, _ := loop.NewCompensationSpec(in.Compensation, in.AtomicBatches) // checked by newDriver
 		eff = d.emit(ctx, loop.Event{Kind: loop.Started, Start: &loop.StartInfo{
 			RunID: in.RunID, SessionID: in.SessionID, Model: in.Model, PromptVersion: in.PromptVersion,
 			ToolsVersion: version, Identity: in.Identity, Budgets: d.budgets, Price: in.Price, Context: in.Context,
-			Messages: in.Messages, Output: output,
+			Messages: in.Messages, Output: output, Compensation: comp,
 		}})
 	}
 	w := &workflowDriver{d: d, ctx: ctx}
@@ -631,7 +644,8 @@ func (d *driver) output(ctx workflow.Context) (RunOutput, error) {
 	}
 	s := &d.state
 	out := RunOutput{RunID: s.RunID, SessionID: s.SessionID, Status: s.Status, Detail: s.Detail, Steps: s.Steps, ToolCalls: s.ToolCalls,
-		Usage: s.Usage, Cost: s.Cost, Pending: s.Pending, Events: d.events(), Log: d.head, ContinuedAsNew: d.continued}
+		Usage: s.Usage, Cost: s.Cost, Pending: s.Pending, Events: d.events(), Log: d.head, ContinuedAsNew: d.continued,
+		Writes: s.WritesReport()}
 	if len(d.log) > 0 {
 		out.Duration = d.log[len(d.log)-1].At.Sub(s.StartedAt)
 	}

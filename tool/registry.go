@@ -4,6 +4,8 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 
 	"github.com/toolloop/toolloop/llm"
@@ -30,6 +32,23 @@ func NewRegistry(tools ...*Tool) (*Registry, error) {
 		}
 		r.byName[t.def.Name] = t
 		r.tools = append(r.tools, t)
+	}
+	for _, t := range tools {
+		// A compensation must name a write of the same set: checked here,
+		// when the run's tools are known, rather than when it first fails.
+		if c := t.def.Compensation; c != nil {
+			u, ok := r.byName[c.Tool]
+			switch {
+			case !ok:
+				return nil, fmt.Errorf("tool registry: tool %q is compensated by %q, which is not in the registry", t.def.Name, c.Tool)
+			case u.def.Effect != Write:
+				return nil, fmt.Errorf("tool registry: tool %q is compensated by %q, which is not a write", t.def.Name, c.Tool)
+			case u == t:
+				return nil, fmt.Errorf("tool registry: tool %q cannot compensate itself", t.def.Name)
+			}
+		}
+	}
+	for _, t := range r.tools {
 		r.defs = append(r.defs, llm.ToolDefinition{
 			Name: t.def.Name, Description: t.def.Description, InputSchema: t.def.InputSchema,
 		})
@@ -73,6 +92,18 @@ func version(tools []*Tool) string {
 		// Length-prefix each field so no two tool sets share an encoding.
 		for _, f := range []string{t.def.Name, t.def.Description, string(t.def.Effect), string(t.def.InputSchema)} {
 			fmt.Fprintf(h, "%d:%s;", len(f), f)
+		}
+		// The compensation and the group change what a run does; they
+		// count only when set, so that the versions of tool sets without
+		// them stay what they were.
+		if c := t.def.Compensation; c != nil {
+			fmt.Fprintf(h, "undo:%d:%s;", len(c.Tool), c.Tool)
+			for _, k := range slices.Sorted(maps.Keys(c.Args)) {
+				fmt.Fprintf(h, "%d:%s=%d:%s;", len(k), k, len(c.Args[k]), c.Args[k])
+			}
+		}
+		if g := t.def.AtomicGroup; g != "" {
+			fmt.Fprintf(h, "group:%d:%s;", len(g), g)
 		}
 	}
 	return "tools-" + hex.EncodeToString(h.Sum(nil))[:16]

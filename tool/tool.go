@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"regexp"
 	"time"
 
@@ -75,6 +76,14 @@ type Definition struct {
 	// outcome. Zero means the executor's cap
 	// (executor.Options.MaxResultBytes); negative means no cap.
 	MaxResultBytes int
+	// Compensation, for a write, says how a call of it is undone (see
+	// Compensation); nil when it cannot be.
+	Compensation *Compensation
+	// AtomicGroup names an all-or-nothing group: when a call of the group
+	// fails for good, or the run stops without a final answer, after some
+	// of the group's writes in the run succeeded, the run compensates
+	// them or reports them, by its policy (loop.Config.Compensation).
+	AtomicGroup string
 }
 
 // Spec describes a typed tool for New. Only Name is required.
@@ -93,6 +102,13 @@ type Spec[In any] struct {
 	// NeedsConfirmation declares that every call needs a human's
 	// confirmation first.
 	NeedsConfirmation bool
+	// Compensation says how a call of this write is undone: the
+	// compensating tool and how its arguments are made (see Compensation,
+	// CompensateWith). Nil when the write cannot be undone.
+	Compensation *Compensation
+	// AtomicGroup names the all-or-nothing group the tool's calls belong
+	// to (see Definition.AtomicGroup).
+	AtomicGroup string
 	// IdempotencyKey derives a write's business key from its arguments,
 	// e.g. "refund:" + in.OrderID, so that the same business action asked
 	// for again (under any call ID, in any run) is done once. Nil means
@@ -154,6 +170,7 @@ func New[In, Out any](spec Spec[In], fn func(ctx context.Context, in In) (Out, e
 		Effect: spec.Effect, Risk: spec.Risk, Timeout: spec.Timeout, OnTimeout: spec.OnTimeout,
 		Sensitive: append([]string(nil), spec.Sensitive...), ExclusiveGroup: spec.ExclusiveGroup,
 		NeedsConfirmation: spec.NeedsConfirmation, HonorsContext: spec.HonorsContext,
+		Compensation: spec.Compensation, AtomicGroup: spec.AtomicGroup,
 	}
 	bind := func(args json.RawMessage) (Bound, error) {
 		in, err := decodeArgs[In](args)
@@ -277,6 +294,21 @@ func build(def Definition, resources func(json.RawMessage) []string) (*Tool, err
 	}
 	if def.Timeout < 0 {
 		return nil, fmt.Errorf("tool %q: negative timeout %v", def.Name, def.Timeout)
+	}
+	if def.Compensation != nil && def.Effect != Write {
+		return nil, fmt.Errorf("tool %q: only a write can declare a compensation", def.Name)
+	}
+	if err := def.Compensation.check(def.Name); err != nil {
+		return nil, err
+	}
+	if c := def.Compensation; c != nil {
+		// A copy: the caller's declaration may change after New.
+		cc := *c
+		cc.Args = maps.Clone(c.Args)
+		def.Compensation = &cc
+	}
+	if def.AtomicGroup != "" && !validName.MatchString(def.AtomicGroup) {
+		return nil, fmt.Errorf("tool %q: atomic group %q: want 1 to 64 letters, digits, '_' or '-'", def.Name, def.AtomicGroup)
 	}
 	schema, err := compileSchemaDoc(doc)
 	if err != nil {
