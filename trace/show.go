@@ -64,6 +64,8 @@ func Show(w io.Writer, events []loop.Event, opts *ShowOptions) error {
 	showEdits(ew, events)
 	showTimeline(ew, spans, events[len(events)-1].At, o.Width)
 	showBudgets(ew, spans)
+	showCompensations(ew, spans)
+	showWrites(ew, &st, start)
 	showStop(ew, &st, spans, events, o.Redactor)
 	return ew.err
 }
@@ -533,6 +535,8 @@ func spanNote(s *Span) string {
 			}
 			parts = append(parts, "call_id="+cf.CallID, verb+" by "+cf.By)
 		}
+	case SpanCompensate, SpanUndo:
+		parts = append(parts, compensateNote(s)...)
 	case SpanBudget:
 		parts = append(parts, s.Budget.Point)
 		if s.Budget.Passed() {
@@ -595,8 +599,8 @@ func showStop(w io.Writer, st *loop.State, spans []Span, events []loop.Event, re
 			events[len(events)-1].Seq, events[len(events)-1].Kind)
 		return
 	}
-	fmt.Fprintf(w, "stopped status=%s steps=%d tool_calls=%d tokens=%d duration=%s detail=%q\n",
-		string(st.Status), st.Steps, st.ToolCalls, st.Usage.Total(), fmtDur(root.Duration()), st.Detail)
+	fmt.Fprintf(w, "stopped status=%s steps=%d tool_calls=%d tokens=%d duration=%s detail=%q%s\n",
+		string(st.Status), st.Steps, st.ToolCalls, st.Usage.Total(), fmtDur(root.Duration()), st.Detail, writesStop(st))
 }
 
 // AnsweredLine is the last line of a run that paused, has an answer to
