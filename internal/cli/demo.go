@@ -159,7 +159,7 @@ func summaryLine(prefix string, res *loop.Result, refunds int, withCost, showRun
 			line += " call=" + strings.Join(ids, ",")
 		}
 	}
-	return fmt.Sprintf("%s detail=%q", line, res.Detail)
+	return fmt.Sprintf("%s detail=%q%s", line, res.Detail, writesField(res))
 }
 
 // writeNextSteps prints, for a run paused for confirmation, the commands

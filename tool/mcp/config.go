@@ -82,8 +82,23 @@ func (s *Source) checkConfig(tools map[string]*tool.Tool, server map[string]stri
 			errs = append(errs, fmt.Errorf("%s: its compensation names tool %q, which is read-only (the server marks it readOnlyHint); a compensation must be a write", what, c.Tool))
 		}
 	}
-	return errors.Join(errs...)
+	if len(errs) == 0 {
+		return nil
+	}
+	return &ConfigError{Err: errors.Join(errs...)}
 }
+
+// ConfigError is the error Source.Tools returns when Options.Tools does
+// not fit the server's tools: the caller's configuration is wrong, not the
+// server. Its message names each tool and what is wrong with it.
+type ConfigError struct {
+	Err error
+}
+
+func (e *ConfigError) Error() string { return e.Err.Error() }
+
+// Unwrap returns the errors about each tool.
+func (e *ConfigError) Unwrap() error { return e.Err }
 
 // describeName is describe for a tool known only by its server's name.
 func (s *Source) describeName(name string) string {

@@ -2,6 +2,7 @@ package mcp_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -161,6 +162,9 @@ func TestToolConfigErrors(t *testing.T) {
 			_, err := src.Tools(context.Background())
 			if err == nil {
 				t.Fatal("the configuration was accepted")
+			}
+			if ce := (*mcp.ConfigError)(nil); !errors.As(err, &ce) {
+				t.Errorf("error %q is not a ConfigError", err)
 			}
 			for _, w := range append(tc.want, `server "till"`) {
 				if !strings.Contains(err.Error(), w) {
