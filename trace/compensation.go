@@ -221,13 +221,25 @@ func showWrites(w io.Writer, st *loop.State, start *loop.StartInfo) {
 	tw.Flush()
 }
 
-// writesStop is what the stop line says about the run's writes: its
-// outcome, or nothing for a run without writes.
+// writesStop is what the stop line says about the run's writes (see
+// WritesField), or nothing for a run without writes.
 func writesStop(st *loop.State) string {
 	if len(st.Writes) == 0 {
 		return ""
 	}
-	return " writes=" + string(st.Result(nil).Writes.Outcome)
+	return WritesField(st.Result(nil).Writes)
+}
+
+// WritesField is the end of a stop line for a run's writes report:
+// ` writes="…"`, its Summary without the leading "writes ", which says
+// all done, partial, undone or none and names the writes in each state;
+// "" for a run without writes (w nil). trace show, toolloop run and the
+// console end their stop lines with it.
+func WritesField(w *loop.WritesReport) string {
+	if w == nil {
+		return ""
+	}
+	return fmt.Sprintf(" writes=%q", strings.TrimPrefix(w.Summary(), "writes "))
 }
 
 func dash(s string) string {

@@ -156,7 +156,7 @@ func TestShowCompensated(t *testing.T) {
 		"writes undone (policy compensate, atomic batches)\n  writes undone; undone: refund_order c1; not done: issue_voucher c2 (failed)",
 		"compensate ",
 		"execute_tool reverse_refund",
-		`writes=undone`,
+		`writes="undone; undone: refund_order c1; not done: issue_voucher c2 (failed)"`,
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q", want)
@@ -180,7 +180,7 @@ func TestShowCompensationFailed(t *testing.T) {
 		"writes partial (policy compensate, atomic batches)",
 		"left for a person: refund_order c1 (left)",
 		"stopped status=compensation_failed",
-		"writes=partial",
+		`writes="partial; not done: issue_voucher c2 (failed); left for a person: refund_order c1 (left)"`,
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q", want)
@@ -201,7 +201,7 @@ func TestShowWritesLeft(t *testing.T) {
 		"writes partial (policy leave, atomic batches)\n  writes partial; done: refund_order c1; not done: issue_voucher c2 (failed)",
 		`kept by the run's policy (leave)`,
 		"stopped status=final_answer",
-		"writes=partial",
+		`writes="partial; done: refund_order c1; not done: issue_voucher c2 (failed)"`,
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)

@@ -7,10 +7,10 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strings"
 
 	"github.com/toolloop/toolloop/loop"
 	"github.com/toolloop/toolloop/tool/mcp"
+	"github.com/toolloop/toolloop/trace"
 )
 
 // maxMCPConfigBytes bounds an --mcp-config file.
@@ -96,9 +96,4 @@ func compensationPolicy(compensate bool) loop.CompensationPolicy {
 // writesField is the stop line's account of a run's writes (Result.Writes):
 // all done, partial, undone or none, naming which were done, undone, not
 // done and left for a person; "" for a run that asked for no write.
-func writesField(res *loop.Result) string {
-	if res.Writes == nil {
-		return ""
-	}
-	return fmt.Sprintf(" writes=%q", strings.TrimPrefix(res.Writes.Summary(), "writes "))
-}
+func writesField(res *loop.Result) string { return trace.WritesField(res.Writes) }
