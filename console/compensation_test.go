@@ -30,7 +30,9 @@ func (e *env) compensationRun(id string, reverseFails bool) *loop.Result {
 		Name: "refund_order", Effect: tool.Write,
 		IdempotencyKey: func(in orderIn) string { return "refund:" + in.OrderID },
 		Compensation:   &tool.Compensation{Tool: "reverse_refund", Args: map[string]string{"refund_id": "result.refund_id"}},
-	}, func(_ context.Context, in orderIn) (refundOut, error) { return refundOut{RefundID: "R-" + in.OrderID}, nil })
+	}, func(_ context.Context, in orderIn) (refundOut, error) {
+		return refundOut{RefundID: "R-" + in.OrderID}, nil
+	})
 	voucher := tool.MustNew(tool.Spec[orderIn]{Name: "issue_voucher", Effect: tool.Write},
 		func(context.Context, orderIn) (string, error) {
 			return "", &tool.Error{Kind: llm.KindInvalidArguments, Msg: "order B has not shipped"}
