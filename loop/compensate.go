@@ -138,7 +138,8 @@ type WritesReport struct {
 }
 
 // Summary says in one line what the writes ended as, naming what was
-// done, undone, not done and left for a person: for stop lines.
+// done, undone, not done and left for a person, for stop lines, e.g.
+// "undone: undone refund_order c1; not done issue_voucher c2 (failed)".
 func (r *WritesReport) Summary() string {
 	if r == nil {
 		return "no writes"
@@ -157,20 +158,21 @@ func (r *WritesReport) Summary() string {
 			notDone = append(notDone, name+" ("+string(w.State)+")")
 		}
 	}
-	parts := []string{"writes " + strings.ReplaceAll(string(r.Outcome), "_", " ")}
+	var parts []string
 	for _, p := range []struct {
 		label string
 		names []string
 	}{{"done", done}, {"undone", undone}, {"not done", notDone}, {"left for a person", left}} {
 		if len(p.names) > 0 {
-			parts = append(parts, p.label+": "+strings.Join(p.names, ", "))
+			parts = append(parts, p.label+" "+strings.Join(p.names, ", "))
 		}
 	}
-	return strings.Join(parts, "; ")
+	return strings.ReplaceAll(string(r.Outcome), "_", " ") + ": " + strings.Join(parts, "; ")
 }
 
-// writesReport sums up s.Writes, or returns nil for a run without writes.
-func (s *State) writesReport() *WritesReport {
+// WritesReport sums up what the run's writes ended as so far
+// (Result.Writes); nil for a run that asked for no write.
+func (s *State) WritesReport() *WritesReport {
 	if len(s.Writes) == 0 {
 		return nil
 	}
@@ -230,6 +232,10 @@ const (
 	// UndoFailed: its arguments could not be made, or the
 	// compensating call failed.
 	UndoFailed CompensationState = "failed"
+	// UndoNotNeeded: the original's outcome was unknown, and its status
+	// look-up, asked again once its timeout had passed, found it never
+	// happened: there is nothing to undo.
+	UndoNotNeeded CompensationState = "not_needed"
 	// UndoLeft: not attempted (the original's outcome could not
 	// be settled, or an earlier compensation failed).
 	UndoLeft CompensationState = "left"
@@ -282,7 +288,11 @@ func registerBatch(s *State) map[string]string {
 	for i := range b.Calls {
 		r := b.Results[i]
 		ok := r != nil && r.Status == llm.StatusOK
-		unknown := slices.Contains(b.Unknown, i)
+		// A write whose outcome is unknown, or that timed out or found an
+		// earlier attempt still in flight (it may yet land), is settled by
+		// its status look-up before anyone undoes it.
+		unknown := slices.Contains(b.Unknown, i) || (i < len(b.Checks) && b.Checks[i].WriteKey != "" && r != nil &&
+			r.Status == llm.StatusError && (r.ErrorKind == llm.KindTimeout || r.ErrorKind == llm.KindWriteInProgress))
 		g := groupOf(s, b, i)
 		if g != "" && !ok {
 			if _, seen := failed[g]; !seen {
@@ -445,6 +455,10 @@ func compensated(s *State, ev *Event) Effect {
 			continue
 		}
 		w.close()
+		if o.State == UndoNotNeeded {
+			w.State, w.Note = WriteNotRun, o.Reason
+			continue
+		}
 		if o.State == UndoSucceeded {
 			w.State, w.Note = WriteUndone, fmt.Sprintf("undone by %s (call %s): %s", c.Undo, compensationCallID(c.CallID), due.Detail)
 			undone = append(undone, fmt.Sprintf("%s %s by %s", c.Tool, c.CallID, c.Undo))
@@ -465,12 +479,16 @@ func compensated(s *State, ev *Event) Effect {
 		return stop(s, CompensationFailed, detail)
 	}
 	summary := "undone: " + strings.Join(undone, ", ")
+	note := "[toolloop] " + due.Detail + ". So that nothing of it stays half done, its writes were " + summary + ". They no longer hold."
+	if len(undone) == 0 {
+		summary = "nothing to undo: the writes whose outcome was unknown never happened"
+		note = "[toolloop] " + due.Detail + ". Its writes whose outcome was unknown turned out never to have happened; nothing was undone."
+	}
 	if s.Stopping {
 		s.Detail += "; " + summary
 		return Effect{Kind: Stop, Status: s.Status, Detail: s.Detail}
 	}
-	m := llm.UserMessage("[toolloop] " + due.Detail + ". So that nothing of it stays half done, its writes were " +
-		summary + ". They no longer hold.")
+	m := llm.UserMessage(note)
 	if s.ctx != nil {
 		s.ctx.add(&m)
 	}
@@ -507,7 +525,7 @@ func Compensations(calls []CompensationCall, perform func(c CompensationCall) Co
 			continue
 		}
 		outs[i] = perform(c)
-		if outs[i].State != UndoSucceeded && outs[i].Call != nil {
+		if outs[i].State != UndoSucceeded && outs[i].State != UndoNotNeeded && outs[i].Call != nil {
 			// Only a compensation that was attempted holds the rest back:
 			// a write that cannot be undone at all (none declared, its
 			// outcome not settled) is left, and the earlier ones are
@@ -553,6 +571,25 @@ func PerformCompensation(ctx context.Context, ex *executor.Executor, tools *tool
 			return out
 		}
 		content, applied, err := orig.Reconcile(ctx, c.Arguments)
+		if err == nil && !applied {
+			// The attempt may still be running: once its timeout has
+			// passed it cannot land any more (the executor's rule for a
+			// stale claim), and the look-up's answer is final.
+			wait := timeout
+			if wait <= 0 {
+				wait = orig.Timeout()
+			}
+			if wait <= 0 {
+				wait = ex.Options().DefaultTimeout
+			}
+			if sleep(ctx, wait) == nil {
+				content, applied, err = orig.Reconcile(ctx, c.Arguments)
+				if err == nil && !applied {
+					out.State, out.Reason = UndoNotNeeded, "the write's outcome was unknown; its status look-up, asked again after its timeout, finds it never happened"
+					return out
+				}
+			}
+		}
 		switch {
 		case err != nil:
 			out.State, out.Reason = UndoLeft, "the write's outcome is unknown and its status look-up failed: "+err.Error()
@@ -594,13 +631,7 @@ func PerformCompensation(ctx context.Context, ex *executor.Executor, tools *tool
 		if wait <= 0 {
 			wait = ex.Options().DefaultTimeout
 		}
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-		case <-t.C:
-		}
-		if ctx.Err() != nil {
+		if sleep(ctx, wait) != nil {
 			break
 		}
 	}
@@ -614,4 +645,16 @@ func PerformCompensation(ctx context.Context, ex *executor.Executor, tools *tool
 		out.State, out.Reason = UndoFailed, fmt.Sprintf("%s failed (%s): %s", c.Undo, o.Result.ErrorKind, o.Result.Content)
 	}
 	return out
+}
+
+// sleep waits d, or until ctx ends (its error then).
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/toolloop/toolloop/executor"
 	"github.com/toolloop/toolloop/llm"
@@ -25,6 +26,10 @@ type till struct {
 	refuse    map[string]bool
 	// failReverse makes every reversal fail.
 	failReverse bool
+	// late makes a refund take this long, past its timeout, ignoring its
+	// context; lost makes it then not happen at all.
+	late time.Duration
+	lost bool
 }
 
 func newTill() *till {
@@ -55,7 +60,20 @@ func (b *till) tools(t *testing.T, group string) *tool.Registry {
 		IdempotencyKey: func(in tillOrder) string { return "refund:" + in.OrderID },
 		Compensation: &tool.Compensation{Tool: "reverse_refund",
 			Args: map[string]string{"refund_id": "result.refund_id", "reason": `="all or nothing"`}},
+		Timeout: 30 * time.Millisecond,
+		Lookup: func(_ context.Context, in tillOrder) (any, bool, error) {
+			b.mu.Lock()
+			defer b.mu.Unlock()
+			if b.refunds[in.OrderID] > 0 {
+				return tillRefund{RefundID: "R-" + in.OrderID, OrderID: in.OrderID}, true, nil
+			}
+			return nil, false, nil
+		},
 	}, func(_ context.Context, in tillOrder) (tillRefund, error) {
+		time.Sleep(b.late)
+		if b.lost {
+			return tillRefund{}, errors.New("the bank dropped the request")
+		}
 		b.mu.Lock()
 		defer b.mu.Unlock()
 		b.refunds[in.OrderID]++
@@ -191,7 +209,7 @@ func TestLeaveWritesReports(t *testing.T) {
 	if w == nil || w.Outcome != loop.WritesPartial {
 		t.Fatalf("writes = %+v; want partial", w)
 	}
-	if got := w.Summary(); got != "writes partial; done: refund_order c1; not done: issue_voucher c2 (failed)" {
+	if got := w.Summary(); got != "partial: done refund_order c1; not done issue_voucher c2 (failed)" {
 		t.Errorf("Summary() = %q", got)
 	}
 	for _, ev := range res.Events {
@@ -327,6 +345,45 @@ func TestResumeFinishesCompensation(t *testing.T) {
 			}
 			if replayed != reversedBeforeCrash {
 				t.Errorf("compensation replayed from the ledger = %v, want %v", replayed, reversedBeforeCrash)
+			}
+		})
+	}
+}
+
+// A refund that timed out may yet land: it is not undone on a guess, but
+// settled by its status look-up, asked again once its timeout has passed.
+// Here it landed late, and is reversed; in lost it never happened, and
+// nothing is undone.
+func TestCompensateSettlesUnknown(t *testing.T) {
+	for _, lost := range []bool{false, true} {
+		t.Run(fmt.Sprintf("lost=%v", lost), func(t *testing.T) {
+			b := newTill()
+			b.refuse["A2"] = true
+			b.late, b.lost = 45*time.Millisecond, lost
+			res, _ := loop.Run(context.Background(), tillConfig(b, b.tools(t, ""), store.NewMemory(), loop.CompensateWrites, true,
+				refundThenVoucher, llmtest.Text("Nothing was done.")), user("both or neither"))
+			time.Sleep(60 * time.Millisecond) // a late refund has landed by now
+			// The timeout stops the run (OnTimeout stop), which settles
+			// the refund before it stops.
+			if res.Status != loop.ToolTimeout {
+				t.Fatalf("status %s: %s", res.Status, res.Detail)
+			}
+			refunds, reversals := b.counts("A1")
+			if refunds != reversals || refunds != map[bool]int{false: 1}[lost] {
+				t.Errorf("refunds %d, reversals %d", refunds, reversals)
+			}
+			var states []loop.CompensationState
+			for _, ev := range res.Events {
+				for _, o := range ev.Compensations {
+					states = append(states, o.State)
+				}
+			}
+			want := loop.UndoSucceeded
+			if lost {
+				want = loop.UndoNotNeeded
+			}
+			if len(states) != 1 || states[0] != want {
+				t.Errorf("compensations %v, want [%s]", states, want)
 			}
 		})
 	}

@@ -14,6 +14,12 @@ package loop_test
 //     event the answer to the previous effect: none lost, none twice), and
 //     the summary row agrees with it;
 //   - its history gives each call exactly one result (llm.CheckHistory);
+//   - a third of the runs also ask, in one turn, for a refund that is all
+//     or nothing with a voucher that always fails (group "pair", policy
+//     compensate): the refund (table campaign_pair_refunds), if it
+//     happened, is reversed exactly once (table campaign_reversals), also
+//     when the kill came inside the compensation, and the run's writes
+//     say undone (or, for a refund that never happened, not run);
 //   - no refund happened twice: the order book (table campaign_refunds, in
 //     the same file, a plain table with an autoincrement id so that a
 //     second refund shows up as a second row) has at most one row per
@@ -98,6 +104,19 @@ const campRefundsTable = `CREATE TABLE IF NOT EXISTS campaign_refunds (
 	order_id TEXT NOT NULL
 )`
 
+// The compensation's tables: refunds of the pair scenario and their
+// reversals, plain rows so that a second one shows up.
+const (
+	campPairTable = `CREATE TABLE IF NOT EXISTS campaign_pair_refunds (
+	id       INTEGER PRIMARY KEY AUTOINCREMENT,
+	order_id TEXT NOT NULL
+)`
+	campReversalsTable = `CREATE TABLE IF NOT EXISTS campaign_reversals (
+	id        INTEGER PRIMARY KEY AUTOINCREMENT,
+	refund_id TEXT NOT NULL
+)`
+)
+
 func openCampaignStore(path string) (*sqlite.Store, error) {
 	// NORMAL: in WAL mode a commit survives the death of the process
 	// (SIGKILL); only a power cut may lose the last commits.
@@ -105,9 +124,11 @@ func openCampaignStore(path string) (*sqlite.Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	if _, err := s.DB().Exec(campRefundsTable); err != nil {
-		s.Close()
-		return nil, err
+	for _, table := range []string{campRefundsTable, campPairTable, campReversalsTable} {
+		if _, err := s.DB().Exec(table); err != nil {
+			s.Close()
+			return nil, err
+		}
 	}
 	return s, nil
 }
@@ -120,6 +141,10 @@ type campScenario struct {
 	// queryAfter adds a query of refunds[0] to turn 2's batch: it touches
 	// the refunded order, so the planner stages it after the write.
 	queryAfter bool
+	// pair, when set, is an order that turn 2 refunds with refund_pair
+	// beside an issue_voucher that fails: all or nothing, so the refund
+	// is reversed.
+	pair string
 }
 
 func campRunID(i int) string { return fmt.Sprintf("run-%04d", i) }
@@ -152,6 +177,9 @@ func campScenarioFor(seed uint64, runID string, hot bool) campScenario {
 		sc.refunds[len(sc.refunds)-1] = fmt.Sprintf("S%03d", i/3)
 	}
 	sc.queryAfter = len(sc.refunds) > 0 && r.IntN(2) == 0
+	if r.IntN(3) == 0 {
+		sc.pair = own("p")
+	}
 	return sc
 }
 
@@ -178,6 +206,10 @@ func campModel(runID string, sc campScenario, mark func(string, ...any)) llm.Mod
 				// With the refund's details: the same query as turn 1's
 				// would be a spin.
 				calls = append(calls, llmtest.Call("s2-q", "query_order", map[string]any{"id": sc.refunds[0], "refunds": true}))
+			}
+			if sc.pair != "" {
+				calls = append(calls, llmtest.Call("s2-p", "refund_pair", map[string]string{"order_id": sc.pair}),
+					llmtest.Call("s2-v", "issue_voucher", map[string]string{"order_id": sc.pair}))
 			}
 		case 3:
 			for k, o := range sc.refunds {
@@ -285,7 +317,94 @@ func campTools(db *sql.DB, mark func(string, ...any), delay func(upTo time.Durat
 		time.Sleep(delay(15 * time.Millisecond))
 		return campRefundOut{OrderID: in.OrderID, RefundID: fmt.Sprintf("R%d", id)}, nil
 	})
-	return tool.NewRegistry(query, refund)
+	pair, voucher, reverse := campPairTools(db, mark, delay)
+	return tool.NewRegistry(query, refund, pair, voucher, reverse)
+}
+
+type campReverseIn struct {
+	RefundID string `json:"refund_id"`
+}
+
+// campPairTools are the compensation scenario's tools: refund_pair, a
+// refund in the all-or-nothing group "pair" whose compensation is
+// reverse_refund (with the refund's ID from its result); issue_voucher, in
+// the same group, which always fails; and reverse_refund, which inserts a
+// reversal row, with a status look-up. Their markers are pwrite+, peffect,
+// pwrite-, undo+, uneffect, undo- and ulookup.
+func campPairTools(db *sql.DB, mark func(string, ...any), delay func(upTo time.Duration) time.Duration) (pair, voucher, reverse *tool.Tool) {
+	pair = tool.MustNew(tool.Spec[campRefundIn]{Name: "refund_pair", Description: "refund an order, all or nothing with its voucher",
+		Effect: tool.Write, Timeout: campWriteTimeout, AtomicGroup: "pair",
+		Resources:      func(in campRefundIn) []string { return []string{"order:" + in.OrderID} },
+		IdempotencyKey: func(in campRefundIn) string { return "pair:" + in.OrderID },
+		Compensation:   &tool.Compensation{Tool: "reverse_refund", Args: map[string]string{"refund_id": "result.refund_id"}},
+		Lookup: func(ctx context.Context, in campRefundIn) (any, bool, error) {
+			var id int64
+			err := db.QueryRowContext(ctx, `SELECT id FROM campaign_pair_refunds WHERE order_id = ? ORDER BY id LIMIT 1`, in.OrderID).Scan(&id)
+			if errors.Is(err, sql.ErrNoRows) {
+				return nil, false, nil
+			}
+			if err != nil {
+				return nil, false, err
+			}
+			return campRefundOut{OrderID: in.OrderID, RefundID: fmt.Sprintf("P%d", id)}, true, nil
+		},
+	}, func(ctx context.Context, in campRefundIn) (out campRefundOut, err error) {
+		mark("pwrite+", in.OrderID)
+		defer mark("pwrite-", in.OrderID)
+		if err := campSleep(ctx, delay(15*time.Millisecond)); err != nil {
+			return out, err
+		}
+		res, err := db.ExecContext(ctx, `INSERT INTO campaign_pair_refunds (order_id) VALUES (?)`, in.OrderID)
+		if err != nil {
+			return out, tool.Unavailable(err)
+		}
+		id, err := res.LastInsertId()
+		if err != nil {
+			return out, err
+		}
+		mark("peffect", in.OrderID, id)
+		time.Sleep(delay(15 * time.Millisecond))
+		return campRefundOut{OrderID: in.OrderID, RefundID: fmt.Sprintf("P%d", id)}, nil
+	})
+	voucher = tool.MustNew(tool.Spec[campRefundIn]{Name: "issue_voucher", Description: "issue a voucher (always refused)",
+		Effect: tool.Write, AtomicGroup: "pair"},
+		func(context.Context, campRefundIn) (map[string]string, error) {
+			return nil, &tool.Error{Kind: llm.KindInvalidArguments, Msg: "no voucher for this order"}
+		})
+	reverse = tool.MustNew(tool.Spec[campReverseIn]{Name: "reverse_refund", Description: "take a refund back",
+		Effect: tool.Write, Timeout: campWriteTimeout,
+		Lookup: func(ctx context.Context, in campReverseIn) (any, bool, error) {
+			var id int64
+			err := db.QueryRowContext(ctx, `SELECT id FROM campaign_reversals WHERE refund_id = ? ORDER BY id LIMIT 1`, in.RefundID).Scan(&id)
+			if errors.Is(err, sql.ErrNoRows) {
+				mark("ulookup", in.RefundID, "none")
+				return nil, false, nil
+			}
+			if err != nil {
+				return nil, false, err
+			}
+			mark("ulookup", in.RefundID, "applied")
+			return map[string]any{"reversal": id}, true, nil
+		},
+	}, func(ctx context.Context, in campReverseIn) (map[string]any, error) {
+		mark("undo+", in.RefundID)
+		defer mark("undo-", in.RefundID)
+		if err := campSleep(ctx, delay(15*time.Millisecond)); err != nil {
+			return nil, err
+		}
+		res, err := db.ExecContext(ctx, `INSERT INTO campaign_reversals (refund_id) VALUES (?)`, in.RefundID)
+		if err != nil {
+			return nil, tool.Unavailable(err)
+		}
+		id, err := res.LastInsertId()
+		if err != nil {
+			return nil, err
+		}
+		mark("uneffect", in.RefundID, id)
+		time.Sleep(delay(15 * time.Millisecond))
+		return map[string]any{"reversal": id}, nil
+	})
+	return pair, voucher, reverse
 }
 
 func campSleep(ctx context.Context, d time.Duration) error {
@@ -415,7 +534,7 @@ func TestCrashCampaignChild(t *testing.T) {
 			defer wg.Done()
 			runner, err := loop.NewRunner(loop.Config{
 				Model: campModel(id, campScenarioFor(seed, id, hot), mark), ModelName: "scripted", Tools: reg,
-				Executor: ex, Store: marked, NewRunID: func() string { return id },
+				Executor: ex, Store: marked, NewRunID: func() string { return id }, Compensation: loop.CompensateWrites,
 				LeaseOwner: fmt.Sprintf("child%d", child), LeaseTTL: campLeaseTTL,
 			})
 			if err != nil {
@@ -478,7 +597,8 @@ func (p campKillPlan) String() string {
 	return "timed after " + p.kind
 }
 
-var campMarkers = []string{"start", "model+", "append+", "ledger+", "write+", "effect", "write-", "lookup"}
+var campMarkers = []string{"start", "model+", "append+", "ledger+", "write+", "effect", "write-", "lookup",
+	"pwrite+", "peffect", "undo+", "uneffect", "undo-", "ulookup"}
 
 func campPlan(r *rand.Rand) campKillPlan {
 	switch p := r.IntN(20); {
@@ -532,6 +652,9 @@ type campaign struct {
 	checkTime   time.Duration
 	eventHashes map[string][32]byte // run/seq -> hash of the stored event
 	refundIDs   map[string]int64    // order -> the id the child reported for its insert
+	pairRefunds int                 // refund_pair inserts
+	undoWrites  int                 // reverse_refund handler invocations
+	reversals   int                 // reversals inserted
 	counts      map[string]int      // run -> events stored after the last child
 	final       campFinal
 }
@@ -769,6 +892,7 @@ func (c *campaign) afterChild(runs []string, out *campChild) {
 		unrecorded  = map[string]bool{} // order -> refunded, ledger not yet told
 		acked       = map[string]int{}  // run -> highest seq a successful append reported
 		finished    = map[string]bool{} // keys a successful ledger finish reported
+		undoOpen    int
 	)
 	// A start or resume refused for a killed child's lease is tried
 	// again: it counts once.
@@ -838,6 +962,15 @@ func (c *campaign) afterChild(runs []string, out *campChild) {
 			}
 		case "lookup":
 			c.lookups[f[2]]++
+		case "peffect":
+			c.pairRefunds++
+		case "undo+":
+			undoOpen++
+			c.undoWrites++
+		case "uneffect":
+			c.reversals++
+		case "undo-":
+			undoOpen--
 		}
 	}
 	if out.killed {
@@ -863,6 +996,7 @@ func (c *campaign) afterChild(runs []string, out *campChild) {
 		add(writeAfter > 0, "inside a write, after its side effect")
 		add(len(unrecorded) > 0, "a write done but not yet recorded in the ledger")
 		add(modelOpen > 0, "during a model request")
+		add(undoOpen > 0, "inside a compensating write (reverse_refund)")
 		primary := "between events (validation, policy, planning, reads)"
 		if len(labels) > 0 {
 			primary = labels[0]
@@ -1011,13 +1145,18 @@ type campFinal struct {
 	maxEvents       int
 	ordersRefunded  int
 	ordersUntouched int
+	pairRuns        int            // runs with the compensation scenario
+	pairWrites      map[string]int // what their refund_pair writes ended as
+	compensations   map[string]int // states of the compensations in the logs
+	pairReversed    int            // pair orders refunded and reversed once
 }
 
 // checkFinal checks the file once every run has stopped.
 func (c *campaign) checkFinal() campFinal {
 	t := c.t
 	ctx := context.Background()
-	fin := campFinal{statuses: map[loop.Status]int{}, refundResults: map[string]int{}}
+	fin := campFinal{statuses: map[loop.Status]int{}, refundResults: map[string]int{}, pairWrites: map[string]int{}, compensations: map[string]int{}}
+	pairs := map[string]bool{}            // orders a run refunded all or nothing
 	okIDs := map[string]map[string]bool{} // order -> refund IDs in successful results
 	wanted := map[string]bool{}           // orders some run asked to refund
 	sums, err := c.st.Runs(ctx, "")
@@ -1055,6 +1194,25 @@ func (c *campaign) checkFinal() campFinal {
 		sc := campScenarioFor(c.seed, id, c.hot)
 		for _, o := range sc.refunds {
 			wanted[o] = true
+		}
+		if sc.pair != "" {
+			fin.pairRuns++
+			pairs[sc.pair] = true
+			// The voucher always fails, so the refund never stays.
+			for _, w := range s.Writes {
+				if w.Tool != "refund_pair" {
+					continue
+				}
+				fin.pairWrites[string(w.State)]++
+				if w.State != loop.WriteUndone && w.State != loop.WriteNotRun && w.State != loop.WriteFailed {
+					t.Errorf("run %s: refund_pair %s ended %s (%s); want undone, or never done", id, w.CallID, w.State, w.Note)
+				}
+			}
+			for _, ev := range events {
+				for _, o := range ev.Compensations {
+					fin.compensations[string(o.State)]++
+				}
+			}
 		}
 		retried := false
 		for _, m := range h {
@@ -1192,6 +1350,59 @@ func (c *campaign) checkFinal() campFinal {
 			t.Errorf("order %s was refunded, but no run asked for it", o)
 		}
 	}
+	// The compensation: every pair refund that happened was reversed
+	// exactly once, and nothing else was.
+	refundsOf, reversalsOf := map[string][]string{}, map[string]int{}
+	rows, err = c.st.DB().Query(`SELECT id, order_id FROM campaign_pair_refunds`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var (
+			id    int64
+			order string
+		)
+		if err := rows.Scan(&id, &order); err != nil {
+			t.Fatal(err)
+		}
+		refundsOf[order] = append(refundsOf[order], fmt.Sprintf("P%d", id))
+	}
+	rows.Close()
+	rows, err = c.st.DB().Query(`SELECT refund_id FROM campaign_reversals`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var rid string
+		if err := rows.Scan(&rid); err != nil {
+			t.Fatal(err)
+		}
+		reversalsOf[rid]++
+	}
+	rows.Close()
+	reversed := map[string]bool{}
+	for o, rids := range refundsOf {
+		if !pairs[o] {
+			t.Errorf("order %s has a pair refund, but no run asked for it", o)
+		}
+		if len(rids) != 1 {
+			t.Errorf("order %s was refunded %d times: %v", o, len(rids), rids)
+		}
+		for _, rid := range rids {
+			reversed[rid] = true
+			if reversalsOf[rid] != 1 {
+				t.Errorf("order %s: refund %s was reversed %d times, want exactly once", o, rid, reversalsOf[rid])
+			}
+		}
+		if len(rids) == 1 && reversalsOf[rids[0]] == 1 {
+			fin.pairReversed++
+		}
+	}
+	for rid, n := range reversalsOf {
+		if !reversed[rid] {
+			t.Errorf("refund %s was reversed %d times but never made", rid, n)
+		}
+	}
 	c.final = fin
 	return fin
 }
@@ -1226,10 +1437,12 @@ func campCheckChain(events []loop.Event) (*loop.State, error) {
 				want = []loop.EventKind{loop.StagePlanned}
 			case loop.ExecuteStage:
 				want = []loop.EventKind{loop.StageFinished}
+			case loop.Compensate:
+				want = []loop.EventKind{loop.Compensated}
 			case loop.Stop:
 				want = []loop.EventKind{loop.Stopped}
 			}
-			if eff.Kind != loop.Stop {
+			if eff.Kind != loop.Stop && eff.Kind != loop.Compensate {
 				want = append(want, loop.Interrupted)
 			}
 			if !slices.Contains(want, ev.Kind) {
@@ -1267,6 +1480,8 @@ func (c *campaign) report(took time.Duration) {
 	t.Logf("refund results in the logs: %d ok; %v", f.okRefunds, f.refundResults)
 	t.Logf("orders: %d refunded exactly once, %d never refunded; %d runs asked again for a refund, %d times a run answered without a successful refund of an order it wanted",
 		f.ordersRefunded, f.ordersUntouched, f.retried, f.undone)
+	t.Logf("compensation: %d runs refunded all or nothing; refund_pair made %d refunds, reverse_refund invoked %d times, %d reversals made; %d orders refunded and reversed exactly once; their writes ended %v; compensations in the logs %v",
+		f.pairRuns, c.pairRefunds, c.undoWrites, c.reversals, f.pairReversed, f.pairWrites, f.compensations)
 	t.Logf("kill plans: %v", campSorted(c.killBy))
 	t.Logf("kill points (most telling): %v", campSorted(c.killClass))
 	t.Logf("kill points (any in progress): %v", campSorted(c.killAny))

@@ -877,7 +877,7 @@ func idle(s *State) Effect {
 	if s.Done {
 		return Effect{Kind: None}
 	}
-	if s.Stopping {
+	if s.Stopping && s.next.Kind != Compensate {
 		return Effect{Kind: Stop, Status: s.Status, Detail: s.Detail}
 	}
 	return s.next

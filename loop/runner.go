@@ -621,7 +621,7 @@ func (s *State) Result(events []Event) *Result {
 		res.Duration = events[len(events)-1].At.Sub(events[0].At)
 	}
 	res.Output = s.output()
-	res.Writes = s.writesReport()
+	res.Writes = s.WritesReport()
 	return res
 }
 

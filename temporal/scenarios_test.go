@@ -34,7 +34,7 @@ import (
 // once the answer's call is scheduled (the trade-off RunInput.LocalModel
 // documents; TestDevServerCanceled checks that path on a server).
 func TestScenariosMatchInProcess(t *testing.T) {
-	if len(orders.Scenarios()) < 19 {
+	if len(orders.Scenarios()) < 23 {
 		t.Fatalf("%d scenarios; this test is meant to cover them all", len(orders.Scenarios()))
 	}
 	for _, local := range []bool{false, true} {
@@ -103,6 +103,14 @@ func scenarioMatchesInProcess(t *testing.T, name string, local bool) {
 	}
 	if g, w := sb.book.TotalRefunds(), wantBook.TotalRefunds(); g != w {
 		t.Fatalf("refunds: workflow %d, in-process %d", g, w)
+	}
+	// refund_reversed: the compensation ran as an activity, once.
+	ctx := context.Background()
+	if g, _ := sb.book.ReversalCount(ctx, ""); g != map[bool]int{true: 1}[name == "refund_reversed"] {
+		t.Fatalf("reversals: workflow %d", g)
+	}
+	if g, w := jsonOf(t, got.Writes), jsonOf(t, want.Writes); g != w {
+		t.Fatalf("writes: workflow %s, in-process %s", g, w)
 	}
 	if got.Steps != want.Steps || got.ToolCalls != want.ToolCalls || got.Usage != want.Usage {
 		t.Fatalf("counters: workflow %d/%d/%+v, in-process %d/%d/%+v",

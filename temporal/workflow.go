@@ -645,7 +645,7 @@ func (d *driver) output(ctx workflow.Context) (RunOutput, error) {
 	s := &d.state
 	out := RunOutput{RunID: s.RunID, SessionID: s.SessionID, Status: s.Status, Detail: s.Detail, Steps: s.Steps, ToolCalls: s.ToolCalls,
 		Usage: s.Usage, Cost: s.Cost, Pending: s.Pending, Events: d.events(), Log: d.head, ContinuedAsNew: d.continued,
-		Writes: s.Result(nil).Writes}
+		Writes: s.WritesReport()}
 	if len(d.log) > 0 {
 		out.Duration = d.log[len(d.log)-1].At.Sub(s.StartedAt)
 	}

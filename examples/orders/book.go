@@ -87,6 +87,16 @@ type Refund struct {
 	Reason string `json:"reason,omitempty"`
 }
 
+// Reversal records a refund taken back: the money it paid returns to the
+// shop, and the order is as it was before the refund (reverse_refund, the
+// compensation of refund_order).
+type Reversal struct {
+	RefundID    string `json:"refund_id"`
+	OrderID     string `json:"order_id"`
+	AmountCents int64  `json:"amount_cents"`
+	Reason      string `json:"reason,omitempty"`
+}
+
 // OrderBook is the order book the sandbox's tools work on. Book keeps one
 // in memory, SQLiteBook in a SQLite database, PostgresBook in PostgreSQL.
 // All apply the same rules (a refund pays back the rest of a shipped or
@@ -113,6 +123,14 @@ type OrderBook interface {
 	// RefundCount counts the refunds applied to the order, by any method;
 	// id "" counts the refunds of all orders.
 	RefundCount(ctx context.Context, id string) (int, error)
+	// ReverseRefund takes a refund back, once: the order's refunded
+	// amount goes down by the refund's and, with nothing refunded left,
+	// the order is shipped or delivered again. ReversalOf returns the
+	// refund's reversal, and whether there is one (reverse_refund's
+	// status look-up); ReversalCount counts the order's reversals.
+	ReverseRefund(ctx context.Context, refundID, reason string) (Reversal, error)
+	ReversalOf(ctx context.Context, refundID string) (Reversal, bool, error)
+	ReversalCount(ctx context.Context, id string) (int, error)
 }
 
 var _ OrderBook = (*Book)(nil)
@@ -125,6 +143,8 @@ type Book struct {
 	shipments map[string]Shipment
 	refunds   map[string][]Refund
 	cancels   map[string]int
+	// reversals holds the reversals by refund ID.
+	reversals map[string]Reversal
 	// hang holds the orders whose writes apply and then never answer.
 	hang map[string]bool
 }
@@ -143,6 +163,7 @@ func NewBook() *Book {
 		orders:    make(map[string]*Order, len(orders)),
 		refunds:   map[string][]Refund{},
 		cancels:   map[string]int{},
+		reversals: map[string]Reversal{},
 		hang:      map[string]bool{},
 		shipments: seedShipments(),
 	}
@@ -302,6 +323,66 @@ func applyRefund(o *Order, n int, reason, method string) (Refund, error) {
 	}
 	return Refund{RefundID: fmt.Sprintf("%s-%s-%d", prefix, o.ID, n+1), OrderID: o.ID,
 		AmountCents: amount, Method: method, Reason: reason}, nil
+}
+
+// applyReversal takes refund r of order o back. sh is the order's
+// shipment, which says what the order was before it was refunded.
+func applyReversal(o *Order, r Refund, sh Shipment, reason string) (Reversal, error) {
+	if o.Status != StatusRefunded || o.RefundedCents < r.AmountCents {
+		return Reversal{}, invalid("order %s is %s; refund %s cannot be reversed", o.ID, o.Status, r.RefundID)
+	}
+	o.RefundedCents -= r.AmountCents
+	if o.RefundedCents == 0 {
+		o.Status = StatusShipped
+		if sh.State == StatusDelivered {
+			o.Status = StatusDelivered
+		}
+	}
+	return Reversal{RefundID: r.RefundID, OrderID: o.ID, AmountCents: r.AmountCents, Reason: reason}, nil
+}
+
+// ReverseRefund implements OrderBook.
+func (b *Book) ReverseRefund(_ context.Context, refundID, reason string) (Reversal, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if _, done := b.reversals[refundID]; done {
+		return Reversal{}, invalid("refund %s is already reversed", refundID)
+	}
+	for id, rs := range b.refunds {
+		for _, r := range rs {
+			if r.RefundID != refundID {
+				continue
+			}
+			rv, err := applyReversal(b.orders[id], r, b.shipments[id], reason)
+			if err != nil {
+				return Reversal{}, err
+			}
+			b.reversals[refundID] = rv
+			return rv, nil
+		}
+	}
+	return Reversal{}, tool.NotFound("no refund " + refundID)
+}
+
+// ReversalOf implements OrderBook.
+func (b *Book) ReversalOf(_ context.Context, refundID string) (Reversal, bool, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	rv, ok := b.reversals[refundID]
+	return rv, ok, nil
+}
+
+// ReversalCount implements OrderBook; it cannot fail.
+func (b *Book) ReversalCount(_ context.Context, id string) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	n := 0
+	for _, rv := range b.reversals {
+		if id == "" || rv.OrderID == id {
+			n++
+		}
+	}
+	return n, nil
 }
 
 // applyCancel cancels o, which must not have shipped yet.

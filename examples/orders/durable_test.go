@@ -105,6 +105,30 @@ func TestBooksAgree(t *testing.T) {
 			if o, _ := book.Order(ctx, "A103"); o.Status != orders.StatusRefunded || o.RefundedCents != 6400 {
 				t.Errorf("A103 after its refund: %+v", o)
 			}
+			// A reversal takes the refund back once: A103 is delivered
+			// again, with nothing refunded.
+			if rv, err := book.ReverseRefund(ctx, "R-A103-1", "undo"); err != nil ||
+				rv != (orders.Reversal{RefundID: "R-A103-1", OrderID: "A103", AmountCents: 6400, Reason: "undo"}) {
+				t.Errorf("ReverseRefund(R-A103-1) = %+v, %v", rv, err)
+			}
+			if o, _ := book.Order(ctx, "A103"); o.Status != orders.StatusDelivered || o.RefundedCents != 0 {
+				t.Errorf("A103 after the reversal: %+v", o)
+			}
+			if _, err := book.ReverseRefund(ctx, "R-A103-1", "again"); tool.KindOf(err) != llm.KindInvalidArguments {
+				t.Errorf("second reversal: %v, want invalid_arguments", err)
+			}
+			if _, err := book.ReverseRefund(ctx, "R-A999-1", ""); tool.KindOf(err) != llm.KindNotFound {
+				t.Errorf("reversal of no refund: %v, want not_found", err)
+			}
+			if rv, ok, err := book.ReversalOf(ctx, "R-A103-1"); !ok || err != nil || rv.AmountCents != 6400 {
+				t.Errorf("ReversalOf(R-A103-1) = %+v %v %v", rv, ok, err)
+			}
+			if _, ok, err := book.ReversalOf(ctx, "V-A101-1"); ok || err != nil {
+				t.Errorf("ReversalOf(V-A101-1) found one: %v", err)
+			}
+			if n, err := book.ReversalCount(ctx, ""); n != 1 || err != nil {
+				t.Errorf("ReversalCount = %d, %v; want 1", n, err)
+			}
 			if sh, err := book.Track(ctx, "A100"); err != nil || sh.Carrier != "DHL" || sh.Tracking != "DHL-100-7731" || sh.State != "in_transit" {
 				t.Errorf("Track(A100) = %+v, %v", sh, err)
 			}

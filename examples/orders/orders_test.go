@@ -81,7 +81,8 @@ func TestScenarioNames(t *testing.T) {
 		"normal", "unknown_tool", "loop_forever",
 		"not_found", "tool_timeout", "deadline_exceeded", "tool_budget_exceeded", "cost_budget_exceeded",
 		"spin_detected", "permission_denied", "confirmation_required", "protocol_error", "model_error", "context_exhausted", "canceled", "invalid_output",
-		"parallel", "refund_retry", "refund_twice", "refund_unknown",
+		"compensation_failed",
+		"parallel", "refund_retry", "refund_twice", "refund_unknown", "refund_reversed",
 		"confirm_refund",
 	}
 	if got := orders.Names(); !reflect.DeepEqual(got, want) {
@@ -120,7 +121,7 @@ func TestScenarioNames(t *testing.T) {
 // wantRefunds is how many refunds each scenario's book ends with; the
 // others must end with none. refund_unknown's voucher was applied although
 // the run cannot know it: that is why the run stops.
-var wantRefunds = map[string]int{"parallel": 1, "refund_retry": 1, "refund_twice": 1, "refund_unknown": 1}
+var wantRefunds = map[string]int{"parallel": 1, "refund_retry": 1, "refund_twice": 1, "refund_unknown": 1, "refund_reversed": 1}
 
 // TestScenarios runs every scenario and checks what all of them promise:
 // the expected status, a valid history, a log that ends with that status,
@@ -148,6 +149,10 @@ func TestScenarios(t *testing.T) {
 			if n, want := book.TotalRefunds(), wantRefunds[s.Name]; n != want {
 				t.Errorf("%d refunds, want %d", n, want)
 			}
+			// Only refund_reversed takes a refund back, and only once.
+			if n, _ := book.ReversalCount(context.Background(), ""); n != map[bool]int{true: 1}[s.Name == "refund_reversed"] {
+				t.Errorf("%d reversals", n)
+			}
 			if s.ShowRefunds != (s.Name == "parallel" || strings.HasPrefix(s.Name, "refund_") || s.Name == "confirm_refund") {
 				t.Errorf("ShowRefunds = %v", s.ShowRefunds)
 			}
@@ -159,7 +164,7 @@ func TestScenarios(t *testing.T) {
 }
 
 // TestStatusCoverage checks that the default scenarios reach every status
-// exactly once, but final_answer, which five reach. The interactive
+// exactly once, but final_answer, which six reach. The interactive
 // scenario is left out: it is confirmation_required again, on the way to a
 // final answer that a person's decision and a resume bring.
 func TestStatusCoverage(t *testing.T) {
@@ -171,7 +176,7 @@ func TestStatusCoverage(t *testing.T) {
 	for _, st := range loop.Statuses() {
 		want := 1
 		if st == loop.FinalAnswer {
-			want = 5 // normal, not_found, parallel, refund_retry, refund_twice
+			want = 6 // normal, not_found, parallel, refund_retry, refund_twice, refund_reversed
 		}
 		if count[st] != want {
 			t.Errorf("status %s reached by %d scenario(s), want %d", string(st), count[st], want)
@@ -471,6 +476,7 @@ func TestTools(t *testing.T) {
 	want := map[string]tool.Effect{
 		orders.QueryOrder: tool.ReadOnly, orders.TrackShipment: tool.ReadOnly, orders.ListOrders: tool.ReadOnly,
 		orders.RefundOrder: tool.Write, orders.CancelOrder: tool.Write, orders.IssueVoucher: tool.Write,
+		orders.ReverseRefund: tool.Write,
 	}
 	if len(reg.Names()) != len(want) {
 		t.Errorf("tools %v", reg.Names())
@@ -553,5 +559,58 @@ func TestListOrdersPages(t *testing.T) {
 	}
 	if _, err := get(`{"page":"two"}`); tool.KindOf(err) != llm.KindInvalidArguments {
 		t.Errorf("page \"two\": %v, want invalid_arguments", err)
+	}
+}
+
+// TestRefundReversed: the refund of A103 is reversed once, the order is as
+// before, the model is told before it answers, and the result says the
+// writes were undone.
+func TestRefundReversed(t *testing.T) {
+	res, book := run(t, "refund_reversed")
+	ctx := context.Background()
+	o, err := book.Order(ctx, "A103")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.Status != orders.StatusDelivered || o.RefundedCents != 0 {
+		t.Errorf("A103 is %s with %d cents refunded; want delivered with none", o.Status, o.RefundedCents)
+	}
+	rv, ok, err := book.ReversalOf(ctx, "R-A103-1")
+	if err != nil || !ok || rv.AmountCents != 6400 || rv.Reason != "the rest of the request failed" {
+		t.Errorf("reversal of R-A103-1 = %+v, %v, %v", rv, ok, err)
+	}
+	w := res.Writes
+	if w == nil || w.Outcome != loop.WritesUndone {
+		t.Fatalf("writes = %+v; want undone", w)
+	}
+	if got, want := w.Summary(), "undone: undone refund_order call_r1; not done issue_voucher call_v1 (failed)"; got != want {
+		t.Errorf("Summary() = %q, want %q", got, want)
+	}
+	told := false
+	for _, m := range res.Messages {
+		told = told || (m.Role == llm.RoleUser && strings.Contains(m.Text, "refund_order call_r1 by reverse_refund"))
+	}
+	if !told {
+		t.Errorf("the model was not told about the reversal:\n%s", dump(res.Messages))
+	}
+	// A second reversal of the same refund is refused by the book.
+	if _, err := book.ReverseRefund(ctx, "R-A103-1", "again"); err == nil {
+		t.Error("the book reversed R-A103-1 twice")
+	}
+}
+
+// TestCompensationFailedNamesWhatIsLeft: the cancellation cannot be
+// undone; the stop says so, and the voucher was never issued.
+func TestCompensationFailedNamesWhatIsLeft(t *testing.T) {
+	res, book := run(t, "compensation_failed")
+	if !strings.Contains(res.Detail, "left for a person: cancel_order call_c1") ||
+		!strings.Contains(res.Detail, "no compensation is declared for cancel_order") {
+		t.Errorf("detail %q does not name the cancellation left for a person", res.Detail)
+	}
+	if book.Cancels("A102") != 1 || book.TotalRefunds() != 0 {
+		t.Errorf("cancels %d, refunds %d; want 1 and 0", book.Cancels("A102"), book.TotalRefunds())
+	}
+	if res.Writes == nil || res.Writes.Outcome != loop.WritesPartial {
+		t.Errorf("writes = %+v; want partial", res.Writes)
 	}
 }

@@ -52,6 +52,12 @@ CREATE TABLE IF NOT EXISTS sandbox_refunds (
 	reason       text NOT NULL DEFAULT '',
 	UNIQUE (order_id, seq)
 );
+CREATE TABLE IF NOT EXISTS sandbox_reversals (
+	refund_id    text PRIMARY KEY,
+	order_id     text NOT NULL,
+	amount_cents bigint NOT NULL,
+	reason       text NOT NULL DEFAULT ''
+);
 `
 
 // OpenPostgresBook makes the book's tables in db's current schema if they

@@ -72,6 +72,11 @@ type Scenario struct {
 	// processes, through a durable store. Interactive scenarios are not
 	// part of the default demo (Defaults); they run when named.
 	Interactive bool
+	// Compensation and AtomicBatches are the run's compensation policy
+	// and whether each turn's calls are all or nothing
+	// (loop.Config.Compensation, AtomicBatches).
+	Compensation  loop.CompensationPolicy
+	AtomicBatches bool
 	// OutputSchema, if set, is the JSON Schema the run's final answer must
 	// match (loop.Config.OutputSchema), with the default retries.
 	OutputSchema json.RawMessage
@@ -245,6 +250,8 @@ func (s Scenario) runner(opts RunOptions, cancel context.CancelFunc, runID strin
 		Observer:          opts.Observer,
 		NewRunID:          func() string { return runID },
 		OutputSchema:      s.OutputSchema,
+		Compensation:      s.Compensation,
+		AtomicBatches:     s.AtomicBatches,
 	})
 	if err != nil {
 		done()
@@ -376,11 +383,12 @@ var OrderStatusSchema = json.RawMessage(`{"type":"object","properties":{"order_i
 
 // Scenarios returns the sandbox's scenarios. The first three are the ones
 // docs/DESIGN.md §9 requires; after them comes one scenario for each other exit
-// of the loop, then four about several calls in one turn (docs/DESIGN.md §6) and
-// idempotent writes (§7): parallel, refund_retry, refund_twice and
-// refund_unknown. Among these, every status is reached by exactly one
-// scenario, except final_answer, which normal, not_found, parallel,
-// refund_retry and refund_twice reach. Last comes confirm_refund, the one
+// of the loop, then five about several calls in one turn (docs/DESIGN.md §6),
+// idempotent writes (§7) and compensation (§7.1): parallel, refund_retry,
+// refund_twice, refund_unknown and refund_reversed. Among these, every
+// status is reached by exactly one scenario, except final_answer, which
+// normal, not_found, parallel, refund_retry, refund_twice and
+// refund_reversed reach. Last comes confirm_refund, the one
 // interactive scenario (see Scenario.Interactive, Defaults): it pauses like
 // confirmation_required, but for good, until a person approves or denies
 // the refund, and then ends with final_answer. Each call returns fresh
@@ -583,6 +591,19 @@ func Scenarios() []Scenario {
 			),
 		},
 		{
+			Name: "compensation_failed", Want: loop.CompensationFailed,
+			Description: "both or neither: cancel_order for A102 succeeds, issue_voucher for the cancelled A105 fails; " +
+				"a cancellation declares no compensation, so it is left for a person and the run stops",
+			Ask:          "Cancel order A102 and put what I paid for A105 on a store voucher, both or neither.",
+			Compensation: loop.CompensateWrites, AtomicBatches: true,
+			Script: script(
+				llmtest.Calls(
+					call("call_c1", CancelOrder, ref("A102")),
+					call("call_v1", IssueVoucher, map[string]string{"order_id": "A105", "reason": "never arrived"})),
+				llmtest.Text("Done."),
+			),
+		},
+		{
 			Name: "parallel", Want: loop.FinalAnswer, ShowRefunds: true,
 			Description: "one turn, four calls: the reads of A100 and A101 run in parallel, the refund of A103 " +
 				"runs alone, and the read of A103 runs after it",
@@ -634,6 +655,20 @@ func Scenarios() []Scenario {
 			Script: script(
 				llmtest.Calls(call("call_v1", IssueVoucher, map[string]string{"order_id": "A101", "reason": "cables do not fit"})),
 				llmtest.Text("Your voucher is on its way."),
+			),
+		},
+		{
+			Name: "refund_reversed", Want: loop.FinalAnswer, ShowRefunds: true,
+			Description: "both or neither: refund_order for A103 succeeds, issue_voucher for A102 (not shipped) fails, " +
+				"so the refund is reversed (reverse_refund, through the ledger) before the model answers",
+			Ask:          "Refund order A103 to my card and give me a store voucher for A102, both or neither.",
+			Compensation: loop.CompensateWrites, AtomicBatches: true,
+			Script: script(
+				llmtest.Calls(
+					call("call_r1", RefundOrder, refundA103),
+					call("call_v1", IssueVoucher, map[string]string{"order_id": "A102", "reason": "goodwill"})),
+				llmtest.Text("I could not issue the voucher for A102: it has not shipped yet. As you asked for both or "+
+					"neither, I took the refund of A103 back; nothing has changed on your orders."),
 			),
 		},
 		{

@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/toolloop/toolloop/tool"
 )
 
 // sqlBook is the order book in a SQL database, the part SQLiteBook and
@@ -244,6 +246,78 @@ func (b *sqlBook) RefundOf(ctx context.Context, id, method string) (Refund, bool
 		return Refund{}, false, fmt.Errorf("orders: looking up the refunds of order %s: %w", id, err)
 	}
 	return r, true, nil
+}
+
+// ReverseRefund implements OrderBook.
+func (b *sqlBook) ReverseRefund(ctx context.Context, refundID, reason string) (Reversal, error) {
+	r, ok, err := b.refundByID(ctx, refundID)
+	if err != nil {
+		return Reversal{}, err
+	}
+	if !ok {
+		return Reversal{}, tool.NotFound("no refund " + refundID)
+	}
+	var rv Reversal
+	err = b.update(ctx, r.OrderID, func(tx *sql.Tx, o *Order, _ *int) error {
+		var n int
+		if err := tx.QueryRowContext(ctx, b.sql(`SELECT COUNT(*) FROM sandbox_reversals WHERE refund_id = ?`), refundID).Scan(&n); err != nil {
+			return err
+		}
+		if n > 0 {
+			return invalid("refund %s is already reversed", refundID)
+		}
+		var err error
+		if rv, err = applyReversal(o, r, b.shipments[r.OrderID], reason); err != nil {
+			return err
+		}
+		_, err = tx.ExecContext(ctx, b.sql(`INSERT INTO sandbox_reversals (refund_id, order_id, amount_cents, reason) VALUES (?, ?, ?, ?)`),
+			rv.RefundID, rv.OrderID, rv.AmountCents, rv.Reason)
+		return err
+	})
+	if err != nil {
+		return Reversal{}, err
+	}
+	return rv, nil
+}
+
+func (b *sqlBook) refundByID(ctx context.Context, refundID string) (Refund, bool, error) {
+	var r Refund
+	err := b.db.QueryRowContext(ctx, b.sql(`SELECT refund_id, order_id, amount_cents, method, reason FROM sandbox_refunds
+		WHERE refund_id = ?`), refundID).Scan(&r.RefundID, &r.OrderID, &r.AmountCents, &r.Method, &r.Reason)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return Refund{}, false, nil
+	case err != nil:
+		return Refund{}, false, fmt.Errorf("orders: looking up refund %s: %w", refundID, err)
+	}
+	return r, true, nil
+}
+
+// ReversalOf implements OrderBook.
+func (b *sqlBook) ReversalOf(ctx context.Context, refundID string) (Reversal, bool, error) {
+	var rv Reversal
+	err := b.db.QueryRowContext(ctx, b.sql(`SELECT refund_id, order_id, amount_cents, reason FROM sandbox_reversals WHERE refund_id = ?`),
+		refundID).Scan(&rv.RefundID, &rv.OrderID, &rv.AmountCents, &rv.Reason)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return Reversal{}, false, nil
+	case err != nil:
+		return Reversal{}, false, fmt.Errorf("orders: looking up the reversal of refund %s: %w", refundID, err)
+	}
+	return rv, true, nil
+}
+
+// ReversalCount implements OrderBook.
+func (b *sqlBook) ReversalCount(ctx context.Context, id string) (int, error) {
+	q, args := `SELECT COUNT(*) FROM sandbox_reversals`, []any(nil)
+	if id != "" {
+		q, args = q+` WHERE order_id = ?`, []any{id}
+	}
+	var n int
+	if err := b.db.QueryRowContext(ctx, b.sql(q), args...).Scan(&n); err != nil {
+		return 0, fmt.Errorf("orders: counting reversals: %w", err)
+	}
+	return n, nil
 }
 
 // RefundCount implements OrderBook.

@@ -51,6 +51,12 @@ CREATE TABLE IF NOT EXISTS sandbox_refunds (
 	reason       TEXT NOT NULL DEFAULT '',
 	UNIQUE (order_id, seq)
 ) STRICT;
+CREATE TABLE IF NOT EXISTS sandbox_reversals (
+	refund_id    TEXT PRIMARY KEY,
+	order_id     TEXT NOT NULL,
+	amount_cents INTEGER NOT NULL,
+	reason       TEXT NOT NULL DEFAULT ''
+) STRICT;
 `
 
 // OpenSQLiteBook makes the book's tables in db if they are missing and

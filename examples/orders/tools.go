@@ -17,6 +17,7 @@ const (
 	RefundOrder   = "refund_order"
 	CancelOrder   = "cancel_order"
 	IssueVoucher  = "issue_voucher"
+	ReverseRefund = "reverse_refund"
 )
 
 // TrackTimeout is track_shipment's own timeout. Scenarios that want a
@@ -34,6 +35,12 @@ type orderRef struct {
 // pageRef is the input of list_orders.
 type pageRef struct {
 	Page int `json:"page,omitempty" jsonschema:"1-based page number; defaults to 1"`
+}
+
+// reverseRef is the input of reverse_refund.
+type reverseRef struct {
+	RefundID string `json:"refund_id" jsonschema:"the refund's ID, for example R-A103-1"`
+	Reason   string `json:"reason,omitempty" jsonschema:"why the refund is taken back"`
 }
 
 // refundRef is the input of refund_order.
@@ -69,6 +76,7 @@ func (r refundRef) resources() []string { return []string{"order:" + r.OrderID} 
 //	refund_order    write  refunds an order to the original payment
 //	cancel_order    write  cancels an order that has not shipped
 //	issue_voucher   write  refunds an order as a store voucher
+//	reverse_refund  write  takes a refund back (refund_order's compensation)
 //
 // Every tool that takes an order ID declares the resource "order:ID".
 //
@@ -82,6 +90,12 @@ func (r refundRef) resources() []string { return []string{"order:" + r.OrderID} 
 // write of theirs whose answer was lost stops the run with
 // tool_outcome_unknown. Writes to an order set with Book.HangAfterWrite
 // apply and then do not answer.
+//
+// refund_order declares its compensation (docs/DESIGN.md §7.1):
+// reverse_refund, with the refund's ID from the result, which a run whose
+// policy is to compensate calls when the refund's all-or-nothing group
+// fails. reverse_refund has a status look-up (the book's ReversalOf), so a
+// reversal whose answer was lost is settled, not repeated.
 func Tools(book OrderBook) (*tool.Registry, error) {
 	if book == nil {
 		return nil, fmt.Errorf("orders: Tools needs a book")
@@ -130,6 +144,10 @@ func Tools(book OrderBook) (*tool.Registry, error) {
 		IdempotencyKey: func(in refundRef) string {
 			return "refund:" + in.OrderID
 		},
+		Compensation: &tool.Compensation{Tool: ReverseRefund, Args: map[string]string{
+			"refund_id": "result.refund_id",
+			"reason":    `="the rest of the request failed"`,
+		}},
 		Lookup: func(ctx context.Context, in refundRef) (any, bool, error) {
 			r, ok, err := book.RefundOf(ctx, in.OrderID, ToPayment)
 			if err != nil || !ok {
@@ -172,7 +190,27 @@ func Tools(book OrderBook) (*tool.Registry, error) {
 	if err != nil {
 		return nil, err
 	}
-	return tool.NewRegistry(query, track, list, refund, cancel, voucher)
+	reverse, err := tool.New(tool.Spec[reverseRef]{
+		Name:        ReverseRefund,
+		Description: "Take a refund back: the money returns to the shop and the order is as before the refund. Each refund can be reversed once.",
+		Effect:      tool.Write,
+		Lookup: func(ctx context.Context, in reverseRef) (any, bool, error) {
+			rv, ok, err := book.ReversalOf(ctx, in.RefundID)
+			if err != nil || !ok {
+				return nil, false, err
+			}
+			return rv, true, nil
+		},
+	}, func(ctx context.Context, in reverseRef) (Reversal, error) {
+		if strings.TrimSpace(in.RefundID) == "" {
+			return Reversal{}, invalid("refund_id is empty; refund IDs look like R-A103-1")
+		}
+		return book.ReverseRefund(ctx, in.RefundID, in.Reason)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return tool.NewRegistry(query, track, list, refund, cancel, voucher, reverse)
 }
 
 func checkID(id string) error {

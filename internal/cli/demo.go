@@ -138,7 +138,8 @@ func stopLine(name string, res *loop.Result, bare bool, refunds int, showRun boo
 }
 
 // summaryLine is prefix, then the run's status and counters, its cost
-// when withCost is set, the refund count unless refunds is negative, with
+// when withCost is set, the refund count unless refunds is negative, what
+// the run's writes ended as when they did not all stay, with
 // showRun "run=RUN_ID" and, when calls await confirmation,
 // "call=CALL_ID[,CALL_ID...]", and last the quoted stop detail.
 func summaryLine(prefix string, res *loop.Result, refunds int, withCost, showRun bool) string {
@@ -148,6 +149,11 @@ func summaryLine(prefix string, res *loop.Result, refunds int, withCost, showRun
 	}
 	if refunds >= 0 {
 		line += fmt.Sprintf(" refunds=%d", refunds)
+	}
+	if w := res.Writes; w != nil && (w.Outcome == loop.WritesPartial || w.Outcome == loop.WritesUndone) {
+		// Writes that did not all stay are named: what was done, undone,
+		// not done, and left for a person (docs/DESIGN.md §7.1).
+		line += fmt.Sprintf(" writes=%q", w.Summary())
 	}
 	if showRun {
 		line += " run=" + res.RunID

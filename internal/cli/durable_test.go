@@ -263,9 +263,9 @@ func TestDemoWithStore(t *testing.T) {
 	dir := t.TempDir()
 	db, logs := filepath.Join(dir, "t.db"), filepath.Join(dir, "logs")
 	code, out, errOut := call("demo", "--db", db, "--log", logs)
-	// Runs recorded in a store get IDs of their own, which one detail
-	// (a default idempotency key) shows.
-	out = regexp.MustCompile(`(run-refund_unknown)-[0-9a-f]{8}`).ReplaceAllString(out, "$1")
+	// Runs recorded in a store get IDs of their own, which two details
+	// (default idempotency keys) show.
+	out = regexp.MustCompile(`(run-refund_unknown|run-compensation_failed)-[0-9a-f]{8}`).ReplaceAllString(out, "$1")
 	if code != exitOK || out != plain || errOut != "" {
 		t.Fatalf("demo --db --log: exit %d, stderr %q; output differs from the plain demo:\n%s", code, errOut, out)
 	}

@@ -79,7 +79,7 @@ func TestDemo(t *testing.T) {
 	for _, st := range loop.Statuses() {
 		want := 1
 		if st == loop.FinalAnswer {
-			want = 5 // normal, not_found, parallel, refund_retry, refund_twice
+			want = 6 // normal, not_found, parallel, refund_retry, refund_twice, refund_reversed
 		}
 		if count[string(st)] != want {
 			t.Errorf("status %s appears %d times, want %d", string(st), count[string(st)], want)
@@ -261,7 +261,10 @@ func TestOneLine(t *testing.T) {
 func TestDemoRefunds(t *testing.T) {
 	_, out, _ := call("demo")
 	want := map[string]string{
-		"parallel": "refunds=1", "refund_retry": "refunds=1", "refund_twice": "refunds=1", "refund_unknown": "refunds=1",
+		"parallel": "refunds=1", "refund_retry": "refunds=1", "refund_twice": "refunds=1",
+		"refund_unknown": `refunds=1 writes="partial: left for a person issue_voucher call_v1 (unknown)"`,
+		// The refund happened, and was reversed: the writes say undone.
+		"refund_reversed": `refunds=1 writes="undone: undone refund_order call_r1; not done issue_voucher call_v1 (failed)"`,
 	}
 	for _, l := range lines(out) {
 		name := strings.TrimPrefix(strings.Fields(l)[0], "mode=")
@@ -278,7 +281,7 @@ func TestDemoRefunds(t *testing.T) {
 		t.Errorf("no stop lines for %v", want)
 	}
 	_, out, _ = call("demo", "--mode", "refund_unknown")
-	if !strings.HasPrefix(out, "mode=refund_unknown status=tool_outcome_unknown steps=1 tool_calls=1 tokens=0 refunds=1 detail=") {
+	if !strings.HasPrefix(out, `mode=refund_unknown status=tool_outcome_unknown steps=1 tool_calls=1 tokens=0 refunds=1 writes="partial: left for a person issue_voucher call_v1 (unknown)" detail=`) {
 		t.Errorf("refund_unknown: %q", out)
 	}
 }

@@ -51,5 +51,6 @@ func Input(s orders.Scenario, runID string) temporal.RunInput {
 		RunID: runID, SessionID: s.SessionID(), Model: orders.ModelName, PromptVersion: orders.PromptVersion,
 		Identity: s.Identity, Budgets: s.Budgets, Context: s.Context, Messages: orders.Messages(s.Ask),
 		ModelRetryBackoff: orders.ModelRetryBackoff, OutputSchema: s.OutputSchema,
+		Compensation: s.Compensation, AtomicBatches: s.AtomicBatches,
 	}
 }
