@@ -13,7 +13,8 @@ import (
 type compensationView struct {
 	Seq, Step int
 	Why       string
-	// Then says whether the run went on, or was stopping (and with what).
+	// Then says whether it came during the run (a group failed), or as
+	// the run stopped (and with what).
 	Then string
 	Rows []undoRow
 }
@@ -50,9 +51,9 @@ func compensations(spans []trace.Span) []compensationView {
 			continue
 		}
 		c := s.Compensation
-		v := compensationView{Seq: s.Seq, Step: s.Step, Why: c.Why, Then: "the run went on"}
+		v := compensationView{Seq: s.Seq, Step: s.Step, Why: c.Why, Then: "during the run"}
 		if c.Stopping {
-			v.Then = "the run was stopping with " + string(c.Status)
+			v.Then = "as the run stopped with " + string(c.Status)
 		}
 		for j, o := range c.Outcomes {
 			u := trace.Undo{Outcome: o}

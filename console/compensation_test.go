@@ -72,17 +72,17 @@ func TestRunPageCompensation(t *testing.T) {
 	for _, want := range []string{
 		`data-testid="writes" data-outcome="undone"`,
 		`<h2>Writes: undone</h2>`,
-		`writes undone; undone: refund_order c1; not done: issue_voucher c2 (failed)`,
+		`undone: undone refund_order c1; not done issue_voucher c2 (failed)`,
 		`(policy compensate, atomic batches)`,
 		`data-testid="write" data-call-id="c1" data-state="undone"`,
 		`data-testid="write" data-call-id="c2" data-state="failed"`,
 		`data-testid="compensations"`,
 		`group turn-1 failed: call c2 (issue_voucher) failed with invalid_arguments`,
-		`(the run went on)`,
+		`(during the run)`,
 		`data-testid="undo" data-call-id="c1" data-state="undone"`,
 		`<code>undo_c1</code>`,
 		`<code>undo:refund:A</code>`,
-		`writes=&#34;undone; undone: refund_order c1; not done: issue_voucher c2 (failed)&#34;`,
+		`writes=&#34;undone: undone refund_order c1; not done issue_voucher c2 (failed)&#34; detail=`,
 		`execute_tool reverse_refund`,
 	} {
 		if !strings.Contains(page, want) {
@@ -113,7 +113,7 @@ func TestRunPageCompensationFailed(t *testing.T) {
 		`data-testid="write" data-call-id="c1" data-state="left"`,
 		`data-testid="undo" data-call-id="c1" data-state="failed"`,
 		`the bank refuses to reverse R-A`,
-		`left for a person: refund_order c1 (left)`,
+		`left for a person refund_order c1 (left)`,
 	} {
 		if !strings.Contains(page, want) {
 			t.Errorf("the run page lacks %s", want)

@@ -123,12 +123,12 @@ func summary(st *loop.State, first, last *loop.Event) Summary {
 		s.Cost = &cost
 	}
 	if len(st.Writes) > 0 {
-		s.Writes = st.Result(nil).Writes
+		s.Writes = st.WritesReport()
 	}
 	if st.Done {
 		s.Status, s.Detail, s.Stopped = string(st.Status), st.Detail, true
-		s.StopLine = fmt.Sprintf("stopped status=%s steps=%d tool_calls=%d tokens=%d detail=%q%s",
-			s.Status, s.Steps, s.ToolCalls, s.Tokens, s.Detail, trace.WritesField(s.Writes))
+		s.StopLine = fmt.Sprintf("stopped status=%s steps=%d tool_calls=%d tokens=%d%s detail=%q",
+			s.Status, s.Steps, s.ToolCalls, s.Tokens, trace.WritesField(s.Writes), s.Detail)
 	} else if loop.ListStatus(st, []loop.Event{*last}) == loop.AnsweredStatus {
 		s.Status, s.StopLine = loop.AnsweredStatus, trace.AnsweredLine(st)
 	} else {

@@ -31,7 +31,7 @@ type Compensation struct {
 	// Why says what failed: a group and its call, or the run's stop.
 	Why string
 	// Stopping is set when the run was stopping (with Status) and the
-	// compensation was its last act; otherwise the run went on after it.
+	// compensation was its last act; otherwise a group failed mid-run.
 	Stopping bool
 	Status   loop.Status
 	Calls    []loop.CompensationCall
@@ -45,13 +45,14 @@ type Undo struct {
 	Outcome loop.CompensationOutcome
 }
 
-// Key is the ledger key of the compensating call, "" when the original
-// write had none and the driver made one from the run's ID.
+// Key is the ledger key of the compensating call: the executor's, else
+// the one derived from the original write's key; "" when no compensating
+// call was made (the write has no compensation, or was left unsettled).
 func (u *Undo) Key() string {
 	if u.Outcome.Outcome != nil && u.Outcome.Outcome.IdempotencyKey != "" {
 		return u.Outcome.Outcome.IdempotencyKey
 	}
-	if u.Call.Key == "" {
+	if u.Outcome.Call == nil || u.Call.Key == "" {
 		return ""
 	}
 	return loop.CompensationKey(u.Call.Key)
@@ -136,9 +137,9 @@ func showCompensations(w io.Writer, spans []Span) {
 			first = false
 		}
 		c := s.Compensation
-		then := "the run went on"
+		then := "during the run"
 		if c.Stopping {
-			then = "the run was stopping with " + string(c.Status)
+			then = "as the run stopped with " + string(c.Status)
 		}
 		fmt.Fprintf(w, "  seq %d after step %d (%s): %s\n", s.Seq, s.Step, then, c.Why)
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
@@ -195,7 +196,7 @@ func showWrites(w io.Writer, st *loop.State, start *loop.StartInfo) {
 	if len(st.Writes) == 0 {
 		return
 	}
-	rep := st.Result(nil).Writes
+	rep := st.WritesReport()
 	policy := "leave"
 	if c := start.Compensation; c != nil {
 		policy = string(c.Policy)
@@ -227,19 +228,19 @@ func writesStop(st *loop.State) string {
 	if len(st.Writes) == 0 {
 		return ""
 	}
-	return WritesField(st.Result(nil).Writes)
+	return WritesField(st.WritesReport())
 }
 
-// WritesField is the end of a stop line for a run's writes report:
-// ` writes="…"`, its Summary without the leading "writes ", which says
-// all done, partial, undone or none and names the writes in each state;
-// "" for a run without writes (w nil). trace show, toolloop run and the
-// console end their stop lines with it.
+// WritesField is a stop line's field for a run's writes report:
+// ` writes="…"`, its Summary, which says all done, partial, undone or none
+// and names the writes in each state; "" for a run without writes (w
+// nil). trace show, toolloop run and the console put it in their stop
+// lines.
 func WritesField(w *loop.WritesReport) string {
 	if w == nil {
 		return ""
 	}
-	return fmt.Sprintf(" writes=%q", strings.TrimPrefix(w.Summary(), "writes "))
+	return fmt.Sprintf(" writes=%q", w.Summary())
 }
 
 func dash(s string) string {

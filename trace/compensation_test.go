@@ -151,12 +151,12 @@ func TestShowCompensated(t *testing.T) {
 	out := show(t, events, nil)
 	golden(t, "show_compensated.txt", out)
 	for _, want := range []string{
-		"compensations\n  seq 8 after step 1 (the run went on): group turn-1 failed: call c2 (issue_voucher) failed with invalid_arguments",
+		"compensations\n  seq 8 after step 1 (during the run): group turn-1 failed: call c2 (issue_voucher) failed with invalid_arguments",
 		"c1       refund_order  reverse_refund  undo_c1    undo:refund:A",
-		"writes undone (policy compensate, atomic batches)\n  writes undone; undone: refund_order c1; not done: issue_voucher c2 (failed)",
+		"writes undone (policy compensate, atomic batches)\n  undone: undone refund_order c1; not done issue_voucher c2 (failed)",
 		"compensate ",
 		"execute_tool reverse_refund",
-		`writes="undone; undone: refund_order c1; not done: issue_voucher c2 (failed)"`,
+		`writes="undone: undone refund_order c1; not done issue_voucher c2 (failed)" detail=`,
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q", want)
@@ -178,9 +178,9 @@ func TestShowCompensationFailed(t *testing.T) {
 		"failed  kind=invalid_arguments",
 		"the bank refuses to reverse R-A",
 		"writes partial (policy compensate, atomic batches)",
-		"left for a person: refund_order c1 (left)",
+		"left for a person refund_order c1 (left)",
 		"stopped status=compensation_failed",
-		`writes="partial; not done: issue_voucher c2 (failed); left for a person: refund_order c1 (left)"`,
+		`writes="partial: not done issue_voucher c2 (failed); left for a person refund_order c1 (left)" detail=`,
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q", want)
@@ -198,10 +198,10 @@ func TestShowWritesLeft(t *testing.T) {
 		t.Errorf("a compensation section without a compensation:\n%s", out)
 	}
 	for _, want := range []string{
-		"writes partial (policy leave, atomic batches)\n  writes partial; done: refund_order c1; not done: issue_voucher c2 (failed)",
+		"writes partial (policy leave, atomic batches)\n  partial: done refund_order c1; not done issue_voucher c2 (failed)",
 		`kept by the run's policy (leave)`,
 		"stopped status=final_answer",
-		`writes="partial; done: refund_order c1; not done: issue_voucher c2 (failed)"`,
+		`writes="partial: done refund_order c1; not done issue_voucher c2 (failed)" detail=`,
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)

@@ -599,8 +599,8 @@ func showStop(w io.Writer, st *loop.State, spans []Span, events []loop.Event, re
 			events[len(events)-1].Seq, events[len(events)-1].Kind)
 		return
 	}
-	fmt.Fprintf(w, "stopped status=%s steps=%d tool_calls=%d tokens=%d duration=%s detail=%q%s\n",
-		string(st.Status), st.Steps, st.ToolCalls, st.Usage.Total(), fmtDur(root.Duration()), st.Detail, writesStop(st))
+	fmt.Fprintf(w, "stopped status=%s steps=%d tool_calls=%d tokens=%d duration=%s%s detail=%q\n",
+		string(st.Status), st.Steps, st.ToolCalls, st.Usage.Total(), fmtDur(root.Duration()), writesStop(st), st.Detail)
 }
 
 // AnsweredLine is the last line of a run that paused, has an answer to

@@ -274,7 +274,7 @@ func (t *Timeline) Add(ev *loop.Event) []Span {
 		run.Status, run.Detail, run.Steps, run.ToolCalls, run.Usage, run.Cost, run.Pending =
 			s.Status, s.Detail, s.Steps, s.ToolCalls, s.Usage, s.Cost, s.Pending
 		if len(s.Writes) > 0 {
-			run.Writes = s.Result(nil).Writes
+			run.Writes = s.WritesReport()
 		}
 		t.root.Run, t.root.Error = &run, ""
 		if s.Status != loop.FinalAnswer && s.Status != loop.ConfirmationRequired {

@@ -10,7 +10,6 @@ import (
 
 	"github.com/toolloop/toolloop/loop"
 	"github.com/toolloop/toolloop/tool/mcp"
-	"github.com/toolloop/toolloop/trace"
 )
 
 // maxMCPConfigBytes bounds an --mcp-config file.
@@ -92,8 +91,3 @@ func compensationPolicy(compensate bool) loop.CompensationPolicy {
 	}
 	return loop.LeaveWrites
 }
-
-// writesField is the stop line's account of a run's writes (Result.Writes):
-// all done, partial, undone or none, naming which were done, undone, not
-// done and left for a person; "" for a run that asked for no write.
-func writesField(res *loop.Result) string { return trace.WritesField(res.Writes) }
