@@ -157,3 +157,36 @@ func TestRunMCPConfigErrors(t *testing.T) {
 		t.Errorf("without a server: exit %d, stderr %q", code, errOut)
 	}
 }
+
+// TestRunCompensateResumed: --mcp-config is among the flags a run records
+// for resume, so a run paused before its writes and resumed undoes the
+// refund with the compensation the file declares.
+func TestRunCompensateResumed(t *testing.T) {
+	till := newTillServer(t, false)
+	config := writeFile(t, "mcp.json", tillConfig)
+	code, out, errOut := runTill(t, till, "--mcp-config", config, "--compensate", "--atomic-batches", "--confirm-writes")
+	m := runLine.FindStringSubmatch(lines(out)[0])
+	if code != exitOK || m == nil || m[1] != "confirmation_required" {
+		t.Fatalf("exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	var resume []string
+	for _, l := range lines(out) {
+		if strings.HasPrefix(l, "toolloop approve ") {
+			args := strings.Fields(strings.Replace(l, "NAME", "dana", 1))[1:]
+			if code, _, errOut := call(args...); code != exitOK {
+				t.Fatalf("%s: exit %d %s", l, code, errOut)
+			}
+		}
+		if strings.HasPrefix(l, "toolloop resume ") {
+			resume = strings.Fields(l)[1:]
+		}
+	}
+	if !strings.Contains(strings.Join(resume, " "), "--mcp-config "+config) {
+		t.Fatalf("the resume command %q lacks --mcp-config", resume)
+	}
+	code, out, errOut = call(resume...)
+	stop := lines(out)[len(lines(out))-1]
+	if code != exitOK || till.stands("R-A") || !strings.Contains(stop, `writes="undone: undone mcp1_refund call_1;`) {
+		t.Errorf("resume: exit %d, refund stands %v, stop line %q, stderr %q", code, till.stands("R-A"), stop, errOut)
+	}
+}
