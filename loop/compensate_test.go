@@ -4,10 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"golang.org/x/tools/txtar"
 
 	"github.com/toolloop/toolloop/executor"
 	"github.com/toolloop/toolloop/llm"
@@ -386,5 +389,36 @@ func TestCompensateSettlesUnknown(t *testing.T) {
 				t.Errorf("compensations %v, want [%s]", states, want)
 			}
 		})
+	}
+}
+
+// While a compensation is due, any other event leaves it due: a stray
+// answer, an interruption, a resumption.
+func TestCompensationStaysDue(t *testing.T) {
+	a, err := txtar.ParseFile(filepath.Join("testdata", "decider", "compensated_on_stop.txtar"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, _ := file(a, "events")
+	events, err := decodeEvents(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var s loop.State
+	var eff loop.Effect
+	for i := range events[:7] {
+		eff = loop.Next(&s, &events[i])
+	}
+	if eff.Kind != loop.Compensate {
+		t.Fatalf("effect %s after the step limit, want compensate", eff.Kind)
+	}
+	for _, ev := range []loop.Event{
+		{Kind: loop.ConfirmationDecided, Confirmation: &loop.Confirmation{CallID: "c2", Approved: true, By: "dana"}},
+		{Kind: loop.Interrupted, Failure: &loop.Failure{Kind: loop.FailCanceled, Message: "context canceled"}},
+		{Kind: loop.Resumed},
+	} {
+		if got := loop.Next(&s, &ev); got.Kind != loop.Compensate || len(got.Compensations) != 1 {
+			t.Errorf("after %s: effect %s, want the compensation still due", ev.Kind, got.Kind)
+		}
 	}
 }

@@ -20,7 +20,9 @@
 // of docs/DESIGN.md §5 is reached by at least one); the tests hold it to that.
 // Start with Scenarios and Scenario.Run for the
 // runs, Tools for the tool set (reads, writes with idempotency keys and a
-// status look-up), and Book for the data.
+// status look-up, and refund_order's compensation, reverse_refund, which
+// the refund_reversed scenario shows undoing a refund whose voucher
+// failed), and Book for the data.
 //
 // It is a user of the library, not a part of it: it wires a model, a
 // tool.Registry, a policy, an executor and a store into loop.Config as an

@@ -249,8 +249,8 @@ func TestRunOpenAICompatible(t *testing.T) {
 	if len(reqs) != 2 {
 		t.Fatalf("%d requests, want 2", len(reqs))
 	}
-	if reqs[0].Model != "any" || len(reqs[0].Tools) != 6 {
-		t.Errorf("first request: model %q, %d tools; want any and the six order tools", reqs[0].Model, len(reqs[0].Tools))
+	if reqs[0].Model != "any" || len(reqs[0].Tools) != 7 {
+		t.Errorf("first request: model %q, %d tools; want any and the seven order tools (reverse_refund with them)", reqs[0].Model, len(reqs[0].Tools))
 	}
 	if r := reqs[0].Messages; len(r) != 2 || r[0].Role != "system" || r[1].Role != "user" {
 		t.Errorf("first request opens with %+v, want the order desk's system prompt and the question", r)
