@@ -163,6 +163,27 @@ func showCompensations(w io.Writer, spans []Span) {
 	}
 }
 
+// showCompensationDue prints the compensation a log ends before: the
+// decider asked for it (due) and no compensated event records it, as when
+// the run's process died while undoing; a resume performs it.
+func showCompensationDue(w io.Writer, due loop.Effect) {
+	if due.Kind != loop.Compensate {
+		return
+	}
+	fmt.Fprintf(w, "\ncompensation due, not recorded (a resume performs it): %s\n", due.Detail)
+	for _, c := range due.Compensations {
+		undo := c.Undo
+		if undo == "" {
+			undo = "(none declared)"
+		}
+		unknown := ""
+		if c.Unknown {
+			unknown = " original_outcome_unknown"
+		}
+		fmt.Fprintf(w, "  call_id=%s tool=%s key=%s undo=%s%s\n", c.CallID, c.Tool, dash(c.Key), undo, unknown)
+	}
+}
+
 // undoNotes says why a compensation failed or was left, and what the
 // executor noted about its call.
 func undoNotes(u *Undo) string {

@@ -164,6 +164,32 @@ func TestShowCompensated(t *testing.T) {
 	}
 }
 
+// TestShowCompensationDue: a log that ends after the decider asked for a
+// compensation and before it was recorded (the process died while
+// undoing) says so, naming the writes still to undo.
+func TestShowCompensationDue(t *testing.T) {
+	res := compensationRun(t, loop.CompensateWrites, false, llmtest.Text("Neither was done."))
+	cut := len(res.Events)
+	for i, ev := range res.Events {
+		if ev.Kind == loop.Compensated {
+			cut = i
+		}
+	}
+	out := show(t, res.Events[:cut], nil)
+	for _, want := range []string{
+		"compensation due, not recorded (a resume performs it): group turn-1 failed: call c2 (issue_voucher) failed with invalid_arguments\n" +
+			"  call_id=c1 tool=refund_order key=refund:A undo=reverse_refund\n",
+		"not stopped: the log ends at seq 7",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(show(t, res.Events, nil), "compensation due") {
+		t.Errorf("the whole log has a compensation due")
+	}
+}
+
 // TestShowCompensationFailed: the compensating call fails; trace show
 // names the failure and its reason, the write is left for a person, and
 // the run stops with compensation_failed and writes partial.

@@ -53,8 +53,9 @@ func Show(w io.Writer, events []loop.Event, opts *ShowOptions) error {
 	ew := &errWriter{w: w}
 	spans := Spans(events)
 	var st loop.State
+	var due loop.Effect
 	for i := range events {
-		loop.Next(&st, &events[i])
+		due = loop.Next(&st, &events[i])
 	}
 	start := events[0].Start
 	showHeader(ew, start, events[0].At)
@@ -65,6 +66,7 @@ func Show(w io.Writer, events []loop.Event, opts *ShowOptions) error {
 	showTimeline(ew, spans, events[len(events)-1].At, o.Width)
 	showBudgets(ew, spans)
 	showCompensations(ew, spans)
+	showCompensationDue(ew, due)
 	showWrites(ew, &st, start)
 	showStop(ew, &st, spans, events, o.Redactor)
 	return ew.err
