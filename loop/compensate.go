@@ -422,6 +422,22 @@ func settle(s *State, failed map[string]string, stopping bool, why string) (Effe
 	return Effect{Kind: Compensate, Compensations: calls, Detail: why}, true
 }
 
+// undoneKey says why a write under key may not run: a write of this run
+// under the same key was undone, and the ledger, which keeps the key done,
+// would only replay its result; "" when it may.
+func undoneKey(s *State, key string) string {
+	if key == "" {
+		return ""
+	}
+	for _, w := range s.Writes {
+		if w.Key == key && w.State == WriteUndone {
+			return fmt.Sprintf("the write with idempotency key %q was undone earlier in this run (call %s, its all-or-nothing group failed); "+
+				"it is not done again under the same key", key, w.CallID)
+		}
+	}
+	return ""
+}
+
 // write returns the record of the write with call ID id, or nil.
 func (s *State) write(id string) *WriteRecord {
 	for i := range s.Writes {

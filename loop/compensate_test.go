@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -157,7 +158,16 @@ func TestCompensateBatch(t *testing.T) {
 		sawNote = last.Role == llm.RoleUser && strings.Contains(last.Text, "refund_order c1 by reverse_refund")
 		return llmtest.Text("Nothing was done: the voucher failed, so the refund was reversed.").Response, nil
 	}}
-	res, err := loop.Run(context.Background(), tillConfig(b, b.tools(t, ""), ledger, loop.CompensateWrites, true, refundThenVoucher, answer), user("refund A1 and a voucher for A2, both or neither"))
+	cfg := tillConfig(b, b.tools(t, ""), ledger, loop.CompensateWrites, true, refundThenVoucher, answer)
+	var watched []loop.UpdateKind
+	var undone []loop.CompensationOutcome
+	cfg.Watch = func(_ context.Context, u loop.Update) {
+		watched = append(watched, u.Kind)
+		if u.Kind == loop.UpdateCompensated {
+			undone = u.Compensations
+		}
+	}
+	res, err := loop.Run(context.Background(), cfg, user("refund A1 and a voucher for A2, both or neither"))
 	if err != nil {
 		t.Fatalf("run: %v (%s)", err, res.Detail)
 	}
@@ -166,6 +176,11 @@ func TestCompensateBatch(t *testing.T) {
 	}
 	if !sawNote {
 		t.Error("the model was not told that the refund was reversed")
+	}
+	// The watcher hears of the compensation before the step ends.
+	i := slices.Index(watched, loop.UpdateCompensated)
+	if i < 0 || len(undone) != 1 || undone[0].State != loop.UndoSucceeded || !slices.Contains(watched[i:], loop.UpdateStepFinished) {
+		t.Errorf("updates %v, compensations %+v", watched, undone)
 	}
 	if err := llm.CheckHistory(res.Messages); err != nil {
 		t.Errorf("history: %v", err)
@@ -420,5 +435,34 @@ func TestCompensationStaysDue(t *testing.T) {
 		if got := loop.Next(&s, &ev); got.Kind != loop.Compensate || len(got.Compensations) != 1 {
 			t.Errorf("after %s: effect %s, want the compensation still due", ev.Kind, got.Kind)
 		}
+	}
+}
+
+// A write undone by a compensation is not asked for again under its key
+// in the same run: the ledger would replay the undone result as if it
+// stood. The model is told instead.
+func TestUndoneWriteNotReplayed(t *testing.T) {
+	b := newTill()
+	b.refuse["A2"] = true
+	again := llmtest.Calls(llmtest.Call("c3", "refund_order", map[string]string{"order_id": "A1"}))
+	res, _ := loop.Run(context.Background(), tillConfig(b, b.tools(t, ""), store.NewMemory(), loop.CompensateWrites, true,
+		refundThenVoucher, again, llmtest.Text("The refund was taken back.")), user("both or neither"))
+	if res.Status != loop.FinalAnswer {
+		t.Fatalf("status %s: %s", res.Status, res.Detail)
+	}
+	var r *llm.ToolResult
+	for _, m := range res.Messages {
+		if m.Result != nil && m.Result.CallID == "c3" {
+			r = m.Result
+		}
+	}
+	if r == nil || r.Status != llm.StatusError || r.ErrorKind != llm.KindIdempotencyConflict || !strings.Contains(string(r.Content), "was undone earlier in this run") {
+		t.Fatalf("result of the refund asked for again: %+v", r)
+	}
+	if refunds, reversals := b.counts("A1"); refunds != 1 || reversals != 1 {
+		t.Errorf("refunds %d, reversals %d", refunds, reversals)
+	}
+	if w := res.Writes; w == nil || w.Outcome != loop.WritesUndone || w.Writes[len(w.Writes)-1].State != loop.WriteNotRun {
+		t.Errorf("writes = %+v", w)
 	}
 }

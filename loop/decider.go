@@ -526,6 +526,9 @@ func callsValidated(s *State, ev *Event) Effect {
 			invalid++
 			s.fail(c.Key, llm.KindInvalidArguments)
 			b.Results[i] = errorResult(b.Calls[i], llm.StatusError, llm.KindInvalidArguments, c.Problem)
+		} else if why := undoneKey(s, c.WriteKey); why != "" {
+			invalid++
+			b.Results[i] = errorResult(b.Calls[i], llm.StatusError, llm.KindIdempotencyConflict, why)
 		}
 	}
 	switch invalid {
@@ -536,7 +539,7 @@ func callsValidated(s *State, ev *Event) Effect {
 	}
 	valid := make([]int, 0, len(checks)-invalid)
 	for i := range checks {
-		if checks[i].Problem == "" {
+		if b.Results[i] == nil {
 			valid = append(valid, i)
 		}
 	}

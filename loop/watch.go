@@ -14,8 +14,8 @@ type UpdateKind string
 // Update kinds, in the order a step produces them. A step's updates come
 // in this order: its model deltas (when the model streams), the assembled
 // turn, then per call of the turn validated and authorized, the plan,
-// each stage's calls started and finished, and the step finished; the
-// run's last update is its stop.
+// each stage's calls started and finished, the compensations when a group
+// failed, and the step finished; the run's last update is its stop.
 const (
 	// UpdateDelta carries a piece of the model's turn as it streams
 	// (Delta). Nothing is ever taken back: a stream that breaks after its
@@ -39,6 +39,9 @@ const (
 	// UpdateCallFinished carries a call's outcome (Outcome: its result's
 	// status, its duration and attempts).
 	UpdateCallFinished UpdateKind = "call_finished"
+	// UpdateCompensated carries what the compensations of an
+	// all-or-nothing group did (Compensations), once they are done.
+	UpdateCompensated UpdateKind = "compensated"
 	// UpdateStepFinished says step Step is over, its calls done or the
 	// run stopping: Usage is its model turn's usage, Total the run's.
 	UpdateStepFinished UpdateKind = "step_finished"
@@ -72,6 +75,8 @@ type Update struct {
 	Stage int
 	// Outcome: UpdateCallFinished.
 	Outcome *executor.Outcome
+	// Compensations: UpdateCompensated.
+	Compensations []CompensationOutcome
 	// Usage and Total: UpdateStepFinished.
 	Usage, Total llm.Usage
 	// Status and Detail: UpdateStopped.
@@ -109,6 +114,8 @@ func (d *drive) watch(ev *Event, before *Batch, eff Effect) {
 		if before != nil && ev.Plan != nil {
 			w(ctx, Update{Kind: UpdateStagePlanned, Step: before.Step, Plan: ev.Plan})
 		}
+	case Compensated:
+		w(ctx, Update{Kind: UpdateCompensated, Step: s.Steps, Compensations: ev.Compensations})
 	}
 	if d.openStep > 0 && (eff.Kind == RequestModel || eff.Kind == Stop || eff.Kind == None) {
 		w(ctx, Update{Kind: UpdateStepFinished, Step: d.openStep, Usage: d.stepUsage, Total: s.Usage})
