@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	"github.com/toolloop/toolloop/loop"
 	"github.com/toolloop/toolloop/tool/mcp"
@@ -90,4 +91,25 @@ func compensationPolicy(compensate bool) loop.CompensationPolicy {
 		return loop.CompensateWrites
 	}
 	return loop.LeaveWrites
+}
+
+// compensated prints a line on standard error per compensation of an
+// all-or-nothing group, once they are done: the write it was to undo, the
+// compensating call, and whether it undid the write, failed or left it,
+// and why.
+func (p *streamPrinter) compensated(outs []loop.CompensationOutcome) {
+	for _, o := range outs {
+		what := string(o.State)
+		if ex := o.Outcome; ex != nil {
+			what += fmt.Sprintf(" in %v", roundDuration(ex.Duration))
+		}
+		if o.Reason != "" {
+			what += ": " + strings.Join(strings.Fields(o.Reason), " ")
+		}
+		by := ""
+		if c := o.Call; c != nil {
+			by = fmt.Sprintf(" by %s (%s)", c.Name, c.ID)
+		}
+		fmt.Fprintf(p.errw, "toolloop: undo call %s%s: %s\n", o.CallID, by, what)
+	}
 }

@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -104,6 +105,9 @@ func TestRunCompensate(t *testing.T) {
 	if till.stands("R-A") {
 		t.Errorf("the refund was not reversed")
 	}
+	if !regexp.MustCompile(`(?m)^toolloop: undo call call_1 by mcp1_reverse \(undo_call_1\): undone in \S+$`).MatchString(errOut) {
+		t.Errorf("standard error does not show the compensation:\n%s", errOut)
+	}
 	stop := lines(out)[len(lines(out))-1]
 	if m := runLine.FindStringSubmatch(stop); m == nil || m[1] != "final_answer" ||
 		!strings.Contains(stop, ` writes="undone: undone mcp1_refund call_1; not done mcp1_voucher call_2 (failed)" run=`) {
@@ -125,6 +129,10 @@ func TestRunCompensationFailed(t *testing.T) {
 	till := newTillServer(t, true)
 	code, out, errOut := runTill(t, till, "--mcp-config", writeFile(t, "mcp.json", tillConfig), "--compensate", "--atomic-batches")
 	stop := lines(out)[len(lines(out))-1]
+	if !strings.Contains(errOut, "toolloop: undo call call_1 by mcp1_reverse (undo_call_1): failed in ") ||
+		!strings.Contains(errOut, "the bank refuses to reverse R-A") {
+		t.Errorf("standard error does not show the failed compensation:\n%s", errOut)
+	}
 	if code != exitFail || !strings.HasPrefix(stop, "status=compensation_failed ") ||
 		!strings.Contains(stop, `left for a person: mcp1_refund call_1`) || !strings.Contains(stop, `writes="partial: not done mcp1_voucher call_2 (failed); left for a person mcp1_refund call_1 (left)"`) {
 		t.Errorf("exit %d, stop line %q, stderr %q", code, stop, errOut)

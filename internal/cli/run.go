@@ -151,7 +151,8 @@ Runs the tool loop once on a real provider and prints the final answer, then
 the stop line: status, model turns, tool calls, tokens, cost, run ID and stop
 detail. The model's text is printed as it streams (each turn's, the answer
 last), and each tool call gets a line on standard error once it has run (name,
-call ID, status, duration) or was refused; --no-stream asks for whole turns and
+call ID, status, duration) or was refused, and each compensation a line per
+write it undid or left; --no-stream asks for whole turns and
 prints only the answer, at the end. The run is recorded in the store as it goes (resume it, or answer its
 confirmations, with toolloop approve/deny/resume) and its log is written to
 DIR/RUN_ID.jsonl (toolloop trace show RUN_ID).
