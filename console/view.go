@@ -47,6 +47,9 @@ type Summary struct {
 	// StopLine is the run's one-line outcome, as toolloop trace show
 	// ends with it.
 	StopLine string `json:"stop_line"`
+	// Writes is what the run's writes ended as, so far (loop.Result's
+	// Writes); nil for a run that asked for no write.
+	Writes *loop.WritesReport `json:"writes,omitempty"`
 }
 
 // Budget is one of a run's bounds: what it used of what it was given.
@@ -73,6 +76,10 @@ type runView struct {
 	// prompt cache, the context edits between the turns, a total.
 	Tokens   []tokenRow
 	Timeline timeline
+	// Compensations and Writes are the run's compensations and its
+	// writes report (compensation.go).
+	Compensations []compensationView
+	Writes        *writesView
 	// Text is toolloop trace show's rendering, for the details.
 	Text string
 	// Waiting reports a run paused for answers nobody has given yet.
@@ -118,10 +125,13 @@ func summary(st *loop.State, first, last *loop.Event) Summary {
 	} else {
 		s.Cost = &cost
 	}
+	if len(st.Writes) > 0 {
+		s.Writes = st.WritesReport()
+	}
 	if st.Done {
 		s.Status, s.Detail, s.Stopped = string(st.Status), st.Detail, true
-		s.StopLine = fmt.Sprintf("stopped status=%s steps=%d tool_calls=%d tokens=%d detail=%q",
-			s.Status, s.Steps, s.ToolCalls, s.Tokens, s.Detail)
+		s.StopLine = fmt.Sprintf("stopped status=%s steps=%d tool_calls=%d tokens=%d%s detail=%q",
+			s.Status, s.Steps, s.ToolCalls, s.Tokens, trace.WritesField(s.Writes), s.Detail)
 	} else if loop.ListStatus(st, []loop.Event{*last}) == loop.AnsweredStatus {
 		s.Status, s.StopLine = loop.AnsweredStatus, trace.AnsweredLine(st)
 	} else {
@@ -237,6 +247,8 @@ func buildRun(events []loop.Event) *runView {
 	}
 	v.Tokens = tokenRows(events)
 	v.Timeline = drawTimeline(spans, events[len(events)-1].At)
+	v.Compensations = compensations(spans)
+	v.Writes = writes(events[0].Start, sum.Writes)
 	var text bytes.Buffer
 	if err := trace.Show(&text, events, nil); err == nil {
 		v.Text = text.String()
@@ -329,6 +341,9 @@ func spanNote(s *trace.Span, d time.Duration) string {
 			parts = append(parts, fmt.Sprintf("cleared %d tool result(s)", len(e.Edit.Cleared)))
 		}
 		parts = append(parts, fmt.Sprintf("estimate %d -> %d tokens", e.Edit.TokensBefore, e.Edit.TokensAfter))
+	}
+	if s.Kind == trace.SpanUndo && s.Undo != nil {
+		parts = append(parts, "undoes call "+s.Undo.Call.CallID, string(s.Undo.Outcome.State))
 	}
 	if s.Kind == trace.SpanChat && s.Event != nil && s.Event.Attempts > 1 {
 		parts = append(parts, fmt.Sprintf("%d attempts", s.Event.Attempts))

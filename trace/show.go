@@ -55,8 +55,9 @@ func Show(w io.Writer, events []loop.Event, opts *ShowOptions) error {
 	ew := &errWriter{w: w}
 	spans := Spans(events)
 	var st loop.State
+	var due loop.Effect
 	for i := range events {
-		loop.Next(&st, &events[i])
+		due = loop.Next(&st, &events[i])
 	}
 	start := events[0].Start
 	showHeader(ew, start, events[0].At)
@@ -66,6 +67,9 @@ func Show(w io.Writer, events []loop.Event, opts *ShowOptions) error {
 	showTokens(ew, events)
 	showTimeline(ew, spans, events[len(events)-1].At, o.Width)
 	showBudgets(ew, spans)
+	showCompensations(ew, spans)
+	showCompensationDue(ew, due)
+	showWrites(ew, &st, start)
 	showStop(ew, &st, spans, events, o.Redactor)
 	return ew.err
 }
@@ -500,6 +504,8 @@ func spanNote(s *Span) string {
 		}
 	case SpanEditContext, SpanSummarize:
 		parts = append(parts, editNote(ev)...)
+	case SpanCompensate, SpanUndo:
+		parts = append(parts, compensateNote(s)...)
 	case SpanBudget:
 		parts = append(parts, s.Budget.Point)
 		if s.Budget.Passed() {
@@ -562,8 +568,8 @@ func showStop(w io.Writer, st *loop.State, spans []Span, events []loop.Event, re
 			events[len(events)-1].Seq, events[len(events)-1].Kind)
 		return
 	}
-	fmt.Fprintf(w, "stopped status=%s steps=%d tool_calls=%d tokens=%d duration=%s detail=%q\n",
-		string(st.Status), st.Steps, st.ToolCalls, st.Usage.Total(), fmtDur(root.Duration()), st.Detail)
+	fmt.Fprintf(w, "stopped status=%s steps=%d tool_calls=%d tokens=%d duration=%s%s detail=%q\n",
+		string(st.Status), st.Steps, st.ToolCalls, st.Usage.Total(), fmtDur(root.Duration()), writesStop(st), st.Detail)
 }
 
 // AnsweredLine is the last line of a run that paused, has an answer to

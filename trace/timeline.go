@@ -79,6 +79,10 @@ type Span struct {
 	// Run is the run's configuration and, once it has ended, its outcome
 	// (invoke_agent).
 	Run *RunInfo
+	// Compensation is the compensation (compensate, and each of its
+	// compensate_call spans), and Undo the call (compensate_call).
+	Compensation *Compensation
+	Undo         *Undo
 	// Error classifies a failed stage: a failure kind, a tool's error
 	// kind, a budget's or the run's status. Empty when it did not fail.
 	Error string
@@ -172,6 +176,9 @@ type RunInfo struct {
 	Cost      float64
 	// Pending are the calls awaiting a human's confirmation.
 	Pending []loop.Pending
+	// Writes is what the run's writes ended as; nil for a run that asked
+	// for no write.
+	Writes *loop.WritesReport
 }
 
 // Timeline derives the spans of one run from its events, in order. It
@@ -190,6 +197,8 @@ type Timeline struct {
 	nextID  int
 	prevAt  time.Time
 	calls   []Call
+	// eff is the effect the decider asked for at the last event.
+	eff loop.Effect
 }
 
 // Add takes the run's next event and returns the spans it ends, each
@@ -206,7 +215,7 @@ func (t *Timeline) Add(ev *loop.Event) []Span {
 			return nil
 		}
 		*t = Timeline{started: true, nextID: 2, prevAt: ev.At}
-		loop.Next(&t.st, ev)
+		t.eff = loop.Next(&t.st, ev)
 		t.root = Span{ID: 1, Kind: SpanRun, Name: string(SpanRun), Start: ev.At, Seq: ev.Seq, Event: ev,
 			Stage: -1, Run: &RunInfo{Start: ev.Start}}
 		return []Span{t.root}
@@ -262,12 +271,15 @@ func (t *Timeline) Add(ev *loop.Event) []Span {
 			}
 			out = append(out, s)
 		}
+	case loop.Compensated:
+		out = t.compensate(ev, t.eff, out)
 	}
 
 	before := len(t.st.Messages)
 	batchOpen := t.st.Batch != nil
 	wasStopping := t.st.Stopping
 	eff := loop.Next(&t.st, ev)
+	t.eff = eff
 	out = t.deciderSpans(ev, eff, before, batchOpen, wasStopping, out)
 
 	if ev.Kind == loop.Stopped {
@@ -276,6 +288,9 @@ func (t *Timeline) Add(ev *loop.Event) []Span {
 		run := *t.root.Run
 		run.Status, run.Detail, run.Steps, run.ToolCalls, run.Usage, run.Cost, run.Pending =
 			s.Status, s.Detail, s.Steps, s.ToolCalls, s.Usage, s.Cost, s.Pending
+		if len(s.Writes) > 0 {
+			run.Writes = s.WritesReport()
+		}
 		t.root.Run, t.root.Error = &run, ""
 		if s.Status != loop.FinalAnswer && s.Status != loop.ConfirmationRequired {
 			t.root.Error = string(s.Status)
@@ -467,7 +482,9 @@ func (t *Timeline) deciderSpans(ev *loop.Event, eff loop.Effect, before int, bat
 			check(AfterSummary, eff.Status)
 		}
 	}
-	if batchOpen && s.Batch == nil && ev.Kind != loop.ModelResponded {
+	// A batch's results are in when its batch closes, or, when they led
+	// to a compensation mid-run, once that is done.
+	if (batchOpen && s.Batch == nil && ev.Kind != loop.ModelResponded) || (ev.Kind == loop.Compensated && !wasStopping) {
 		switch {
 		case eff.Kind == loop.RequestModel:
 			check(BeforeTurn, "")

@@ -48,6 +48,12 @@ func checkTree(t *testing.T, spans []trace.Span) map[int]trace.Span {
 				t.Errorf("tool span %d's parent is a %s", s.ID, byID[s.Parent].Kind)
 			}
 		}
+		if s.Kind == trace.SpanUndo {
+			want = byID[s.Parent].ID
+			if byID[s.Parent].Kind != trace.SpanCompensate {
+				t.Errorf("compensating call span %d's parent is a %s", s.ID, byID[s.Parent].Kind)
+			}
+		}
 		if s.Parent != want {
 			t.Errorf("span %d %s has parent %d, want %d", s.ID, s.Name, s.Parent, want)
 		}

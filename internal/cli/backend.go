@@ -110,6 +110,10 @@ type Request struct {
 	// the same names.
 	OutputSchema  json.RawMessage
 	OutputRetries int
+	// Compensation is --compensate's policy and AtomicBatches
+	// --atomic-batches: loop.Config's fields of the same names.
+	Compensation  loop.CompensationPolicy
+	AtomicBatches bool
 
 	// prices is the price table: the built-in one and --prices FILE's.
 	prices map[string]loop.Price

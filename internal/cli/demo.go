@@ -150,10 +150,12 @@ func summaryLine(prefix string, res *loop.Result, refunds int, withCost, showRun
 	if refunds >= 0 {
 		line += fmt.Sprintf(" refunds=%d", refunds)
 	}
-	if w := res.Writes; w != nil && (w.Outcome == loop.WritesPartial || w.Outcome == loop.WritesUndone) {
+	if w := res.Writes; w != nil && (withCost || w.Outcome == loop.WritesPartial || w.Outcome == loop.WritesUndone) {
 		// Writes that did not all stay are named: what was done, undone,
 		// not done, and left for a person (docs/DESIGN.md §7.1).
-		line += fmt.Sprintf(" writes=%q", w.Summary())
+		// toolloop run's line (withCost) says all done and none too: a
+		// real run's writes are what its user asked about.
+		line += trace.WritesField(w)
 	}
 	if showRun {
 		line += " run=" + res.RunID

@@ -121,7 +121,7 @@ func (k *Kit) OpenStore(path string, create bool) (*sqlite.Store, error) {
 }
 
 // Source is the model and tool flags of toolloop run (--provider, --model,
-// --base-url, --tools, --mcp, --mcp-env, --mcp-url, --confirm-writes,
+// --base-url, --tools, --mcp, --mcp-env, --mcp-url, --mcp-config, --confirm-writes,
 // --slow-writes).
 type Source struct{ f *sourceFlags }
 

@@ -248,6 +248,7 @@ func (b *local) Start(ctx context.Context, req *Request) (*loop.Result, error) {
 	cfg.Context = req.Context
 	cfg.Watch = req.Watch
 	cfg.OutputSchema, cfg.OutputRetries = req.OutputSchema, req.OutputRetries
+	cfg.Compensation, cfg.AtomicBatches = req.Compensation, req.AtomicBatches
 	if req.ID != "" {
 		id := req.ID
 		cfg.NewRunID = func() string { return id }

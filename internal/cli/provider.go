@@ -56,7 +56,10 @@ type sourceFlags struct {
 	provider, model, baseURL string
 	tools, mcp, mcpURL       stringList
 	// mcpEnv names the variables --mcp servers get (NAME or NAME=VALUE).
-	mcpEnv        stringList
+	mcpEnv stringList
+	// mcpConfig is the --mcp-config file: compensations and all-or-nothing
+	// groups for the servers' tools (readMCPConfig).
+	mcpConfig     string
 	confirmWrites bool
 	// slowWrites widens the order desk's writes (orders.SlowWrites).
 	slowWrites time.Duration
@@ -106,6 +109,7 @@ func addSourceFlags(fs *flag.FlagSet) *sourceFlags {
 	fs.Var(&f.mcp, "mcp", "add the tools of the MCP server started by `'CMD ARGS'` (stdio); repeatable")
 	fs.Var(&f.mcpEnv, "mcp-env", "pass the variable `NAME` (or set NAME=VALUE) to the --mcp servers, which otherwise get only HOME, LOGNAME, PATH, SHELL, TERM and USER; repeatable")
 	fs.Var(&f.mcpURL, "mcp-url", "add the tools of the MCP server at `URL` (streamable HTTP); repeatable")
+	fs.StringVar(&f.mcpConfig, "mcp-config", "", "compensations and all-or-nothing groups for the MCP servers' tools, from the JSON `FILE` (see toolloop help run)")
 	fs.Var(durationFlag{&f.modelTimeout}, "model-timeout", "give up on a model request after `D` and try again, as for a rate limit (default 5m)")
 	fs.Var(byteCapFlag{&f.maxResponseBytes}, "max-response-bytes", "fail a model reply larger than `N` bytes (default 8 MiB; -1 for no cap)")
 	fs.Var(byteCapFlag{&f.maxStreamBytes}, "max-stream-bytes", "fail a streamed model reply larger than `N` bytes (default 64 MiB; -1 for no cap)")
@@ -132,7 +136,7 @@ func (f *sourceFlags) policy() policy.Policy {
 // given reports whether any of the flags was set.
 func (f *sourceFlags) given() bool {
 	return f.provider != "" || f.model != "" || f.baseURL != "" || len(f.tools) > 0 || len(f.mcp) > 0 ||
-		len(f.mcpEnv) > 0 || len(f.mcpURL) > 0 || f.confirmWrites || f.slowWrites != 0 ||
+		len(f.mcpEnv) > 0 || len(f.mcpURL) > 0 || f.mcpConfig != "" || f.confirmWrites || f.slowWrites != 0 ||
 		f.reasoningEffort != "" || f.thinkingBudget != 0 || f.adaptiveThinking || f.showReasoning
 }
 
@@ -159,6 +163,11 @@ func (f *sourceFlags) canonical() string {
 	}
 	for _, u := range f.mcpURL {
 		add("mcp-url", redactURL(u))
+	}
+	if f.mcpConfig != "" {
+		// The path: a resumed run reads the file again, for the
+		// compensations its tools declare.
+		add("mcp-config", f.mcpConfig)
 	}
 	if f.confirmWrites {
 		b.WriteString(" --confirm-writes")

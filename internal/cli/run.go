@@ -31,6 +31,8 @@ func (c *cli) runCmd(ctx context.Context, drv Driver, args []string) int {
 	compact := fs.Bool("compact", false, "when clearing old tool results is not enough, have the model summarize the earlier turns")
 	noCount := fs.Bool("no-count-tokens", false, "near the window, decide on the estimate alone rather than the provider's token count")
 	keepReasoning := fs.Bool("keep-reasoning", false, "never clear the reasoning of turns before the latest prompt when clearing for the window")
+	compensate := fs.Bool("compensate", false, "undo the writes of an all-or-nothing group that failed, or of a run that stops without an answer, with their compensations (default: leave them and report them)")
+	atomicBatches := fs.Bool("atomic-batches", false, "make the calls of each model turn an all-or-nothing group")
 	open := drv.Flags("run", fs)
 	pos, err := parseFlags(fs, args)
 	if err != nil {
@@ -66,7 +68,8 @@ func (c *cli) runCmd(ctx context.Context, drv Driver, args []string) int {
 	}
 	req := &Request{ID: *id, Model: *model, System: *system, Prompt: pos[0], Identity: policy.Identity{Name: *identity},
 		Budgets: budgets, Detach: *detach, NoStream: *noStream, Context: cp, prices: prices,
-		OutputSchema: schema, OutputRetries: *outputRetries}
+		OutputSchema: schema, OutputRetries: *outputRetries,
+		Compensation: compensationPolicy(*compensate), AtomicBatches: *atomicBatches}
 	var printer *streamPrinter
 	if !*noStream && !*detach {
 		printer = &streamPrinter{out: c.stdout, errw: c.stderr}
@@ -152,7 +155,8 @@ Runs the tool loop once on a real provider and prints the final answer, then
 the stop line: status, model turns, tool calls, tokens, cost, run ID and stop
 detail. The model's text is printed as it streams (each turn's, the answer
 last), and each tool call gets a line on standard error once it has run (name,
-call ID, status, duration) or was refused; --no-stream asks for whole turns and
+call ID, status, duration) or was refused, and each compensation a line per
+write it undid or left; --no-stream asks for whole turns and
 prints only the answer, at the end. The run is recorded in the store as it goes (resume it, or answer its
 confirmations, with toolloop approve/deny/resume) and its log is written to
 DIR/RUN_ID.jsonl (toolloop trace show RUN_ID).
@@ -219,6 +223,28 @@ Model and tools:
                          invalid_output when it still does not
   --output-retries N     how many times such an answer goes back (default 2; -1: never)
 
+Compensation (writes that must all happen or none):
+  --atomic-batches       the calls of each model turn are all or nothing (a tool may also
+                         name a group of its own, e.g. in --mcp-config)
+  --compensate           when a call of such a group fails for good, or the run stops
+                         without an answer after some of its writes took effect, undo
+                         them, latest first, with their compensations (through the
+                         idempotency ledger, once); without it they are left and reported.
+                         A compensation that fails stops the run with compensation_failed,
+                         naming what is left for a person. The stop line's writes= says
+                         what the writes ended as: all done, partial (naming what was done
+                         and what was not), undone, or none
+  --mcp-config FILE      compensations and groups for the MCP servers' tools, which MCP
+                         cannot declare, as JSON keyed by server (mcp1, mcp2, ... in flag
+                         order) and the server's tool names, checked when the tools load:
+                         {"mcp1": {"atomic_group": "money",
+                                   "tools": {"refund": {"compensation": {"tool": "reverse",
+                                     "args": {"refund_id": "result.refund_id",
+                                              "reason": "=\"undo\""}}}}}}
+                         an argument comes from "args.FIELD", "result.FIELD" (dotted paths),
+                         "args", "result", or a JSON literal after '='; atomic_group puts
+                         the server's writes (or one tool) in a named group
+
 Context (on by default when the model's window is known or given):
   --context-window N     the model's window in tokens (default: built in for well-known
                          models, e.g. claude-sonnet-4-6, gpt-4.1, gemini-2.5-flash); before
@@ -261,7 +287,7 @@ Recording:
   --otlp-endpoint URL    where --exporter otlp sends them
 
 Exit status: 0 for a final answer or a pause for confirmation, 1 for any
-other stop, 2 for a usage error (a bad flag, a missing API key), 3 when
+other stop (compensation_failed too), 2 for a usage error (a bad flag, a missing API key), 3 when
 another process holds the lease of a run with the same --id (both started
 it at once): try another --id.
 `)

@@ -209,7 +209,7 @@ func chatText(text string) string {
 	return string(b)
 }
 
-var runLine = regexp.MustCompile(`(?m)^status=(\S+) steps=(\d+) tool_calls=(\d+) tokens=(\d+) cost=\$(\S+) run=(\S+)(?: call=(\S+))? detail=".*"$`)
+var runLine = regexp.MustCompile(`(?m)^status=(\S+) steps=(\d+) tool_calls=(\d+) tokens=(\d+) cost=\$(\S+)(?: writes="(?:[^"\\]|\\.)*")? run=(\S+)(?: call=(\S+))? detail=".*"$`)
 
 // TestRunOpenAICompatible drives toolloop run against a fake
 // OpenAI-compatible server: one turn with two parallel calls over the

@@ -17,7 +17,7 @@ import (
 // each model turn on out as it streams, a turn that goes on to call tools
 // ending its line there, and one line per tool call on errw once its fate
 // is known (run and finished, refused at validation, or not allowed by the
-// policy). Standard output thus carries what the model says and the stop
+// policy), and one per compensation once it is done. Standard output thus carries what the model says and the stop
 // line, standard error what the tools did.
 type streamPrinter struct {
 	out, errw io.Writer
@@ -58,6 +58,8 @@ func (p *streamPrinter) watch(_ context.Context, u loop.Update) {
 			status += ", replayed from the ledger"
 		}
 		p.tool(u, fmt.Sprintf("%s in %v", status, roundDuration(o.Duration)))
+	case loop.UpdateCompensated:
+		p.compensated(u.Compensations)
 	}
 }
 

@@ -100,6 +100,10 @@ func (c *cli) toolsFor(ctx context.Context, f *sourceFlags, openBook BookOpener)
 	if err != nil {
 		return nil, err
 	}
+	mcpCfg, err := readMCPConfig(f.mcpConfig, len(f.mcp)+len(f.mcpURL))
+	if err != nil {
+		return nil, err
+	}
 	n := 0
 	connect := func(what string, dial func(ctx context.Context, opts *mcp.Options) (*mcp.Source, error)) error {
 		n++
@@ -107,7 +111,8 @@ func (c *cli) toolsFor(ctx context.Context, f *sourceFlags, openBook BookOpener)
 		defer cancel()
 		// A tool the server describes with a schema toolloop cannot use
 		// is left out with a warning; the server's other tools still load.
-		src, err := dial(cctx, &mcp.Options{Prefix: fmt.Sprintf("mcp%d_", n), OnSkipped: func(t *mcpsdk.Tool, err error) {
+		sc := mcpCfg[fmt.Sprintf("mcp%d", n)]
+		src, err := dial(cctx, &mcp.Options{Prefix: fmt.Sprintf("mcp%d_", n), Tools: sc.Tools, AtomicGroup: sc.AtomicGroup, OnSkipped: func(t *mcpsdk.Tool, err error) {
 			fmt.Fprintf(c.stderr, "toolloop: warning: MCP server %s: tool %q left out: %s\n", what, t.Name, strings.Join(strings.Fields(err.Error()), " "))
 		}})
 		if err != nil {
@@ -115,6 +120,9 @@ func (c *cli) toolsFor(ctx context.Context, f *sourceFlags, openBook BookOpener)
 		}
 		box.sources = append(box.sources, src)
 		tools, err := src.Tools(cctx)
+		if ce := (*mcp.ConfigError)(nil); errors.As(err, &ce) {
+			return &usageErr{fmt.Sprintf("--mcp-config %s: MCP server %s (mcp%d): %s", f.mcpConfig, what, n, strings.Join(strings.Fields(err.Error()), " "))}
+		}
 		if err != nil {
 			return fmt.Errorf("MCP server %s: %w", what, err)
 		}

@@ -79,6 +79,17 @@ type Options struct {
 	// applies only to a command whose Env is nil: a command with its own
 	// Env runs with exactly that environment, and Env must then be empty.
 	Env []string
+	// Tools configures the server's tools, by the server's names for
+	// them: a compensation and an all-or-nothing group (ToolConfig), which
+	// MCP has no way to say. Source.Tools checks it: a configured tool the
+	// server does not offer, a compensation that is not one of the
+	// server's writes or a mapping that cannot work fails the listing,
+	// naming the tool and what is wrong, with or without OnSkipped.
+	Tools map[string]ToolConfig
+	// AtomicGroup, when set, puts every write of the server in that
+	// all-or-nothing group (tool.Definition.AtomicGroup), unless its
+	// ToolConfig names another.
+	AtomicGroup string
 	// ShutdownTimeout is how long Close waits for a server started by
 	// ConnectCommand to exit after its input is closed, and again after
 	// SIGTERM, before it kills it. Default 2s.

@@ -25,6 +25,8 @@ import (
 //     that gives none gets an object schema that accepts any object);
 //   - effect and risk come from the server's annotations through
 //     tool.Annotations.ApplyTo, and the timeout from Options.Timeout;
+//   - a compensation and an all-or-nothing group come from Options.Tools
+//     and Options.AtomicGroup, checked against the listing;
 //   - Options.Adjust has the last word.
 //
 // A tool that cannot be built (a schema toolloop cannot use, a name that
@@ -40,6 +42,12 @@ func (s *Source) Tools(ctx context.Context) ([]*tool.Tool, error) {
 		tools []*tool.Tool
 		errs  []error
 		names = map[string]string{} // toolloop name -> server name
+		// For the check of Options.Tools: the tools offered (server name
+		// -> toolloop name), built (by toolloop name), and those that
+		// could not be built, with why.
+		offered  = map[string]string{}
+		built    = map[string]*tool.Tool{}
+		buildErr = map[string]error{}
 	)
 	for t, err := range s.session.Tools(ctx, nil) {
 		if err != nil {
@@ -49,12 +57,17 @@ func (s *Source) Tools(ctx context.Context) ([]*tool.Tool, error) {
 			continue
 		}
 		tt, err := s.build(t)
+		offered[t.Name] = localName(s.opts.Prefix, t.Name)
 		if err == nil {
 			if other, dup := names[tt.Name()]; dup {
 				err = fmt.Errorf("%s: server tools %q and %q are both named %q here", s.describe(t), other, t.Name, tt.Name())
 			}
 		}
 		if err != nil {
+			buildErr[t.Name] = err
+			if _, configured := s.opts.Tools[t.Name]; configured {
+				continue // checkConfig reports it, whatever OnSkipped says
+			}
 			if s.opts.OnSkipped != nil {
 				s.opts.OnSkipped(t, err)
 			} else {
@@ -63,7 +76,11 @@ func (s *Source) Tools(ctx context.Context) ([]*tool.Tool, error) {
 			continue
 		}
 		names[tt.Name()] = t.Name
+		built[tt.Name()] = tt
 		tools = append(tools, tt)
+	}
+	if err := s.checkConfig(built, offered, buildErr); err != nil {
+		return nil, err
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("%w (Options.OnSkipped leaves out the tools that cannot be built and builds the rest)", err)
@@ -99,6 +116,7 @@ func (s *Source) build(t *mcpsdk.Tool) (*tool.Tool, error) {
 		}
 	}
 	hints(t.Annotations).ApplyTo(&def)
+	s.configure(t, &def)
 	if s.opts.Adjust != nil {
 		s.opts.Adjust(t, &def)
 	}

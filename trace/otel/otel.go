@@ -129,7 +129,7 @@ func (o *Observer) Observe(ctx context.Context, ev *loop.Event) {
 				parent = stageCtx
 			}
 			sp := o.child(parent, r, s)
-			if s.Kind == trace.SpanStage {
+			if s.Kind == trace.SpanStage || s.Kind == trace.SpanCompensate {
 				stageID, stageCtx = s.ID, oteltrace.ContextWithSpan(r.rootCtx, sp)
 			}
 		}
@@ -215,6 +215,7 @@ func (o *Observer) endRun(r *run, s *trace.Span) {
 		keyInputTokens.Int64(info.Usage.InputTokens), keyOutputTokens.Int64(info.Usage.OutputTokens),
 	}
 	attrs = usageDetail(attrs, info.Usage)
+	attrs = o.writesAttrs(attrs, info.Writes)
 	if info.Cost > 0 {
 		attrs = append(attrs, keyCost.Float64(info.Cost))
 	}
@@ -267,6 +268,10 @@ func (o *Observer) child(parent context.Context, r *run, s *trace.Span) oteltrac
 		}
 	case trace.SpanAppend:
 		attrs = appendResults(attrs, s.Calls)
+	case trace.SpanCompensate:
+		attrs = o.compensateAttrs(attrs, s)
+	case trace.SpanUndo:
+		attrs, status = o.undoAttrs(attrs, s)
 	case trace.SpanBudget:
 		attrs = budgetAttrs(attrs, s.Budget)
 		status = string(s.Budget.Status)

@@ -149,7 +149,8 @@ func (b *backend) Start(ctx context.Context, req *cli.Request) (*loop.Result, er
 	}
 	in := temporal.RunInput{Model: req.Model, Identity: req.Identity, Budgets: req.Budgets, Price: price,
 		ConfirmationTimeout: b.confirmWait, ModelTimeout: b.modelTimeout, Context: req.Context, Messages: req.Messages(""),
-		OutputSchema: req.OutputSchema, OutputRetries: req.OutputRetries}
+		OutputSchema: req.OutputSchema, OutputRetries: req.OutputRetries,
+		Compensation: req.Compensation, AtomicBatches: req.AtomicBatches}
 	id := req.ID
 	if id == "" {
 		id = newWorkflowID()
