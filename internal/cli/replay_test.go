@@ -40,11 +40,11 @@ func differing(out string) []string {
 func TestReplaySandbox(t *testing.T) {
 	db := demoStore(t)
 	code, out, errs := call("replay", "--db", db, "--all")
-	if code != exitOK || strings.Count(out, ": no difference (") != 20 || errs != "" {
+	if code != exitOK || strings.Count(out, ": no difference (") != 22 || errs != "" {
 		t.Fatalf("same configuration: exit %d\n%s%s", code, out, errs)
 	}
 	code, out, errs = call("replay", "--db", db, "--all", "--allow", "query_order,track_shipment,list_orders")
-	want := []string{"confirmation_required", "parallel", "permission_denied", "refund_retry", "refund_twice", "refund_unknown"}
+	want := []string{"compensation_failed", "confirmation_required", "parallel", "permission_denied", "refund_retry", "refund_reversed", "refund_twice", "refund_unknown"}
 	if got := differing(out); code != exitFail || !slices.Equal(got, want) {
 		t.Fatalf("allowlist: exit %d, differing %q, want %q\n%s%s", code, got, want, out, errs)
 	}
@@ -59,7 +59,7 @@ func TestReplaySandbox(t *testing.T) {
 func TestReplayBudgetFlags(t *testing.T) {
 	db := demoStore(t)
 	code, out, errs := call("replay", "--db", db, "--all", "--max-steps", "2", "--json")
-	if code != exitFail || len(lines(out)) != 20 {
+	if code != exitFail || len(lines(out)) != 22 {
 		t.Fatalf("exit %d, %d line(s)\n%s%s", code, len(lines(out)), out, errs)
 	}
 	for _, l := range lines(out) {
