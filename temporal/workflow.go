@@ -62,26 +62,52 @@ type RunInput struct {
 	// first wait, doubled each time, at most 30s (default 500ms).
 	ModelRetries      int           `json:"model_retries,omitempty"`
 	ModelRetryBackoff time.Duration `json:"model_retry_backoff,omitempty"`
-	// LocalModel runs each model request as a local activity (the same
-	// RequestModel code, the same timeout and retry policy) instead of an
-	// activity: the worker that runs the workflow task calls the model and
-	// records the response in a marker, so a one-call tool turn is 8
-	// history events and two dispatches through the server's queues
-	// instead of 13 and four. The trade-offs: the request holds the
-	// workflow task (the SDK keeps it alive, a workflow task of 3 events
-	// about every 8 seconds of a long request); there are no heartbeats,
-	// so a worker lost mid-request is noticed when the workflow task times
-	// out (10 s), and the request is then made again from the start by the
-	// next workflow task, on any worker; a cancellation reaches the
-	// workflow after the workflow task that records the response has
-	// scheduled its calls, which are then canceled (the run stops before
-	// them otherwise); retries wait in the worker (or, past the workflow
-	// task timeout, on a workflow timer); the workflow's clock
-	// (workflow.Now) does not move during the request, so the event's
-	// latency is the activity's own time and the run's deadline is checked
-	// against the clock of the next workflow task. Leave it off for long
-	// or expensive requests; turn it on for many short ones.
+	// LocalModel ran each model request as a local activity when that was
+	// not the default; it still does for a run whose history predates the
+	// default (see ModelAsActivity), and is otherwise redundant.
+	//
+	// A model request as a local activity is the same RequestModel code
+	// with the same timeout and retry policy: the worker that runs the
+	// workflow task calls the model and records the response in a marker,
+	// with no dispatch through the server's queues. The trade-offs: the
+	// request holds the workflow task, and so do the local activities
+	// after it (LocalReadBound): the SDK completes the workflow task and
+	// takes a new one, 3 events, about every 8 seconds, and only then are
+	// the markers so far in the history and do signals, updates, queries
+	// and a cancellation reach the workflow (a canceled run stops at its
+	// next effect after that, with its calls canceled or, for a write,
+	// waited for); there are no heartbeats, so a worker lost mid-request
+	// is noticed when the workflow task times out (10 s), and the next
+	// workflow task, on any worker, makes again the requests and reads the
+	// lost one had not recorded; retries wait in the worker (or, past the
+	// workflow task timeout, on a workflow timer). The workflow's clock
+	// (workflow.Now) does not move within a workflow task: the events
+	// after a local activity are stamped with the worker's clock when it
+	// ended, if that is later, and the run's deadline is checked against
+	// that time.
 	LocalModel bool `json:"local_model,omitempty"`
+	// ModelAsActivity runs each model request as an activity of its own,
+	// as every request was before local ones became the default: it costs
+	// a round trip through the server's queues and 6 more history events
+	// a turn, and buys heartbeats (a lost worker noticed at
+	// ModelHeartbeat, a streamed turn's progress in the heartbeat
+	// details), a request that holds no workflow task, and a cancellation
+	// that reaches the request at once. Set it for long or expensive
+	// requests. It may not be set with LocalModel.
+	ModelAsActivity bool `json:"model_as_activity,omitempty"`
+	// LocalReadBound is the longest a read may take (its worst case in the
+	// executor, retries included, plus Config.ActivitySlack) for a stage
+	// whose calls are all reads to run as local activities of the worker
+	// running the workflow task, with no dispatch through the server:
+	// with model requests as local activities, a one-call turn of reads is
+	// then three history events. A stage with a write, or with a read that
+	// may take longer, runs as activities (heartbeats, failover at
+	// ToolHeartbeat). A worker lost during a local read is noticed when
+	// its workflow task times out (10 s by default), and the next workflow
+	// task, on any worker, runs the read again. Default 2 minutes, which a
+	// read with the executor's default timeout and retries (30 s, 2
+	// retries: 105 s) fits; negative runs every call as an activity.
+	LocalReadBound time.Duration `json:"local_read_bound,omitempty"`
 	// ToolActivityAttempts is how many times a tool call's activity is
 	// tried when its worker fails it (a crash, a lost connection); the
 	// tool's own retryable errors are retried inside the executor.
@@ -231,6 +257,15 @@ const (
 	DefaultToolActivityAttempts = 3
 	DefaultToolHeartbeat        = 10 * time.Second
 	DefaultModelHeartbeat       = 15 * time.Second
+	DefaultLocalReadBound       = 2 * time.Minute
+)
+
+// leanTurns names the change that made model requests and short stages of
+// reads local activities by default (workflow.GetVersion): a run whose
+// history began before it goes on with activities.
+const (
+	leanTurns        = "toolloop.lean-turns"
+	leanTurnsVersion = workflow.Version(1)
 )
 
 // localTimeout bounds the local activities (validation, authorization by
@@ -286,6 +321,15 @@ type driver struct {
 	continued  int
 	turns      int
 	stateBytes int
+	// lean is set for a run that began with local model requests and
+	// local reads by default (leanTurns); clock is the latest time a local
+	// activity ended, by its worker's clock, which stamps the events after
+	// it while workflow.Now stands still (see now).
+	lean  bool
+	clock time.Time
+	// task is workflow.Now when yield last looked, which changes with
+	// each workflow task, and taskBegan the run's time then.
+	task, taskBegan time.Time
 	// closing is set once a paused run stopped waiting (its confirmation
 	// timeout passed, or the workflow was canceled): an answer that comes
 	// while the workflow stores its log and ends is refused, not recorded
@@ -347,6 +391,12 @@ func newDriver(ctx workflow.Context, in RunInput) (*driver, error) {
 	}
 	if in.ModelRetryBackoff <= 0 {
 		in.ModelRetryBackoff = DefaultModelRetryBackoff
+	}
+	if in.LocalModel && in.ModelAsActivity {
+		return nil, errors.New("temporal: RunInput sets both LocalModel and ModelAsActivity; set ModelAsActivity alone for activities, neither for local activities")
+	}
+	if in.LocalReadBound == 0 {
+		in.LocalReadBound = DefaultLocalReadBound
 	}
 	if in.ToolActivityAttempts <= 0 {
 		in.ToolActivityAttempts = DefaultToolActivityAttempts
@@ -457,8 +507,29 @@ func (d *driver) page(p EventsPage) ([]loop.Event, error) {
 // emit stamps ev, appends it to the log and feeds it to the decider.
 func (d *driver) emit(ctx workflow.Context, ev loop.Event) loop.Effect {
 	ev.Seq = d.events() + 1
-	ev.At = workflow.Now(ctx)
+	ev.At = d.now(ctx)
 	return d.append(ev)
+}
+
+// now is the run's time: workflow.Now, or, when later, the time the last
+// local activity ended. Within one workflow task workflow.Now stands
+// still, and a workflow task of local activities may last seconds (the
+// SDK renews it about every 8); the local activities' end times, recorded
+// in their markers, move the clock the way activities and their workflow
+// tasks would, and replay the same.
+func (d *driver) now(ctx workflow.Context) time.Time {
+	t := workflow.Now(ctx)
+	if d.clock.After(t) {
+		return d.clock
+	}
+	return t
+}
+
+// ended moves the run's clock to t, the time a local activity ended.
+func (d *driver) ended(t time.Time) {
+	if t.After(d.clock) {
+		d.clock = t
+	}
 }
 
 // append appends ev, stamped, to the log and feeds it to the decider.
@@ -469,6 +540,9 @@ func (d *driver) append(ev loop.Event) loop.Effect {
 
 // run performs the decider's effects until the run stops.
 func (d *driver) run(ctx workflow.Context) (RunOutput, error) {
+	// Before any command, so that a history recorded before the change
+	// replays with the commands it has.
+	d.lean = workflow.GetVersion(ctx, leanTurns, workflow.DefaultVersion, leanTurnsVersion) >= leanTurnsVersion
 	var eff loop.Effect
 	if c := d.in.Continued; c != nil && c.State != nil {
 		eff = d.state.Due()
@@ -520,16 +594,45 @@ type workflowDriver struct {
 
 var _ loop.Driver = (*workflowDriver)(nil)
 
-// Append stamps ev with workflow.Now and appends it.
+// Append stamps ev with the run's time (driver.now) and appends it.
 func (w *workflowDriver) Append(ev loop.Event) loop.Effect { return w.d.emit(w.ctx, ev) }
 
-// Commit continues the workflow as new before a model turn when it is
-// due: the ContinueAsNewError it returns ends this workflow run.
+// Commit, before a model turn, ends a workflow task that local
+// activities have held for long (yield), then continues the workflow as
+// new when it is due: the ContinueAsNewError it returns ends this
+// workflow run.
 func (w *workflowDriver) Commit(eff loop.Effect) error {
 	if eff.Kind == loop.RequestModel {
+		w.d.yield(w.ctx)
 		return w.d.continueAsNew(w.ctx)
 	}
 	return nil
+}
+
+// holdLimit is how long local activities may hold one workflow task
+// before the next model turn waits for a new one.
+const holdLimit = time.Second
+
+// yield ends the workflow task when local activities have held it for
+// holdLimit or more, with a timer of a millisecond: the markers so far
+// reach the history, and a cancellation, signal or update waiting for the
+// workflow task reaches the run before its next model turn. A run of
+// quick local turns would otherwise keep one workflow task until the SDK
+// renews it (about every 8 s). The hold is measured on the run's clock
+// (now) from the first time this workflow task's workflow.Now was seen,
+// so that a worker's clock ahead of the server's does not count; both
+// replay as they ran, and so does the timer.
+func (d *driver) yield(ctx workflow.Context) {
+	if !d.lean {
+		return
+	}
+	if t := workflow.Now(ctx); !t.Equal(d.task) {
+		d.task, d.taskBegan = t, d.now(ctx)
+	}
+	if d.now(ctx).Sub(d.taskBegan) < holdLimit {
+		return
+	}
+	_ = workflow.Sleep(ctx, time.Millisecond) // canceled: the drive sees it next
 }
 
 // Interruption is, before a model turn, a history near Temporal's limits
@@ -699,7 +802,7 @@ func (d *driver) interruption(ctx workflow.Context) *loop.Failure {
 	if ctx.Err() != nil {
 		return loop.ContextFailure(context.Canceled)
 	}
-	if left, ok := remaining(d.state.Deadline, workflow.Now(ctx)); ok && left <= 0 {
+	if left, ok := remaining(d.state.Deadline, d.now(ctx)); ok && left <= 0 {
 		return loop.ContextFailure(context.DeadlineExceeded)
 	}
 	return nil
@@ -710,7 +813,7 @@ func (d *driver) interruption(ctx workflow.Context) *loop.Failure {
 // timing out means the run's time is spent, whatever workflow.Now says
 // (the workflow's clock moves with its tasks, not with the activity).
 func (d *driver) bound(ctx workflow.Context, o *workflow.ActivityOptions) (byDeadline bool) {
-	left, ok := remaining(d.state.Deadline, workflow.Now(ctx))
+	left, ok := remaining(d.state.Deadline, d.now(ctx))
 	if !ok {
 		return false
 	}
@@ -735,7 +838,7 @@ const modelActivityBound = 24 * time.Hour
 // cutByDeadline reports whether an activity failed because the run's
 // deadline bounded it.
 func (d *driver) cutByDeadline(ctx workflow.Context, err error, byDeadline bool) bool {
-	if left, ok := remaining(d.state.Deadline, workflow.Now(ctx)); ok && left <= 0 {
+	if left, ok := remaining(d.state.Deadline, d.now(ctx)); ok && left <= 0 {
 		return true
 	}
 	if !byDeadline {
@@ -796,7 +899,8 @@ func (d *driver) requestModel(ctx workflow.Context, summary *loop.SummaryRequest
 	}
 	var out ModelOutput
 	var err error
-	if d.in.LocalModel {
+	local := d.localModel()
+	if local {
 		lo := workflow.LocalActivityOptions{
 			ScheduleToCloseTimeout: o.ScheduleToCloseTimeout,
 			StartToCloseTimeout:    o.StartToCloseTimeout,
@@ -807,10 +911,13 @@ func (d *driver) requestModel(ctx workflow.Context, summary *loop.SummaryRequest
 		err = workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, o), ModelActivity, in).Get(ctx, &out)
 	}
 	latency := workflow.Now(ctx).Sub(start)
-	if d.in.LocalModel {
+	if local {
 		// A local activity's time does not move the workflow's clock when
-		// it ends within the workflow task: its own measure is the latency.
+		// it ends within the workflow task: its own measure is the latency,
+		// and its end the run's time (zero in the markers of versions that
+		// did not record it).
 		latency = max(latency, out.Took)
+		d.ended(out.At)
 	}
 	d.turns++
 	if err == nil && (out.Response == nil || out.Log == "") {
@@ -830,6 +937,13 @@ func (d *driver) requestModel(ctx workflow.Context, summary *loop.SummaryRequest
 	partial := partialOf(err)
 	return loop.Event{Kind: loop.ModelFailed, Latency: latency, Attempts: attempts, Response: partial,
 		Failure: loop.ModelFailure(attempts, modelError(err), partial != nil)}
+}
+
+// localModel reports whether the model requests are local activities: by
+// default in a run that began after the change (leanTurns), else when
+// the input asks for it.
+func (d *driver) localModel() bool {
+	return d.in.LocalModel || (d.lean && !d.in.ModelAsActivity)
 }
 
 // attemptsOf reads how many attempts a failed activity made: the attempt
@@ -916,7 +1030,7 @@ func (d *driver) validate(ctx workflow.Context) (loop.Event, error) {
 	in := PrepareInput{
 		ValidateInput: ValidateInput{RunID: d.state.RunID, RequestID: d.in.RequestID, Calls: b.Calls,
 			ToolTimeout: d.budgets.ToolTimeout, Limits: d.budgets.ArgumentLimits()},
-		Identity: d.in.Identity, State: state, At: workflow.Now(ctx),
+		Identity: d.in.Identity, State: state, At: d.now(ctx),
 	}
 	var out PrepareOutput
 	d.prepared = nil
@@ -968,13 +1082,32 @@ func (d *driver) plan(ctx workflow.Context, idx []int) (loop.Event, error) {
 }
 
 // execute runs one stage: an activity per call, all started at once, the
-// outcomes collected in the stage's order.
+// outcomes collected in the stage's order; a stage of short reads runs as
+// local activities (localReads).
 func (d *driver) execute(ctx workflow.Context, stage int, idx []int) loop.Event {
 	calls := loop.StageCalls(&d.state, idx, nil)
 	byDeadline := make([]bool, len(idx))
 	futures := make([]workflow.Future, len(idx))
+	local := d.localReads(idx, calls)
 	for j, i := range idx {
 		c := calls[j]
+		if local {
+			// A read: no write to wait for on cancellation, and no
+			// heartbeats to send; a lost worker is the workflow task's
+			// timeout, and the next workflow task runs the read again.
+			o := workflow.ActivityOptions{StartToCloseTimeout: d.bounds[i]}
+			byDeadline[j] = d.bound(ctx, &o)
+			lo := workflow.LocalActivityOptions{
+				ScheduleToCloseTimeout: o.ScheduleToCloseTimeout,
+				StartToCloseTimeout:    o.StartToCloseTimeout,
+				RetryPolicy: &sdktemporal.RetryPolicy{
+					MaximumAttempts:        int32(d.in.ToolActivityAttempts),
+					NonRetryableErrorTypes: []string{FailureTypeUnknownTool},
+				},
+			}
+			futures[j] = workflow.ExecuteLocalActivity(workflow.WithLocalActivityOptions(ctx, lo), ToolActivity, c)
+			continue
+		}
 		o := workflow.ActivityOptions{
 			StartToCloseTimeout: localTimeout,
 			RetryPolicy: &sdktemporal.RetryPolicy{
@@ -1000,6 +1133,8 @@ func (d *driver) execute(ctx workflow.Context, stage int, idx []int) loop.Event 
 			late := d.cutByDeadline(ctx, err, byDeadline[j])
 			cut = cut || late
 			outs[j] = d.failedCall(ctx, calls[j], err, late)
+		} else if local && !outs[j].Started.IsZero() {
+			d.ended(outs[j].Started.Add(outs[j].Duration))
 		}
 	}
 	ev := loop.Event{Kind: loop.StageFinished, Stage: stage, Outcomes: outs}
@@ -1011,6 +1146,25 @@ func (d *driver) execute(ctx workflow.Context, stage int, idx []int) loop.Event 
 	return ev
 }
 
+// localReads reports whether a stage runs as local activities: in a run
+// that began after the change (leanTurns), when every call of the stage
+// is a read (no idempotency key) whose worst case, from validation, is
+// known and at most RunInput.LocalReadBound. A write keeps its activity:
+// its heartbeats, and the wait for its outcome on cancellation. A stage
+// with one long read keeps activities for all, since the workflow task
+// that schedules the others' activities would wait for the local one.
+func (d *driver) localReads(idx []int, calls []CallInput) bool {
+	if !d.lean || d.in.LocalReadBound <= 0 {
+		return false
+	}
+	for j, i := range idx {
+		if calls[j].IdempotencyKey != "" || i >= len(d.bounds) || d.bounds[i] <= 0 || d.bounds[i] > d.in.LocalReadBound {
+			return false
+		}
+	}
+	return true
+}
+
 // failedCall is the outcome of a call whose activity failed for good. A
 // write the run's deadline cut off (late) may have happened: its outcome
 // is unknown, as in process when no status look-up settles it. Otherwise,
@@ -1020,7 +1174,7 @@ func (d *driver) execute(ctx workflow.Context, stage int, idx []int) loop.Event 
 // failed for a reason the model may hear about.
 func (d *driver) failedCall(ctx workflow.Context, c CallInput, err error, late bool) executor.Outcome {
 	r := llm.ToolResult{CallID: c.Call.ID, Name: c.Call.Name}
-	o := executor.Outcome{Err: err.Error(), IdempotencyKey: c.IdempotencyKey, Started: workflow.Now(ctx)}
+	o := executor.Outcome{Err: err.Error(), IdempotencyKey: c.IdempotencyKey, Started: d.now(ctx)}
 	switch {
 	case late && c.IdempotencyKey != "":
 		// The run's time ran out while the write's activity ran: its
