@@ -330,6 +330,9 @@ type driver struct {
 	// task is workflow.Now when yield last looked, which changes with
 	// each workflow task, and taskBegan the run's time then.
 	task, taskBegan time.Time
+	// markers counts the local activities of the workflow task whose
+	// history had length events when it began (historyLength).
+	markers, length int
 	// closing is set once a paused run stopped waiting (its confirmation
 	// timeout passed, or the workflow was canceled): an answer that comes
 	// while the workflow stores its log and ends is refused, not recorded
@@ -525,6 +528,30 @@ func (d *driver) now(ctx workflow.Context) time.Time {
 	return t
 }
 
+// marked counts a local activity of the current workflow task: its marker
+// reaches the history when the workflow task completes (historyLength).
+func (d *driver) marked(ctx workflow.Context) {
+	d.historyLength(ctx)
+	d.markers++
+}
+
+// historyLength is the history's length once the current workflow task
+// completes: the server's count when the task began, and, in a run that
+// began after the change (leanTurns), a marker per local activity of the
+// task. A workflow task of local turns may hold many markers, which the
+// server's count leaves out until it completes; a run that began before
+// the change counts as it did, so that its continuations replay.
+func (d *driver) historyLength(ctx workflow.Context) int {
+	n := workflow.GetInfo(ctx).GetCurrentHistoryLength()
+	if n != d.length {
+		d.length, d.markers = n, 0
+	}
+	if !d.lean {
+		return n
+	}
+	return n + d.markers
+}
+
 // ended moves the run's clock to t, the time a local activity ended.
 func (d *driver) ended(t time.Time) {
 	if t.After(d.clock) {
@@ -556,7 +583,16 @@ func (d *driver) run(ctx workflow.Context) (RunOutput, error) {
 		}
 	} else {
 		var version string
-		if err := workflow.ExecuteLocalActivity(d.localCtx(ctx), ToolsVersionActivity).Get(ctx, &version); err != nil {
+		lctx := ctx
+		if d.lean && ctx.Err() != nil {
+			// Canceled before its first workflow task completed (a close
+			// the server refused, its local turns dropped with it): the
+			// run still records its start and stops canceled, with its
+			// output in the cancellation's details.
+			lctx, _ = workflow.NewDisconnectedContext(ctx)
+		}
+		d.marked(ctx)
+		if err := workflow.ExecuteLocalActivity(d.localCtx(lctx), ToolsVersionActivity).Get(lctx, &version); err != nil {
 			if ctx.Err() != nil {
 				return RunOutput{}, sdktemporal.NewCanceledError()
 			}
@@ -614,14 +650,18 @@ func (w *workflowDriver) Commit(eff loop.Effect) error {
 const holdLimit = time.Second
 
 // yield ends the workflow task when local activities have held it for
-// holdLimit or more, with a timer of a millisecond: the markers so far
-// reach the history, and a cancellation, signal or update waiting for the
-// workflow task reaches the run before its next model turn. A run of
-// quick local turns would otherwise keep one workflow task until the SDK
-// renews it (about every 8 s). The hold is measured on the run's clock
-// (now) from the first time this workflow task's workflow.Now was seen,
-// so that a worker's clock ahead of the server's does not count; both
-// replay as they ran, and so does the timer.
+// holdLimit or more: it stores the log's latest events with the SaveLog
+// activity (not a local one), which the workflow waits for, so that the
+// markers so far reach the history, and a cancellation, signal or update
+// waiting for the workflow task reaches the run before its next model
+// turn. A run of quick local turns would otherwise keep one workflow task
+// until the SDK renews it (about every 8 s). An activity costs two
+// dispatches through the server's queues (about 100 ms on the dev
+// server); a timer would do too, but the dev server fires even a
+// millisecond's timer about a second later. The hold is measured on the
+// run's clock (now) from the first time this workflow task's
+// workflow.Now was seen, so that a worker's clock ahead of the server's
+// does not count; both replay as they ran, and so does the activity.
 func (d *driver) yield(ctx workflow.Context) {
 	if !d.lean {
 		return
@@ -632,7 +672,20 @@ func (d *driver) yield(ctx workflow.Context) {
 	if d.now(ctx).Sub(d.taskBegan) < holdLimit {
 		return
 	}
-	_ = workflow.Sleep(ctx, time.Millisecond) // canceled: the drive sees it next
+	o := workflow.ActivityOptions{
+		StartToCloseTimeout: time.Minute,
+		RetryPolicy:         &sdktemporal.RetryPolicy{MaximumAttempts: 3},
+	}
+	d.bound(ctx, &o)
+	in := SaveLogInput{Log: d.head, New: d.log[d.saved:]}
+	var head string
+	if err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, o), SaveLogActivity, in).Get(ctx, &head); err != nil {
+		// The next model request stores them; the workflow task ended
+		// all the same.
+		workflow.GetLogger(ctx).Warn("toolloop: storing the log's latest events failed", "error", err.Error())
+		return
+	}
+	d.head, d.saved = head, d.saved+len(in.New)
 }
 
 // Interruption is, before a model turn, a history near Temporal's limits
@@ -764,6 +817,7 @@ func (d *driver) saveLog(ctx workflow.Context) error {
 	}
 	in := SaveLogInput{Log: d.head, New: d.log[d.saved:]}
 	var head string
+	d.marked(ctx)
 	if err := workflow.ExecuteLocalActivity(workflow.WithLocalActivityOptions(ctx, o), SaveLogActivity, in).Get(ctx, &head); err != nil {
 		return err
 	}
@@ -906,6 +960,7 @@ func (d *driver) requestModel(ctx workflow.Context, summary *loop.SummaryRequest
 			StartToCloseTimeout:    o.StartToCloseTimeout,
 			RetryPolicy:            o.RetryPolicy,
 		}
+		d.marked(ctx)
 		err = workflow.ExecuteLocalActivity(workflow.WithLocalActivityOptions(ctx, lo), ModelActivity, in).Get(ctx, &out)
 	} else {
 		err = workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, o), ModelActivity, in).Get(ctx, &out)
@@ -1034,6 +1089,7 @@ func (d *driver) validate(ctx workflow.Context) (loop.Event, error) {
 	}
 	var out PrepareOutput
 	d.prepared = nil
+	d.marked(ctx)
 	if err := workflow.ExecuteLocalActivity(d.localCtx(ctx), PrepareActivity, in).Get(ctx, &out); err != nil {
 		if f := d.interruption(ctx); f != nil {
 			return loop.Event{Kind: loop.Interrupted, Failure: f}, nil
@@ -1072,6 +1128,7 @@ func (d *driver) plan(ctx workflow.Context, idx []int) (loop.Event, error) {
 	b := d.state.Batch
 	in := PlanInput{Calls: b.Calls, Indexes: idx, Approved: b.Approved}
 	var p executor.Plan
+	d.marked(ctx)
 	if err := workflow.ExecuteLocalActivity(d.localCtx(ctx), PlanActivity, in).Get(ctx, &p); err != nil {
 		if f := d.interruption(ctx); f != nil {
 			return loop.Event{Kind: loop.Interrupted, Failure: f}, nil
@@ -1105,6 +1162,7 @@ func (d *driver) execute(ctx workflow.Context, stage int, idx []int) loop.Event 
 					NonRetryableErrorTypes: []string{FailureTypeUnknownTool},
 				},
 			}
+			d.marked(ctx)
 			futures[j] = workflow.ExecuteLocalActivity(workflow.WithLocalActivityOptions(ctx, lo), ToolActivity, c)
 			continue
 		}
