@@ -265,9 +265,6 @@ type ModelOutput struct {
 	// made as a local activity (RunInput.LocalModel), during which the
 	// workflow's clock does not move.
 	Took time.Duration `json:"took,omitempty"`
-	// At is the worker's time when the activity ended, which stamps the
-	// next events of a run whose workflow task it held (see LocalModel).
-	At time.Time `json:"at,omitzero"`
 }
 
 // partialTurn is what a stream that broke part-way had sent, as a failed
@@ -349,7 +346,7 @@ func (a *Activities) RequestModel(ctx context.Context, in ModelInput) (ModelOutp
 	// Whatever the arguments of its calls, the response travels as it is:
 	// llm.ToolCall encodes them byte for byte (valid JSON or not), so the
 	// workflow's log records what the model sent.
-	return ModelOutput{Response: resp, Attempt: attempt, Log: head, Took: time.Since(began), At: time.Now()}, nil
+	return ModelOutput{Response: resp, Attempt: attempt, Log: head, Took: time.Since(began)}, nil
 }
 
 // SaveLogInput is SaveLogActivity's input.

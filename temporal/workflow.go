@@ -80,11 +80,10 @@ type RunInput struct {
 	// is noticed when the workflow task times out (10 s), and the next
 	// workflow task, on any worker, makes again the requests and reads the
 	// lost one had not recorded; retries wait in the worker (or, past the
-	// workflow task timeout, on a workflow timer). The workflow's clock
-	// (workflow.Now) does not move within a workflow task: the events
-	// after a local activity are stamped with the worker's clock when it
-	// ended, if that is later, and the run's deadline is checked against
-	// that time.
+	// workflow task timeout, on a workflow timer). The SDK moves the
+	// workflow's clock (workflow.Now) by each local activity's time and
+	// records it in the marker, so the events after one are stamped, and
+	// the deadline checked, as after an activity.
 	LocalModel bool `json:"local_model,omitempty"`
 	// ModelAsActivity runs each model request as an activity of its own,
 	// as every request was before local ones became the default: it costs
@@ -322,17 +321,13 @@ type driver struct {
 	turns      int
 	stateBytes int
 	// lean is set for a run that began with local model requests and
-	// local reads by default (leanTurns); clock is the latest time a local
-	// activity ended, by its worker's clock, which stamps the events after
-	// it while workflow.Now stands still (see now).
-	lean  bool
-	clock time.Time
-	// task is workflow.Now when yield last looked, which changes with
-	// each workflow task, and taskBegan the run's time then.
-	task, taskBegan time.Time
+	// local reads by default (leanTurns).
+	lean bool
 	// markers counts the local activities of the workflow task whose
-	// history had length events when it began (historyLength).
+	// history had length events when it began, and taskBegan is
+	// workflow.Now when the first of them was counted (historyLength).
 	markers, length int
+	taskBegan       time.Time
 	// closing is set once a paused run stopped waiting (its confirmation
 	// timeout passed, or the workflow was canceled): an answer that comes
 	// while the workflow stores its log and ends is refused, not recorded
@@ -510,22 +505,8 @@ func (d *driver) page(p EventsPage) ([]loop.Event, error) {
 // emit stamps ev, appends it to the log and feeds it to the decider.
 func (d *driver) emit(ctx workflow.Context, ev loop.Event) loop.Effect {
 	ev.Seq = d.events() + 1
-	ev.At = d.now(ctx)
+	ev.At = workflow.Now(ctx)
 	return d.append(ev)
-}
-
-// now is the run's time: workflow.Now, or, when later, the time the last
-// local activity ended. Within one workflow task workflow.Now stands
-// still, and a workflow task of local activities may last seconds (the
-// SDK renews it about every 8); the local activities' end times, recorded
-// in their markers, move the clock the way activities and their workflow
-// tasks would, and replay the same.
-func (d *driver) now(ctx workflow.Context) time.Time {
-	t := workflow.Now(ctx)
-	if d.clock.After(t) {
-		return d.clock
-	}
-	return t
 }
 
 // marked counts a local activity of the current workflow task: its marker
@@ -544,19 +525,12 @@ func (d *driver) marked(ctx workflow.Context) {
 func (d *driver) historyLength(ctx workflow.Context) int {
 	n := workflow.GetInfo(ctx).GetCurrentHistoryLength()
 	if n != d.length {
-		d.length, d.markers = n, 0
+		d.length, d.markers, d.taskBegan = n, 0, workflow.Now(ctx)
 	}
 	if !d.lean {
 		return n
 	}
 	return n + d.markers
-}
-
-// ended moves the run's clock to t, the time a local activity ended.
-func (d *driver) ended(t time.Time) {
-	if t.After(d.clock) {
-		d.clock = t
-	}
 }
 
 // append appends ev, stamped, to the log and feeds it to the decider.
@@ -630,7 +604,7 @@ type workflowDriver struct {
 
 var _ loop.Driver = (*workflowDriver)(nil)
 
-// Append stamps ev with the run's time (driver.now) and appends it.
+// Append stamps ev with workflow.Now and appends it.
 func (w *workflowDriver) Append(ev loop.Event) loop.Effect { return w.d.emit(w.ctx, ev) }
 
 // Commit, before a model turn, ends a workflow task that local
@@ -658,18 +632,16 @@ const holdLimit = time.Second
 // until the SDK renews it (about every 8 s). An activity costs two
 // dispatches through the server's queues (about 100 ms on the dev
 // server); a timer would do too, but the dev server fires even a
-// millisecond's timer about a second later. The hold is measured on the
-// run's clock (now) from the first time this workflow task's
-// workflow.Now was seen, so that a worker's clock ahead of the server's
-// does not count; both replay as they ran, and so does the activity.
+// millisecond's timer about a second later. The hold is measured from
+// workflow.Now when the task's first local activity was counted
+// (historyLength) to workflow.Now at the model turn: the SDK moves
+// workflow.Now by each local activity's time and records it in the
+// marker, so both replay as they ran, and so does the activity.
 func (d *driver) yield(ctx workflow.Context) {
 	if !d.lean {
 		return
 	}
-	if t := workflow.Now(ctx); !t.Equal(d.task) {
-		d.task, d.taskBegan = t, d.now(ctx)
-	}
-	if d.now(ctx).Sub(d.taskBegan) < holdLimit {
+	if d.historyLength(ctx); workflow.Now(ctx).Sub(d.taskBegan) < holdLimit {
 		return
 	}
 	o := workflow.ActivityOptions{
@@ -856,7 +828,7 @@ func (d *driver) interruption(ctx workflow.Context) *loop.Failure {
 	if ctx.Err() != nil {
 		return loop.ContextFailure(context.Canceled)
 	}
-	if left, ok := remaining(d.state.Deadline, d.now(ctx)); ok && left <= 0 {
+	if left, ok := remaining(d.state.Deadline, workflow.Now(ctx)); ok && left <= 0 {
 		return loop.ContextFailure(context.DeadlineExceeded)
 	}
 	return nil
@@ -867,7 +839,7 @@ func (d *driver) interruption(ctx workflow.Context) *loop.Failure {
 // timing out means the run's time is spent, whatever workflow.Now says
 // (the workflow's clock moves with its tasks, not with the activity).
 func (d *driver) bound(ctx workflow.Context, o *workflow.ActivityOptions) (byDeadline bool) {
-	left, ok := remaining(d.state.Deadline, d.now(ctx))
+	left, ok := remaining(d.state.Deadline, workflow.Now(ctx))
 	if !ok {
 		return false
 	}
@@ -892,7 +864,7 @@ const modelActivityBound = 24 * time.Hour
 // cutByDeadline reports whether an activity failed because the run's
 // deadline bounded it.
 func (d *driver) cutByDeadline(ctx workflow.Context, err error, byDeadline bool) bool {
-	if left, ok := remaining(d.state.Deadline, d.now(ctx)); ok && left <= 0 {
+	if left, ok := remaining(d.state.Deadline, workflow.Now(ctx)); ok && left <= 0 {
 		return true
 	}
 	if !byDeadline {
@@ -967,12 +939,9 @@ func (d *driver) requestModel(ctx workflow.Context, summary *loop.SummaryRequest
 	}
 	latency := workflow.Now(ctx).Sub(start)
 	if local {
-		// A local activity's time does not move the workflow's clock when
-		// it ends within the workflow task: its own measure is the latency,
-		// and its end the run's time (zero in the markers of versions that
-		// did not record it).
+		// The activity's own measure, should the workflow's clock have
+		// moved less.
 		latency = max(latency, out.Took)
-		d.ended(out.At)
 	}
 	d.turns++
 	if err == nil && (out.Response == nil || out.Log == "") {
@@ -1085,7 +1054,7 @@ func (d *driver) validate(ctx workflow.Context) (loop.Event, error) {
 	in := PrepareInput{
 		ValidateInput: ValidateInput{RunID: d.state.RunID, RequestID: d.in.RequestID, Calls: b.Calls,
 			ToolTimeout: d.budgets.ToolTimeout, Limits: d.budgets.ArgumentLimits()},
-		Identity: d.in.Identity, State: state, At: d.now(ctx),
+		Identity: d.in.Identity, State: state, At: workflow.Now(ctx),
 	}
 	var out PrepareOutput
 	d.prepared = nil
@@ -1191,8 +1160,6 @@ func (d *driver) execute(ctx workflow.Context, stage int, idx []int) loop.Event 
 			late := d.cutByDeadline(ctx, err, byDeadline[j])
 			cut = cut || late
 			outs[j] = d.failedCall(ctx, calls[j], err, late)
-		} else if local && !outs[j].Started.IsZero() {
-			d.ended(outs[j].Started.Add(outs[j].Duration))
 		}
 	}
 	ev := loop.Event{Kind: loop.StageFinished, Stage: stage, Outcomes: outs}
@@ -1232,7 +1199,7 @@ func (d *driver) localReads(idx []int, calls []CallInput) bool {
 // failed for a reason the model may hear about.
 func (d *driver) failedCall(ctx workflow.Context, c CallInput, err error, late bool) executor.Outcome {
 	r := llm.ToolResult{CallID: c.Call.ID, Name: c.Call.Name}
-	o := executor.Outcome{Err: err.Error(), IdempotencyKey: c.IdempotencyKey, Started: d.now(ctx)}
+	o := executor.Outcome{Err: err.Error(), IdempotencyKey: c.IdempotencyKey, Started: workflow.Now(ctx)}
 	switch {
 	case late && c.IdempotencyKey != "":
 		// The run's time ran out while the write's activity ran: its
