@@ -71,12 +71,16 @@ type RunInput struct {
 	// workflow task calls the model and records the response in a marker,
 	// with no dispatch through the server's queues. The trade-offs: the
 	// request holds the workflow task, and so do the local activities
-	// after it (LocalReadBound): the SDK completes the workflow task and
-	// takes a new one, 3 events, about every 8 seconds, and only then are
-	// the markers so far in the history and do signals, updates, queries
-	// and a cancellation reach the workflow (a canceled run stops at its
-	// next effect after that, with its calls canceled or, for a write,
-	// waited for); there are no heartbeats, so a worker lost mid-request
+	// after it (LocalReadBound), and only when the task ends are the
+	// markers so far in the history and do signals, updates, queries and
+	// a cancellation reach the workflow (a canceled run stops at its next
+	// effect after that, with its calls canceled or, for a write, waited
+	// for): the workflow ends a task that local activities have held for a
+	// second before its next model turn, and the SDK renews one held by a
+	// long request about every 8 seconds (3 events); a cancellation that
+	// comes as the task would close the workflow makes the server refuse
+	// the close, and the run stops canceled without that task's turns in
+	// its log; there are no heartbeats, so a worker lost mid-request
 	// is noticed when the workflow task times out (10 s), and the next
 	// workflow task, on any worker, makes again the requests and reads the
 	// lost one had not recorded; retries wait in the worker (or, past the
@@ -91,8 +95,8 @@ type RunInput struct {
 	// a turn, and buys heartbeats (a lost worker noticed at
 	// ModelHeartbeat, a streamed turn's progress in the heartbeat
 	// details), a request that holds no workflow task, and a cancellation
-	// that reaches the request at once. Set it for long or expensive
-	// requests. It may not be set with LocalModel.
+	// that reaches the request with the next heartbeat. Set it for long or
+	// expensive requests. It may not be set with LocalModel.
 	ModelAsActivity bool `json:"model_as_activity,omitempty"`
 	// LocalReadBound is the longest a read may take (its worst case in the
 	// executor, retries included, plus Config.ActivitySlack) for a stage
@@ -638,7 +642,7 @@ const holdLimit = time.Second
 // workflow.Now by each local activity's time and records it in the
 // marker, so both replay as they ran, and so does the activity.
 func (d *driver) yield(ctx workflow.Context) {
-	if !d.lean {
+	if !d.lean || ctx.Err() != nil {
 		return
 	}
 	if d.historyLength(ctx); workflow.Now(ctx).Sub(d.taskBegan) < holdLimit {
