@@ -368,8 +368,11 @@ func TestDevServerTerminatedStatus(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	id := "toolloop-test-terminated-" + suffix()
+	// The blocked request is an activity (ModelAsActivity): as a local
+	// activity it would hold the workflow task, and the status query
+	// below would wait for it.
 	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: queue}, temporal.WorkflowName,
-		temporal.RunInput{Model: "blocked", Messages: []llm.Message{llm.UserMessage("hello")}})
+		temporal.RunInput{Model: "blocked", Messages: []llm.Message{llm.UserMessage("hello")}, ModelAsActivity: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -377,6 +380,9 @@ func TestDevServerTerminatedStatus(t *testing.T) {
 		st, err := temporal.Status(ctx, c, id)
 		if err == nil && st.Events > 0 {
 			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("the run never reported its first event: %+v, %v", st, err)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
