@@ -38,7 +38,8 @@ func (b *blobCounter) PutBlob(ctx context.Context, data []byte) (string, error) 
 // checks), the log keeps each large result as a reference, every model
 // activity's input stays small (the log's digest and the turn's new
 // events, not the conversation), and ReadResult gives back the whole
-// history and log.
+// history and log. The model requests are activities (ModelAsActivity),
+// whose inputs the test environment shows.
 func TestLargeResultsByReference(t *testing.T) {
 	const turns, size = 6, 20_000
 	blobs := &blobCounter{Memory: store.NewMemory()}
@@ -61,7 +62,7 @@ func TestLargeResultsByReference(t *testing.T) {
 		b, _ := json.Marshal(in)
 		inputs = append(inputs, len(b))
 	})
-	env.ExecuteWorkflow(temporal.WorkflowName, temporal.RunInput{RunID: "run-byref", Model: "scripted",
+	env.ExecuteWorkflow(temporal.WorkflowName, temporal.RunInput{RunID: "run-byref", Model: "scripted", ModelAsActivity: true,
 		Messages: []llm.Message{llm.UserMessage("read every page")}, Budgets: loop.Budgets{MaxSteps: turns + 1}})
 	if err := env.GetWorkflowError(); err != nil {
 		t.Fatal(err)
@@ -151,7 +152,8 @@ func TestModelResponseTooLarge(t *testing.T) {
 // TestToolActivityHeartbeats: a tool call that runs longer than the
 // tool heartbeat (300ms here, 10s by default) completes, its activity
 // beating meanwhile, so that a worker lost mid-call is noticed within the
-// heartbeat, not at the call's StartToClose.
+// heartbeat, not at the call's StartToClose. The read is made an activity
+// (LocalReadBound -1): as a local activity it would send no heartbeats.
 func TestToolActivityHeartbeats(t *testing.T) {
 	type in struct{}
 	slow, err := tool.New(tool.Spec[in]{Name: "slow", Description: "takes its time", HonorsContext: true},
@@ -199,7 +201,7 @@ func TestToolActivityHeartbeats(t *testing.T) {
 			attempts++
 		}
 	})
-	env.ExecuteWorkflow(temporal.WorkflowName, temporal.RunInput{RunID: "run-beat", Model: "scripted",
+	env.ExecuteWorkflow(temporal.WorkflowName, temporal.RunInput{RunID: "run-beat", Model: "scripted", LocalReadBound: -1,
 		Messages: []llm.Message{llm.UserMessage("take your time")}, ToolHeartbeat: 300 * time.Millisecond})
 	if err := env.GetWorkflowError(); err != nil {
 		t.Fatal(err)
@@ -218,7 +220,8 @@ func TestToolActivityHeartbeats(t *testing.T) {
 // A turn too large for the model activity's input to carry (a long reply,
 // then 80 results just under RefThreshold: about 1.3 MB of events) is
 // stored before the next request, whose input then carries none of it;
-// the run ends as it would anyway, every result whole.
+// the run ends as it would anyway, every result whole. The model requests
+// are activities (ModelAsActivity), whose inputs are what is checked.
 func TestLargeTurnStoredBeforeTheRequest(t *testing.T) {
 	const calls, size = 80, temporal.RefThreshold - 100
 	page, err := tool.New(tool.Spec[struct {
@@ -249,7 +252,7 @@ func TestLargeTurnStoredBeforeTheRequest(t *testing.T) {
 		t.Fatal(err)
 	}
 	var inputs []int
-	out := runInTestEnv(t, acts, temporal.RunInput{RunID: "run-large-turn", Model: "scripted",
+	out := runInTestEnv(t, acts, temporal.RunInput{RunID: "run-large-turn", Model: "scripted", ModelAsActivity: true,
 		Messages: []llm.Message{llm.UserMessage("read every page")}, Budgets: loop.Budgets{MaxToolCalls: calls}},
 		func(info *activity.Info, args converter.EncodedValues) {
 			if info.ActivityType.Name != temporal.ModelActivity {
@@ -324,7 +327,8 @@ func (b slowBlobs) PutBlob(ctx context.Context, data []byte) (string, error) {
 
 // The model activity beats while it stores the turn and reads the log
 // back, not only during the request: a store slower than the heartbeat
-// timeout (300ms here) is not taken for a lost worker.
+// timeout (300ms here) is not taken for a lost worker (ModelAsActivity: a
+// local activity sends no heartbeats).
 func TestModelActivityBeatsWhileStoring(t *testing.T) {
 	blobs := slowBlobs{store.NewMemory()}
 	acts, err := temporal.NewActivities(temporal.Config{Model: llmtest.New(llmtest.Text("done")), Tools: mustRegistry(t), Blobs: blobs})
@@ -332,7 +336,7 @@ func TestModelActivityBeatsWhileStoring(t *testing.T) {
 		t.Fatal(err)
 	}
 	attempts := 0
-	out := runInTestEnv(t, acts, temporal.RunInput{RunID: "run-slow-store", Model: "scripted",
+	out := runInTestEnv(t, acts, temporal.RunInput{RunID: "run-slow-store", Model: "scripted", ModelAsActivity: true,
 		Messages: []llm.Message{llm.UserMessage("hello")}, ModelHeartbeat: 300 * time.Millisecond},
 		func(info *activity.Info, _ converter.EncodedValues) {
 			if info.ActivityType.Name == temporal.ModelActivity {

@@ -40,7 +40,7 @@ const (
 func (d *driver) continueAsNew(ctx workflow.Context) error {
 	info := workflow.GetInfo(ctx)
 	due := info.GetContinueAsNewSuggested() ||
-		(d.in.ContinueAsNewAfter > 0 && info.GetCurrentHistoryLength() >= d.in.ContinueAsNewAfter)
+		(d.in.ContinueAsNewAfter > 0 && d.historyLength(ctx) >= d.in.ContinueAsNewAfter)
 	if !due || d.turns == 0 || ctx.Err() != nil || d.stateBytes > 0 {
 		return nil
 	}
@@ -76,7 +76,7 @@ func (d *driver) continueAsNew(ctx workflow.Context) error {
 // but its history) is spent, and a detail naming the limit.
 func (d *driver) historyFull(ctx workflow.Context) *loop.Failure {
 	info := workflow.GetInfo(ctx)
-	n, size := info.GetCurrentHistoryLength(), info.GetCurrentHistorySize()
+	n, size := d.historyLength(ctx), info.GetCurrentHistorySize()
 	var why string
 	switch {
 	case d.stateBytes > 0:

@@ -35,17 +35,31 @@ func pageContent(p, size int) string {
 // the run with model_error.
 func longRunParts(t *testing.T, turns, size int, blobs store.Blobs, opts ...func(*temporal.Config)) *temporal.Activities {
 	t.Helper()
+	acts, err := pagesActivities(turns, size, blobs, func(_ context.Context, p int) (string, error) {
+		return pageContent(p, size), nil
+	}, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return acts
+}
+
+// pagesActivities is longRunParts with the fetch tool's handler given,
+// for a worker with no *testing.T (TestDevServerLostWorkerLocalRead's
+// worker process).
+func pagesActivities(turns, size int, blobs store.Blobs, fetchPage func(ctx context.Context, page int) (string, error),
+	opts ...func(*temporal.Config)) (*temporal.Activities, error) {
 	type in struct {
 		Page int `json:"page"`
 	}
 	fetch, err := tool.New(tool.Spec[in]{Name: "fetch", Description: "fetches a page", HonorsContext: true},
-		func(_ context.Context, a in) (string, error) { return pageContent(a.Page, size), nil })
+		func(ctx context.Context, a in) (string, error) { return fetchPage(ctx, a.Page) })
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	reg, err := tool.NewRegistry(fetch)
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	model := llm.ModelFunc(func(_ context.Context, req *llm.Request) (*llm.Response, error) {
 		k := req.Step
@@ -72,11 +86,7 @@ func longRunParts(t *testing.T, turns, size int, blobs store.Blobs, opts ...func
 	for _, o := range opts {
 		o(&cfg)
 	}
-	acts, err := temporal.NewActivities(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return acts
+	return temporal.NewActivities(cfg)
 }
 
 // chainHistory sums the bytes and events of a workflow's histories, from
@@ -112,7 +122,8 @@ func envInt(name string, def int) int {
 // docs/BENCHMARKS.md come from TestDevServerScale), on a real server. Carried by value, such a run was
 // terminated by the server at turn 71 (history past 50 MB). Carried by
 // reference, it ends final_answer, continuing as new on the way (every
-// 600 history events here, TOOLLOOP_LONGRUN_CAN changes it) without the
+// 140 history events here, some 46 turns of 3 events with the defaults;
+// TOOLLOOP_LONGRUN_CAN changes it) without the
 // caller seeing it: the same run ID, the status query answers, and the
 // result whose log holds every turn in full. Its history grows by a
 // bounded number of bytes per turn, well under one tool result.
@@ -129,7 +140,7 @@ func TestDevServerLongRun(t *testing.T) {
 	id := "toolloop-test-longrun-" + suffix()
 	in := temporal.RunInput{Model: "scripted", Messages: []llm.Message{llm.UserMessage("read every page")},
 		Budgets:            loop.Budgets{MaxSteps: turns + 1, MaxToolCalls: turns, Deadline: timeout},
-		ContinueAsNewAfter: envInt("TOOLLOOP_LONGRUN_CAN", 600)}
+		ContinueAsNewAfter: envInt("TOOLLOOP_LONGRUN_CAN", 140)}
 	start := time.Now()
 	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: queue}, temporal.WorkflowName, in)
 	if err != nil {
@@ -225,7 +236,7 @@ func TestDevServerLongRun(t *testing.T) {
 	// A continuation adds a bounded amount: each workflow run starts from
 	// the decider's state its input carries, not by reading the log
 	// back, which made each run some 34 KB larger than the one before
-	// (20 KB a turn, every 600 events, about 30 turns a run). What still
+	// (20 KB a turn, every 600 events of 13 a turn, about 30 turns a run). What still
 	// grows is the state's call IDs and result hashes, some 30 bytes a
 	// call, carried twice (in the continued-as-new event and in the next
 	// run's start): with about 46 turns a run, 3 KB a run.
@@ -246,11 +257,13 @@ func TestDevServerLongRun(t *testing.T) {
 }
 
 // TestDevServerContinueAsNew is a short run that continues as new twice
-// or more (8 turns of 10 KB results, every 35 history events): the
-// result and log are whole, and each workflow run's history replays
-// against the workflow code (recorded with -temporal.record as
-// continued_1.json, ...): the first run, and runs that start from the
-// decider's state their input carries.
+// or more (8 turns of 10 KB results, every 10 history events, with the
+// markers of the current workflow task counted): the result and log are
+// whole, and each workflow run's history replays against the workflow
+// code (recorded with -temporal.record as default_continued_1.json, ...;
+// continued_1.json, ... are those of the version before local turns): the
+// first run, and runs that start from the decider's state their input
+// carries.
 func TestDevServerContinueAsNew(t *testing.T) {
 	c := devClient(t)
 	const turns, size = 8, 10_000
@@ -260,7 +273,7 @@ func TestDevServerContinueAsNew(t *testing.T) {
 	defer cancel()
 	id := "toolloop-test-continued-" + suffix()
 	in := temporal.RunInput{RunID: "run-continued", Model: "scripted", Messages: []llm.Message{llm.UserMessage("read every page")},
-		Budgets: loop.Budgets{MaxSteps: turns + 1}, ContinueAsNewAfter: 35}
+		Budgets: loop.Budgets{MaxSteps: turns + 1}, ContinueAsNewAfter: 10}
 	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: queue}, temporal.WorkflowName, in)
 	if err != nil {
 		t.Fatal(err)
@@ -280,7 +293,7 @@ func TestDevServerContinueAsNew(t *testing.T) {
 	runID := firstRun
 	for i := 1; runID != ""; i++ {
 		h := history(t, c, id, runID)
-		replay(t, fmt.Sprintf("continued_%d", i), h)
+		replay(t, fmt.Sprintf("default_continued_%d", i), h)
 		runID = ""
 		if last := h.Events[len(h.Events)-1]; last.GetEventType() == enums.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW {
 			runID = last.GetWorkflowExecutionContinuedAsNewEventAttributes().GetNewExecutionRunId()
@@ -288,7 +301,7 @@ func TestDevServerContinueAsNew(t *testing.T) {
 	}
 }
 
-// TestDevServerHistoryLimit: a run whose history reaches its limit (100
+// TestDevServerHistoryLimit: a run whose history reaches its limit (30
 // events here, 40,000 by default, under Temporal's 51,200) and cannot
 // continue as new stops itself with deadline_exceeded and a detail naming
 // the limit, and returns its output, instead of being terminated by the
@@ -302,7 +315,7 @@ func TestDevServerHistoryLimit(t *testing.T) {
 	defer cancel()
 	id := "toolloop-test-limit-" + suffix()
 	in := temporal.RunInput{Model: "scripted", Messages: []llm.Message{llm.UserMessage("read every page")},
-		Budgets: loop.Budgets{MaxSteps: turns + 1}, HistoryLimit: 100}
+		Budgets: loop.Budgets{MaxSteps: turns + 1}, HistoryLimit: 30}
 	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: queue}, temporal.WorkflowName, in)
 	if err != nil {
 		t.Fatal(err)
@@ -312,7 +325,7 @@ func TestDevServerHistoryLimit(t *testing.T) {
 		t.Fatal(err)
 	}
 	if out.Status != loop.DeadlineExceeded || !strings.Contains(out.Detail, "before Temporal's limits") ||
-		!strings.Contains(out.Detail, "its limit is 100") || out.Steps >= turns {
+		!strings.Contains(out.Detail, "its limit is 30") || out.Steps >= turns {
 		t.Fatalf("output %+v", out)
 	}
 	res := readResult(t, blobs, out)
@@ -355,8 +368,11 @@ func TestDevServerTerminatedStatus(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	id := "toolloop-test-terminated-" + suffix()
+	// The blocked request is an activity (ModelAsActivity): as a local
+	// activity it would hold the workflow task, and the status query
+	// below would wait for it.
 	run, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: queue}, temporal.WorkflowName,
-		temporal.RunInput{Model: "blocked", Messages: []llm.Message{llm.UserMessage("hello")}})
+		temporal.RunInput{Model: "blocked", Messages: []llm.Message{llm.UserMessage("hello")}, ModelAsActivity: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -364,6 +380,9 @@ func TestDevServerTerminatedStatus(t *testing.T) {
 		st, err := temporal.Status(ctx, c, id)
 		if err == nil && st.Events > 0 {
 			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("the run never reported its first event: %+v, %v", st, err)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}

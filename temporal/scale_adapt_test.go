@@ -33,11 +33,22 @@ func scaleActivities(t *testing.T, model llm.Model, reg *tool.Registry) *tempora
 	return acts
 }
 
-// scaleInput is a run's input; TOOLLOOP_SCALE_LOCAL_MODEL=1 makes its
-// model requests local activities (RunInput.LocalModel).
+// scaleInput is a run's input, with the defaults (model requests and
+// short stages of reads as local activities);
+// TOOLLOOP_SCALE_ACTIVITIES=1 makes every model request and call an
+// activity (RunInput.ModelAsActivity, LocalReadBound -1), as every run
+// was before local turns; TOOLLOOP_SCALE_LOCAL_MODEL=1 makes the model
+// requests local activities and the calls activities (RunInput.LocalModel,
+// LocalReadBound -1).
 func scaleInput(msgs []llm.Message, b loop.Budgets) temporal.RunInput {
-	return temporal.RunInput{Model: "scripted", Messages: msgs, Budgets: b,
-		LocalModel: os.Getenv("TOOLLOOP_SCALE_LOCAL_MODEL") == "1"}
+	in := temporal.RunInput{Model: "scripted", Messages: msgs, Budgets: b}
+	switch {
+	case os.Getenv("TOOLLOOP_SCALE_ACTIVITIES") == "1":
+		in.ModelAsActivity, in.LocalReadBound = true, -1
+	case os.Getenv("TOOLLOOP_SCALE_LOCAL_MODEL") == "1":
+		in.LocalModel, in.LocalReadBound = true, -1
+	}
+	return in
 }
 
 func scaleGet(ctx context.Context, run client.WorkflowRun) (scaleEnd, error) {

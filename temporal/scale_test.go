@@ -39,7 +39,9 @@ import (
 // TOOLLOOP_SCALE_TURNS and TOOLLOOP_SCALE_BYTES set the long run (500 x
 // 20,000 B), TOOLLOOP_SCALE_REPS the repetitions of the tool-turn
 // measurement (3) and TOOLLOOP_SCALE_RUNS the short runs started at once
-// (500).
+// (500). TOOLLOOP_SCALE_MODEL_DELAY (a duration) makes each model answer
+// take that long; scale_adapt_test.go reads how the runs make their
+// requests and calls (TOOLLOOP_SCALE_ACTIVITIES, TOOLLOOP_SCALE_LOCAL_MODEL).
 
 // scaleInt reads a positive integer from the environment.
 func scaleInt(t *testing.T, name string, def int) int {
@@ -95,7 +97,11 @@ func scaleParts(t *testing.T, turns, size int) (llm.Model, *tool.Registry) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// TOOLLOOP_SCALE_MODEL_DELAY makes each answer take that long, as a
+	// real model's would.
+	delay, _ := time.ParseDuration(os.Getenv("TOOLLOOP_SCALE_MODEL_DELAY"))
 	model := llm.ModelFunc(func(_ context.Context, req *llm.Request) (*llm.Response, error) {
+		time.Sleep(delay)
 		k := req.Step
 		if want := 1 + 2*(k-1); len(req.Messages) != want {
 			return nil, fmt.Errorf("turn %d sees %d messages, want %d", k, len(req.Messages), want)

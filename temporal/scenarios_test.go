@@ -23,16 +23,21 @@ import (
 // TestScenariosMatchInProcess runs every sandbox scenario with the
 // in-process runner and as a workflow, and compares status, detail, the
 // event log (times aside), the final history and the refunds the book
-// holds; and again with RunInput.LocalModel (the model's local activity).
+// holds: with the defaults (model requests and short stages of reads as
+// local activities), and again with every request and call an activity
+// (RunInput.ModelAsActivity, LocalReadBound -1), the activities_ tests.
 //
-// deadline_exceeded runs with LocalModel only: the SDK's test environment
-// gives an activity of a run with a deadline a context whose deadline has
+// deadline_exceeded does not run here: the SDK's test environment gives
+// an activity of a run with a deadline a context whose deadline has
 // already passed when it starts (its clock lags the wall clock's), so the
-// first model activity fails at once; a local activity's context is the
-// worker's own, as on a server. canceled runs without LocalModel only:
-// with it, the cancellation reaches the workflow a workflow task later,
-// once the answer's call is scheduled (the trade-off RunInput.LocalModel
-// documents; TestDevServerCanceled checks that path on a server).
+// first model activity fails at once; and its workflow clock does not
+// move with local activities, where a worker's SDK moves it by each one's
+// time, so the run's deadline never passes. TestDeadlineExceeded runs it
+// with activities, TestDevServer with the defaults. canceled runs
+// with activities only: with local activities, the cancellation reaches
+// the workflow at its next workflow task, here after the run has ended
+// (the trade-off RunInput.LocalModel documents; TestDevServerCanceled
+// checks that path on a server).
 func TestScenariosMatchInProcess(t *testing.T) {
 	if len(orders.Scenarios()) < 23 {
 		t.Fatalf("%d scenarios; this test is meant to cover them all", len(orders.Scenarios()))
@@ -40,15 +45,17 @@ func TestScenariosMatchInProcess(t *testing.T) {
 	for _, local := range []bool{false, true} {
 		for _, sc := range orders.Scenarios() {
 			name, test := sc.Name, sc.Name
-			if local {
-				test = "local_model_" + name
+			if !local {
+				test = "activities_" + name
 			}
 			t.Run(test, func(t *testing.T) {
 				switch {
 				case name == "deadline_exceeded" && !local:
 					t.Skip("the test environment's activity deadlines run on its lagging clock (see the test's comment)")
+				case name == "deadline_exceeded":
+					t.Skip("the test environment's clock does not move with local activities (see the test's comment)")
 				case name == "canceled" && local:
-					t.Skip("with LocalModel a cancellation comes a workflow task later, by design (see the test's comment)")
+					t.Skip("with local activities a cancellation comes at the next workflow task, by design (see the test's comment)")
 				}
 				scenarioMatchesInProcess(t, name, local)
 			})
@@ -75,7 +82,9 @@ func scenarioMatchesInProcess(t *testing.T, name string, local bool) {
 	sb.register()
 	in := sb.input(start.RunID, start.SessionID)
 	in.ConfirmationTimeout = time.Hour // confirmation_required: do not wait for ever
-	in.LocalModel = local
+	if !local {
+		in.ModelAsActivity, in.LocalReadBound = true, -1
+	}
 	got := sb.runToEnd(t, in)
 
 	if got.Status != want.Status || got.Detail != want.Detail {

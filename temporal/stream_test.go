@@ -31,7 +31,9 @@ func streamedRun(t *testing.T, model llm.Model) (temporal.RunOutput, *loop.Resul
 }
 
 // runModel is streamedRun with Config.Stream set to stream and
-// RunInput.ModelTimeout to timeout (zero for the default).
+// RunInput.ModelTimeout to timeout (zero for the default). The model
+// requests are activities (ModelAsActivity): the tests here are about
+// the model activity, its heartbeats and its attempts.
 func runModel(t *testing.T, model llm.Model, stream bool, timeout time.Duration) (temporal.RunOutput, *loop.Result, int, []temporal.StreamProgress) {
 	t.Helper()
 	reg, err := tool.NewRegistry()
@@ -69,7 +71,7 @@ func runModel(t *testing.T, model llm.Model, stream bool, timeout time.Duration)
 			starts++
 		}
 	})
-	env.ExecuteWorkflow(temporal.WorkflowName, temporal.RunInput{RunID: "run-stream", Model: "scripted",
+	env.ExecuteWorkflow(temporal.WorkflowName, temporal.RunInput{RunID: "run-stream", Model: "scripted", ModelAsActivity: true,
 		Messages: []llm.Message{llm.UserMessage("tell me slowly")}, ModelHeartbeat: 300 * time.Millisecond,
 		ModelRetryBackoff: time.Millisecond, ModelTimeout: timeout})
 	if err := env.GetWorkflowError(); err != nil {
@@ -298,7 +300,7 @@ func TestModelActivityRetryAfterBeyondDeadline(t *testing.T) {
 		t.Fatal(err)
 	}
 	starts := 0
-	out := runInTestEnv(t, acts, temporal.RunInput{RunID: "run-retry-after", Model: "scripted",
+	out := runInTestEnv(t, acts, temporal.RunInput{RunID: "run-retry-after", Model: "scripted", ModelAsActivity: true,
 		Messages: []llm.Message{llm.UserMessage("hi")}, Budgets: loop.Budgets{Deadline: 10 * time.Second}},
 		func(info *activity.Info, _ converter.EncodedValues) {
 			if info.ActivityType.Name == temporal.ModelActivity {

@@ -62,26 +62,55 @@ type RunInput struct {
 	// first wait, doubled each time, at most 30s (default 500ms).
 	ModelRetries      int           `json:"model_retries,omitempty"`
 	ModelRetryBackoff time.Duration `json:"model_retry_backoff,omitempty"`
-	// LocalModel runs each model request as a local activity (the same
-	// RequestModel code, the same timeout and retry policy) instead of an
-	// activity: the worker that runs the workflow task calls the model and
-	// records the response in a marker, so a one-call tool turn is 8
-	// history events and two dispatches through the server's queues
-	// instead of 13 and four. The trade-offs: the request holds the
-	// workflow task (the SDK keeps it alive, a workflow task of 3 events
-	// about every 8 seconds of a long request); there are no heartbeats,
-	// so a worker lost mid-request is noticed when the workflow task times
-	// out (10 s), and the request is then made again from the start by the
-	// next workflow task, on any worker; a cancellation reaches the
-	// workflow after the workflow task that records the response has
-	// scheduled its calls, which are then canceled (the run stops before
-	// them otherwise); retries wait in the worker (or, past the workflow
-	// task timeout, on a workflow timer); the workflow's clock
-	// (workflow.Now) does not move during the request, so the event's
-	// latency is the activity's own time and the run's deadline is checked
-	// against the clock of the next workflow task. Leave it off for long
-	// or expensive requests; turn it on for many short ones.
+	// LocalModel ran each model request as a local activity when that was
+	// not the default; it still does for a run whose history predates the
+	// default (see ModelAsActivity), and is otherwise redundant.
+	//
+	// A model request as a local activity is the same RequestModel code
+	// with the same timeout and retry policy: the worker that runs the
+	// workflow task calls the model and records the response in a marker,
+	// with no dispatch through the server's queues. The trade-offs: the
+	// request holds the workflow task, and so do the local activities
+	// after it (LocalReadBound), and only when the task ends are the
+	// markers so far in the history and do signals, updates, queries and
+	// a cancellation reach the workflow (a canceled run stops at its next
+	// effect after that, with its calls canceled or, for a write, waited
+	// for): the workflow ends a task that local activities have held for a
+	// second before its next model turn, and the SDK renews one held by a
+	// long request about every 8 seconds (3 events); a cancellation that
+	// comes as the task would close the workflow makes the server refuse
+	// the close, and the run stops canceled without that task's turns in
+	// its log; there are no heartbeats, so a worker lost mid-request
+	// is noticed when the workflow task times out (10 s), and the next
+	// workflow task, on any worker, makes again the requests and reads the
+	// lost one had not recorded; retries wait in the worker (or, past the
+	// workflow task timeout, on a workflow timer). The SDK moves the
+	// workflow's clock (workflow.Now) by each local activity's time and
+	// records it in the marker, so the events after one are stamped, and
+	// the deadline checked, as after an activity.
 	LocalModel bool `json:"local_model,omitempty"`
+	// ModelAsActivity runs each model request as an activity of its own,
+	// as every request was before local ones became the default: it costs
+	// a round trip through the server's queues and 6 more history events
+	// a turn, and buys heartbeats (a lost worker noticed at
+	// ModelHeartbeat, a streamed turn's progress in the heartbeat
+	// details), a request that holds no workflow task, and a cancellation
+	// that reaches the request with the next heartbeat. Set it for long or
+	// expensive requests. It may not be set with LocalModel.
+	ModelAsActivity bool `json:"model_as_activity,omitempty"`
+	// LocalReadBound is the longest a read may take (its worst case in the
+	// executor, retries included, plus Config.ActivitySlack) for a stage
+	// whose calls are all reads to run as local activities of the worker
+	// running the workflow task, with no dispatch through the server:
+	// with model requests as local activities, a one-call turn of reads is
+	// then three history events. A stage with a write, or with a read that
+	// may take longer, runs as activities (heartbeats, failover at
+	// ToolHeartbeat). A worker lost during a local read is noticed when
+	// its workflow task times out (10 s by default), and the next workflow
+	// task, on any worker, runs the read again. Default 2 minutes, which a
+	// read with the executor's default timeout and retries (30 s, 2
+	// retries: 105 s) fits; negative runs every call as an activity.
+	LocalReadBound time.Duration `json:"local_read_bound,omitempty"`
 	// ToolActivityAttempts is how many times a tool call's activity is
 	// tried when its worker fails it (a crash, a lost connection); the
 	// tool's own retryable errors are retried inside the executor.
@@ -240,6 +269,15 @@ const (
 	DefaultToolActivityAttempts = 3
 	DefaultToolHeartbeat        = 10 * time.Second
 	DefaultModelHeartbeat       = 15 * time.Second
+	DefaultLocalReadBound       = 2 * time.Minute
+)
+
+// leanTurns names the change that made model requests and short stages of
+// reads local activities by default (workflow.GetVersion): a run whose
+// history began before it goes on with activities.
+const (
+	leanTurns        = "toolloop.lean-turns"
+	leanTurnsVersion = workflow.Version(1)
 )
 
 // localTimeout bounds the local activities (validation, authorization by
@@ -295,6 +333,14 @@ type driver struct {
 	continued  int
 	turns      int
 	stateBytes int
+	// lean is set for a run that began with local model requests and
+	// local reads by default (leanTurns).
+	lean bool
+	// markers counts the local activities of the workflow task whose
+	// history had length events when it began, and taskBegan is
+	// workflow.Now when the first of them was counted (historyLength).
+	markers, length int
+	taskBegan       time.Time
 	// closing is set once a paused run stopped waiting (its confirmation
 	// timeout passed, or the workflow was canceled): an answer that comes
 	// while the workflow stores its log and ends is refused, not recorded
@@ -359,6 +405,12 @@ func newDriver(ctx workflow.Context, in RunInput) (*driver, error) {
 	}
 	if in.ModelRetryBackoff <= 0 {
 		in.ModelRetryBackoff = DefaultModelRetryBackoff
+	}
+	if in.LocalModel && in.ModelAsActivity {
+		return nil, errors.New("temporal: RunInput sets both LocalModel and ModelAsActivity; set ModelAsActivity alone for activities, neither for local activities")
+	}
+	if in.LocalReadBound == 0 {
+		in.LocalReadBound = DefaultLocalReadBound
 	}
 	if in.ToolActivityAttempts <= 0 {
 		in.ToolActivityAttempts = DefaultToolActivityAttempts
@@ -473,6 +525,30 @@ func (d *driver) emit(ctx workflow.Context, ev loop.Event) loop.Effect {
 	return d.append(ev)
 }
 
+// marked counts a local activity of the current workflow task: its marker
+// reaches the history when the workflow task completes (historyLength).
+func (d *driver) marked(ctx workflow.Context) {
+	d.historyLength(ctx)
+	d.markers++
+}
+
+// historyLength is the history's length once the current workflow task
+// completes: the server's count when the task began, and, in a run that
+// began after the change (leanTurns), a marker per local activity of the
+// task. A workflow task of local turns may hold many markers, which the
+// server's count leaves out until it completes; a run that began before
+// the change counts as it did, so that its continuations replay.
+func (d *driver) historyLength(ctx workflow.Context) int {
+	n := workflow.GetInfo(ctx).GetCurrentHistoryLength()
+	if n != d.length {
+		d.length, d.markers, d.taskBegan = n, 0, workflow.Now(ctx)
+	}
+	if !d.lean {
+		return n
+	}
+	return n + d.markers
+}
+
 // append appends ev, stamped, to the log and feeds it to the decider.
 func (d *driver) append(ev loop.Event) loop.Effect {
 	d.log = append(d.log, ev)
@@ -481,6 +557,9 @@ func (d *driver) append(ev loop.Event) loop.Effect {
 
 // run performs the decider's effects until the run stops.
 func (d *driver) run(ctx workflow.Context) (RunOutput, error) {
+	// Before any command, so that a history recorded before the change
+	// replays with the commands it has.
+	d.lean = workflow.GetVersion(ctx, leanTurns, workflow.DefaultVersion, leanTurnsVersion) >= leanTurnsVersion
 	var eff loop.Effect
 	if c := d.in.Continued; c != nil && c.State != nil {
 		eff = d.state.Due()
@@ -494,7 +573,16 @@ func (d *driver) run(ctx workflow.Context) (RunOutput, error) {
 		}
 	} else {
 		var version string
-		if err := workflow.ExecuteLocalActivity(d.localCtx(ctx), ToolsVersionActivity).Get(ctx, &version); err != nil {
+		lctx := ctx
+		if d.lean && ctx.Err() != nil {
+			// Canceled before its first workflow task completed (a close
+			// the server refused, its local turns dropped with it): the
+			// run still records its start and stops canceled, with its
+			// output in the cancellation's details.
+			lctx, _ = workflow.NewDisconnectedContext(ctx)
+		}
+		d.marked(ctx)
+		if err := workflow.ExecuteLocalActivity(d.localCtx(lctx), ToolsVersionActivity).Get(lctx, &version); err != nil {
 			if ctx.Err() != nil {
 				return RunOutput{}, sdktemporal.NewCanceledError()
 			}
@@ -536,13 +624,57 @@ var _ loop.Driver = (*workflowDriver)(nil)
 // Append stamps ev with workflow.Now and appends it.
 func (w *workflowDriver) Append(ev loop.Event) loop.Effect { return w.d.emit(w.ctx, ev) }
 
-// Commit continues the workflow as new before a model turn when it is
-// due: the ContinueAsNewError it returns ends this workflow run.
+// Commit, before a model turn, ends a workflow task that local
+// activities have held for long (yield), then continues the workflow as
+// new when it is due: the ContinueAsNewError it returns ends this
+// workflow run.
 func (w *workflowDriver) Commit(eff loop.Effect) error {
 	if eff.Kind == loop.RequestModel {
+		w.d.yield(w.ctx)
 		return w.d.continueAsNew(w.ctx)
 	}
 	return nil
+}
+
+// holdLimit is how long local activities may hold one workflow task
+// before the next model turn waits for a new one.
+const holdLimit = time.Second
+
+// yield ends the workflow task when local activities have held it for
+// holdLimit or more: it stores the log's latest events with the SaveLog
+// activity (not a local one), which the workflow waits for, so that the
+// markers so far reach the history, and a cancellation, signal or update
+// waiting for the workflow task reaches the run before its next model
+// turn. A run of quick local turns would otherwise keep one workflow task
+// until the SDK renews it (about every 8 s). An activity costs two
+// dispatches through the server's queues (about 100 ms on the dev
+// server); a timer would do too, but the dev server fires even a
+// millisecond's timer about a second later. The hold is measured from
+// workflow.Now when the task's first local activity was counted
+// (historyLength) to workflow.Now at the model turn: the SDK moves
+// workflow.Now by each local activity's time and records it in the
+// marker, so both replay as they ran, and so does the activity.
+func (d *driver) yield(ctx workflow.Context) {
+	if !d.lean || ctx.Err() != nil {
+		return
+	}
+	if d.historyLength(ctx); workflow.Now(ctx).Sub(d.taskBegan) < holdLimit {
+		return
+	}
+	o := workflow.ActivityOptions{
+		StartToCloseTimeout: time.Minute,
+		RetryPolicy:         &sdktemporal.RetryPolicy{MaximumAttempts: 3},
+	}
+	d.bound(ctx, &o)
+	in := SaveLogInput{Log: d.head, New: d.log[d.saved:]}
+	var head string
+	if err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, o), SaveLogActivity, in).Get(ctx, &head); err != nil {
+		// The next model request stores them; the workflow task ended
+		// all the same.
+		workflow.GetLogger(ctx).Warn("toolloop: storing the log's latest events failed", "error", err.Error())
+		return
+	}
+	d.head, d.saved = head, d.saved+len(in.New)
 }
 
 // Interruption is, before a model turn, a history near Temporal's limits
@@ -675,6 +807,7 @@ func (d *driver) saveLog(ctx workflow.Context) error {
 	}
 	in := SaveLogInput{Log: d.head, New: d.log[d.saved:]}
 	var head string
+	d.marked(ctx)
 	if err := workflow.ExecuteLocalActivity(workflow.WithLocalActivityOptions(ctx, o), SaveLogActivity, in).Get(ctx, &head); err != nil {
 		return err
 	}
@@ -810,20 +943,22 @@ func (d *driver) requestModel(ctx workflow.Context, summary *loop.SummaryRequest
 	}
 	var out ModelOutput
 	var err error
-	if d.in.LocalModel {
+	local := d.localModel()
+	if local {
 		lo := workflow.LocalActivityOptions{
 			ScheduleToCloseTimeout: o.ScheduleToCloseTimeout,
 			StartToCloseTimeout:    o.StartToCloseTimeout,
 			RetryPolicy:            o.RetryPolicy,
 		}
+		d.marked(ctx)
 		err = workflow.ExecuteLocalActivity(workflow.WithLocalActivityOptions(ctx, lo), ModelActivity, in).Get(ctx, &out)
 	} else {
 		err = workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, o), ModelActivity, in).Get(ctx, &out)
 	}
 	latency := workflow.Now(ctx).Sub(start)
-	if d.in.LocalModel {
-		// A local activity's time does not move the workflow's clock when
-		// it ends within the workflow task: its own measure is the latency.
+	if local {
+		// The activity's own measure, should the workflow's clock have
+		// moved less.
 		latency = max(latency, out.Took)
 	}
 	d.turns++
@@ -844,6 +979,13 @@ func (d *driver) requestModel(ctx workflow.Context, summary *loop.SummaryRequest
 	partial := partialOf(err)
 	return loop.Event{Kind: loop.ModelFailed, Latency: latency, Attempts: attempts, Response: partial,
 		Failure: loop.ModelFailure(attempts, modelError(err), partial != nil)}
+}
+
+// localModel reports whether the model requests are local activities: by
+// default in a run that began after the change (leanTurns), else when
+// the input asks for it.
+func (d *driver) localModel() bool {
+	return d.in.LocalModel || (d.lean && !d.in.ModelAsActivity)
 }
 
 // attemptsOf reads how many attempts a failed activity made: the attempt
@@ -934,6 +1076,7 @@ func (d *driver) validate(ctx workflow.Context) (loop.Event, error) {
 	}
 	var out PrepareOutput
 	d.prepared = nil
+	d.marked(ctx)
 	if err := workflow.ExecuteLocalActivity(d.localCtx(ctx), PrepareActivity, in).Get(ctx, &out); err != nil {
 		if f := d.interruption(ctx); f != nil {
 			return loop.Event{Kind: loop.Interrupted, Failure: f}, nil
@@ -972,6 +1115,7 @@ func (d *driver) plan(ctx workflow.Context, idx []int) (loop.Event, error) {
 	b := d.state.Batch
 	in := PlanInput{Calls: b.Calls, Indexes: idx, Approved: b.Approved}
 	var p executor.Plan
+	d.marked(ctx)
 	if err := workflow.ExecuteLocalActivity(d.localCtx(ctx), PlanActivity, in).Get(ctx, &p); err != nil {
 		if f := d.interruption(ctx); f != nil {
 			return loop.Event{Kind: loop.Interrupted, Failure: f}, nil
@@ -982,13 +1126,33 @@ func (d *driver) plan(ctx workflow.Context, idx []int) (loop.Event, error) {
 }
 
 // execute runs one stage: an activity per call, all started at once, the
-// outcomes collected in the stage's order.
+// outcomes collected in the stage's order; a stage of short reads runs as
+// local activities (localReads).
 func (d *driver) execute(ctx workflow.Context, stage int, idx []int) loop.Event {
 	calls := loop.StageCalls(&d.state, idx, nil)
 	byDeadline := make([]bool, len(idx))
 	futures := make([]workflow.Future, len(idx))
+	local := d.localReads(idx, calls)
 	for j, i := range idx {
 		c := calls[j]
+		if local {
+			// A read: no write to wait for on cancellation, and no
+			// heartbeats to send; a lost worker is the workflow task's
+			// timeout, and the next workflow task runs the read again.
+			o := workflow.ActivityOptions{StartToCloseTimeout: d.bounds[i]}
+			byDeadline[j] = d.bound(ctx, &o)
+			lo := workflow.LocalActivityOptions{
+				ScheduleToCloseTimeout: o.ScheduleToCloseTimeout,
+				StartToCloseTimeout:    o.StartToCloseTimeout,
+				RetryPolicy: &sdktemporal.RetryPolicy{
+					MaximumAttempts:        int32(d.in.ToolActivityAttempts),
+					NonRetryableErrorTypes: []string{FailureTypeUnknownTool},
+				},
+			}
+			d.marked(ctx)
+			futures[j] = workflow.ExecuteLocalActivity(workflow.WithLocalActivityOptions(ctx, lo), ToolActivity, c)
+			continue
+		}
 		o := workflow.ActivityOptions{
 			StartToCloseTimeout: localTimeout,
 			RetryPolicy: &sdktemporal.RetryPolicy{
@@ -1023,6 +1187,25 @@ func (d *driver) execute(ctx workflow.Context, stage int, idx []int) loop.Event 
 		ev.Failure = loop.ContextFailure(context.DeadlineExceeded)
 	}
 	return ev
+}
+
+// localReads reports whether a stage runs as local activities: in a run
+// that began after the change (leanTurns), when every call of the stage
+// is a read (no idempotency key) whose worst case, from validation, is
+// known and at most RunInput.LocalReadBound. A write keeps its activity:
+// its heartbeats, and the wait for its outcome on cancellation. A stage
+// with one long read keeps activities for all, since the workflow task
+// that schedules the others' activities would wait for the local one.
+func (d *driver) localReads(idx []int, calls []CallInput) bool {
+	if !d.lean || d.in.LocalReadBound <= 0 {
+		return false
+	}
+	for j, i := range idx {
+		if calls[j].IdempotencyKey != "" || i >= len(d.bounds) || d.bounds[i] <= 0 || d.bounds[i] > d.in.LocalReadBound {
+			return false
+		}
+	}
+	return true
 }
 
 // failedCall is the outcome of a call whose activity failed for good. A

@@ -703,7 +703,10 @@ func TestDefaultRunID(t *testing.T) {
 // run's 100ms pass while track_shipment waits on a slow carrier. The
 // tool's activity is bounded by the run's remaining time, so it times out
 // with the run; the call is reported cut short and the run stops with
-// deadline_exceeded, as in-process.
+// deadline_exceeded, as in-process. The calls and requests are activities
+// (ModelAsActivity, LocalReadBound -1): the test environment's clock does
+// not move with local activities as a worker's does (the default path
+// runs in TestScenariosMatchInProcess/deadline_exceeded).
 func TestDeadlineExceeded(t *testing.T) {
 	s := scenario(t, "deadline_exceeded")
 	s.Ledger = store.NewMemory()
@@ -714,7 +717,9 @@ func TestDeadlineExceeded(t *testing.T) {
 	sb := newSandbox(t, s)
 	sb.register()
 	start := want.Events[0].Start
-	got := sb.run(t, sb.input(start.RunID, start.SessionID))
+	in := sb.input(start.RunID, start.SessionID)
+	in.ModelAsActivity, in.LocalReadBound = true, -1
+	got := sb.run(t, in)
 	if got.Status != loop.DeadlineExceeded || want.Status != loop.DeadlineExceeded {
 		t.Fatalf("workflow %s (%s), in-process %s (%s)", got.Status, got.Detail, want.Status, want.Detail)
 	}

@@ -95,16 +95,20 @@ func (w *workerProc) log() string {
 // PostgreSQL schema (--store), as on several; the postgres case needs
 // TOOLLOOP_POSTGRES_URL (see postgresSchema).
 //
-// sqlite_local_model is the SQLite case with RunInput.LocalModel: the
-// model requests run in the workflow tasks, so the kill also loses
-// requests in flight, which the surviving worker's workflow task makes
-// again once the lost one times out.
+// The runs have the defaults: the model requests and the order look-ups
+// (reads) are local activities of the workflow tasks, so the kill also
+// loses requests and reads in flight, which the surviving worker's
+// workflow task makes again once the lost one times out; the refunds
+// (writes) are activities. sqlite_activities is the SQLite case with
+// every request and call an activity (RunInput.ModelAsActivity,
+// LocalReadBound -1), retried on the surviving worker when their
+// heartbeats stop.
 func TestWorkerKill(t *testing.T) {
 	addr := devAddr(t)
-	for _, local := range []bool{false, true} {
+	for _, activities := range []bool{false, true} {
 		name := "sqlite"
-		if local {
-			name = "sqlite_local_model"
+		if activities {
+			name = "sqlite_activities"
 		}
 		t.Run(name, func(t *testing.T) {
 			db := filepath.Join(t.TempDir(), "shared.db")
@@ -117,7 +121,7 @@ func TestWorkerKill(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			workerKill(t, addr, book, st, "; store "+db+"\n", local, "--db", db)
+			workerKill(t, addr, book, st, "; store "+db+"\n", activities, "--db", db)
 		})
 	}
 	t.Run("postgres", func(t *testing.T) {
@@ -149,8 +153,8 @@ type killBook interface {
 // workerKill is TestWorkerKill with the workers' store given by storeArgs
 // and book and st (where the runs' logs are) open on it; the workers'
 // startup line must name the store as wantStore (part of the line).
-// localModel sets the runs' RunInput.LocalModel.
-func workerKill(t *testing.T, addr string, book killBook, st store.Blobs, wantStore string, localModel bool, storeArgs ...string) {
+// activities makes every model request and call of the runs an activity.
+func workerKill(t *testing.T, addr string, book killBook, st store.Blobs, wantStore string, activities bool, storeArgs ...string) {
 	ctx := context.Background()
 	n := *killRuns
 	var add []orders.Order
@@ -185,7 +189,10 @@ func workerKill(t *testing.T, addr string, book killBook, st store.Blobs, wantSt
 			llm.UserMessage(fmt.Sprintf("Please refund order K%03d.", i+1))},
 			// A tool activity lost with its worker is retried once its
 			// StartToClose timeout (tool timeout + slack) passes.
-			Budgets: loop.Budgets{ToolTimeout: 3 * time.Second, Deadline: 3 * time.Minute}, LocalModel: localModel}
+			Budgets: loop.Budgets{ToolTimeout: 3 * time.Second, Deadline: 3 * time.Minute}}
+		if activities {
+			in.ModelAsActivity, in.LocalReadBound = true, -1
+		}
 		wr, err := cl.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: ids[i], TaskQueue: queue}, temporal.WorkflowName, in)
 		if err != nil {
 			t.Fatal(err)
@@ -269,7 +276,10 @@ func workerKill(t *testing.T, addr string, book killBook, st store.Blobs, wantSt
 		r := <-replays
 		replayed, reconciled = replayed+r[0], reconciled+r[1]
 	}
-	retried, runsHit, timedOut := map[string]int{}, 0, 0
+	// lostTasks counts the workflow tasks the killed worker had started
+	// (timed out start to close): with local activities, what they had
+	// not recorded was done again by the surviving worker.
+	retried, runsHit, timedOut, lostTasks := map[string]int{}, 0, 0, 0
 	for _, id := range ids {
 		hit := false
 		types := map[int64]string{}
@@ -290,6 +300,9 @@ func workerKill(t *testing.T, addr string, book killBook, st store.Blobs, wantSt
 			case enumspb.EVENT_TYPE_WORKFLOW_TASK_TIMED_OUT, enumspb.EVENT_TYPE_ACTIVITY_TASK_TIMED_OUT:
 				timedOut++
 				hit = true
+				if a := ev.GetWorkflowTaskTimedOutEventAttributes(); a.GetTimeoutType() == enumspb.TIMEOUT_TYPE_START_TO_CLOSE {
+					lostTasks++
+				}
 			}
 		}
 		if hit {
@@ -297,8 +310,8 @@ func workerKill(t *testing.T, addr string, book killBook, st store.Blobs, wantSt
 		}
 	}
 	t.Logf("%d runs, all final_answer, one refund per order (%d replayed from the ledger, %d settled by the status look-up); "+
-		"%d runs touched by the kill (activities started again: %v; %d task timeouts); all done after %v",
-		n, replayed, reconciled, runsHit, retried, timedOut, total.Round(time.Millisecond))
+		"%d runs touched by the kill (activities started again: %v; %d task timeouts, of which %d workflow tasks lost while started); all done after %v",
+		n, replayed, reconciled, runsHit, retried, timedOut, lostTasks, total.Round(time.Millisecond))
 	if runsHit == 0 {
 		t.Fatal("the kill touched no run: nothing was tested (raise -kill.runs or lower -kill.after)")
 	}
