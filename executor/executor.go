@@ -546,12 +546,17 @@ type answer struct {
 // A tool that declares it honors its context (tool.Spec.HonorsContext)
 // runs on the calling goroutine: its handler returns soon after its
 // context ends, so it cannot hold the caller. Any other handler runs on a
-// goroutine of its own, and the caller stops waiting at the timeout or
-// when ctx ends, leaving a handler that ignores its context to finish
-// alone (for a write, keeping the key marked running till then).
+// goroutine of its own, and the caller stops waiting at the timeout (on a
+// timer of its own, whatever the handler does with its context) or when
+// ctx ends, leaving a handler that ignores its context to finish alone
+// (for a write, keeping the key marked running till then).
+//
+// The handler's context is a callContext, which makes a real context only
+// if the handler asks for one: a quick handler that never looks at its
+// context costs no context timer.
 func (e *Executor) attempt(ctx context.Context, c *Call, call tool.Bound, timeout time.Duration) (content json.RawMessage, late bool, err error) {
-	cctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
+	cctx := newCallContext(ctx, time.Now().Add(timeout))
+	defer cctx.release()
 	if c.guarded() {
 		e.begin(c.IdempotencyKey)
 	}
@@ -564,14 +569,18 @@ func (e *Executor) attempt(ctx context.Context, c *Call, call tool.Bound, timeou
 		out, err := e.invoke(cctx, c, call)
 		done <- answer{out, err}
 	}()
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
 	select {
 	case a := <-done:
 		return e.settle(ctx, cctx, c, a)
-	case <-cctx.Done():
+	case <-ctx.Done():
+		return nil, false, ctx.Err()
+	case <-deadline.C:
 		if ctx.Err() != nil {
 			return nil, false, ctx.Err()
 		}
-		return nil, true, cctx.Err()
+		return nil, true, context.DeadlineExceeded
 	}
 }
 
@@ -580,7 +589,7 @@ func (e *Executor) attempt(ctx context.Context, c *Call, call tool.Bound, timeou
 // whatever it returned, as attempt gives up on a goroutine at the deadline. (A write's late
 // outcome goes to the ledger's reconciliation, which asks the tool's
 // status look-up.) A result is encoded here, on the driving goroutine.
-func (e *Executor) settle(ctx, cctx context.Context, c *Call, a answer) (content json.RawMessage, late bool, err error) {
+func (e *Executor) settle(ctx context.Context, cctx *callContext, c *Call, a answer) (content json.RawMessage, late bool, err error) {
 	if ctx.Err() == nil && errors.Is(cctx.Err(), context.DeadlineExceeded) {
 		if a.err == nil {
 			a.err = cctx.Err()
