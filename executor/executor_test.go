@@ -1143,3 +1143,34 @@ func TestQuickCallMakesNoContext(t *testing.T) {
 		t.Errorf("a call whose handler ignores its context allocates %.0f times, one that asks for Done %.0f: want the context made only for the second", ignores, asks)
 	}
 }
+
+// A goroutine that works through a stage keeps its timer and answer
+// channel from one call to the next, but never the channel of a handler
+// it gave up on: that handler may still answer, and its late answer must
+// not be taken for the next call's. Here the first call ignores its
+// context past its timeout and answers while the second call runs.
+func TestAbandonedAnswerNotTakenByNextCall(t *testing.T) {
+	for _, maxParallel := range []int{1, 2} { // the serial path and a stage's worker
+		gate, returned := make(chan struct{}), make(chan struct{})
+		slow := mkTool(t, tool.Spec[args]{Name: "slow", Timeout: 30 * time.Millisecond, OnTimeout: tool.TimeoutReport},
+			func(context.Context, args) (any, error) {
+				defer close(returned)
+				<-gate // ignores its context
+				return "late", nil
+			})
+		next := mkTool(t, tool.Spec[args]{Name: "next"}, func(context.Context, args) (any, error) {
+			close(gate) // the first call's handler answers now, late
+			<-returned
+			time.Sleep(20 * time.Millisecond) // for its answer to be sent
+			return "second", nil
+		})
+		e := executor.New(&executor.Options{MaxParallel: maxParallel, SpillAfter: time.Hour})
+		out := e.RunStage(context.Background(), []executor.Call{call("c1", slow, 1), call("c2", next, 2)})
+		if out[0].Result.ErrorKind != llm.KindTimeout {
+			t.Errorf("MaxParallel %d: first outcome = %+v, want a timeout", maxParallel, out[0])
+		}
+		if got := string(out[1].Result.Content); got != `"second"` {
+			t.Errorf("MaxParallel %d: second call's result = %s, want \"second\" (its own)", maxParallel, got)
+		}
+	}
+}
