@@ -615,19 +615,21 @@ type answer struct {
 func (e *Executor) attempt(ctx context.Context, c *Call, call tool.Bound, timeout time.Duration, w *waiter) (content json.RawMessage, late bool, err error) {
 	cctx := newCallContext(ctx, time.Now().Add(timeout))
 	defer cctx.release()
+	h := handling{name: c.Call.Name}
 	if c.guarded() {
-		e.begin(c.IdempotencyKey)
+		h.key = c.IdempotencyKey
+		e.begin(h.key)
 	}
 	if c.Tool.HonorsContext() {
-		out, err := e.invoke(cctx, c, call)
+		out, err := e.invoke(cctx, h, call)
 		return e.settle(ctx, cctx, c, answer{out, err})
 	}
 	if w == nil {
 		w = new(waiter)
 	}
 	done := w.channel()
-	go func() {
-		out, err := e.invoke(cctx, c, call)
+	go func() { // h, not c: the call stays on the caller's stack
+		out, err := e.invoke(cctx, h, call)
 		done <- answer{out, err}
 	}()
 	deadline := w.start(timeout)
@@ -666,15 +668,20 @@ func (e *Executor) settle(ctx context.Context, cctx *callContext, c *Call, a ans
 	return content, false, err
 }
 
-// invoke calls the handler, turning a panic into an error. For a write it
-// marks the key running until the handler returns (begin was called).
-func (e *Executor) invoke(ctx context.Context, c *Call, call tool.Bound) (out any, err error) {
+// handling is what invoke needs to know of a call: its tool's name, and
+// for a guarded write its idempotency key.
+type handling struct{ name, key string }
+
+// invoke calls the handler, turning a panic into an error. For a write
+// with a key it marks the key running until the handler returns (begin
+// was called).
+func (e *Executor) invoke(ctx context.Context, h handling, call tool.Bound) (out any, err error) {
 	defer func() {
-		if c.guarded() {
-			e.end(c.IdempotencyKey)
+		if h.key != "" {
+			e.end(h.key)
 		}
 		if p := recover(); p != nil {
-			err = fmt.Errorf("tool %q panicked: %v", c.Call.Name, p)
+			err = fmt.Errorf("tool %q panicked: %v", h.name, p)
 		}
 	}()
 	return call(ctx)
