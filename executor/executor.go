@@ -241,67 +241,124 @@ type CallEvent struct {
 // both before RunStageWatched returns. The stage waits while watch runs,
 // so it should be quick.
 func (e *Executor) RunStageWatched(ctx context.Context, calls []Call, watch func(CallEvent)) []Outcome {
-	out := make([]Outcome, len(calls))
-	var wmu sync.Mutex
-	run := func(i int, first *binding) {
-		if watch != nil {
-			wmu.Lock()
-			watch(CallEvent{Index: i})
-			wmu.Unlock()
-		}
-		out[i] = e.runCall(ctx, calls[i], first)
-		if watch != nil {
-			wmu.Lock()
-			watch(CallEvent{Index: i, Outcome: &out[i]})
-			wmu.Unlock()
-		}
-	}
+	s := &stage{e: e, ctx: ctx, calls: calls, watch: watch, out: make([]Outcome, len(calls))}
 	if len(calls) <= 1 || e.opts.MaxParallel == 1 {
+		var w waiter
 		for i := range calls {
-			run(i, nil)
+			s.run(i, nil, &w)
 		}
-		return out
+		return s.out
 	}
-	first := make([]binding, len(calls))
+	s.first = make([]binding, len(calls))
 	for i := range calls {
-		first[i] = e.bind(&calls[i])
+		s.first[i] = e.bind(&calls[i])
 	}
+	spill := time.AfterFunc(e.opts.SpillAfter, s.spill)
+	s.work()
+	spill.Stop()
+	s.mu.Lock()
+	s.over = true
+	s.mu.Unlock()
+	s.wg.Wait()
+	return s.out
+}
+
+// stage is one RunStageWatched: everything its goroutines share, in one
+// allocation.
+type stage struct {
+	e     *Executor
+	ctx   context.Context
+	calls []Call
+	watch func(CallEvent)
+	out   []Outcome
+	first []binding // the calls' first bindings, made ahead by the caller
+
+	wmu sync.Mutex // serializes watch
 	// Calls are claimed by index, so each runs exactly once whichever
 	// goroutine gets to it first.
-	var next atomic.Int32
-	work := func() {
-		for {
-			i := int(next.Add(1)) - 1
-			if i >= len(calls) {
-				return
-			}
-			run(i, &first[i])
-		}
-	}
+	next atomic.Int32
 	// Helpers are added under mu, and only before over is set, so that
-	// every Add comes before the Wait below.
-	var (
-		mu   sync.Mutex
-		over bool
-		wg   sync.WaitGroup
-	)
-	spill := time.AfterFunc(e.opts.SpillAfter, func() {
-		mu.Lock()
-		defer mu.Unlock()
-		if over {
+	// every Add comes before the Wait in RunStageWatched.
+	mu   sync.Mutex
+	over bool
+	wg   sync.WaitGroup
+}
+
+// run runs call i, telling the watcher.
+func (s *stage) run(i int, first *binding, w *waiter) {
+	if s.watch != nil {
+		s.wmu.Lock()
+		s.watch(CallEvent{Index: i})
+		s.wmu.Unlock()
+	}
+	s.out[i] = s.e.runCall(s.ctx, s.calls[i], first, w)
+	if s.watch != nil {
+		s.wmu.Lock()
+		s.watch(CallEvent{Index: i, Outcome: &s.out[i]})
+		s.wmu.Unlock()
+	}
+}
+
+// work runs calls not yet claimed until there are none left.
+func (s *stage) work() {
+	var w waiter
+	for {
+		i := int(s.next.Add(1)) - 1
+		if i >= len(s.calls) {
 			return
 		}
-		for range min(e.opts.MaxParallel, len(calls)) - 1 {
-			wg.Go(work)
-		}
-	})
-	work()
-	spill.Stop()
-	mu.Lock()
-	over = true
-	mu.Unlock()
-	wg.Wait()
-	return out
+		s.run(i, &s.first[i], &w)
+	}
+}
+
+// spill brings in helpers for a stage still running after SpillAfter.
+func (s *stage) spill() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.over {
+		return
+	}
+	for range min(s.e.opts.MaxParallel, len(s.calls)) - 1 {
+		s.wg.Go(s.work)
+	}
+}
+
+// waiter is what a goroutine that drives calls keeps from one call to the
+// next for waiting on handlers that run on goroutines of their own: a
+// timer, and the channel the last handler answered on, which nobody else
+// holds once its answer has been received. A handler given up on may
+// still answer later, so its channel is dropped.
+type waiter struct {
+	timer *time.Timer
+	done  chan answer
+}
+
+// channel returns a channel for the next handler's answer.
+func (w *waiter) channel() chan answer {
+	if w.done == nil {
+		w.done = make(chan answer, 1) // buffered: an abandoned handler never blocks
+	}
+	return w.done
+}
+
+// start starts the timer for d and returns its channel. (Since Go 1.23 a
+// timer that is reset or stopped delivers no stale value.)
+func (w *waiter) start(d time.Duration) <-chan time.Time {
+	if w.timer == nil {
+		w.timer = time.NewTimer(d)
+	} else {
+		w.timer.Reset(d)
+	}
+	return w.timer.C
+}
+
+// finish stops the timer; abandoned says that the handler has not
+// answered and may still, so its channel must not be used again.
+func (w *waiter) finish(abandoned bool) {
+	w.timer.Stop()
+	if abandoned {
+		w.done = nil
+	}
 }
 
 // Run executes one call: attempts with backoff while the failure is
@@ -309,15 +366,16 @@ func (e *Executor) RunStageWatched(ctx context.Context, calls []Call, watch func
 // goes through the ledger. Run returns by the call's timeout, or soon
 // after ctx ends, even if the handler ignores its context (see attempt).
 func (e *Executor) Run(ctx context.Context, c Call) Outcome {
-	return e.runCall(ctx, c, nil)
+	return e.runCall(ctx, c, nil, nil)
 }
 
-// runCall is Run with the first attempt's binding, if the caller made it.
-func (e *Executor) runCall(ctx context.Context, c Call, first *binding) Outcome {
+// runCall is Run with the first attempt's binding, if the caller made it,
+// and the calling goroutine's waiter, if it keeps one (nil: a fresh one).
+func (e *Executor) runCall(ctx context.Context, c Call, first *binding, w *waiter) Outcome {
 	if c.guarded() {
-		return e.guardedWrite(ctx, c, first)
+		return e.guardedWrite(ctx, c, first, w)
 	}
-	return e.run(ctx, c, first)
+	return e.run(ctx, c, first, w)
 }
 
 // binding is an attempt's call of the handler, bound to its arguments, or
@@ -339,7 +397,7 @@ func (e *Executor) bind(c *Call) (b binding) {
 	return binding{call, err}
 }
 
-func (e *Executor) run(ctx context.Context, c Call, first *binding) Outcome {
+func (e *Executor) run(ctx context.Context, c Call, first *binding, w *waiter) Outcome {
 	timeout := e.timeout(&c)
 	start := e.opts.Now()
 	wait := e.opts.RetryBackoff
@@ -362,7 +420,7 @@ func (e *Executor) run(ctx context.Context, c Call, first *binding) Outcome {
 		if b.err != nil {
 			err = b.err
 		} else {
-			content, late, err = e.attempt(ctx, &c, b.call, timeout)
+			content, late, err = e.attempt(ctx, &c, b.call, timeout, w)
 		}
 		switch {
 		case err == nil:
@@ -552,32 +610,48 @@ type answer struct {
 // A tool that declares it honors its context (tool.Spec.HonorsContext)
 // runs on the calling goroutine: its handler returns soon after its
 // context ends, so it cannot hold the caller. Any other handler runs on a
-// goroutine of its own, and the caller stops waiting at the timeout or
-// when ctx ends, leaving a handler that ignores its context to finish
-// alone (for a write, keeping the key marked running till then).
-func (e *Executor) attempt(ctx context.Context, c *Call, call tool.Bound, timeout time.Duration) (content json.RawMessage, late bool, err error) {
-	cctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
+// goroutine of its own, and the caller stops waiting at the timeout (on a
+// timer of its own, whatever the handler does with its context) or when
+// ctx ends, leaving a handler that ignores its context to finish alone
+// (for a write, keeping the key marked running till then).
+//
+// The handler's context is a callContext, which makes a real context only
+// if the handler asks for one: a quick handler that never looks at its
+// context costs no context timer.
+func (e *Executor) attempt(ctx context.Context, c *Call, call tool.Bound, timeout time.Duration, w *waiter) (content json.RawMessage, late bool, err error) {
+	cctx := newCallContext(ctx, time.Now().Add(timeout))
+	defer cctx.release()
+	h := handling{name: c.Call.Name}
 	if c.guarded() {
-		e.begin(c.IdempotencyKey)
+		h.key = c.IdempotencyKey
+		e.begin(h.key)
 	}
 	if c.Tool.HonorsContext() {
-		out, err := e.invoke(cctx, c, call)
+		out, err := e.invoke(cctx, h, call)
 		return e.settle(ctx, cctx, c, answer{out, err})
 	}
-	done := make(chan answer, 1) // buffered: an abandoned handler never blocks
-	go func() {
-		out, err := e.invoke(cctx, c, call)
+	if w == nil {
+		w = new(waiter)
+	}
+	done := w.channel()
+	go func() { // h, not c: the call stays on the caller's stack
+		out, err := e.invoke(cctx, h, call)
 		done <- answer{out, err}
 	}()
+	deadline := w.start(timeout)
 	select {
 	case a := <-done:
+		w.finish(false)
 		return e.settle(ctx, cctx, c, a)
-	case <-cctx.Done():
+	case <-ctx.Done():
+		w.finish(true)
+		return nil, false, ctx.Err()
+	case <-deadline:
+		w.finish(true)
 		if ctx.Err() != nil {
 			return nil, false, ctx.Err()
 		}
-		return nil, true, cctx.Err()
+		return nil, true, context.DeadlineExceeded
 	}
 }
 
@@ -586,7 +660,7 @@ func (e *Executor) attempt(ctx context.Context, c *Call, call tool.Bound, timeou
 // whatever it returned, as attempt gives up on a goroutine at the deadline. (A write's late
 // outcome goes to the ledger's reconciliation, which asks the tool's
 // status look-up.) A result is encoded here, on the driving goroutine.
-func (e *Executor) settle(ctx, cctx context.Context, c *Call, a answer) (content json.RawMessage, late bool, err error) {
+func (e *Executor) settle(ctx context.Context, cctx *callContext, c *Call, a answer) (content json.RawMessage, late bool, err error) {
 	if ctx.Err() == nil && errors.Is(cctx.Err(), context.DeadlineExceeded) {
 		if a.err == nil {
 			a.err = cctx.Err()
@@ -600,15 +674,20 @@ func (e *Executor) settle(ctx, cctx context.Context, c *Call, a answer) (content
 	return content, false, err
 }
 
-// invoke calls the handler, turning a panic into an error. For a write it
-// marks the key running until the handler returns (begin was called).
-func (e *Executor) invoke(ctx context.Context, c *Call, call tool.Bound) (out any, err error) {
+// handling is what invoke needs to know of a call: its tool's name, and
+// for a guarded write its idempotency key.
+type handling struct{ name, key string }
+
+// invoke calls the handler, turning a panic into an error. For a write
+// with a key it marks the key running until the handler returns (begin
+// was called).
+func (e *Executor) invoke(ctx context.Context, h handling, call tool.Bound) (out any, err error) {
 	defer func() {
-		if c.guarded() {
-			e.end(c.IdempotencyKey)
+		if h.key != "" {
+			e.end(h.key)
 		}
 		if p := recover(); p != nil {
-			err = fmt.Errorf("tool %q panicked: %v", c.Call.Name, p)
+			err = fmt.Errorf("tool %q panicked: %v", h.name, p)
 		}
 	}()
 	return call(ctx)

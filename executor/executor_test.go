@@ -1111,3 +1111,66 @@ func TestRunStageWatched(t *testing.T) {
 		t.Errorf("a single call's events = %+v, want its start then its finish", events)
 	}
 }
+
+// A handler that never looks at its context costs no context timer: the
+// call's context is made real only when the handler asks for Done, so a
+// call whose handler does costs at least three allocations more (the
+// timer context, its timer and its channel). Found by issue 28's profile,
+// where a context per call was 7% of a run's CPU.
+func TestQuickCallMakesNoContext(t *testing.T) {
+	e := executor.New(nil)
+	ctx, cancel := context.WithCancel(context.Background()) // a parent that takes children, as a run's does
+	defer cancel()
+	allocs := func(h handler) float64 {
+		tl := mkTool(t, tool.Spec[args]{HonorsContext: true}, h)
+		c := call("c1", tl, 1)
+		return testing.AllocsPerRun(200, func() {
+			if o := e.Run(ctx, c); o.Result.Status != llm.StatusOK {
+				t.Fatalf("outcome = %+v", o)
+			}
+		})
+	}
+	ignores := allocs(func(context.Context, args) (any, error) { return 1, nil })
+	asks := allocs(func(ctx context.Context, _ args) (any, error) {
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		default:
+			return 1, nil
+		}
+	})
+	if asks-ignores < 3 {
+		t.Errorf("a call whose handler ignores its context allocates %.0f times, one that asks for Done %.0f: want the context made only for the second", ignores, asks)
+	}
+}
+
+// A goroutine that works through a stage keeps its timer and answer
+// channel from one call to the next, but never the channel of a handler
+// it gave up on: that handler may still answer, and its late answer must
+// not be taken for the next call's. Here the first call ignores its
+// context past its timeout and answers while the second call runs.
+func TestAbandonedAnswerNotTakenByNextCall(t *testing.T) {
+	for _, maxParallel := range []int{1, 2} { // the serial path and a stage's worker
+		gate, returned := make(chan struct{}), make(chan struct{})
+		slow := mkTool(t, tool.Spec[args]{Name: "slow", Timeout: 30 * time.Millisecond, OnTimeout: tool.TimeoutReport},
+			func(context.Context, args) (any, error) {
+				defer close(returned)
+				<-gate // ignores its context
+				return "late", nil
+			})
+		next := mkTool(t, tool.Spec[args]{Name: "next"}, func(context.Context, args) (any, error) {
+			close(gate) // the first call's handler answers now, late
+			<-returned
+			time.Sleep(20 * time.Millisecond) // for its answer to be sent
+			return "second", nil
+		})
+		e := executor.New(&executor.Options{MaxParallel: maxParallel, SpillAfter: time.Hour})
+		out := e.RunStage(context.Background(), []executor.Call{call("c1", slow, 1), call("c2", next, 2)})
+		if out[0].Result.ErrorKind != llm.KindTimeout {
+			t.Errorf("MaxParallel %d: first outcome = %+v, want a timeout", maxParallel, out[0])
+		}
+		if got := string(out[1].Result.Content); got != `"second"` {
+			t.Errorf("MaxParallel %d: second call's result = %s, want \"second\" (its own)", maxParallel, got)
+		}
+	}
+}

@@ -15,7 +15,7 @@ import (
 // replays a finished write, refuses a key reused with other arguments,
 // reconciles a write left in flight, and records the outcome of the one
 // it executes.
-func (e *Executor) guardedWrite(ctx context.Context, c Call, first *binding) Outcome {
+func (e *Executor) guardedWrite(ctx context.Context, c Call, first *binding, w *waiter) Outcome {
 	start := e.opts.Now()
 	if err := ctx.Err(); err != nil {
 		// The run has ended: the write is skipped, and the ledger left
@@ -38,7 +38,7 @@ func (e *Executor) guardedWrite(ctx context.Context, c Call, first *binding) Out
 	if !claimed {
 		return e.existing(ctx, c, old, start)
 	}
-	return e.finishClaimed(ctx, c, rec, e.run(ctx, c, first))
+	return e.finishClaimed(ctx, c, rec, e.run(ctx, c, first, w))
 }
 
 // release deletes claim's record if it is still that claim. A ledger that
@@ -130,7 +130,7 @@ func (e *Executor) existing(ctx context.Context, c Call, old store.Record, start
 	if err := e.release(ctx, old); err != nil {
 		return e.refused(c, start, llm.KindUnavailable, "releasing the stale idempotency key: "+err.Error())
 	}
-	return e.guardedWrite(ctx, c, nil)
+	return e.guardedWrite(ctx, c, nil, nil)
 }
 
 func (e *Executor) unknown(c Call, start time.Time, msg string) Outcome {

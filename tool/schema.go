@@ -75,17 +75,23 @@ func validateArgs(s *sjs.Schema, args []byte) (uint64, error) {
 	if len(args) == 0 {
 		args = emptyObject()
 	}
-	var v any
-	if err := json.Unmarshal(args, &v); err != nil {
-		msg := err.Error()
-		var syntax *json.SyntaxError
-		if errors.As(err, &syntax) && syntax.Offset > 0 && !strings.HasPrefix(msg, "unexpected end") {
-			msg += fmt.Sprintf(" at offset %d", syntax.Offset-1) // of the character
+	// Most arguments decode in one pass (argsValue, which also refuses
+	// repeated keys); the rest, and every error, go through encoding/json.
+	v, ok := argsValue(args)
+	if !ok {
+		var decoded any // its own variable: v stays off the heap on the fast path
+		if err := json.Unmarshal(args, &decoded); err != nil {
+			msg := err.Error()
+			var syntax *json.SyntaxError
+			if errors.As(err, &syntax) && syntax.Offset > 0 && !strings.HasPrefix(msg, "unexpected end") {
+				msg += fmt.Sprintf(" at offset %d", syntax.Offset-1) // of the character
+			}
+			return fingerprintBytes(args), &Error{Kind: llm.KindInvalidArguments, Msg: "arguments are not valid JSON: " + clipMessage(msg)}
 		}
-		return fingerprintBytes(args), &Error{Kind: llm.KindInvalidArguments, Msg: "arguments are not valid JSON: " + clipMessage(msg)}
-	}
-	if memberCount(args) != decodedMembers(v) {
-		return fingerprintBytes(args), &Error{Kind: llm.KindInvalidArguments, Msg: "duplicate argument " + quoteClipped(duplicatePath(args))}
+		if memberCount(args) != decodedMembers(decoded) {
+			return fingerprintBytes(args), &Error{Kind: llm.KindInvalidArguments, Msg: "duplicate argument " + quoteClipped(duplicatePath(args))}
+		}
+		v = decoded
 	}
 	fp := Fingerprint(v)
 	if err := s.Validate(v); err != nil {
