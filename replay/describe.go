@@ -165,22 +165,36 @@ func describeCheck(c loop.CallCheck) string {
 		return "unknown tool"
 	case c.Problem != "":
 		return "invalid: " + c.Problem
-	case c.WriteKey != "":
-		return "valid write, key " + c.WriteKey
 	}
-	return "valid"
+	s := "valid"
+	if c.WriteKey != "" {
+		s = "valid write, key " + c.WriteKey
+		if c.Undo != "" {
+			s += ", undone by " + c.Undo
+		} else {
+			s += ", no compensation"
+		}
+	}
+	if c.Group != "" {
+		s += ", group " + c.Group
+	}
+	return s
 }
 
 // compareChecks returns the validation difference between a recorded
 // calls_validated event and the new checks, or nil.
 func (d *driver) compareChecks(rec *loop.Event, checks []loop.CallCheck) *Difference {
 	var calls []CallDifference
+	aspect := Compensation // unless a call differs in more than its group and undo
 	for i, c := range checks {
 		var r loop.CallCheck
 		if i < len(rec.Checks) {
 			r = rec.Checks[i]
 		}
 		if r != c {
+			if r.Known != c.Known || r.Problem != c.Problem || r.Key != c.Key || r.WriteKey != c.WriteKey {
+				aspect = Validation
+			}
 			call := d.state.Batch.Calls[i]
 			calls = append(calls, CallDifference{CallID: call.ID, Tool: call.Name, Recorded: describeCheck(r), New: describeCheck(c)})
 		}
@@ -188,7 +202,10 @@ func (d *driver) compareChecks(rec *loop.Event, checks []loop.CallCheck) *Differ
 	if len(calls) == 0 && len(rec.Checks) == len(checks) {
 		return nil
 	}
-	return &Difference{Aspect: Validation, Seq: rec.Seq, Step: d.state.Steps, Calls: calls,
+	if len(rec.Checks) != len(checks) {
+		aspect = Validation
+	}
+	return &Difference{Aspect: aspect, Seq: rec.Seq, Step: d.state.Steps, Calls: calls,
 		Recorded: fmt.Sprintf("%d call(s) checked", len(rec.Checks)), New: fmt.Sprintf("%d call(s) checked", len(checks))}
 }
 

@@ -688,12 +688,12 @@ func (d *driver) matchSynced(eff loop.Effect) error {
 		d.prepared = recorded(d.take())
 		return nil
 	case loop.Compensate:
-		if slices.Equal(undoIDs(eff.Compensations), undoneIDs(rec.Compensations)) {
+		if slices.Equal(undoIDs(eff.Compensations), undoneIDs(rec.Compensations, eff.Compensations)) {
 			d.prepared = recorded(d.take())
 			return nil
 		}
 		d.differ(&Difference{Aspect: Compensation, Seq: rec.Seq, Step: d.state.Steps,
-			Recorded: "undid " + strings.Join(undoneIDs(rec.Compensations), ", "),
+			Recorded: "undid " + strings.Join(undoneIDs(rec.Compensations, eff.Compensations), ", "),
 			New:      "undoes " + strings.Join(undoIDs(eff.Compensations), ", ")})
 		return d.prepare(eff)
 	case loop.ExecuteStage:
@@ -833,8 +833,10 @@ func (d *driver) nextRequest() *llm.Request {
 }
 
 // prepareCompensation answers a compensation the new run makes out of
-// step with the record from the recorded run's compensations of the same
-// writes; a compensation is a write, so one never recorded is a gap.
+// step with the record: a write whose tool declares no compensation here
+// is left, as a driver leaves it without doing anything; the others are
+// answered by the recorded run's compensation of the same write by the
+// same tool. A compensation is a write, so one never recorded is a gap.
 func (d *driver) prepareCompensation(eff loop.Effect) error {
 	done := map[string]loop.CompensationOutcome{}
 	for i := range d.rec {
@@ -842,33 +844,58 @@ func (d *driver) prepareCompensation(eff loop.Effect) error {
 			done[o.CallID] = o
 		}
 	}
-	ev := loop.Event{Kind: loop.Compensated, Compensations: make([]loop.CompensationOutcome, len(eff.Compensations))}
-	for i, c := range eff.Compensations {
-		o, ok := done[c.CallID]
-		if !ok {
-			return &gapError{&Gap{Step: d.state.Steps, CallID: c.CallID, Tool: c.Tool, Reason: fmt.Sprintf(
-				"the new run undoes call %s (%s), which the recorded run never undid: a compensation is a write, which a replay never runs", c.CallID, c.Tool)}}
+	for _, c := range eff.Compensations {
+		if c.Undo == "" && !c.Unknown {
+			continue
 		}
-		ev.Compensations[i] = o
+		if o, ok := done[c.CallID]; !ok || (o.Call != nil && o.Call.Name != c.Undo) {
+			return &gapError{&Gap{Step: d.state.Steps, CallID: c.CallID, Tool: c.Tool, Reason: fmt.Sprintf(
+				"the new run undoes call %s (%s) by %s, which the recorded run never did: a compensation is a write, which a replay never runs",
+				c.CallID, c.Tool, undoName(c.Undo))}}
+		}
 	}
-	d.prepared = ev
+	d.prepared = loop.Compensations(eff.Compensations, func(c loop.CompensationCall) loop.CompensationOutcome {
+		if c.Undo == "" && !c.Unknown {
+			return loop.CompensationOutcome{CallID: c.CallID, State: loop.UndoLeft, Reason: "no compensation is declared for " + c.Tool}
+		}
+		return done[c.CallID]
+	})
 	return nil
 }
 
-// undoIDs are the call IDs of the writes a Compensate effect undoes.
+// undoName names a compensating tool for a report.
+func undoName(undo string) string {
+	if undo == "" {
+		return "nothing (no compensation declared)"
+	}
+	return undo
+}
+
+// undoIDs say which writes a Compensate effect undoes, and by which tool.
 func undoIDs(cs []loop.CompensationCall) []string {
 	ids := make([]string, len(cs))
 	for i, c := range cs {
-		ids[i] = c.CallID
+		ids[i] = c.CallID + " by " + undoName(c.Undo)
 	}
 	return ids
 }
 
-// undoneIDs are the call IDs of the writes a compensated event records.
-func undoneIDs(os []loop.CompensationOutcome) []string {
+// undoneIDs say which writes a compensated event records, and by which
+// tool: the recorded compensating call's, or the new effect's where the
+// record made no call (a write left without an attempt says nothing
+// about the tool that would have undone it).
+func undoneIDs(os []loop.CompensationOutcome, eff []loop.CompensationCall) []string {
 	ids := make([]string, len(os))
 	for i, o := range os {
-		ids[i] = o.CallID
+		undo := ""
+		switch {
+		case o.Call != nil:
+			undo = o.Call.Name
+		case strings.HasPrefix(o.Reason, "no compensation is declared"):
+		case i < len(eff) && eff[i].CallID == o.CallID:
+			undo = eff[i].Undo
+		}
+		ids[i] = o.CallID + " by " + undoName(undo)
 	}
 	return ids
 }

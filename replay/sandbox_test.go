@@ -268,3 +268,56 @@ func TestSandboxChanged(t *testing.T) {
 		})
 	}
 }
+
+// TestCompensationDiffers replays refund_reversed, whose refund was
+// undone by reverse_refund when the voucher failed, with a refund_order
+// that declares no compensation: the replay reports the difference, where
+// the refund is validated, as one of compensation, naming the recorded
+// undo and its absence, and goes on to the new run's end, where the refund
+// is left for a person (compensation_failed) without anything run.
+func TestCompensationDiffers(t *testing.T) {
+	events := readLog(t, "refund_reversed")
+	var keep []*tool.Tool
+	for _, tl := range sandboxTools(t).Tools() {
+		if tl.Name() != orders.RefundOrder {
+			keep = append(keep, tl)
+		}
+	}
+	type refundRef struct {
+		OrderID string `json:"order_id"`
+		Reason  string `json:"reason,omitempty"`
+	}
+	bare, err := tool.New(tool.Spec[refundRef]{Name: orders.RefundOrder, Description: "Refund an order.", Effect: tool.Write,
+		IdempotencyKey: func(in refundRef) string { return "refund:" + in.OrderID }},
+		func(context.Context, refundRef) (string, error) {
+			t.Error("the replay ran refund_order")
+			return "", nil
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg, err := tool.NewRegistry(append(keep, bare)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var s orders.Scenario
+	for _, sc := range orders.Scenarios() {
+		if sc.Name == "refund_reversed" {
+			s = sc
+		}
+	}
+	rep, err := replay.Run(context.Background(), events, replay.Config{Tools: reg, Policy: s.Policy})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	rep.Format(&out)
+	if rep.Diff == nil || rep.Diff.Aspect != replay.Compensation || len(rep.Diff.Calls) != 1 ||
+		!strings.Contains(rep.Diff.Calls[0].Recorded, "undone by reverse_refund") ||
+		!strings.Contains(rep.Diff.Calls[0].New, "no compensation") {
+		t.Fatalf("want a compensation difference, reverse_refund recorded, none new:\n%s", out.String())
+	}
+	if rep.Gap != nil || rep.NewStatus != loop.CompensationFailed {
+		t.Errorf("want the new run to end compensation_failed with no gap:\n%s", out.String())
+	}
+}
