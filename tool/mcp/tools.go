@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	mcpsdk "github.com/modelcontextprotocol/go-sdk/mcp"
@@ -25,6 +26,10 @@ import (
 //     that gives none gets an object schema that accepts any object);
 //   - effect and risk come from the server's annotations through
 //     tool.Annotations.ApplyTo, and the timeout from Options.Timeout;
+//   - results are untrusted (tool.Trust.Untrusted) unless
+//     Options.TrustResults or Options.TrustedTools says otherwise, and a
+//     tool whose openWorldHint is not false sends data out
+//     (tool.Trust.Outward);
 //   - Options.Adjust has the last word.
 //
 // A tool that cannot be built (a schema toolloop cannot use, a name that
@@ -99,6 +104,7 @@ func (s *Source) build(t *mcpsdk.Tool) (*tool.Tool, error) {
 		}
 	}
 	hints(t.Annotations).ApplyTo(&def)
+	def.Trust.Untrusted = !s.opts.TrustResults && !slices.Contains(s.opts.TrustedTools, t.Name)
 	if s.opts.Adjust != nil {
 		s.opts.Adjust(t, &def)
 	}
