@@ -85,6 +85,9 @@ type Batch struct {
 	// (by index) calls a human approved after the run paused for them.
 	Allowed  []int
 	Approved []bool
+	// Taint holds, by index, the taint facts of each call the policy is
+	// asked about (taint.go); kept out of the plain JSON.
+	Taint []*policy.Taint `json:"-"`
 }
 
 // State is everything the decider knows about a run. It is rebuilt exactly
@@ -152,6 +155,8 @@ type State struct {
 	OutputRejected int         `json:",omitempty"`
 	// ctx is context management's memory; nil when the run has none.
 	ctx *contextMemory
+	// taint is the taint memory (taint.go); nil before Started.
+	taint *taintMemory
 }
 
 // indexes returns the indexes 0 to n-1.
@@ -168,7 +173,7 @@ func indexes(n int) []int {
 // I/O and reads no clock (event times come from the driver), so the same
 // events always lead to the same state and effects.
 func Next(s *State, ev *Event) Effect {
-	eff := next(s, ev)
+	eff := trackTaint(s, ev, next)
 	s.next = eff
 	return eff
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/toolloop/toolloop/llm"
+	"github.com/toolloop/toolloop/policy"
 )
 
 // The decider's memory is State, whole: its JSON encoding (MarshalJSON)
@@ -52,9 +53,11 @@ type stateJSON struct {
 	Seen       []uint64       `json:"seen,omitempty"`
 	Stale      int            `json:"stale,omitempty"`
 
-	Output         *OutputSpec    `json:"output,omitempty"`
-	OutputRejected int            `json:"output_rejected,omitempty"`
-	Context        *contextMemory `json:"context,omitempty"`
+	Output         *OutputSpec     `json:"output,omitempty"`
+	OutputRejected int             `json:"output_rejected,omitempty"`
+	Context        *contextMemory  `json:"context,omitempty"`
+	Taint          *taintMemory    `json:"taint,omitempty"`
+	BatchTaint     []*policy.Taint `json:"batch_taint,omitempty"`
 }
 
 type keyCount struct {
@@ -82,6 +85,10 @@ func (s *State) MarshalJSON() ([]byte, error) {
 		Detail: s.Detail, Stopping: s.Stopping, Done: s.Done, Next: s.next,
 		CallIDs: slices.Sorted(maps.Keys(s.callIDs)), LastChecks: s.lastChecks, LastCalls: s.lastCalls,
 		Seen: slices.Sorted(maps.Keys(s.seen)), Stale: s.stale, Output: s.Output, OutputRejected: s.OutputRejected, Context: s.ctx,
+		Taint: s.taint,
+	}
+	if s.Batch != nil {
+		j.BatchTaint = s.Batch.Taint
 	}
 	for k, n := range s.writeKeys {
 		j.WriteKeys = append(j.WriteKeys, keyCount{k, n})
@@ -110,6 +117,10 @@ func (s *State) UnmarshalJSON(b []byte) error {
 		Batch: j.Batch, Pending: j.Pending, Answered: j.Answered, PausedAt: j.PausedAt, Status: j.Status,
 		Detail: j.Detail, Stopping: j.Stopping, Done: j.Done, next: j.Next,
 		lastChecks: j.LastChecks, lastCalls: j.LastCalls, stale: j.Stale, Output: j.Output, OutputRejected: j.OutputRejected, ctx: j.Context,
+		taint: j.Taint,
+	}
+	if s.Batch != nil {
+		s.Batch.Taint = j.BatchTaint
 	}
 	// A state past its first event has callIDs (Started makes it, the
 	// decider writes into it); the other maps are made on first use.
@@ -142,13 +153,14 @@ func (s *State) UnmarshalJSON(b []byte) error {
 func (s *State) Due() Effect { return s.next }
 
 // ForBatch returns a copy of s without the parts that grow with the
-// run's length, its call IDs, the hashes of the results seen and the
-// context memory's sizes, which deciding on the open batch (its
+// run's length, its call IDs, the hashes of the results seen, the
+// context memory's sizes and the taint memory (the batch keeps its
+// calls' taint facts), which deciding on the open batch (its
 // validation and the policy's decisions) does not read: what a driver sends to have a batch prepared elsewhere,
 // the same size each turn. It shares the rest with s, and has no
 // Messages.
 func (s *State) ForBatch() *State {
 	c := *s
-	c.Messages, c.callIDs, c.seen, c.ctx = nil, nil, nil, nil
+	c.Messages, c.callIDs, c.seen, c.ctx, c.taint = nil, nil, nil, nil, nil
 	return &c
 }

@@ -1,0 +1,395 @@
+package loop
+
+import (
+	"cmp"
+	"encoding/json"
+	"hash/fnv"
+	"maps"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/toolloop/toolloop/llm"
+	"github.com/toolloop/toolloop/policy"
+	"github.com/toolloop/toolloop/tool"
+)
+
+// Taint tracking (docs/DESIGN.md §14). The decider remembers, purely from
+// the run's events, which values the user's prompt and trusted results
+// carried and which arrived only through untrusted results, and for each
+// call of a batch works out which of its argument values are not known to
+// be trusted (policy.Taint). The policy decides on those facts; the
+// decider never blocks a call itself. The memory is part of State's JSON
+// (memory.go), so resuming, a Temporal continue-as-new and a compaction
+// of the conversation all keep it.
+
+// ResultTrust is what CheckCalls records, in a call's check, about the
+// trust of its tool's result (tool.Trust), so that the decider, which has
+// no tool registry, can taint the run when the result arrives. A check of
+// a known tool without one (a log written before taint tracking) is taken
+// as untrusted: when unsure, fail closed.
+type ResultTrust struct {
+	Untrusted       bool     `json:"untrusted,omitempty"`
+	UntrustedFields []string `json:"untrusted_fields,omitempty"`
+	TrustedFields   []string `json:"trusted_fields,omitempty"`
+	// Private marks a tool that reads private data.
+	Private bool `json:"private,omitempty"`
+}
+
+// resultTrust is what a check records of t's declarations.
+func resultTrust(t *tool.Tool) *ResultTrust {
+	tr := t.Trust()
+	return &ResultTrust{Untrusted: tr.Untrusted, UntrustedFields: tr.UntrustedFields, TrustedFields: tr.TrustedFields, Private: tr.ReadsPrivate}
+}
+
+func (r *ResultTrust) fieldUntrusted(path string) bool {
+	if r == nil {
+		return true
+	}
+	return tool.Trust{Untrusted: r.Untrusted, UntrustedFields: r.UntrustedFields, TrustedFields: r.TrustedFields}.FieldUntrusted(path)
+}
+
+// taintMemory is the decider's memory of where values came from. Values
+// are kept as 64-bit hashes of their normalised form (valueHash): the
+// explanation quotes the argument itself, and the memory stays a few
+// bytes per value.
+type taintMemory struct {
+	// Sources are the untrusted results that entered the context, in
+	// order; the first one tainted the run.
+	Sources []policy.Source `json:"sources,omitempty"`
+	// Private is the first result of a tool that reads private data.
+	Private *policy.Source `json:"private,omitempty"`
+	// trusted holds the values of the prompt and of trusted results;
+	// untrusted maps each value of an untrusted result to the index in
+	// Sources of the first one that carried it.
+	trusted   map[uint64]struct{}
+	untrusted map[uint64]int
+}
+
+// taintJSON is taintMemory's encoding, its sets as sorted lists.
+type taintJSON struct {
+	Sources   []policy.Source `json:"sources,omitempty"`
+	Private   *policy.Source  `json:"private,omitempty"`
+	Trusted   []uint64        `json:"trusted,omitempty"`
+	Untrusted []hashCount     `json:"untrusted,omitempty"`
+}
+
+func (m *taintMemory) MarshalJSON() ([]byte, error) {
+	j := taintJSON{Sources: m.Sources, Private: m.Private, Trusted: slices.Sorted(maps.Keys(m.trusted))}
+	for h, i := range m.untrusted {
+		j.Untrusted = append(j.Untrusted, hashCount{h, i})
+	}
+	slices.SortFunc(j.Untrusted, func(a, b hashCount) int { return cmp.Compare(a.Key, b.Key) })
+	return json.Marshal(&j)
+}
+
+func (m *taintMemory) UnmarshalJSON(b []byte) error {
+	var j taintJSON
+	if err := json.Unmarshal(b, &j); err != nil {
+		return err
+	}
+	*m = taintMemory{Sources: j.Sources, Private: j.Private, trusted: map[uint64]struct{}{}, untrusted: map[uint64]int{}}
+	for _, h := range j.Trusted {
+		m.trusted[h] = struct{}{}
+	}
+	for _, hc := range j.Untrusted {
+		m.untrusted[hc.Key] = hc.N
+	}
+	return nil
+}
+
+func newTaintMemory() *taintMemory {
+	return &taintMemory{trusted: map[uint64]struct{}{}, untrusted: map[uint64]int{}}
+}
+
+// maxValuesPerResult bounds the values one result adds to the memory. A
+// value past it is remembered nowhere, so an argument carrying it counts
+// as Unknown, which a tainted run treats as untrusted.
+const maxValuesPerResult = 4096
+
+// trackTaint runs the decider step next for ev, keeping the taint memory
+// up to date around it: a stage's results are noted before the step (the
+// batch may close in it), the prompt after Started (which resets the
+// state), and a validated batch's facts after the step.
+func trackTaint(s *State, ev *Event, next func(*State, *Event) Effect) Effect {
+	if ev.Kind == StageFinished && s.Batch != nil && !s.Done {
+		noteStage(s, ev)
+	}
+	eff := next(s, ev)
+	switch {
+	case ev.Kind == Started && ev.Start != nil:
+		s.taint = newTaintMemory()
+		for _, m := range ev.Start.Messages {
+			switch {
+			case m.Role == llm.RoleUser || m.Role == llm.RoleSystem:
+				s.taint.addText(m.Text, nil)
+			case m.Result != nil:
+				// A result from before this run: whose tool and how far
+				// to trust it is unknown, so it is untrusted.
+				s.taint.noteResult(m.Result, nil)
+			}
+		}
+	case ev.Kind == CallsValidated && s.Batch != nil && eff.Kind == AuthorizeCalls:
+		b := s.Batch
+		b.Taint = make([]*policy.Taint, len(b.Calls))
+		for _, i := range eff.Calls {
+			b.Taint[i] = s.taint.facts(b.Calls[i])
+		}
+	}
+	return eff
+}
+
+// noteStage adds the results of a finished stage to the memory.
+func noteStage(s *State, ev *Event) {
+	b := s.Batch
+	if s.taint == nil {
+		s.taint = newTaintMemory()
+	}
+	if ev.Stage >= len(b.Plan.Stages) {
+		return
+	}
+	idx := b.Plan.Stages[ev.Stage]
+	for j := range ev.Outcomes {
+		if j >= len(idx) || idx[j] >= len(b.Calls) {
+			break
+		}
+		i := idx[j]
+		var rt *ResultTrust
+		if i < len(b.Checks) {
+			rt = b.Checks[i].Trust
+		}
+		if rt != nil && !rt.Untrusted && !rt.Mixed() && b.Taint != nil && i < len(b.Taint) && b.Taint[i] != nil && len(b.Taint[i].Args) > 0 {
+			// A trusted tool called with untrusted values may hand them
+			// back (a file written, then read): its result is no better
+			// than its arguments.
+			c := *rt
+			c.Untrusted = true
+			rt = &c
+		}
+		s.taint.noteResult(&ev.Outcomes[j].Result, rt)
+	}
+}
+
+// Mixed reports whether the result's trust depends on its fields.
+func (r *ResultTrust) Mixed() bool { return r != nil && len(r.UntrustedFields)+len(r.TrustedFields) > 0 }
+
+// noteResult adds a result's values, as trusted or untrusted field by
+// field as rt says (nil: all untrusted).
+func (m *taintMemory) noteResult(r *llm.ToolResult, rt *ResultTrust) {
+	src := policy.Source{CallID: r.CallID, Tool: r.Name}
+	if rt != nil && rt.Private && m.Private == nil {
+		m.Private = &src
+	}
+	srcIdx := -1
+	n := 0
+	add := func(path, text string) {
+		if !rt.fieldUntrusted(path) {
+			m.addText(text, &n)
+			return
+		}
+		if srcIdx < 0 {
+			srcIdx = len(m.Sources)
+			m.Sources = append(m.Sources, src)
+		}
+		for _, v := range values(text) {
+			if n >= maxValuesPerResult {
+				return
+			}
+			n++
+			h := valueHash(v)
+			if _, seen := m.untrusted[h]; !seen {
+				m.untrusted[h] = srcIdx
+			}
+		}
+	}
+	var doc any
+	if len(r.Content) > 0 && json.Unmarshal(r.Content, &doc) == nil {
+		walkLeaves("", doc, add)
+	} else {
+		add("", string(r.Content))
+	}
+	if srcIdx < 0 && rt.fieldUntrusted("") && len(r.Content) == 0 {
+		// An empty untrusted result carries nothing, but the tool is
+		// still outside content: the run is tainted all the same.
+		m.Sources = append(m.Sources, src)
+	}
+}
+
+// addText adds text's values as trusted; n, when not nil, counts them
+// against maxValuesPerResult.
+func (m *taintMemory) addText(text string, n *int) {
+	for _, v := range values(text) {
+		if n != nil {
+			if *n >= maxValuesPerResult {
+				return
+			}
+			*n++
+		}
+		m.trusted[valueHash(v)] = struct{}{}
+	}
+}
+
+// facts works out the policy's taint facts for call c.
+func (m *taintMemory) facts(c llm.ToolCall) *policy.Taint {
+	t := &policy.Taint{}
+	if m == nil {
+		return t
+	}
+	t.Private = m.Private
+	if len(m.Sources) == 0 {
+		return t
+	}
+	t.Tainted, t.Source = true, &m.Sources[0]
+	var doc any
+	if json.Unmarshal(c.Arguments, &doc) != nil {
+		// Arguments that are not JSON never pass validation; nothing to
+		// say about them.
+		return t
+	}
+	origin := func(v string) (policy.Origin, *policy.Source, bool) {
+		h := valueHash(v)
+		if _, ok := m.trusted[h]; ok {
+			return "", nil, true
+		}
+		if i, ok := m.untrusted[h]; ok && i < len(m.Sources) {
+			return policy.Untrusted, &m.Sources[i], false
+		}
+		return policy.Unknown, nil, false
+	}
+	walkLeaves("", doc, func(path, text string) {
+		whole := normalise(text)
+		if whole == "" {
+			return
+		}
+		if o, from, ok := origin(whole); !ok {
+			t.Args = append(t.Args, policy.Arg{Path: path, Value: clip(whole), Origin: o, From: from})
+		}
+		for _, v := range addresses(text) {
+			if v == whole {
+				continue
+			}
+			if o, from, ok := origin(v); !ok {
+				t.Args = append(t.Args, policy.Arg{Path: path, Value: clip(v), Embedded: true, Origin: o, From: from})
+			}
+		}
+	})
+	return t
+}
+
+// walkLeaves calls f with the dotted path and text of every string,
+// number and boolean in doc, and of every object key (at its object's
+// path); arrays are walked through without adding to the path.
+func walkLeaves(path string, doc any, f func(path, text string)) {
+	switch v := doc.(type) {
+	case map[string]any:
+		for _, k := range slices.Sorted(maps.Keys(v)) {
+			f(path, k)
+			p := k
+			if path != "" {
+				p = path + "." + k
+			}
+			walkLeaves(p, v[k], f)
+		}
+	case []any:
+		for _, e := range v {
+			walkLeaves(path, e, f)
+		}
+	case string:
+		f(path, v)
+	case float64:
+		f(path, strconv.FormatFloat(v, 'f', -1, 64))
+	case bool:
+		f(path, strconv.FormatBool(v))
+	}
+}
+
+var (
+	ibanPattern  = regexp.MustCompile(`\b[A-Za-z]{2}[0-9]{2}(?: ?[A-Za-z0-9]){10,30}\b`)
+	emailPattern = regexp.MustCompile(`[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,}`)
+	urlPattern   = regexp.MustCompile(`(?i)\b(?:https?://|www\.)[^\s<>"'()\[\]{}]+|\b[a-z0-9-]+(?:\.[a-z0-9-]+)*\.(?:com|org|net|io|dev|ai|co|uk|de|ch|fr|info|biz|app)(?:/[^\s<>"'()\[\]{}]*)?\b`)
+	wordPattern  = regexp.MustCompile(`[^\s,;!?()\[\]{}<>"'` + "`" + `]+`)
+)
+
+// addresses returns the links and addresses in text, normalised: IBANs,
+// e-mail addresses and URLs.
+func addresses(text string) []string {
+	var out []string
+	for _, m := range ibanPattern.FindAllString(text, -1) {
+		if iban := strings.ReplaceAll(m, " ", ""); len(iban) >= 15 && hasDigitAfter(iban, 4) {
+			out = append(out, strings.ToLower(iban))
+		}
+	}
+	for _, m := range emailPattern.FindAllString(text, -1) {
+		out = append(out, strings.ToLower(m))
+	}
+	for _, m := range urlPattern.FindAllString(text, -1) {
+		if !strings.Contains(m, "@") {
+			out = append(out, normaliseURL(m))
+		}
+	}
+	return out
+}
+
+// hasDigitAfter reports whether s has a digit at or after index i: an
+// IBAN's account part has digits, a long word does not.
+func hasDigitAfter(s string, i int) bool {
+	return strings.ContainsAny(s[i:], "0123456789")
+}
+
+// values returns every value of text the memory keeps: the whole text
+// (normalised, when short), its addresses, and its words (account and
+// file names, recipients, channels).
+func values(text string) []string {
+	var out []string
+	if w := normalise(text); w != "" && len(w) <= 256 {
+		out = append(out, w)
+	}
+	out = append(out, addresses(text)...)
+	for _, w := range wordPattern.FindAllString(text, -1) {
+		if w = normalise(w); w != "" {
+			out = append(out, w)
+		}
+	}
+	return out
+}
+
+// normalise is how values are compared: trimmed of spaces and of the
+// punctuation a sentence puts around a word, in lower case, an IBAN
+// without its spaces, a URL without its scheme, "www." and final '/'.
+func normalise(s string) string {
+	s = strings.ToLower(strings.Trim(strings.TrimSpace(s), ".,;:!?\"'`()[]{}<>"))
+	if s == "" {
+		return ""
+	}
+	if ibanPattern.MatchString(s) && ibanPattern.FindString(s) == s {
+		if iban := strings.ReplaceAll(s, " ", ""); len(iban) >= 15 && hasDigitAfter(iban, 4) {
+			return iban
+		}
+	}
+	if !strings.ContainsAny(s, " @") && (strings.HasPrefix(s, "http://") || strings.HasPrefix(s, "https://") || strings.HasPrefix(s, "www.")) {
+		return normaliseURL(s)
+	}
+	return strings.Join(strings.Fields(s), " ")
+}
+
+func normaliseURL(u string) string {
+	u = strings.ToLower(strings.TrimRight(u, ".,;:!?"))
+	u = strings.TrimPrefix(strings.TrimPrefix(u, "https://"), "http://")
+	u = strings.TrimPrefix(u, "www.")
+	return strings.TrimRight(u, "/")
+}
+
+func valueHash(v string) uint64 {
+	h := fnv.New64a()
+	h.Write([]byte(v))
+	return h.Sum64()
+}
+
+// clip shortens a value quoted in a reason.
+func clip(v string) string {
+	if len(v) <= 80 {
+		return v
+	}
+	return v[:77] + "..."
+}
