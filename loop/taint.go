@@ -172,7 +172,9 @@ func noteStage(s *State, ev *Event) {
 }
 
 // Mixed reports whether the result's trust depends on its fields.
-func (r *ResultTrust) Mixed() bool { return r != nil && len(r.UntrustedFields)+len(r.TrustedFields) > 0 }
+func (r *ResultTrust) Mixed() bool {
+	return r != nil && len(r.UntrustedFields)+len(r.TrustedFields) > 0
+}
 
 // noteResult adds a result's values, as trusted or untrusted field by
 // field as rt says (nil: all untrusted).
