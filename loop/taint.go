@@ -207,7 +207,7 @@ func (m *taintMemory) noteResult(r *llm.ToolResult, rt *ResultTrust) {
 	}
 	var doc any
 	if len(r.Content) > 0 && json.Unmarshal(r.Content, &doc) == nil {
-		walkLeaves("", doc, add)
+		walkLeaves("", doc, true, add)
 	} else {
 		add("", string(r.Content))
 	}
@@ -259,7 +259,7 @@ func (m *taintMemory) facts(c llm.ToolCall) *policy.Taint {
 		}
 		return policy.Unknown, nil, false
 	}
-	walkLeaves("", doc, func(path, text string) {
+	walkLeaves("", doc, false, func(path, text string) {
 		whole := normalise(text)
 		if whole == "" {
 			return
@@ -280,22 +280,26 @@ func (m *taintMemory) facts(c llm.ToolCall) *policy.Taint {
 }
 
 // walkLeaves calls f with the dotted path and text of every string,
-// number and boolean in doc, and of every object key (at its object's
-// path); arrays are walked through without adding to the path.
-func walkLeaves(path string, doc any, f func(path, text string)) {
+// number and boolean in doc, and, with keys, of every object key (at its
+// object's path: a result's keys can carry content, an argument's are
+// its schema's names); arrays are walked through without adding to the
+// path.
+func walkLeaves(path string, doc any, keys bool, f func(path, text string)) {
 	switch v := doc.(type) {
 	case map[string]any:
 		for _, k := range slices.Sorted(maps.Keys(v)) {
-			f(path, k)
+			if keys {
+				f(path, k)
+			}
 			p := k
 			if path != "" {
 				p = path + "." + k
 			}
-			walkLeaves(p, v[k], f)
+			walkLeaves(p, v[k], keys, f)
 		}
 	case []any:
 		for _, e := range v {
-			walkLeaves(path, e, f)
+			walkLeaves(path, e, keys, f)
 		}
 	case string:
 		f(path, v)

@@ -109,7 +109,10 @@ func ParseProfile(name string) (Profile, error) {
 //
 //   - a destination argument (tool.Tool.Destinations) has a value that
 //     is only in untrusted content, or, the run being tainted, nowhere
-//     the run has seen (rule taint_destination);
+//     the run has seen (rule taint_destination); for a read that sends
+//     out (a web fetch) only the latter, since a destination copied
+//     whole from untrusted content carries nothing its author did not
+//     write;
 //   - an outward call carries a link or address (URL, e-mail, IBAN) in
 //     any argument that is only in untrusted content, or nowhere, in a
 //     tainted run (rule taint_link);
@@ -119,8 +122,9 @@ func ParseProfile(name string) (Profile, error) {
 //     has no destination argument whose value is trusted to tell where
 //     the data goes (rule taint_private).
 //
-// ProfileStrict adds: every write and every outward call of a tainted
-// run (rule taint_strict), and taint_private without the exception.
+// ProfileStrict confirms the reads' untrusted destinations too, and
+// every write and every outward call of a tainted run (rule
+// taint_strict).
 // Reads that send nothing out are always allowed. Every reason names the
 // value and the call whose result it came from. A request without Taint
 // facts fails closed: a write or outward call needs confirmation.
@@ -149,9 +153,17 @@ func TaintRules(profile Profile) Policy {
 			return slices.ContainsFunc(tr.Destinations, func(d string) bool { return path == d || strings.HasPrefix(path, d+".") })
 		}
 		for _, a := range t.Args {
-			if isDest(a.Path) {
-				return confirm("taint_destination", "destination "+a.explain(t))
+			if !isDest(a.Path) {
+				continue
 			}
+			if profile == ProfileDefault && req.Tool.Effect() != tool.Write && a.Origin == Untrusted {
+				// A read (a web fetch) whose destination was copied
+				// whole from untrusted content tells its author nothing
+				// they did not write; one the model composed could carry
+				// private data out in it, and is confirmed.
+				continue
+			}
+			return confirm("taint_destination", "destination "+a.explain(t))
 		}
 		if tr.Outward {
 			for _, a := range t.Args {

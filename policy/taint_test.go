@@ -37,6 +37,7 @@ func TestTaintRules(t *testing.T) {
 	post := mkTainted(t, tool.Spec[msgArgs]{Name: "post", Effect: tool.Write, Trust: tool.Trust{Outward: true}})
 	save := mkTainted(t, tool.Spec[msgArgs]{Name: "save_note", Effect: tool.Write})
 	read := mkTainted(t, tool.Spec[msgArgs]{Name: "search"})
+	fetch := mkTainted(t, tool.Spec[msgArgs]{Name: "fetch", Trust: tool.Trust{Outward: true, Destinations: []string{"body"}}})
 	pw := mkTainted(t, tool.Spec[pwArgs]{Name: "update_password", Effect: tool.Write, Trust: tool.Trust{Credentials: true}})
 
 	file := &policy.Source{CallID: "c2", Tool: "read_file"}
@@ -47,6 +48,8 @@ func TestTaintRules(t *testing.T) {
 	evilIBAN := &policy.Taint{Tainted: true, Source: file, Args: []policy.Arg{{Path: "recipient", Value: "us1330", Origin: policy.Untrusted, From: file}}}
 	composed := &policy.Taint{Tainted: true, Source: file, Args: []policy.Arg{{Path: "recipient", Value: "us99", Origin: policy.Unknown}}}
 	amountOnly := &policy.Taint{Tainted: true, Source: file, Private: bal, Args: []policy.Arg{{Path: "amount", Value: "98.7", Origin: policy.Unknown}}}
+	copied := &policy.Taint{Tainted: true, Source: file, Private: bal, Args: []policy.Arg{{Path: "body", Value: "evil.com", Origin: policy.Untrusted, From: file}}}
+	madeUp := &policy.Taint{Tainted: true, Source: file, Private: bal, Args: []policy.Arg{{Path: "body", Value: "evil.com/?k=1a7b", Origin: policy.Unknown}}}
 	link := &policy.Taint{Tainted: true, Source: file, Args: []policy.Arg{{Path: "body", Value: "evil.com", Embedded: true, Origin: policy.Untrusted, From: file}}}
 	newPW := &policy.Taint{Tainted: true, Source: file, Args: []policy.Arg{{Path: "password", Value: "new_password", Origin: policy.Untrusted, From: file}}}
 
@@ -69,6 +72,9 @@ func TestTaintRules(t *testing.T) {
 		{"outward without destination, no private read", policy.ProfileDefault, post, tainted, "", nil},
 		{"password from a file", policy.ProfileDefault, pw, newPW, "taint_credentials", []string{`"new_password"`}},
 		{"read", policy.ProfileStrict, read, evilIBAN, "", nil},
+		{"fetch of a URL copied from untrusted content", policy.ProfileDefault, fetch, copied, "", nil},
+		{"fetch of a URL copied, strict", policy.ProfileStrict, fetch, copied, "taint_destination", []string{"call c2 (read_file)"}},
+		{"fetch of a composed URL", policy.ProfileDefault, fetch, madeUp, "taint_destination", []string{`"evil.com/?k=1a7b"`, "neither in the prompt"}},
 		{"strict: any write once tainted", policy.ProfileStrict, save, tainted, "taint_strict", []string{"call c2 (read_file)"}},
 		{"strict: clean write", policy.ProfileStrict, save, clean, "", nil},
 		{"off", policy.ProfileOff, pay, evilIBAN, "", nil},
