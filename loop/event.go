@@ -158,6 +158,6 @@ type CallCheck struct {
 	Key uint64 `json:"key"`
 	// WriteKey is a write's idempotency key; empty for reads.
 	WriteKey string `json:"write_key,omitempty"`
-	// Trust is the trust of the tool's result (taint.go).
-	Trust *ResultTrust `json:"trust,omitempty"`
+	// Trust is the trust of the tool's result, as taint.go writes it.
+	Trust string `json:"trust,omitempty"`
 }

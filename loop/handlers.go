@@ -32,7 +32,7 @@ func CheckCalls(tools *tool.Registry, calls []llm.ToolCall, limits tool.Limits, 
 			continue
 		}
 		fp, err := t.ValidateWithin(c.Arguments, limits)
-		checks[i] = CallCheck{Known: true, Key: tool.CallKey(c.Name, fp), Trust: resultTrust(t)}
+		checks[i] = CallCheck{Known: true, Key: tool.CallKey(c.Name, fp), Trust: trustString(t)}
 		if err != nil {
 			checks[i].Problem = err.Error()
 			var te *tool.Error

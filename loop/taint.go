@@ -24,30 +24,88 @@ import (
 // (memory.go), so resuming, a Temporal continue-as-new and a compaction
 // of the conversation all keep it.
 
-// ResultTrust is what CheckCalls records, in a call's check, about the
-// trust of its tool's result (tool.Trust), so that the decider, which has
-// no tool registry, can taint the run when the result arrives. A check of
-// a known tool without one (a log written before taint tracking) is taken
-// as untrusted: when unsure, fail closed.
-type ResultTrust struct {
-	Untrusted       bool     `json:"untrusted,omitempty"`
-	UntrustedFields []string `json:"untrusted_fields,omitempty"`
-	TrustedFields   []string `json:"trusted_fields,omitempty"`
-	// Private marks a tool that reads private data.
-	Private bool `json:"private,omitempty"`
+// CheckCalls records, in each check of a known tool, the trust of its
+// result (tool.Trust) as a short comparable string, so that the decider,
+// which has no tool registry, can taint the run when the result arrives:
+// "trusted" or "untrusted", then ",private" for a tool that reads private
+// data, ",untrusted_field=PATH" and ",trusted_field=PATH" for each field
+// the tool declares. A check of a known tool without one (a log written
+// before taint tracking) is taken as untrusted: when unsure, fail closed.
+
+// resultTrust is a check's trust, decoded.
+type resultTrust struct {
+	untrusted                      bool
+	untrustedFields, trustedFields []string
+	private                        bool
 }
 
-// resultTrust is what a check records of t's declarations.
-func resultTrust(t *tool.Tool) *ResultTrust {
+// trustString is what a check records of t's declarations.
+func trustString(t *tool.Tool) string {
 	tr := t.Trust()
-	return &ResultTrust{Untrusted: tr.Untrusted, UntrustedFields: tr.UntrustedFields, TrustedFields: tr.TrustedFields, Private: tr.ReadsPrivate}
+	var b strings.Builder
+	if tr.Untrusted {
+		b.WriteString("untrusted")
+	} else {
+		b.WriteString("trusted")
+	}
+	if tr.ReadsPrivate {
+		b.WriteString(",private")
+	}
+	for _, f := range tr.UntrustedFields {
+		b.WriteString(",untrusted_field=" + f)
+	}
+	for _, f := range tr.TrustedFields {
+		b.WriteString(",trusted_field=" + f)
+	}
+	return b.String()
 }
 
-func (r *ResultTrust) fieldUntrusted(path string) bool {
+// parseTrust decodes a check's trust; nil, which is untrusted, for one
+// that is empty or that it cannot read.
+func parseTrust(s string) *resultTrust {
+	parts := strings.Split(s, ",")
+	r := &resultTrust{}
+	switch parts[0] {
+	case "trusted":
+	case "untrusted":
+		r.untrusted = true
+	default:
+		return nil
+	}
+	for _, p := range parts[1:] {
+		k, v, _ := strings.Cut(p, "=")
+		switch k {
+		case "private":
+			r.private = true
+		case "untrusted_field":
+			r.untrustedFields = append(r.untrustedFields, v)
+		case "trusted_field":
+			r.trustedFields = append(r.trustedFields, v)
+		default:
+			return nil
+		}
+	}
+	return r
+}
+
+// UntrustedResult reports whether the check records a tool whose result
+// is untrusted, wholly or in part; false for a check that records no
+// trust at all.
+func (c CallCheck) UntrustedResult() bool {
+	r := parseTrust(c.Trust)
+	return r != nil && (r.untrusted || r.mixed())
+}
+
+func (r *resultTrust) fieldUntrusted(path string) bool {
 	if r == nil {
 		return true
 	}
-	return tool.Trust{Untrusted: r.Untrusted, UntrustedFields: r.UntrustedFields, TrustedFields: r.TrustedFields}.FieldUntrusted(path)
+	return tool.Trust{Untrusted: r.untrusted, UntrustedFields: r.untrustedFields, TrustedFields: r.trustedFields}.FieldUntrusted(path)
+}
+
+// mixed reports whether the result's trust depends on its fields.
+func (r *resultTrust) mixed() bool {
+	return r != nil && len(r.untrustedFields)+len(r.trustedFields) > 0
 }
 
 // taintMemory is the decider's memory of where values came from. Values
@@ -155,32 +213,25 @@ func noteStage(s *State, ev *Event) {
 			break
 		}
 		i := idx[j]
-		var rt *ResultTrust
+		var rt *resultTrust
 		if i < len(b.Checks) {
-			rt = b.Checks[i].Trust
+			rt = parseTrust(b.Checks[i].Trust)
 		}
-		if rt != nil && !rt.Untrusted && !rt.Mixed() && b.Taint != nil && i < len(b.Taint) && b.Taint[i] != nil && len(b.Taint[i].Args) > 0 {
+		if rt != nil && !rt.untrusted && !rt.mixed() && b.Taint != nil && i < len(b.Taint) && b.Taint[i] != nil && len(b.Taint[i].Args) > 0 {
 			// A trusted tool called with untrusted values may hand them
 			// back (a file written, then read): its result is no better
 			// than its arguments.
-			c := *rt
-			c.Untrusted = true
-			rt = &c
+			rt.untrusted = true
 		}
 		s.taint.noteResult(&ev.Outcomes[j].Result, rt)
 	}
 }
 
-// Mixed reports whether the result's trust depends on its fields.
-func (r *ResultTrust) Mixed() bool {
-	return r != nil && len(r.UntrustedFields)+len(r.TrustedFields) > 0
-}
-
 // noteResult adds a result's values, as trusted or untrusted field by
 // field as rt says (nil: all untrusted).
-func (m *taintMemory) noteResult(r *llm.ToolResult, rt *ResultTrust) {
+func (m *taintMemory) noteResult(r *llm.ToolResult, rt *resultTrust) {
 	src := policy.Source{CallID: r.CallID, Tool: r.Name}
-	if rt != nil && rt.Private && m.Private == nil {
+	if rt != nil && rt.private && m.Private == nil {
 		m.Private = &src
 	}
 	srcIdx := -1

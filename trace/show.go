@@ -339,7 +339,7 @@ func callNotes(c *Call) string {
 	if v := c.Decision.Verdict; v != "" && v != policy.Allow {
 		notes = append(notes, strconv.Quote(c.Decision.Reason))
 	}
-	if tr := c.Check.Trust; tr != nil && (tr.Untrusted || tr.Mixed()) {
+	if c.Check.UntrustedResult() {
 		// The result tainted the run: the call a taint decision's
 		// reason names is found by this mark.
 		notes = append(notes, "untrusted result")

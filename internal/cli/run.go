@@ -195,6 +195,11 @@ Model and tools:
                          writes cost 1.25x input) or 1h (writes cost 2x); a run started
                          with 5m is resumed without it
   --confirm-writes       pause before every write until a person approves it
+  --taint-policy P       follow untrusted tool results (every --mcp server's) through the
+                         run and pause where they could steer a call: default (a recipient,
+                         URL or account only untrusted content named, a link sent out,
+                         credentials, private data going out), strict (also every write
+                         once the run is tainted) or off (the default)
   --slow-writes D        with --tools orders: each write answers D after it is applied
                          (a drill: the window where a crash leaves a write's outcome unknown)
   --system TEXT          a system prompt
