@@ -153,14 +153,14 @@ func (s *State) UnmarshalJSON(b []byte) error {
 func (s *State) Due() Effect { return s.next }
 
 // ForBatch returns a copy of s without the parts that grow with the
-// run's length, its call IDs, the hashes of the results seen, the
-// context memory's sizes and the taint memory (the batch keeps its
-// calls' taint facts), which deciding on the open batch (its
+// run's length, its call IDs, the hashes of the results seen and the
+// context memory's sizes, which deciding on the open batch (its
 // validation and the policy's decisions) does not read: what a driver sends to have a batch prepared elsewhere,
-// the same size each turn. It shares the rest with s, and has no
+// the same size each turn but for the taint memory, which deciding on
+// the batch reads (taint.go). It shares the rest with s, and has no
 // Messages.
 func (s *State) ForBatch() *State {
 	c := *s
-	c.Messages, c.callIDs, c.seen, c.ctx, c.taint = nil, nil, nil, nil, nil
+	c.Messages, c.callIDs, c.seen, c.ctx = nil, nil, nil, nil
 	return &c
 }

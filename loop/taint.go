@@ -285,10 +285,12 @@ func (m *taintMemory) addText(text string, n *int) {
 
 // facts works out the policy's taint facts for call c.
 func (m *taintMemory) facts(c llm.ToolCall) *policy.Taint {
-	t := &policy.Taint{}
 	if m == nil {
-		return t
+		// A state from before taint tracking: no facts, and the taint
+		// rules fail closed.
+		return nil
 	}
+	t := &policy.Taint{}
 	t.Private = m.Private
 	if len(m.Sources) == 0 {
 		return t
