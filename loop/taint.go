@@ -15,7 +15,7 @@ import (
 	"github.com/toolloop/toolloop/tool"
 )
 
-// Taint tracking (docs/DESIGN.md §14). The decider remembers, purely from
+// Taint tracking (docs/DESIGN.md §17). The decider remembers, purely from
 // the run's events, which values the user's prompt and trusted results
 // carried and which arrived only through untrusted results, and for each
 // call of a batch works out which of its argument values are not known to
@@ -164,7 +164,7 @@ func newTaintMemory() *taintMemory {
 // maxValuesPerResult bounds the values one result adds to the memory. A
 // value past it is remembered nowhere, so an argument carrying it counts
 // as Unknown, which a tainted run treats as untrusted.
-const maxValuesPerResult = 4096
+const maxValuesPerResult = 512
 
 // trackTaint runs the decider step next for ev, keeping the taint memory
 // up to date around it: a stage's results are noted before the step (the

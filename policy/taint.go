@@ -10,7 +10,7 @@ import (
 )
 
 // Taint is what the decider knows, when a call is to be decided, about
-// the data that led to it (loop's taint memory, docs/DESIGN.md §14).
+// the data that led to it (loop's taint memory, docs/DESIGN.md §17).
 type Taint struct {
 	// Tainted is set once a result the run marks untrusted (tool.Trust)
 	// has entered the model's context; Source is the first such result.
