@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -163,34 +165,67 @@ func TestTaintIsNotLaunderedThroughATrustedTool(t *testing.T) {
 	}
 }
 
-// The taint of a run survives a pause for confirmation and a resume by a
-// new runner from the SQLite file: the untrusted value read before the
-// pause still needs confirmation after it, and the reason names it and
-// the call that read it.
-func TestTaintSurvivesPauseAndResumeFromSQLite(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "runs.db")
-	turns := []llmtest.Turn{
-		llmtest.Calls(call("c1", "read_file", `{"path":"bill.txt"}`)),
-		llmtest.Calls(call("c2", "note", `{"text":"paying"}`)),
-		llmtest.Calls(call("c3", "send_money", `{"recipient":"`+attackerIBAN+`","amount":500,"subject":"bill"}`)),
-		llmtest.Text("done"),
+const taintEnvDB = "TOOLLOOP_TAINT_DB"
+
+// taintTurns is the script of the paused run: read an untrusted file, a
+// note that always needs a person (the pause), then a payment to the
+// IBAN the file named.
+var taintTurns = []llmtest.Turn{
+	llmtest.Calls(call("c1", "read_file", `{"path":"bill.txt"}`)),
+	llmtest.Calls(call("c2", "note", `{"text":"paying"}`)),
+	llmtest.Calls(call("c3", "send_money", `{"recipient":"`+attackerIBAN+`","amount":500,"subject":"bill"}`)),
+	llmtest.Text("done"),
+}
+
+func taintRunner(t *testing.T, st *sqlite.Store, model llm.Model, sent *[]string) *loop.Runner {
+	t.Helper()
+	r, err := loop.NewRunner(loop.Config{Model: model, Tools: bankTools(t, sent), Store: st,
+		Policy:   policy.Chain(policy.ConfirmDeclared(), policy.TaintRules(policy.ProfileDefault)),
+		NewRunID: func() string { return "run-taint" }})
+	if err != nil {
+		t.Fatal(err)
 	}
-	pol := policy.Chain(policy.ConfirmDeclared(), policy.TaintRules(policy.ProfileDefault))
+	return r
+}
+
+// TestTaintResumeChildProcess is the resuming process of
+// TestTaintSurvivesPauseAndResumeInANewProcess; it does nothing unless
+// started by it.
+func TestTaintResumeChildProcess(t *testing.T) {
+	path := os.Getenv(taintEnvDB)
+	if path == "" {
+		t.Skip("started by TestTaintSurvivesPauseAndResumeInANewProcess only")
+	}
+	st, err := sqlite.Open(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
 	var sent []string
-	newRunner := func(st *sqlite.Store, model llm.Model) *loop.Runner {
-		r, err := loop.NewRunner(loop.Config{Model: model, Tools: bankTools(t, &sent), Policy: pol, Store: st,
-			NewRunID: func() string { return "run-taint" }})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return r
+	res, err := taintRunner(t, st, llmtest.New(taintTurns[2:]...), &sent).Resume(context.Background(), "run-taint")
+	if res == nil {
+		t.Fatal(err)
 	}
+	p := loop.Pending{}
+	if len(res.Pending) > 0 {
+		p = res.Pending[0]
+	}
+	fmt.Printf("RESULT\t%s\t%s\t%s\t%d\t%s\n", res.Status, p.CallID, p.Decision.Rule, len(sent), p.Reason)
+}
+
+// The taint of a run survives a pause for confirmation and a resume in
+// another process from the SQLite file: the untrusted value read before
+// the pause still needs confirmation after it, and the reason names it
+// and the call that read it.
+func TestTaintSurvivesPauseAndResumeInANewProcess(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "runs.db")
 	ctx := context.Background()
 	st, err := sqlite.Open(path, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	paused, err := newRunner(st, llmtest.New(turns[:2]...)).Run(ctx, user("Pay the bill in bill.txt."))
+	var sent []string
+	paused, err := taintRunner(t, st, llmtest.New(taintTurns[:2]...), &sent).Run(ctx, user("Pay the bill in bill.txt."))
 	mustStatus(t, paused, err, loop.ConfirmationRequired)
 	if paused.Pending[0].CallID != "c2" {
 		t.Fatalf("paused for %+v, want c2", paused.Pending)
@@ -202,20 +237,26 @@ func TestTaintSurvivesPauseAndResumeFromSQLite(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	st2, err := sqlite.Open(path, nil)
+	cmd := exec.Command(os.Args[0], "-test.run=^TestTaintResumeChildProcess$", "-test.count=1", "-test.timeout=2m")
+	cmd.Env = append(os.Environ(), taintEnvDB+"="+path)
+	out, err := cmd.CombinedOutput()
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("child: %v\n%s", err, out)
 	}
-	defer st2.Close()
-	res, err := newRunner(st2, llmtest.New(turns[2:]...)).Resume(ctx, "run-taint")
-	mustStatus(t, res, err, loop.ConfirmationRequired)
-	p := res.Pending[0]
-	if p.CallID != "c3" || p.Decision.Rule != "taint_destination" ||
-		!strings.Contains(p.Reason, strings.ToLower(attackerIBAN)) || !strings.Contains(p.Reason, "call c1 (read_file)") {
-		t.Fatalf("after the resume: pending %+v, want c3 held by taint_destination naming the IBAN and c1", p)
+	var line string
+	for _, l := range strings.Split(string(out), "\n") {
+		if strings.HasPrefix(l, "RESULT\t") {
+			line = l
+		}
 	}
-	if len(sent) != 0 {
-		t.Fatalf("money went to %v", sent)
+	f := strings.SplitN(line, "\t", 6)
+	if len(f) != 6 {
+		t.Fatalf("child said:\n%s", out)
+	}
+	status, callID, rule, payments, reason := f[1], f[2], f[3], f[4], f[5]
+	if status != string(loop.ConfirmationRequired) || callID != "c3" || rule != "taint_destination" || payments != "0" ||
+		!strings.Contains(reason, strings.ToLower(attackerIBAN)) || !strings.Contains(reason, "call c1 (read_file)") {
+		t.Fatalf("after the resume in a new process: %q, want c3 held by taint_destination naming the IBAN and c1", line)
 	}
 }
 
