@@ -3,7 +3,6 @@ package loop
 import (
 	"cmp"
 	"encoding/json"
-	"hash/fnv"
 	"maps"
 	"regexp"
 	"slices"
@@ -63,6 +62,12 @@ func trustString(t *tool.Tool) string {
 // parseTrust decodes a check's trust; nil, which is untrusted, for one
 // that is empty or that it cannot read.
 func parseTrust(s string) *resultTrust {
+	switch s {
+	case "trusted":
+		return &resultTrust{}
+	case "untrusted":
+		return &resultTrust{untrusted: true}
+	}
 	parts := strings.Split(s, ",")
 	r := &resultTrust{}
 	switch parts[0] {
@@ -245,7 +250,7 @@ func (m *taintMemory) noteResult(r *llm.ToolResult, rt *resultTrust) {
 			srcIdx = len(m.Sources)
 			m.Sources = append(m.Sources, src)
 		}
-		for _, v := range values(text) {
+		eachValue(text, func(v string) {
 			if n >= maxValuesPerResult {
 				return
 			}
@@ -254,13 +259,20 @@ func (m *taintMemory) noteResult(r *llm.ToolResult, rt *resultTrust) {
 			if _, seen := m.untrusted[h]; !seen {
 				m.untrusted[h] = srcIdx
 			}
-		}
+		})
 	}
+	content := string(r.Content)
 	var doc any
-	if len(r.Content) > 0 && json.Unmarshal(r.Content, &doc) == nil {
+	switch {
+	case !rt.mixed() && strings.IndexByte(content, '\\') < 0:
+		// Trust is the same for every field, and the JSON has no
+		// escapes: its string literals are its strings as they are, so
+		// it is read in place, without decoding.
+		eachLiteral(content, func(text string) { add("", text) })
+	case len(content) > 0 && json.Unmarshal(r.Content, &doc) == nil:
 		walkLeaves("", doc, true, add)
-	} else {
-		add("", string(r.Content))
+	default:
+		add("", content)
 	}
 	if srcIdx < 0 && rt.fieldUntrusted("") && len(r.Content) == 0 {
 		// An empty untrusted result carries nothing, but the tool is
@@ -272,7 +284,7 @@ func (m *taintMemory) noteResult(r *llm.ToolResult, rt *resultTrust) {
 // addText adds text's values as trusted; n, when not nil, counts them
 // against maxValuesPerResult.
 func (m *taintMemory) addText(text string, n *int) {
-	for _, v := range values(text) {
+	eachValue(text, func(v string) {
 		if n != nil {
 			if *n >= maxValuesPerResult {
 				return
@@ -280,7 +292,7 @@ func (m *taintMemory) addText(text string, n *int) {
 			*n++
 		}
 		m.trusted[valueHash(v)] = struct{}{}
-	}
+	})
 }
 
 // facts works out the policy's taint facts for call c.
@@ -332,6 +344,26 @@ func (m *taintMemory) facts(c llm.ToolCall) *policy.Taint {
 	return t
 }
 
+// eachLiteral calls f with each string literal of the JSON text s (the
+// text between its quotes) and each run of text between them (numbers,
+// true, false, the punctuation, which normalising drops); s has no
+// escapes. Text that is not JSON is one run, or split at its quotes,
+// which gives the same values.
+func eachLiteral(s string, f func(text string)) {
+	start := 0
+	for i := 0; i < len(s); i++ {
+		if s[i] == '"' {
+			if i > start {
+				f(s[start:i])
+			}
+			start = i + 1
+		}
+	}
+	if start < len(s) {
+		f(s[start:])
+	}
+}
+
 // walkLeaves calls f with the dotted path and text of every string,
 // number and boolean in doc, and, with keys, of every object key (at its
 // object's path: a result's keys can carry content, an argument's are
@@ -367,27 +399,38 @@ var (
 	ibanPattern  = regexp.MustCompile(`\b[A-Za-z]{2}[0-9]{2}(?: ?[A-Za-z0-9]){10,30}\b`)
 	emailPattern = regexp.MustCompile(`[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,}`)
 	urlPattern   = regexp.MustCompile(`(?i)\b(?:https?://|www\.)[^\s<>"'()\[\]{}]+|\b[a-z0-9-]+(?:\.[a-z0-9-]+)*\.(?:com|org|net|io|dev|ai|co|uk|de|ch|fr|info|biz|app)(?:/[^\s<>"'()\[\]{}]*)?\b`)
-	wordPattern  = regexp.MustCompile(`[^\s,;!?()\[\]{}<>"'` + "`" + `]+`)
 )
 
 // addresses returns the links and addresses in text, normalised: IBANs,
 // e-mail addresses and URLs.
 func addresses(text string) []string {
 	var out []string
-	for _, m := range ibanPattern.FindAllString(text, -1) {
-		if iban := strings.ReplaceAll(m, " ", ""); len(iban) >= 15 && hasDigitAfter(iban, 4) {
-			out = append(out, strings.ToLower(iban))
-		}
-	}
-	for _, m := range emailPattern.FindAllString(text, -1) {
-		out = append(out, strings.ToLower(m))
-	}
-	for _, m := range urlPattern.FindAllString(text, -1) {
-		if !strings.Contains(m, "@") {
-			out = append(out, normaliseURL(m))
-		}
-	}
+	eachAddress(text, func(v string) { out = append(out, v) })
 	return out
+}
+
+// eachAddress calls f with each link and address in text (see
+// addresses). Each pattern runs only on text that could hold a match.
+func eachAddress(text string, f func(string)) {
+	if len(text) >= 15 && strings.ContainsAny(text, "0123456789") {
+		for _, m := range ibanPattern.FindAllString(text, -1) {
+			if iban := strings.ReplaceAll(m, " ", ""); len(iban) >= 15 && hasDigitAfter(iban, 4) {
+				f(strings.ToLower(iban))
+			}
+		}
+	}
+	if strings.IndexByte(text, '@') >= 0 {
+		for _, m := range emailPattern.FindAllString(text, -1) {
+			f(strings.ToLower(m))
+		}
+	}
+	if strings.IndexByte(text, '.') >= 0 {
+		for _, m := range urlPattern.FindAllString(text, -1) {
+			if !strings.Contains(m, "@") {
+				f(normaliseURL(m))
+			}
+		}
+	}
 }
 
 // hasDigitAfter reports whether s has a digit at or after index i: an
@@ -396,21 +439,40 @@ func hasDigitAfter(s string, i int) bool {
 	return strings.ContainsAny(s[i:], "0123456789")
 }
 
-// values returns every value of text the memory keeps: the whole text
-// (normalised, when short), its addresses, and its words (account and
-// file names, recipients, channels).
-func values(text string) []string {
-	var out []string
-	if w := normalise(text); w != "" && len(w) <= 256 {
-		out = append(out, w)
-	}
-	out = append(out, addresses(text)...)
-	for _, w := range wordPattern.FindAllString(text, -1) {
-		if w = normalise(w); w != "" {
-			out = append(out, w)
+// eachValue calls f with every value of text the memory keeps: the whole
+// text (normalised, when short), its addresses, and its words (account
+// and file names, recipients, channels).
+func eachValue(text string, f func(string)) {
+	if len(text) <= 300 {
+		if w := normalise(text); w != "" && len(w) <= 256 {
+			f(w)
 		}
 	}
-	return out
+	eachAddress(text, f)
+	start := -1
+	for i := 0; i <= len(text); i++ {
+		if i < len(text) && !isWordBreak(text[i]) {
+			if start < 0 {
+				start = i
+			}
+			continue
+		}
+		if start >= 0 {
+			if w := normalise(text[start:i]); w != "" {
+				f(w)
+			}
+			start = -1
+		}
+	}
+}
+
+// isWordBreak reports whether c separates words.
+func isWordBreak(c byte) bool {
+	switch c {
+	case ' ', '\t', '\n', '\r', ',', ';', '!', '?', '(', ')', '[', ']', '{', '}', '<', '>', '"', '\'', '`':
+		return true
+	}
+	return false
 }
 
 // normalise is how values are compared: trimmed of spaces and of the
@@ -421,7 +483,7 @@ func normalise(s string) string {
 	if s == "" {
 		return ""
 	}
-	if ibanPattern.MatchString(s) && ibanPattern.FindString(s) == s {
+	if len(s) >= 15 && strings.ContainsAny(s, "0123456789") && ibanPattern.FindString(s) == s {
 		if iban := strings.ReplaceAll(s, " ", ""); len(iban) >= 15 && hasDigitAfter(iban, 4) {
 			return iban
 		}
@@ -429,7 +491,10 @@ func normalise(s string) string {
 	if !strings.ContainsAny(s, " @") && (strings.HasPrefix(s, "http://") || strings.HasPrefix(s, "https://") || strings.HasPrefix(s, "www.")) {
 		return normaliseURL(s)
 	}
-	return strings.Join(strings.Fields(s), " ")
+	if strings.ContainsAny(s, " \t\n\r") {
+		return strings.Join(strings.Fields(s), " ")
+	}
+	return s
 }
 
 func normaliseURL(u string) string {
@@ -439,10 +504,14 @@ func normaliseURL(u string) string {
 	return strings.TrimRight(u, "/")
 }
 
+// valueHash is the 64-bit FNV-1a hash of v.
 func valueHash(v string) uint64 {
-	h := fnv.New64a()
-	h.Write([]byte(v))
-	return h.Sum64()
+	h := uint64(14695981039346656037)
+	for i := 0; i < len(v); i++ {
+		h ^= uint64(v[i])
+		h *= 1099511628211
+	}
+	return h
 }
 
 // clip shortens a value quoted in a reason.
