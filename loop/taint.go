@@ -59,14 +59,18 @@ func trustString(t *tool.Tool) string {
 	return b.String()
 }
 
-// parseTrust decodes a check's trust; nil, which is untrusted, for one
+// trustedResult and untrustedResult are the common trusts, shared:
+// never changed.
+var trustedResult, untrustedResult = resultTrust{}, resultTrust{untrusted: true}
+
+// parseTrust decodes a check's trust (shared: not to be changed); nil, which is untrusted, for one
 // that is empty or that it cannot read.
 func parseTrust(s string) *resultTrust {
 	switch s {
 	case "trusted":
-		return &resultTrust{}
+		return &trustedResult
 	case "untrusted":
-		return &resultTrust{untrusted: true}
+		return &untrustedResult
 	}
 	parts := strings.Split(s, ",")
 	r := &resultTrust{}
@@ -226,7 +230,9 @@ func noteStage(s *State, ev *Event) {
 			// A trusted tool called with untrusted values may hand them
 			// back (a file written, then read): its result is no better
 			// than its arguments.
-			rt.untrusted = true
+			c := *rt
+			c.untrusted = true
+			rt = &c
 		}
 		s.taint.noteResult(&ev.Outcomes[j].Result, rt)
 	}
