@@ -94,6 +94,9 @@ type Batch struct {
 	Approved []bool
 	// Unknown lists (by index) the writes whose outcome is unknown.
 	Unknown []int `json:",omitempty"`
+	// Taint holds, by index, the taint facts of each call the policy is
+	// asked about (taint.go); kept out of the plain JSON.
+	Taint []*policy.Taint `json:"-"`
 }
 
 // State is everything the decider knows about a run. It is rebuilt exactly
@@ -167,6 +170,8 @@ type State struct {
 	// what became of it (compensate.go).
 	Compensation *CompensationSpec `json:",omitempty"`
 	Writes       []WriteRecord     `json:",omitempty"`
+	// taint is the taint memory (taint.go); nil before Started.
+	taint *taintMemory
 }
 
 // indexes returns the indexes 0 to n-1.
@@ -183,7 +188,7 @@ func indexes(n int) []int {
 // I/O and reads no clock (event times come from the driver), so the same
 // events always lead to the same state and effects.
 func Next(s *State, ev *Event) Effect {
-	eff := next(s, ev)
+	eff := trackTaint(s, ev, next)
 	s.next = eff
 	return eff
 }

@@ -174,4 +174,6 @@ type CallCheck struct {
 	// tool (tool.Spec.Compensation); empty for none.
 	Group string `json:"group,omitempty"`
 	Undo  string `json:"undo,omitempty"`
+	// Trust is the trust of the tool's result, as taint.go writes it.
+	Trust string `json:"trust,omitempty"`
 }

@@ -32,7 +32,7 @@ func CheckCalls(tools *tool.Registry, calls []llm.ToolCall, limits tool.Limits, 
 			continue
 		}
 		fp, err := t.ValidateWithin(c.Arguments, limits)
-		checks[i] = CallCheck{Known: true, Key: tool.CallKey(c.Name, fp), Group: t.AtomicGroup()}
+		checks[i] = CallCheck{Known: true, Key: tool.CallKey(c.Name, fp), Group: t.AtomicGroup(), Trust: trustString(t)}
 		if err != nil {
 			checks[i].Problem = err.Error()
 			var te *tool.Error
@@ -81,7 +81,16 @@ func ArgsHash(callKey uint64) string {
 // closed: a policy that returns an error denies the call, with the error as
 // the reason. The error is non-nil only when ctx ended, and the driver then
 // records an interruption rather than decisions.
+//
+// Authorize passes the policy no taint facts, so that taint rules
+// (policy.TaintRules) fail closed; drivers use AuthorizeTainted.
 func Authorize(ctx context.Context, p policy.Policy, who policy.Identity, tools *tool.Registry, calls []llm.ToolCall, idx []int) ([]policy.Decision, error) {
+	return AuthorizeTainted(ctx, p, who, tools, calls, idx, nil)
+}
+
+// AuthorizeTainted is Authorize with the batch's taint facts
+// (Batch.Taint, by call index) in each policy.Request.
+func AuthorizeTainted(ctx context.Context, p policy.Policy, who policy.Identity, tools *tool.Registry, calls []llm.ToolCall, idx []int, taint []*policy.Taint) ([]policy.Decision, error) {
 	decisions := make([]policy.Decision, len(calls))
 	for _, i := range idx {
 		if i < 0 || i >= len(calls) {
@@ -98,7 +107,11 @@ func Authorize(ctx context.Context, p policy.Policy, who policy.Identity, tools 
 				Reason: fmt.Sprintf("tool %q is not registered", c.Name)}
 			continue
 		}
-		dec, err := p.Decide(ctx, policy.Request{Identity: who, Call: c, Tool: t, Risk: t.Risk()})
+		req := policy.Request{Identity: who, Call: c, Tool: t, Risk: t.Risk()}
+		if i < len(taint) {
+			req.Taint = taint[i]
+		}
+		dec, err := p.Decide(ctx, req)
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil, ctx.Err()

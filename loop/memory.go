@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/toolloop/toolloop/llm"
+	"github.com/toolloop/toolloop/policy"
 )
 
 // The decider's memory is State, whole: its JSON encoding (MarshalJSON)
@@ -52,9 +53,11 @@ type stateJSON struct {
 	Seen       []uint64       `json:"seen,omitempty"`
 	Stale      int            `json:"stale,omitempty"`
 
-	Output         *OutputSpec    `json:"output,omitempty"`
-	OutputRejected int            `json:"output_rejected,omitempty"`
-	Context        *contextMemory `json:"context,omitempty"`
+	Output         *OutputSpec     `json:"output,omitempty"`
+	OutputRejected int             `json:"output_rejected,omitempty"`
+	Context        *contextMemory  `json:"context,omitempty"`
+	Taint          *taintMemory    `json:"taint,omitempty"`
+	BatchTaint     []*policy.Taint `json:"batch_taint,omitempty"`
 
 	Compensation *CompensationSpec `json:"compensation,omitempty"`
 	Writes       []WriteRecord     `json:"writes,omitempty"`
@@ -86,6 +89,10 @@ func (s *State) MarshalJSON() ([]byte, error) {
 		CallIDs: slices.Sorted(maps.Keys(s.callIDs)), LastChecks: s.lastChecks, LastCalls: s.lastCalls,
 		Seen: slices.Sorted(maps.Keys(s.seen)), Stale: s.stale, Output: s.Output, OutputRejected: s.OutputRejected, Context: s.ctx,
 		Compensation: s.Compensation, Writes: s.Writes,
+		Taint: s.taint,
+	}
+	if s.Batch != nil {
+		j.BatchTaint = s.Batch.Taint
 	}
 	for k, n := range s.writeKeys {
 		j.WriteKeys = append(j.WriteKeys, keyCount{k, n})
@@ -115,6 +122,10 @@ func (s *State) UnmarshalJSON(b []byte) error {
 		Detail: j.Detail, Stopping: j.Stopping, Done: j.Done, next: j.Next,
 		lastChecks: j.LastChecks, lastCalls: j.LastCalls, stale: j.Stale, Output: j.Output, OutputRejected: j.OutputRejected, ctx: j.Context,
 		Compensation: j.Compensation, Writes: j.Writes,
+		taint: j.Taint,
+	}
+	if s.Batch != nil {
+		s.Batch.Taint = j.BatchTaint
 	}
 	// A state past its first event has callIDs (Started makes it, the
 	// decider writes into it); the other maps are made on first use.
@@ -150,7 +161,8 @@ func (s *State) Due() Effect { return s.next }
 // run's length, its call IDs, the hashes of the results seen and the
 // context memory's sizes, which deciding on the open batch (its
 // validation and the policy's decisions) does not read: what a driver sends to have a batch prepared elsewhere,
-// the same size each turn. It shares the rest with s, and has no
+// the same size each turn but for the taint memory, which deciding on
+// the batch reads (taint.go). It shares the rest with s, and has no
 // Messages.
 func (s *State) ForBatch() *State {
 	c := *s

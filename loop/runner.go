@@ -553,7 +553,7 @@ func (d *drive) ValidateCalls() (Event, error) {
 // AuthorizeCalls asks the policy (Authorize).
 func (d *drive) AuthorizeCalls(idx []int) (Event, error) {
 	s, cfg := &d.state, &d.r.cfg
-	decisions, err := Authorize(d.ctx, cfg.Policy, cfg.Identity, cfg.Tools, s.Batch.Calls, idx)
+	decisions, err := AuthorizeTainted(d.ctx, cfg.Policy, cfg.Identity, cfg.Tools, s.Batch.Calls, idx, s.Batch.Taint)
 	if err != nil {
 		if f := contextFailure(d.ctx); f != nil {
 			return Event{Kind: Interrupted, Failure: f}, nil

@@ -37,6 +37,11 @@ type Request struct {
 	Tool     *tool.Tool
 	// Risk is the tool's declared risk.
 	Risk tool.Risk
+	// Taint is what the run's taint tracking knows about this call:
+	// whether untrusted content has entered the run and where each
+	// argument value came from (see Taint). Nil when the driver passed
+	// none; the taint rules then fail closed.
+	Taint *Taint
 }
 
 // Decision is a verdict with the reason a person reading the trace needs.

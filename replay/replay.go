@@ -807,7 +807,7 @@ func (d *driver) prepare(eff loop.Effect) error {
 			Checks: loop.CheckCalls(d.cfg.Tools, s.Batch.Calls, s.Budgets.ArgumentLimits(), s.RunID, d.cfg.RequestID)}
 	case loop.AuthorizeCalls:
 		who := d.identity()
-		decisions, err := loop.Authorize(d.ctx, d.cfg.Policy, who, d.cfg.Tools, s.Batch.Calls, eff.Calls)
+		decisions, err := loop.AuthorizeTainted(d.ctx, d.cfg.Policy, who, d.cfg.Tools, s.Batch.Calls, eff.Calls, s.Batch.Taint)
 		if err != nil {
 			return fmt.Errorf("replay: asking the policy: %w", err)
 		}

@@ -668,7 +668,7 @@ func (a *Activities) PrepareBatch(ctx context.Context, in PrepareInput) (Prepare
 	if eff.Kind != loop.AuthorizeCalls || s.Batch == nil {
 		return out, nil
 	}
-	decisions, err := loop.Authorize(ctx, a.cfg.Policy, in.Identity, a.cfg.Tools, in.Calls, eff.Calls)
+	decisions, err := loop.AuthorizeTainted(ctx, a.cfg.Policy, in.Identity, a.cfg.Tools, in.Calls, eff.Calls, s.Batch.Taint)
 	if err != nil {
 		if ctx.Err() != nil {
 			return PrepareOutput{}, ctx.Err() // tried again
@@ -721,13 +721,15 @@ type AuthorizeInput struct {
 	// Calls is the whole batch; Indexes the valid calls to decide on.
 	Calls   []llm.ToolCall `json:"calls"`
 	Indexes []int          `json:"indexes"`
+	// Taint is the batch's taint facts by call index (loop.Batch.Taint).
+	Taint []*policy.Taint `json:"taint,omitempty"`
 }
 
 // AuthorizeCalls asks the policy about each indexed call with
 // loop.Authorize, as the in-process runner does: one decision per call of
 // the batch (empty for those not asked), failing closed.
 func (a *Activities) AuthorizeCalls(ctx context.Context, in AuthorizeInput) ([]policy.Decision, error) {
-	decisions, err := loop.Authorize(ctx, a.cfg.Policy, in.Identity, a.cfg.Tools, in.Calls, in.Indexes)
+	decisions, err := loop.AuthorizeTainted(ctx, a.cfg.Policy, in.Identity, a.cfg.Tools, in.Calls, in.Indexes, in.Taint)
 	if err != nil {
 		if ctx.Err() != nil {
 			// The activity was canceled or timed out: let Temporal

@@ -1094,7 +1094,7 @@ func (d *driver) authorize(ctx workflow.Context, idx []int) loop.Event {
 		RetryPolicy:         &sdktemporal.RetryPolicy{MaximumAttempts: 3},
 	}
 	d.bound(ctx, &o)
-	in := AuthorizeInput{Identity: d.in.Identity, Calls: b.Calls, Indexes: idx}
+	in := AuthorizeInput{Identity: d.in.Identity, Calls: b.Calls, Indexes: idx, Taint: b.Taint}
 	var decisions []policy.Decision
 	err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, o), AuthorizeActivity, in).Get(ctx, &decisions)
 	if err != nil {

@@ -15,7 +15,9 @@ type Annotations struct {
 // read-only only if it says so; a tool that writes is destructive unless it
 // says it is not. A destructive write is high risk; a non-destructive one
 // that is idempotent is low risk; any other write is medium. A read that
-// reaches the open world (the web, other systems) is medium risk.
+// reaches the open world (the web, other systems) is medium risk. A tool
+// that reaches the open world, or does not say that it does not, sends
+// data out (Trust.Outward).
 func (a Annotations) ApplyTo(def *Definition) {
 	is := func(p *bool, missing bool) bool {
 		if p == nil {
@@ -23,6 +25,7 @@ func (a Annotations) ApplyTo(def *Definition) {
 		}
 		return *p
 	}
+	def.Trust.Outward = is(a.OpenWorldHint, true)
 	if is(a.ReadOnlyHint, false) {
 		def.Effect = ReadOnly
 		def.Risk = RiskLow

@@ -84,6 +84,9 @@ type Definition struct {
 	// of the group's writes in the run succeeded, the run compensates
 	// them or reports them, by its policy (loop.Config.Compensation).
 	AtomicGroup string
+	// Trust declares whether the results are trusted and what the tool
+	// does with data (see Trust); the zero value is a trusted tool.
+	Trust Trust
 }
 
 // Spec describes a typed tool for New. Only Name is required.
@@ -131,6 +134,9 @@ type Spec[In any] struct {
 	// timeout, where an undeclared tool is left behind at its timeout and
 	// the run goes on without it.
 	HonorsContext bool
+	// Trust declares whether the results are trusted and what the tool
+	// does with data (see Trust); the zero value is a trusted tool.
+	Trust Trust
 }
 
 // Tool is an immutable, ready-to-run tool: a definition, its resolved schema
@@ -144,6 +150,9 @@ type Tool struct {
 	// jsonResults says that the handler's results are valid JSON by
 	// construction (a typed tool's encoder writes them).
 	jsonResults bool
+	// destinations are the arguments that say where a call sends
+	// something (Tool.Destinations).
+	destinations []string
 	writeHooks
 }
 
@@ -169,7 +178,7 @@ func New[In, Out any](spec Spec[In], fn func(ctx context.Context, in In) (Out, e
 		Name: spec.Name, Description: spec.Description, InputSchema: raw,
 		Effect: spec.Effect, Risk: spec.Risk, Timeout: spec.Timeout, OnTimeout: spec.OnTimeout,
 		Sensitive: append([]string(nil), spec.Sensitive...), ExclusiveGroup: spec.ExclusiveGroup,
-		NeedsConfirmation: spec.NeedsConfirmation, HonorsContext: spec.HonorsContext,
+		NeedsConfirmation: spec.NeedsConfirmation, HonorsContext: spec.HonorsContext, Trust: spec.Trust.clone(),
 		Compensation: spec.Compensation, AtomicGroup: spec.AtomicGroup,
 	}
 	bind := func(args json.RawMessage) (Bound, error) {
@@ -231,6 +240,7 @@ func NewRaw(def Definition, fn RawHandler, resources func(args json.RawMessage) 
 	}
 	def.InputSchema = append(json.RawMessage(nil), def.InputSchema...)
 	def.Sensitive = append([]string(nil), def.Sensitive...)
+	def.Trust = def.Trust.clone()
 	t, err := build(def, resources)
 	if err != nil {
 		return nil, err
@@ -314,7 +324,11 @@ func build(def Definition, resources func(json.RawMessage) []string) (*Tool, err
 	if err != nil {
 		return nil, fmt.Errorf("tool %q: resolving input schema: %s", def.Name, clipMessage(err.Error()))
 	}
-	return &Tool{def: def, schema: schema, resources: resources}, nil
+	dests, err := destinations(obj, def.Trust.Destinations)
+	if err != nil {
+		return nil, fmt.Errorf("tool %q: %w", def.Name, err)
+	}
+	return &Tool{def: def, schema: schema, resources: resources, destinations: dests}, nil
 }
 
 // Name returns the tool's name.
@@ -325,6 +339,7 @@ func (t *Tool) Definition() Definition {
 	d := t.def
 	d.InputSchema = append(json.RawMessage(nil), d.InputSchema...)
 	d.Sensitive = append([]string(nil), d.Sensitive...)
+	d.Trust = d.Trust.clone()
 	return d
 }
 

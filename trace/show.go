@@ -343,6 +343,11 @@ func callNotes(c *Call) string {
 	if v := c.Decision.Verdict; v != "" && v != policy.Allow {
 		notes = append(notes, strconv.Quote(c.Decision.Reason))
 	}
+	if c.Check.UntrustedResult() {
+		// The result tainted the run: the call a taint decision's
+		// reason names is found by this mark.
+		notes = append(notes, "untrusted result")
+	}
 	if cf := c.Confirmation; cf != nil && cf.Note != "" {
 		notes = append(notes, "confirmation note "+strconv.Quote(cf.Note))
 	}

@@ -61,6 +61,8 @@ type sourceFlags struct {
 	// groups for the servers' tools (readMCPConfig).
 	mcpConfig     string
 	confirmWrites bool
+	// taintPolicy is --taint-policy: "" (off), default, strict or off.
+	taintPolicy string
 	// slowWrites widens the order desk's writes (orders.SlowWrites).
 	slowWrites time.Duration
 	// modelTimeout bounds one model request (loop.Config.ModelTimeout).
@@ -121,22 +123,33 @@ func addSourceFlags(fs *flag.FlagSet) *sourceFlags {
 	fs.StringVar(&f.cacheTTL, "cache-ttl", "", "anthropic: keep the prompt cache `TTL` after its last use, 5m (the default; writes cost 1.25x input) or 1h (writes cost 2x)")
 	fs.Int64Var(&f.serverClear, "server-clear-tool-uses", 0, "anthropic: have the API clear old tool results on its side once a request passes `TOKENS` input tokens (context editing, a beta; not in the run's log)")
 	fs.BoolVar(&f.confirmWrites, "confirm-writes", false, "pause the run for a person's confirmation before any write")
+	fs.Var(choiceFlag{&f.taintPolicy, []string{"default", "strict", "off"}}, "taint-policy", "pause for a person's confirmation where untrusted tool results (every --mcp server's) could steer a call, `P`: default, strict or off (the default)")
 	fs.Var(durationFlag{&f.slowWrites}, "slow-writes", "with --tools orders: every refund, voucher and cancellation answers `D` after it is applied (a drill for crashes and timeouts mid-write)")
 	return f
 }
 
 // policy is the policy the flags ask for (nil: allow every tool).
 func (f *sourceFlags) policy() policy.Policy {
+	var ps []policy.Policy
 	if f.confirmWrites {
-		return policy.ConfirmWrites()
+		ps = append(ps, policy.ConfirmWrites())
 	}
-	return nil
+	if p, _ := policy.ParseProfile(f.taintPolicy); f.taintPolicy != "" && p != policy.ProfileOff {
+		ps = append(ps, policy.TaintRules(p))
+	}
+	switch len(ps) {
+	case 0:
+		return nil
+	case 1:
+		return ps[0]
+	}
+	return policy.Chain(ps...)
 }
 
 // given reports whether any of the flags was set.
 func (f *sourceFlags) given() bool {
 	return f.provider != "" || f.model != "" || f.baseURL != "" || len(f.tools) > 0 || len(f.mcp) > 0 ||
-		len(f.mcpEnv) > 0 || len(f.mcpURL) > 0 || f.mcpConfig != "" || f.confirmWrites || f.slowWrites != 0 ||
+		len(f.mcpEnv) > 0 || len(f.mcpURL) > 0 || f.mcpConfig != "" || f.confirmWrites || f.taintPolicy != "" || f.slowWrites != 0 ||
 		f.reasoningEffort != "" || f.thinkingBudget != 0 || f.adaptiveThinking || f.showReasoning
 }
 
@@ -171,6 +184,9 @@ func (f *sourceFlags) canonical() string {
 	}
 	if f.confirmWrites {
 		b.WriteString(" --confirm-writes")
+	}
+	if f.taintPolicy != "" {
+		add("taint-policy", f.taintPolicy)
 	}
 	if f.slowWrites > 0 {
 		add("slow-writes", f.slowWrites.String())

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"os/exec"
+	"slices"
 	"sync"
 	"time"
 
@@ -56,6 +57,14 @@ type Options struct {
 	// or InputSchema changes what the model sees and what toolloop
 	// validates; the server is still called by its own name.
 	Adjust func(t *mcpsdk.Tool, def *tool.Definition)
+	// TrustResults declares that the server's results are trusted: it is
+	// the application's own and shows the model no outside content. By
+	// default every MCP tool's results are untrusted (tool.Trust), so
+	// that a run that reads them is tainted; TrustedTools trusts only the
+	// tools it names (the server's names), and Adjust may set any tool's
+	// tool.Definition.Trust, per field too.
+	TrustResults bool
+	TrustedTools []string
 	// ErrorKind, when set, classifies a result the server marked with
 	// IsError, given the server's name for the tool. An empty kind means
 	// the default, llm.KindToolError.
@@ -128,6 +137,7 @@ func Connect(ctx context.Context, transport mcpsdk.Transport, opts *Options) (*S
 	var o Options
 	if opts != nil {
 		o = *opts
+		o.TrustedTools = slices.Clone(o.TrustedTools)
 	}
 	return connect(ctx, transport, o, nil, false)
 }

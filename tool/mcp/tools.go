@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	mcpsdk "github.com/modelcontextprotocol/go-sdk/mcp"
@@ -27,6 +28,10 @@ import (
 //     tool.Annotations.ApplyTo, and the timeout from Options.Timeout;
 //   - a compensation and an all-or-nothing group come from Options.Tools
 //     and Options.AtomicGroup, checked against the listing;
+//   - results are untrusted (tool.Trust.Untrusted) unless
+//     Options.TrustResults or Options.TrustedTools says otherwise, and a
+//     tool whose openWorldHint is not false sends data out
+//     (tool.Trust.Outward);
 //   - Options.Adjust has the last word.
 //
 // A tool that cannot be built (a schema toolloop cannot use, a name that
@@ -116,6 +121,7 @@ func (s *Source) build(t *mcpsdk.Tool) (*tool.Tool, error) {
 		}
 	}
 	hints(t.Annotations).ApplyTo(&def)
+	def.Trust.Untrusted = !s.opts.TrustResults && !slices.Contains(s.opts.TrustedTools, t.Name)
 	s.configure(t, &def)
 	if s.opts.Adjust != nil {
 		s.opts.Adjust(t, &def)
