@@ -77,10 +77,13 @@ type RunInput struct {
 	// effect after that, with its calls canceled or, for a write, waited
 	// for): the workflow ends a task that local activities have held for a
 	// second before its next model turn, and the SDK renews one held by a
-	// long request about every 8 seconds (3 events); a cancellation that
-	// comes as the task would close the workflow makes the server refuse
-	// the close, and the run stops canceled without that task's turns in
-	// its log; there are no heartbeats, so a worker lost mid-request
+	// long request about every 8 seconds (3 events); before the workflow
+	// closes, it ends a task that holds markers with the SaveLog activity,
+	// so a cancellation that comes meanwhile cannot make the server refuse
+	// the close and drop the task's turns (a run that got to its end
+	// before the cancellation reached it keeps its status, final_answer
+	// say, and the workflow ends canceled with it); there are no
+	// heartbeats, so a worker lost mid-request
 	// is noticed when the workflow task times out (10 s), and the next
 	// workflow task, on any worker, makes again the requests and reads the
 	// lost one had not recorded; retries wait in the worker (or, past the
