@@ -48,6 +48,12 @@ func (d *driver) continueAsNew(ctx workflow.Context) error {
 	if err := workflow.Await(ctx, func() bool { return workflow.AllHandlersFinished(ctx) }); err != nil {
 		return nil
 	}
+	// A continuation closes this workflow run: the markers of the current
+	// workflow task reach the history first (commitBeforeClose).
+	d.commitBeforeClose(ctx)
+	if ctx.Err() != nil {
+		return nil // the loop records the cancellation
+	}
 	if err := d.saveLog(ctx); err != nil {
 		if ctx.Err() != nil {
 			return nil // the loop records the cancellation

@@ -261,7 +261,10 @@ func TestDevServerLongRun(t *testing.T) {
 // markers of the current workflow task counted): the result and log are
 // whole, and each workflow run's history replays against the workflow
 // code (recorded with -temporal.record as default_continued_1.json, ...;
-// continued_1.json, ... are those of the version before local turns): the
+// default_continued_v1_1.json, ... are those of the first version of local
+// turns, before a workflow task's markers were committed ahead of the
+// continuation, and continued_1.json, ... those of the version before
+// local turns): the
 // first run, and runs that start from the decider's state their input
 // carries.
 func TestDevServerContinueAsNew(t *testing.T) {

@@ -77,10 +77,13 @@ type RunInput struct {
 	// effect after that, with its calls canceled or, for a write, waited
 	// for): the workflow ends a task that local activities have held for a
 	// second before its next model turn, and the SDK renews one held by a
-	// long request about every 8 seconds (3 events); a cancellation that
-	// comes as the task would close the workflow makes the server refuse
-	// the close, and the run stops canceled without that task's turns in
-	// its log; there are no heartbeats, so a worker lost mid-request
+	// long request about every 8 seconds (3 events); before the workflow
+	// closes, it ends a task that holds markers with the SaveLog activity,
+	// so a cancellation that comes meanwhile cannot make the server refuse
+	// the close and drop the task's turns (a run that got to its end
+	// before the cancellation reached it keeps its status, final_answer
+	// say, and the workflow ends canceled with it); there are no
+	// heartbeats, so a worker lost mid-request
 	// is noticed when the workflow task times out (10 s), and the next
 	// workflow task, on any worker, makes again the requests and reads the
 	// lost one had not recorded; retries wait in the worker (or, past the
@@ -274,10 +277,14 @@ const (
 
 // leanTurns names the change that made model requests and short stages of
 // reads local activities by default (workflow.GetVersion): a run whose
-// history began before it goes on with activities.
+// history began before it goes on with activities. Its second version
+// ends a workflow task that holds local activities' markers before the
+// workflow closes (commitBeforeClose); a run recorded with the first
+// closes as it did.
 const (
-	leanTurns        = "toolloop.lean-turns"
-	leanTurnsVersion = workflow.Version(1)
+	leanTurns                = "toolloop.lean-turns"
+	leanTurnsVersion         = workflow.Version(1)
+	commitBeforeCloseVersion = workflow.Version(2)
 )
 
 // localTimeout bounds the local activities (validation, authorization by
@@ -334,8 +341,9 @@ type driver struct {
 	turns      int
 	stateBytes int
 	// lean is set for a run that began with local model requests and
-	// local reads by default (leanTurns).
-	lean bool
+	// local reads by default (leanTurns); commitClose for one that began
+	// with its second version (commitBeforeClose).
+	lean, commitClose bool
 	// markers counts the local activities of the workflow task whose
 	// history had length events when it began, and taskBegan is
 	// workflow.Now when the first of them was counted (historyLength).
@@ -559,7 +567,8 @@ func (d *driver) append(ev loop.Event) loop.Effect {
 func (d *driver) run(ctx workflow.Context) (RunOutput, error) {
 	// Before any command, so that a history recorded before the change
 	// replays with the commands it has.
-	d.lean = workflow.GetVersion(ctx, leanTurns, workflow.DefaultVersion, leanTurnsVersion) >= leanTurnsVersion
+	v := workflow.GetVersion(ctx, leanTurns, workflow.DefaultVersion, commitBeforeCloseVersion)
+	d.lean, d.commitClose = v >= leanTurnsVersion, v >= commitBeforeCloseVersion
 	var eff loop.Effect
 	if c := d.in.Continued; c != nil && c.State != nil {
 		eff = d.state.Due()
@@ -666,15 +675,59 @@ func (d *driver) yield(ctx workflow.Context) {
 		RetryPolicy:         &sdktemporal.RetryPolicy{MaximumAttempts: 3},
 	}
 	d.bound(ctx, &o)
-	in := SaveLogInput{Log: d.head, New: d.log[d.saved:]}
-	var head string
-	if err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, o), SaveLogActivity, in).Get(ctx, &head); err != nil {
+	if err := d.saveByActivity(ctx, o); err != nil {
 		// The next model request stores them; the workflow task ended
 		// all the same.
 		workflow.GetLogger(ctx).Warn("toolloop: storing the log's latest events failed", "error", err.Error())
-		return
+	}
+}
+
+// saveByActivity stores the log's latest events with the SaveLog
+// activity, which ends the current workflow task: the workflow waits for
+// it, so the task completes with its markers and the activity's command.
+func (d *driver) saveByActivity(ctx workflow.Context, o workflow.ActivityOptions) error {
+	in := SaveLogInput{Log: d.head, New: d.log[d.saved:]}
+	var head string
+	if err := workflow.ExecuteActivity(workflow.WithActivityOptions(ctx, o), SaveLogActivity, in).Get(ctx, &head); err != nil {
+		return err
 	}
 	d.head, d.saved = head, d.saved+len(in.New)
+	return nil
+}
+
+// commitBeforeClose ends the current workflow task, when local
+// activities' markers are in it, before the workflow closes (completes,
+// is canceled, continues as new). The server refuses to close a workflow
+// whose task saw an event come in meanwhile (a cancellation, a signal):
+// it fails the task (UNHANDLED_COMMAND), and the task's markers go with
+// the refused close, so the model requests and reads it recorded, paid
+// for, would be missing from the log of the run the next workflow task
+// replays. A task that completes with the SaveLog activity's command
+// instead is accepted whatever came in, and its markers are in the
+// history before the close. The activity runs on a disconnected context,
+// so that a cancellation arriving meanwhile waits for it rather than
+// canceling it; it stores the log's latest events, so the close needs no
+// local activity of its own. It costs a round trip through the server's
+// queues and six history events, once per workflow run, and nothing in a
+// task that holds no markers (a run that paused, or whose last task was
+// only its close). A run recorded before the change closes as it did.
+func (d *driver) commitBeforeClose(ctx workflow.Context) {
+	if !d.commitClose || d.saved == len(d.log) {
+		return
+	}
+	if d.historyLength(ctx); d.markers == 0 {
+		return
+	}
+	ctx, _ = workflow.NewDisconnectedContext(ctx)
+	o := workflow.ActivityOptions{
+		StartToCloseTimeout: time.Minute,
+		RetryPolicy:         &sdktemporal.RetryPolicy{MaximumAttempts: 3},
+	}
+	if err := d.saveByActivity(ctx, o); err != nil {
+		// The close stores them with a local activity; the markers are
+		// in the history all the same, since the task ended.
+		workflow.GetLogger(ctx).Warn("toolloop: storing the log's latest events before closing failed", "error", err.Error())
+	}
 }
 
 // Interruption is, before a model turn, a history near Temporal's limits
@@ -816,6 +869,7 @@ func (d *driver) saveLog(ctx workflow.Context) error {
 }
 
 func (d *driver) finish(ctx workflow.Context) (RunOutput, error) {
+	d.commitBeforeClose(ctx)
 	out, err := d.output(ctx)
 	if err != nil {
 		return out, err
@@ -830,6 +884,7 @@ func (d *driver) finish(ctx workflow.Context) (RunOutput, error) {
 // timeout passed (the output says confirmation_required), or the workflow
 // was canceled.
 func (d *driver) finishPaused(ctx workflow.Context, werr error) (RunOutput, error) {
+	d.commitBeforeClose(ctx)
 	out, err := d.output(ctx)
 	if err != nil {
 		return out, err
