@@ -36,9 +36,9 @@ var heavyModules = map[string]string{
 // among heavyModules fails the test until someone measures its cold build
 // and adds it to one list or the other.
 var lightModules = []string{
-	"github.com/google/jsonschema-go",          // tool: schemas from Go types
-	"github.com/santhosh-tekuri/jsonschema/v6", // tool: the drafts jsonschema-go does not validate
-	"golang.org/x/text",                        // santhosh-tekuri/jsonschema's messages
+	"github.com/google/jsonschema-go",          // tool: typed tools' schemas from Go types
+	"github.com/santhosh-tekuri/jsonschema/v6", // tool: validates arguments against the schemas
+	"golang.org/x/text",                        // santhosh-tekuri/jsonschema's error messages
 }
 
 // modulesOf returns the modules, this one included, that the packages

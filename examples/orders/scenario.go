@@ -77,9 +77,9 @@ type Scenario struct {
 	OutputSchema json.RawMessage
 	// Ledger is the idempotency ledger of the run's writes when RunOptions
 	// brings none. Nil means a fresh in-memory ledger (store.NewMemory) for
-	// each run: it lives as long as the run's fresh in-memory book, which
-	// it keeps the records of. A run over a durable book shares that
-	// book's store as its ledger (RunOptions.Ledger).
+	// each run, which lives and dies with the run's fresh in-memory book.
+	// A run over a durable book should have that book's store as its
+	// ledger (RunOptions.Ledger), so that both outlive the process.
 	Ledger store.Ledger
 }
 
