@@ -5,9 +5,9 @@
 // It plays the same scenarios and prints the same lines as 'toolloop demo'
 // (cmd/toolloop), but it imports only the loop, the sandbox and the trace
 // package: none of the provider SDKs, the SQLite driver, the MCP SDK or
-// OpenTelemetry, which toolloop needs for its other commands and which took
-// most of a cold build's two minutes (docs/BENCHMARKS.md). Its test keeps
-// it that way. What needs those stays with toolloop demo: --db, --exporter,
+// OpenTelemetry, which toolloop needs for its other commands and which make
+// up most of its cold build (docs/BENCHMARKS.md). Its test keeps it that
+// way. What needs those stays with toolloop demo: --db, --exporter,
 // the interactive confirm_refund (it pauses in a SQLite store) and
 // Temporal.
 //
