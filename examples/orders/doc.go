@@ -6,8 +6,8 @@
 //
 // Each scenario ends with a known status, so together they show every exit
 // of the loop: a final answer, the errors the run must not hand to the model,
-// and each budget running out. The demo command (toolloop demo) runs them and
-// prints one stop line per scenario. One more scenario, confirm_refund, is
+// and each budget running out. The sandbox command (cmd/sandbox) and toolloop
+// demo run them and print one stop line per scenario. One more scenario, confirm_refund, is
 // interactive: it pauses for a person's approval in a durable store, and
 // goes on in another process (toolloop approve, deny, resume).
 //
@@ -26,6 +26,8 @@
 //
 // It is a user of the library, not a part of it: it wires a model, a
 // tool.Registry, a policy, an executor and a store into loop.Config as an
-// application would. Only the command lines (internal/cli, and the
-// Temporal build's sandbox) and tests import it.
+// application would. Only the command lines (cmd/sandbox, internal/cli, and
+// the Temporal build's sandbox) and tests import it. It imports no store
+// driver (a SQLiteBook takes its *sql.DB from the caller), so that
+// cmd/sandbox compiles without one; cmd/sandbox's test holds it to that.
 package orders

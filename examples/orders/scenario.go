@@ -81,9 +81,10 @@ type Scenario struct {
 	// match (loop.Config.OutputSchema), with the default retries.
 	OutputSchema json.RawMessage
 	// Ledger is the idempotency ledger of the run's writes when RunOptions
-	// brings none. Nil means a fresh SQLite ledger (store/sqlite) in a
-	// temporary file, made when the run first claims a write and removed
-	// after the run; a test may pass store.NewMemory() instead.
+	// brings none. Nil means a fresh in-memory ledger (store.NewMemory) for
+	// each run, which lives and dies with the run's fresh in-memory book.
+	// A run over a durable book should have that book's store as its
+	// ledger (RunOptions.Ledger), so that both outlive the process.
 	Ledger store.Ledger
 }
 
@@ -122,7 +123,7 @@ type RunOptions struct {
 	// confirmations (loop.Decide) and resume it. Resume requires it.
 	Store store.EventLog
 	// Ledger is the idempotency ledger of the run's writes; nil means the
-	// scenario's Ledger, else a temporary one. A run that is resumed in
+	// scenario's Ledger, else a fresh in-memory one. A run that is resumed in
 	// another process needs the same ledger there: use the store's.
 	Ledger store.Ledger
 	// Observer sees every event of the run: run logs, tracing.
@@ -168,11 +169,10 @@ func (s Scenario) RunWith(ctx context.Context, opts RunOptions) (*loop.Result, O
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	runner, book, done, err := s.runner(opts, cancel, runID)
+	runner, book, err := s.runner(opts, cancel, runID)
 	if err != nil {
 		return nil, nil, err
 	}
-	defer done()
 	res, err := runner.Run(ctx, Messages(s.Ask))
 	if res == nil {
 		return nil, nil, fmt.Errorf("orders: scenario %q: %w", s.Name, err)
@@ -194,11 +194,10 @@ func (s Scenario) Resume(ctx context.Context, runID string, opts RunOptions) (*l
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	runner, book, done, err := s.runner(opts, cancel, runID)
+	runner, book, err := s.runner(opts, cancel, runID)
 	if err != nil {
 		return nil, nil, err
 	}
-	defer done()
 	res, err := runner.Resume(ctx, runID)
 	if res == nil {
 		return nil, nil, fmt.Errorf("orders: scenario %q: resuming run %s: %w", s.Name, runID, err)
@@ -207,10 +206,10 @@ func (s Scenario) Resume(ctx context.Context, runID string, opts RunOptions) (*l
 }
 
 // runner builds the scenario's loop runner over opts' book (a fresh one
-// when it has none), and a function that releases what it made.
-func (s Scenario) runner(opts RunOptions, cancel context.CancelFunc, runID string) (*loop.Runner, OrderBook, func(), error) {
+// when it has none).
+func (s Scenario) runner(opts RunOptions, cancel context.CancelFunc, runID string) (*loop.Runner, OrderBook, error) {
 	if s.Script == nil {
-		return nil, nil, nil, fmt.Errorf("orders: scenario %q has no script", s.Name)
+		return nil, nil, fmt.Errorf("orders: scenario %q has no script", s.Name)
 	}
 	book := opts.Book
 	if book == nil {
@@ -220,19 +219,20 @@ func (s Scenario) runner(opts RunOptions, cancel context.CancelFunc, runID strin
 		}
 		book = b
 	}
-	done := func() {}
 	ledger := opts.Ledger
 	if ledger == nil {
 		ledger = s.Ledger
 	}
 	if ledger == nil {
-		tmp := &tempLedger{}
-		ledger, done = tmp, tmp.close
+		// In memory, like the fresh book: a ledger that outlived the book
+		// would only remember writes to a book that is gone. Nothing here
+		// needs the SQLite driver, so the sandbox alone (cmd/sandbox)
+		// compiles without it.
+		ledger = store.NewMemory()
 	}
 	parts, err := s.Parts(book, ledger, cancel)
 	if err != nil {
-		done()
-		return nil, nil, nil, err
+		return nil, nil, err
 	}
 	runner, err := loop.NewRunner(loop.Config{
 		Model:             parts.Model,
@@ -254,10 +254,9 @@ func (s Scenario) runner(opts RunOptions, cancel context.CancelFunc, runID strin
 		AtomicBatches:     s.AtomicBatches,
 	})
 	if err != nil {
-		done()
-		return nil, nil, nil, fmt.Errorf("orders: scenario %q: %w", s.Name, err)
+		return nil, nil, fmt.Errorf("orders: scenario %q: %w", s.Name, err)
 	}
-	return runner, book, done, nil
+	return runner, book, nil
 }
 
 // ModelRetryBackoff is the sandbox runs' first wait before a model

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -210,19 +209,21 @@ func TestLedgerSharedAcrossRuns(t *testing.T) {
 	}
 }
 
-// TestTempLedgerRemoved checks that a run without a ledger of its own
-// leaves no SQLite file behind.
-func TestTempLedgerRemoved(t *testing.T) {
-	tmp := t.TempDir()
-	t.Setenv("TMPDIR", tmp)
-	for _, name := range []string{"refund_twice", "refund_unknown"} {
-		run(t, name)
-		left, err := os.ReadDir(tmp)
-		if err != nil {
-			t.Fatal(err)
+// TestDefaultLedgerIsTheRunsOwn: a run that brings no ledger gets a fresh
+// one, as it gets a fresh book, so the second run of refund_twice refunds
+// its own book rather than replaying the first run's refund, and
+// refund_twice's replay of its own call still works.
+func TestDefaultLedgerIsTheRunsOwn(t *testing.T) {
+	for i := range 2 {
+		res, book := run(t, "refund_twice")
+		if res.Status != loop.FinalAnswer || book.Refunds("A103") != 1 {
+			t.Fatalf("run %d: status %s, %d refunds of A103; want final_answer and 1", i+1, res.Status, book.Refunds("A103"))
 		}
-		if len(left) != 0 {
-			t.Errorf("%s left %d file(s) in the temporary directory: %v", name, len(left), left[0].Name())
+		if o := outcome(t, res, "call_r1"); o.Replayed {
+			t.Errorf("run %d: call_r1 replayed an earlier run's refund: %+v", i+1, o)
+		}
+		if o := outcome(t, res, "call_r2"); !o.Replayed {
+			t.Errorf("run %d: call_r2 not replayed from the run's own ledger: %+v", i+1, o)
 		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"strings"
 
+	"github.com/toolloop/toolloop/internal/report"
 	"github.com/toolloop/toolloop/loop"
 	"github.com/toolloop/toolloop/policy"
 )
@@ -134,7 +135,7 @@ func (c *cli) printResult(res *loop.Result, info Info, streamed bool) int {
 	if res.Truncated() {
 		fmt.Fprintln(c.stderr, "toolloop: warning: the answer is truncated: the model hit its output token limit")
 	}
-	fmt.Fprintln(c.stdout, summaryLine("", res, -1, true, true))
+	fmt.Fprintln(c.stdout, report.SummaryLine("", res, -1, true, true))
 	writeNextSteps(c.stdout, res, info)
 	return okStatus(res.Status)
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/toolloop/toolloop/console"
 	"github.com/toolloop/toolloop/examples/orders"
+	"github.com/toolloop/toolloop/internal/report"
 	"github.com/toolloop/toolloop/loop"
 	"github.com/toolloop/toolloop/store"
 )
@@ -360,7 +361,7 @@ func (c *cli) resume(ctx context.Context, drv Driver, args []string) int {
 			return c.fail("resume", err)
 		}
 	}
-	fmt.Fprintln(c.stdout, stopLine(s.Name, res, false, refunds, true))
+	fmt.Fprintln(c.stdout, report.StopLine(s.Name, res, false, refunds, true))
 	writeNextSteps(c.stdout, res, b.Info())
 	return okStatus(res.Status)
 }
