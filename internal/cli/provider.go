@@ -61,7 +61,8 @@ type sourceFlags struct {
 	// groups for the servers' tools (readMCPConfig).
 	mcpConfig     string
 	confirmWrites bool
-	// taintPolicy is --taint-policy: "" (off), default, strict or off.
+	// taintPolicy is --taint-policy: default, strict or off; "" when
+	// not given, which is default (taintProfile).
 	taintPolicy string
 	// slowWrites widens the order desk's writes (orders.SlowWrites).
 	slowWrites time.Duration
@@ -123,7 +124,7 @@ func addSourceFlags(fs *flag.FlagSet) *sourceFlags {
 	fs.StringVar(&f.cacheTTL, "cache-ttl", "", "anthropic: keep the prompt cache `TTL` after its last use, 5m (the default; writes cost 1.25x input) or 1h (writes cost 2x)")
 	fs.Int64Var(&f.serverClear, "server-clear-tool-uses", 0, "anthropic: have the API clear old tool results on its side once a request passes `TOKENS` input tokens (context editing, a beta; not in the run's log)")
 	fs.BoolVar(&f.confirmWrites, "confirm-writes", false, "pause the run for a person's confirmation before any write")
-	fs.Var(choiceFlag{&f.taintPolicy, []string{"default", "strict", "off"}}, "taint-policy", "pause for a person's confirmation where untrusted tool results (every --mcp server's) could steer a call, `P`: default, strict or off (the default)")
+	fs.Var(choiceFlag{&f.taintPolicy, []string{"default", "strict", "off"}}, "taint-policy", "pause for a person's confirmation where untrusted tool results (every --mcp server's) could steer a call, `P`: default (the default), strict or off")
 	fs.Var(durationFlag{&f.slowWrites}, "slow-writes", "with --tools orders: every refund, voucher and cancellation answers `D` after it is applied (a drill for crashes and timeouts mid-write)")
 	return f
 }
@@ -134,7 +135,7 @@ func (f *sourceFlags) policy() policy.Policy {
 	if f.confirmWrites {
 		ps = append(ps, policy.ConfirmWrites())
 	}
-	if p, _ := policy.ParseProfile(f.taintPolicy); f.taintPolicy != "" && p != policy.ProfileOff {
+	if p := f.taintProfile(); p != policy.ProfileOff {
 		ps = append(ps, policy.TaintRules(p))
 	}
 	switch len(ps) {
@@ -144,6 +145,17 @@ func (f *sourceFlags) policy() policy.Policy {
 		return ps[0]
 	}
 	return policy.Chain(ps...)
+}
+
+// taintProfile is the taint policy's profile: the flag's, or default
+// when it was not given, since a tool's untrusted result (an MCP
+// server's) should never steer a run unnoticed.
+func (f *sourceFlags) taintProfile() policy.Profile {
+	if f.taintPolicy == "" {
+		return policy.ProfileDefault
+	}
+	p, _ := policy.ParseProfile(f.taintPolicy)
+	return p
 }
 
 // given reports whether any of the flags was set.
@@ -185,9 +197,9 @@ func (f *sourceFlags) canonical() string {
 	if f.confirmWrites {
 		b.WriteString(" --confirm-writes")
 	}
-	if f.taintPolicy != "" {
-		add("taint-policy", f.taintPolicy)
-	}
+	// Always recorded, so that a resumed run keeps the profile it began
+	// with whatever the default becomes.
+	add("taint-policy", string(f.taintProfile()))
 	if f.slowWrites > 0 {
 		add("slow-writes", f.slowWrites.String())
 	}

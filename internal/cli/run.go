@@ -210,8 +210,8 @@ Model and tools:
   --taint-policy P       follow untrusted tool results (every --mcp server's) through the
                          run and pause where they could steer a call: default (a recipient,
                          URL or account only untrusted content named, a link sent out,
-                         credentials, private data going out), strict (also every write
-                         once the run is tainted) or off (the default)
+                         credentials, private data going out; the default), strict (also
+                         every write once the run is tainted) or off
   --slow-writes D        with --tools orders: each write answers D after it is applied
                          (a drill: the window where a crash leaves a write's outcome unknown)
   --system TEXT          a system prompt

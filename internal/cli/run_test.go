@@ -471,7 +471,7 @@ func TestRunConfirmWrites(t *testing.T) {
 		t.Fatalf("stop line %q", got[0])
 	}
 	runID := m[6]
-	flags := " --provider openai --model any --base-url " + base + " --tools orders --confirm-writes"
+	flags := " --provider openai --model any --base-url " + base + " --tools orders --confirm-writes --taint-policy default"
 	wantResume := "toolloop resume " + runID + " --db " + db + flags
 	if len(got) != 7 || got[2] != "toolloop approve "+runID+" call_r --by NAME --db "+db || got[3] != wantResume || got[6] != wantResume {
 		t.Errorf("next steps:\n%s\nwant resume line %q", out, wantResume)
