@@ -219,16 +219,26 @@ func (m *Model) Generate(ctx context.Context, req *llm.Request) (*llm.Response, 
 	if err != nil {
 		return nil, err
 	}
-	msg, err := m.client.Messages.New(ctx, params, m.reqOpts...)
+	msg, err := m.client.Messages.New(ctx, params, m.requestOptions(req, &params)...)
 	if err != nil {
 		return nil, classify(ctx, err, m.opts.Now())
 	}
-	resp, err := response(msg)
+	resp, err := response(msg, func() string { return requestPrefix(req) })
 	if err != nil {
 		return nil, err
 	}
 	resp.DroppedState = llm.ForeignState(req.Messages, provider)
 	return resp, nil
+}
+
+// requestOptions are the options of the request for req: the model's,
+// and when the history changed under thinking it sends back, those that
+// ask the API to drop that thinking (binding.go).
+func (m *Model) requestOptions(req *llm.Request, p *anthropic.MessageNewParams) []option.RequestOption {
+	if !prefixChanged(req) {
+		return m.reqOpts
+	}
+	return append(slices.Clip(m.reqOpts), m.dropBlockOptions(p)...)
 }
 
 var _ llm.Model = (*Model)(nil)

@@ -1,0 +1,187 @@
+package anthropic
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/toolloop/toolloop/llm"
+	"github.com/toolloop/toolloop/loop"
+	"github.com/toolloop/toolloop/tool"
+)
+
+// bindingTools are fetch_page and read_appendix, each returning about
+// 2,000 tokens a call; the test excludes read_appendix from clearing, so
+// that clearing alone cannot keep the history inside the window and the
+// run compacts too.
+func bindingTools(t *testing.T) *tool.Registry {
+	type pageIn struct {
+		Page int `json:"page"`
+	}
+	type pageOut struct {
+		Text string `json:"text"`
+	}
+	page := func(name string) *tool.Tool {
+		return tool.MustNew(tool.Spec[pageIn]{Name: name, Description: "returns one page"},
+			func(ctx context.Context, in pageIn) (pageOut, error) {
+				var b strings.Builder
+				for b.Len() < 8000 {
+					fmt.Fprintf(&b, "%s %d, line %d: the quarterly figures went up again. ", name, in.Page, b.Len()/60)
+				}
+				return pageOut{Text: b.String()}, nil
+			})
+	}
+	reg, err := tool.NewRegistry(page("fetch_page"), page("read_appendix"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return reg
+}
+
+// managedThinkingRun runs ten turns with thinking on and context
+// management that clears old results and compacts, against the fake API
+// that checks preserved thinking's prefixes.
+func managedThinkingRun(t *testing.T, stream bool) (*loop.Result, *cacheAPI) {
+	t.Helper()
+	const turns = 10
+	api := newCacheAPI(t, turns)
+	api.thinking = true
+	api.tools = []string{"fetch_page", "read_appendix"}
+	res, err := loop.Run(context.Background(), loop.Config{
+		Model:     New(api.client(), &Options{AdaptiveThinking: true, PromptCaching: true}),
+		ModelName: "claude-sonnet-4-6",
+		Tools:     bindingTools(t),
+		Stream:    stream,
+		Budgets:   loop.Budgets{MaxSteps: turns + 2, MaxToolCalls: turns + 2},
+		Context: &loop.ContextPolicy{Window: 8000, KeepToolResults: 1, ExcludeTools: []string{"read_appendix"},
+			Compact: true},
+	}, []llm.Message{
+		llm.SystemMessage("You read reports page by page. Call fetch_page and read_appendix in turn."),
+		llm.UserMessage("Read the report and its appendix, then say so."),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res, api
+}
+
+// A run with thinking on whose context management clears old tool results
+// and compacts edits the history under thinking blocks it still sends
+// back, which a model with preserved thinking refuses with a 400 by
+// default. The adapter sees from the prefixes it recorded that the history
+// changed and asks the API to drop those blocks (and only then: the
+// requests before the first edit do not ask); the run ends with its
+// answer, and the turns made without their earlier reasoning say so.
+func TestManagedRunKeepsGoingWithPreservedThinking(t *testing.T) {
+	for _, stream := range []bool{false, true} {
+		t.Run(fmt.Sprintf("stream=%v", stream), func(t *testing.T) {
+			res, api := managedThinkingRun(t, stream)
+			if res.Status != loop.FinalAnswer {
+				t.Fatalf("status %s (%s), want final_answer", res.Status, res.Detail)
+			}
+			var cleared, summarized, droppedTurns int
+			firstEdit := -1 // the number of model requests before the first edit
+			requests := 0
+			for _, ev := range res.Events {
+				switch ev.Kind {
+				case loop.ContextEdited:
+					cleared += len(ev.Edit.Cleared)
+					if firstEdit < 0 {
+						firstEdit = requests
+					}
+				case loop.ContextSummarized:
+					summarized++
+					requests++
+					if firstEdit < 0 {
+						firstEdit = requests
+					}
+				case loop.ModelResponded:
+					requests++
+					if ev.Response.DroppedReasoning > 0 {
+						droppedTurns++
+					}
+				}
+			}
+			if cleared == 0 || summarized == 0 {
+				t.Fatalf("the run cleared %d results and compacted %d times; the test needs both", cleared, summarized)
+			}
+			if api.dropped == 0 || droppedTurns == 0 {
+				t.Fatalf("the API dropped %d thinking blocks, %d turns report drops; want some of each", api.dropped, droppedTurns)
+			}
+			t.Logf("%d results cleared, %d compaction(s), %d thinking block(s) dropped by the API in %d turn(s)",
+				cleared, summarized, api.dropped, droppedTurns)
+			reqs := api.requests()
+			asked := false
+			for i, body := range reqs {
+				if bytes.Contains(body, []byte("is being compacted to fit")) {
+					continue // the summary request sends no thinking back
+				}
+				asks := bytes.Contains(body, []byte(`"prefix_mismatch_behavior":"drop_block"`))
+				if i < firstEdit && asks {
+					t.Errorf("request %d, before any edit, asks to drop thinking:\n%.300s", i+1, body)
+				}
+				// Once the history changed under thinking it stays
+				// changed: every later request asks the same, so that
+				// the requests stay alike for the prompt cache.
+				if asked && !asks {
+					t.Errorf("request %d no longer asks to drop thinking, although an earlier one did", i+1)
+				}
+				asked = asked || asks
+			}
+			if last := reqs[len(reqs)-1]; !bytes.Contains(last, []byte(`"block_binding":{"prefix_mismatch_behavior":"drop_block"}`)) ||
+				!bytes.Contains(last, []byte(`"type":"adaptive"`)) {
+				t.Errorf("the last request does not ask to drop thinking on its adaptive thinking:\n%.400s", last)
+			}
+		})
+	}
+}
+
+// Without the adapter's fix the same run is refused: the fake's 400 is
+// classified as a bad request that names the cause.
+func TestPrefixMismatchErrorNamesTheCause(t *testing.T) {
+	api := newCacheAPI(t, 5)
+	api.thinking = true
+	m := New(api.client(), &Options{AdaptiveThinking: true})
+	first, err := m.Generate(context.Background(), &llm.Request{Model: "claude-sonnet-4-6",
+		Messages: []llm.Message{llm.SystemMessage("Be brief."), llm.UserMessage("Read page 1.")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The opening user message changes under the thinking block, in a way
+	// the adapter cannot see: its recorded prefix is taken out.
+	msg := first.Message
+	var st turnState
+	if err := json.Unmarshal(msg.State.Data, &st); err != nil {
+		t.Fatal(err)
+	}
+	st.Prefix = ""
+	msg.State = &llm.ProviderState{Provider: provider, Data: mustJSON(t, st)}
+	call := msg.ToolCalls[0]
+	_, err = m.Generate(context.Background(), &llm.Request{Model: "claude-sonnet-4-6", Messages: []llm.Message{
+		llm.SystemMessage("Be brief."), llm.UserMessage("Read page 1, please."), msg,
+		llm.ToolMessage(llm.ToolResult{CallID: call.ID, Name: call.Name, Status: llm.StatusOK, Content: json.RawMessage(`{"text":"p1"}`)}),
+	}})
+	var le *llm.Error
+	if !errors.As(err, &le) || le.Kind != llm.KindBadRequest || le.Retryable {
+		t.Fatalf("err = %v, want a bad request, not retryable", err)
+	}
+	if !errors.Is(err, ErrThinkingPrefixMismatch) {
+		t.Fatalf("err = %v, does not match ErrThinkingPrefixMismatch", err)
+	}
+	if !strings.Contains(err.Error(), "messages.1.content.0") || !strings.Contains(err.Error(), "changed since the model wrote it") {
+		t.Fatalf("err = %v, want the block's path and the cause", err)
+	}
+}
+
+func mustJSON(t *testing.T, v any) []byte {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
