@@ -219,11 +219,12 @@ func (m *Model) Generate(ctx context.Context, req *llm.Request) (*llm.Response, 
 	if err != nil {
 		return nil, err
 	}
-	msg, err := m.client.Messages.New(ctx, params, m.requestOptions(req, &params)...)
+	bind := &requestBinding{req: req}
+	msg, err := m.client.Messages.New(ctx, params, m.requestOptions(bind, &params)...)
 	if err != nil {
 		return nil, classify(ctx, err, m.opts.Now())
 	}
-	resp, err := response(msg, func() string { return requestPrefix(req) })
+	resp, err := response(msg, bind.replyPrefix)
 	if err != nil {
 		return nil, err
 	}
@@ -234,8 +235,8 @@ func (m *Model) Generate(ctx context.Context, req *llm.Request) (*llm.Response, 
 // requestOptions are the options of the request for req: the model's,
 // and when the history changed under thinking it sends back, those that
 // ask the API to drop that thinking (binding.go).
-func (m *Model) requestOptions(req *llm.Request, p *anthropic.MessageNewParams) []option.RequestOption {
-	if !prefixChanged(req) {
+func (m *Model) requestOptions(bind *requestBinding, p *anthropic.MessageNewParams) []option.RequestOption {
+	if !bind.prefixChanged() {
 		return m.reqOpts
 	}
 	return append(slices.Clip(m.reqOpts), m.dropBlockOptions(p)...)

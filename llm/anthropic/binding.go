@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"slices"
 	"strings"
 
 	"github.com/anthropics/anthropic-sdk-go/v2"
@@ -104,40 +105,53 @@ func (d *prefixDigest) add(m *llm.Message) {
 // are plenty to tell two prefixes apart).
 func (d *prefixDigest) String() string { return hex.EncodeToString(d.sum[:16]) }
 
-// requestPrefix returns the digest of req's whole prefix: what a thinking
-// block of the reply to req is bound to.
-func requestPrefix(req *llm.Request) string {
-	d := newPrefixDigest(req.Tools)
-	for i := range req.Messages {
-		d.add(&req.Messages[i])
-	}
-	return d.String()
+// requestBinding is what a request's history says about the thinking it
+// sends back and the thinking its reply will carry, worked out once per
+// request (one pass over the history) and only when asked.
+type requestBinding struct {
+	req     *llm.Request
+	scanned bool
+	changed bool   // some thinking sent back was made under another prefix
+	prefix  string // the digest of the whole request: what the reply's thinking is bound to
 }
 
-// prefixChanged reports whether req sends back thinking made under a
-// prefix other than the one it now has: a message of this adapter whose
-// state carries thinking and a recorded prefix that the history before it
-// no longer matches. A state without a recorded prefix (written before
-// the adapter recorded them) is taken as unchanged.
-func prefixChanged(req *llm.Request) bool {
-	last := -1
-	for i := range req.Messages {
-		if bound(&req.Messages[i]) != "" {
-			last = i
-		}
+// scan digests the history, comparing the prefix recorded with each
+// message's thinking with the one it now has.
+func (b *requestBinding) scan() {
+	if b.scanned {
+		return
 	}
-	if last < 0 {
-		return false
-	}
-	d := newPrefixDigest(req.Tools)
-	for i := range req.Messages[:last+1] {
-		m := &req.Messages[i]
-		if p := bound(m); p != "" && p != d.String() {
-			return true
+	b.scanned = true
+	d := newPrefixDigest(b.req.Tools)
+	for i := range b.req.Messages {
+		m := &b.req.Messages[i]
+		if p := bound(m); p != "" && !b.changed && p != d.String() {
+			b.changed = true
 		}
 		d.add(m)
 	}
-	return false
+	b.prefix = d.String()
+}
+
+// prefixChanged reports whether the request sends back thinking made
+// under a prefix other than the one it now has: a message of this
+// adapter whose state carries thinking and a recorded prefix that the
+// history before it no longer matches. A state without a recorded prefix
+// (written before the adapter recorded them) is taken as unchanged. A
+// history without such thinking is not digested.
+func (b *requestBinding) prefixChanged() bool {
+	if !b.scanned && !slices.ContainsFunc(b.req.Messages, func(m llm.Message) bool { return bound(&m) != "" }) {
+		return false
+	}
+	b.scan()
+	return b.changed
+}
+
+// replyPrefix is the digest of the request's whole prefix: what a
+// thinking block of the reply is bound to.
+func (b *requestBinding) replyPrefix() string {
+	b.scan()
+	return b.prefix
 }
 
 // bound returns the prefix recorded with an assistant message's thinking,

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -184,4 +185,66 @@ func mustJSON(t *testing.T, v any) []byte {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// The adapter asks to drop thinking exactly when the history before a
+// thinking block it sends back differs from the request the block came
+// from: not for an unchanged history, a history without thinking, or a
+// state recorded before prefixes were; yes for a cleared result, a
+// changed system prompt, a changed tool list, a turn left out.
+func TestPrefixChanged(t *testing.T) {
+	tools := []llm.ToolDefinition{{Name: "fetch_page", InputSchema: json.RawMessage(`{"type":"object"}`)}}
+	// thinking returns the assistant turn the API would have answered
+	// to tools and before, with its thinking bound to them.
+	thinking := func(id string, tools []llm.ToolDefinition, before []llm.Message) llm.Message {
+		prefix := (&requestBinding{req: &llm.Request{Tools: tools, Messages: before}}).replyPrefix()
+		st := turnState{V: stateVersion, Prefix: prefix, Blocks: []stateBlock{
+			{Type: blockThinking, Thinking: "next page", Signature: "sig-" + id}, {Type: blockToolUse, ID: id}}}
+		return llm.Message{Role: llm.RoleAssistant, ToolCalls: []llm.ToolCall{{ID: id, Name: "fetch_page", Arguments: json.RawMessage(`{}`)}},
+			State: &llm.ProviderState{Provider: provider, Data: mustJSON(t, st)}}
+	}
+	result := func(id, content string) llm.Message {
+		return llm.ToolMessage(llm.ToolResult{CallID: id, Name: "fetch_page", Status: llm.StatusOK, Content: json.RawMessage(content)})
+	}
+	h := []llm.Message{llm.SystemMessage("Read."), llm.UserMessage("Go.")}
+	h = append(h, thinking("a", tools, h))
+	h = append(h, result("a", `{"text":"page 1"}`))
+	h = append(h, thinking("b", tools, h))
+	h = append(h, result("b", `{"text":"page 2"}`))
+
+	edit := func(f func(h []llm.Message) []llm.Message) []llm.Message { return f(slices.Clone(h)) }
+	unbound := edit(func(h []llm.Message) []llm.Message {
+		for i := range h {
+			if h[i].State != nil {
+				var st turnState
+				json.Unmarshal(h[i].State.Data, &st)
+				st.Prefix = ""
+				h[i].State = &llm.ProviderState{Provider: provider, Data: mustJSON(t, st)}
+			}
+		}
+		h[3] = result("a", `{"cleared":"gone"}`)
+		return h
+	})
+	for _, c := range []struct {
+		name  string
+		tools []llm.ToolDefinition
+		msgs  []llm.Message
+		want  bool
+	}{
+		{"unchanged", tools, h, false},
+		{"no thinking", tools, []llm.Message{llm.UserMessage("Go."), {Role: llm.RoleAssistant, Text: "Done."}}, false},
+		{"recorded before prefixes", tools, unbound, false},
+		{"result cleared", tools, edit(func(h []llm.Message) []llm.Message { h[3] = result("a", `{"cleared":"gone"}`); return h }), true},
+		{"system changed", tools, edit(func(h []llm.Message) []llm.Message { h[0] = llm.SystemMessage("Read fast."); return h }), true},
+		{"tools changed", append(slices.Clone(tools), llm.ToolDefinition{Name: "more", InputSchema: json.RawMessage(`{"type":"object"}`)}), h, true},
+		{"summarized", tools, edit(func(h []llm.Message) []llm.Message {
+			return append([]llm.Message{h[0], h[1], llm.UserMessage("A summary: page 1 read.")}, h[4:]...)
+		}), true},
+		{"last result cleared: nothing after it", tools, edit(func(h []llm.Message) []llm.Message { h[5] = result("b", `{"cleared":"gone"}`); return h }), false},
+	} {
+		b := &requestBinding{req: &llm.Request{Tools: c.tools, Messages: c.msgs}}
+		if got := b.prefixChanged(); got != c.want {
+			t.Errorf("%s: prefixChanged = %v, want %v", c.name, got, c.want)
+		}
+	}
 }

@@ -46,14 +46,15 @@ func (m *Model) Stream(ctx context.Context, req *llm.Request) iter.Seq2[llm.Delt
 			yield(llm.Delta{}, err)
 			return
 		}
-		s := streamer{yield: yield, dropped: llm.ForeignState(req.Messages, provider), prefix: func() string { return requestPrefix(req) }}
+		bind := &requestBinding{req: req}
+		s := streamer{yield: yield, dropped: llm.ForeignState(req.Messages, provider), prefix: bind.replyPrefix}
 		// The request's own context ends with the iteration, whichever way
 		// it ends; the stream's Close (deferred last, so run first) has
 		// closed the body by then.
 		sctx, cancel := context.WithCancel(llm.ExpectStream(ctx))
 		defer cancel()
 		var httpResp *http.Response
-		stream := m.client.Messages.NewStreaming(sctx, params, append(m.requestOptions(req, &params), option.WithResponseInto(&httpResp))...)
+		stream := m.client.Messages.NewStreaming(sctx, params, append(m.requestOptions(bind, &params), option.WithResponseInto(&httpResp))...)
 		defer stream.Close()
 		if stream.Err() == nil && wholeReply(httpResp) {
 			s.whole(ctx, httpResp, m.opts.Now())
