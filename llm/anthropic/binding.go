@@ -2,10 +2,11 @@ package anthropic
 
 import (
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
-	"slices"
+	"hash"
 	"strings"
 
 	"github.com/anthropics/anthropic-sdk-go/v2"
@@ -81,24 +82,74 @@ func isPrefixMismatch(apiErr *anthropic.Error) bool {
 
 // prefixDigest is a running digest of a request's prefix: the tools, then
 // each message in turn. Digest after the tools and messages[:k] is the
-// prefix of a thinking block that begins message k.
+// prefix of a thinking block that begins message k. It reads every field
+// that reaches the wire (a message's reasoning text does not: its thinking
+// goes back from the state), each with its length, so that no two
+// histories run together.
 type prefixDigest struct {
 	sum [sha256.Size]byte
+	h   hash.Hash
+	buf []byte
 }
 
 // newPrefixDigest starts the digest with the request's tools.
-func newPrefixDigest(tools []llm.ToolDefinition) prefixDigest {
-	b, _ := json.Marshal(tools) // plain strings and raw JSON: cannot fail
-	return prefixDigest{sum: sha256.Sum256(b)}
+func newPrefixDigest(tools []llm.ToolDefinition) *prefixDigest {
+	d := &prefixDigest{h: sha256.New()}
+	for _, t := range tools {
+		d.write(t.Name)
+		d.write(t.Description)
+		d.writeBytes(t.InputSchema)
+	}
+	d.h.Sum(d.sum[:0])
+	return d
+}
+
+func (d *prefixDigest) writeBytes(b []byte) {
+	d.buf = binary.AppendUvarint(d.buf[:0], uint64(len(b)))
+	d.h.Write(d.buf)
+	d.h.Write(b)
+}
+
+func (d *prefixDigest) write(s string) {
+	d.buf = binary.AppendUvarint(d.buf[:0], uint64(len(s)))
+	d.buf = append(d.buf, s...)
+	d.h.Write(d.buf)
+}
+
+func (d *prefixDigest) writeState(s *llm.ProviderState) {
+	if s == nil {
+		d.write("")
+		return
+	}
+	d.write(s.Provider)
+	d.writeBytes(s.Data)
 }
 
 // add folds one message into the digest.
 func (d *prefixDigest) add(m *llm.Message) {
-	b, _ := json.Marshal(m)
-	h := sha256.New()
-	h.Write(d.sum[:])
-	h.Write(b)
-	h.Sum(d.sum[:0])
+	d.h.Reset()
+	d.h.Write(d.sum[:])
+	d.write(string(m.Role))
+	d.write(m.Text)
+	d.buf = binary.AppendUvarint(d.buf[:0], uint64(len(m.ToolCalls)))
+	d.h.Write(d.buf)
+	for _, c := range m.ToolCalls {
+		d.write(c.ID)
+		d.write(c.Name)
+		d.writeBytes(c.Arguments)
+		d.writeState(c.State)
+	}
+	if r := m.Result; r != nil {
+		d.write(r.CallID)
+		d.write(r.Name)
+		d.write(string(r.Status))
+		d.write(string(r.ErrorKind))
+		d.writeBytes(r.Content)
+	} else {
+		d.write("")
+	}
+	d.writeState(m.State)
+	d.h.Sum(d.sum[:0])
 }
 
 // String is the digest as stored in a turnState: 32 hex digits (128 bits
@@ -113,6 +164,22 @@ type requestBinding struct {
 	scanned bool
 	changed bool   // some thinking sent back was made under another prefix
 	prefix  string // the digest of the whole request: what the reply's thinking is bound to
+	// bounds holds each message's recorded prefix (bound), once read;
+	// any is set if one is not empty.
+	bounds []string
+	any    bool
+}
+
+// readBounds reads the prefix recorded with each message's thinking.
+func (b *requestBinding) readBounds() {
+	if b.bounds != nil {
+		return
+	}
+	b.bounds = make([]string, len(b.req.Messages))
+	for i := range b.req.Messages {
+		b.bounds[i] = bound(&b.req.Messages[i])
+		b.any = b.any || b.bounds[i] != ""
+	}
 }
 
 // scan digests the history, comparing the prefix recorded with each
@@ -122,13 +189,13 @@ func (b *requestBinding) scan() {
 		return
 	}
 	b.scanned = true
+	b.readBounds()
 	d := newPrefixDigest(b.req.Tools)
 	for i := range b.req.Messages {
-		m := &b.req.Messages[i]
-		if p := bound(m); p != "" && !b.changed && p != d.String() {
+		if p := b.bounds[i]; p != "" && !b.changed && p != d.String() {
 			b.changed = true
 		}
-		d.add(m)
+		d.add(&b.req.Messages[i])
 	}
 	b.prefix = d.String()
 }
@@ -140,7 +207,8 @@ func (b *requestBinding) scan() {
 // (written before the adapter recorded them) is taken as unchanged. A
 // history without such thinking is not digested.
 func (b *requestBinding) prefixChanged() bool {
-	if !b.scanned && !slices.ContainsFunc(b.req.Messages, func(m llm.Message) bool { return bound(&m) != "" }) {
+	b.readBounds()
+	if !b.any {
 		return false
 	}
 	b.scan()

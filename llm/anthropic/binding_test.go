@@ -6,9 +6,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/anthropics/anthropic-sdk-go/v2"
+	"github.com/anthropics/anthropic-sdk-go/v2/option"
 
 	"github.com/toolloop/toolloop/llm"
 	"github.com/toolloop/toolloop/loop"
@@ -245,6 +249,78 @@ func TestPrefixChanged(t *testing.T) {
 		b := &requestBinding{req: &llm.Request{Tools: c.tools, Messages: c.msgs}}
 		if got := b.prefixChanged(); got != c.want {
 			t.Errorf("%s: prefixChanged = %v, want %v", c.name, got, c.want)
+		}
+	}
+}
+
+// What digesting a request's history costs next to building and encoding
+// the request itself: a 40-turn history of 2,000-token results, each turn
+// with its thinking.
+//
+//	go test ./llm/anthropic -run '^$' -bench 'BenchmarkRequestBinding|BenchmarkRequestEncoding' -benchmem
+func BenchmarkRequestBinding(b *testing.B) {
+	req := longThinkingRequest(b)
+	b.ResetTimer()
+	for b.Loop() {
+		bind := &requestBinding{req: req}
+		if bind.prefixChanged() {
+			b.Fatal("an unedited history changed")
+		}
+		_ = bind.replyPrefix()
+	}
+}
+
+// BenchmarkRequestEncoding is the request's own cost, for comparison.
+func BenchmarkRequestEncoding(b *testing.B) {
+	req := longThinkingRequest(b)
+	m := New(anthropic.NewClient(option.WithoutEnvironmentDefaults(), option.WithAPIKey("test")), &Options{AdaptiveThinking: true, PromptCaching: true})
+	b.ResetTimer()
+	for b.Loop() {
+		p, err := m.params(req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := json.Marshal(p); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func longThinkingRequest(b *testing.B) *llm.Request {
+	tools := []llm.ToolDefinition{{Name: "fetch_page", InputSchema: json.RawMessage(`{"type":"object","properties":{"page":{"type":"integer"}}}`)}}
+	h := []llm.Message{llm.SystemMessage("You read reports page by page."), llm.UserMessage("Read the report.")}
+	page := strings.Repeat("Page n, line m: the quarterly figures went up again. ", 150)
+	for i := range 40 {
+		id := fmt.Sprintf("toolu_%03d", i)
+		prefix := (&requestBinding{req: &llm.Request{Tools: tools, Messages: h}}).replyPrefix()
+		st := turnState{V: stateVersion, Prefix: prefix, Blocks: []stateBlock{
+			{Type: blockThinking, Thinking: "Page next.", Signature: strings.Repeat("s", 300)}, {Type: blockToolUse, ID: id}}}
+		data, _ := json.Marshal(st)
+		h = append(h, llm.Message{Role: llm.RoleAssistant, Reasoning: []llm.Reasoning{{Provider: provider, Text: "Page next."}},
+			ToolCalls: []llm.ToolCall{{ID: id, Name: "fetch_page", Arguments: json.RawMessage(`{"page":1}`)}},
+			State:     &llm.ProviderState{Provider: provider, Data: data}},
+			llm.ToolMessage(llm.ToolResult{CallID: id, Name: "fetch_page", Status: llm.StatusOK, Content: mustJSONb(map[string]string{"text": page})}))
+	}
+	return &llm.Request{Model: "claude-sonnet-4-6", Tools: tools, Messages: h}
+}
+
+func mustJSONb(v any) json.RawMessage {
+	b, _ := json.Marshal(v)
+	return b
+}
+
+// The prefix digest reads the fields of llm's types one by one: a field
+// added to one of them must be added to the digest too (or said not to
+// reach the wire), or an edit to it would go unseen.
+func TestPrefixDigestKnowsEveryField(t *testing.T) {
+	for _, c := range []struct {
+		v    any
+		want int
+	}{
+		{llm.Message{}, 6}, {llm.ToolCall{}, 4}, {llm.ToolResult{}, 5}, {llm.ToolDefinition{}, 3}, {llm.ProviderState{}, 2},
+	} {
+		if n := reflect.TypeOf(c.v).NumField(); n != c.want {
+			t.Errorf("%T has %d fields, the prefix digest knows %d: update prefixDigest (binding.go)", c.v, n, c.want)
 		}
 	}
 }
