@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"reflect"
 	"slices"
 	"strings"
@@ -322,5 +324,41 @@ func TestPrefixDigestKnowsEveryField(t *testing.T) {
 		if n := reflect.TypeOf(c.v).NumField(); n != c.want {
 			t.Errorf("%T has %d fields, the prefix digest knows %d: update prefixDigest (binding.go)", c.v, n, c.want)
 		}
+	}
+}
+
+// A reply's input_transformations, in the JSON body or in a stream's
+// message_start, count as DroppedReasoning: the thinking_dropped entries,
+// whatever their reason, and not a block let through
+// (thinking_mismatch_allowed).
+func TestDroppedReasoningFromInputTransformations(t *testing.T) {
+	const transformations = `"input_transformations":[` +
+		`{"type":"thinking_dropped","path":"messages.1.content.0","reason":"prefix_binding_mismatch"},` +
+		`{"type":"thinking_dropped","path":"messages.3.content.0","reason":"prefix_binding_mismatch"},` +
+		`{"type":"thinking_mismatch_allowed","path":"messages.5.content.0","reason":"prefix_binding_mismatch"}],`
+	sse := bytes.Replace(readFixture(t, "stream_thinking_calls.sse"),
+		[]byte(`"message":{"id":"msg_01Th1nKq7Zp3Lm8Vw2Rx5Ncd",`), []byte(`"message":{`+transformations+`"id":"msg_01Th1nKq7Zp3Lm8Vw2Rx5Ncd",`), 1)
+	body := bytes.Replace(readFixture(t, "thinking_calls.json"), []byte(`"id": "msg_01Th1nKq7Zp3Lm8Vw2Rx5Ncd",`),
+		[]byte(transformations+`"id": "msg_01Th1nKq7Zp3Lm8Vw2Rx5Ncd",`), 1)
+	if bytes.Equal(sse, readFixture(t, "stream_thinking_calls.sse")) || bytes.Equal(body, readFixture(t, "thinking_calls.json")) {
+		t.Fatal("the fixtures changed: the test no longer adds input_transformations")
+	}
+	req := &llm.Request{Model: "claude-sonnet-4-6", Messages: []llm.Message{llm.UserMessage("Refund order A100.")}}
+	streamed, err := llm.Collect(New(newSSEServer(t, sse, 3, 0).client(), nil).Stream(context.Background(), req))
+	if err != nil {
+		t.Fatal(err)
+	}
+	js := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.Write(body)
+	}))
+	t.Cleanup(js.Close)
+	generated, err := New(anthropic.NewClient(option.WithoutEnvironmentDefaults(), option.WithBaseURL(js.URL),
+		option.WithAPIKey("test"), option.WithMaxRetries(0)), nil).Generate(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if streamed.DroppedReasoning != 2 || generated.DroppedReasoning != 2 {
+		t.Fatalf("DroppedReasoning streamed %d, generated %d; want 2 each", streamed.DroppedReasoning, generated.DroppedReasoning)
 	}
 }
