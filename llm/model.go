@@ -85,6 +85,12 @@ type Response struct {
 	// longer fits an edited message or a call that had none. It is
 	// recorded with the response, so the run's log says so.
 	DroppedState int `json:"dropped_state,omitempty"`
+	// DroppedReasoning counts the reasoning blocks of earlier turns that
+	// the provider dropped from the request instead of showing them to
+	// the model, as it reported (Anthropic's input_transformations, for
+	// thinking whose conversation changed since it was written): this
+	// turn was made without that earlier reasoning.
+	DroppedReasoning int `json:"dropped_reasoning,omitempty"`
 	// Truncated is set when the reply stopped at the output token limit
 	// (OpenAI's finish_reason "length" or a Responses reply incomplete for
 	// max_output_tokens, Anthropic's stop_reason "max_tokens", Gemini's

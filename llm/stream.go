@@ -110,6 +110,8 @@ type Finish struct {
 	FinishReason string
 	Truncated    bool
 	DroppedState int
+	// DroppedReasoning is Response.DroppedReasoning.
+	DroppedReasoning int
 	// State is the assembled message's Message.State.
 	State *ProviderState
 	// NotStreamed is Response.NotStreamed: the server answered the
@@ -287,7 +289,7 @@ func (a *Accumulator) Response() *Response {
 	if f := a.finish; f != nil {
 		resp.ID, resp.Model, resp.FinishReason = f.ID, f.Model, f.FinishReason
 		resp.Truncated, resp.DroppedState, resp.Message.State = f.Truncated, f.DroppedState, f.State
-		resp.NotStreamed = f.NotStreamed
+		resp.NotStreamed, resp.DroppedReasoning = f.NotStreamed, f.DroppedReasoning
 	}
 	return resp
 }
@@ -348,14 +350,15 @@ func Deltas(resp *Response, provider string) []Delta {
 	}
 	u := resp.Usage
 	return append(out, Delta{Kind: DeltaUsage, Usage: &u}, Delta{Kind: DeltaFinish, Finish: &Finish{
-		Provider:     provider,
-		ID:           resp.ID,
-		Model:        resp.Model,
-		FinishReason: resp.FinishReason,
-		Truncated:    resp.Truncated,
-		DroppedState: resp.DroppedState,
-		State:        msg.State,
-		NotStreamed:  resp.NotStreamed,
+		Provider:         provider,
+		ID:               resp.ID,
+		Model:            resp.Model,
+		FinishReason:     resp.FinishReason,
+		Truncated:        resp.Truncated,
+		DroppedState:     resp.DroppedState,
+		DroppedReasoning: resp.DroppedReasoning,
+		State:            msg.State,
+		NotStreamed:      resp.NotStreamed,
 	}})
 }
 

@@ -215,10 +215,10 @@ func TestCallIDsWithControlCharacters(t *testing.T) {
 }
 
 // Deltas of a whole response assemble back into it, reasoning, calls with
-// state, usage and the NotStreamed mark included.
+// state, usage, the dropped reasoning and the NotStreamed mark included.
 func TestDeltasAssembleTheResponse(t *testing.T) {
 	st := &ProviderState{Provider: "p", Data: []byte{3}}
-	want := &Response{ID: "r", Model: "m", FinishReason: "tool_calls", DroppedState: 2, Truncated: true, NotStreamed: true,
+	want := &Response{ID: "r", Model: "m", FinishReason: "tool_calls", DroppedState: 2, DroppedReasoning: 3, Truncated: true, NotStreamed: true,
 		Usage: Usage{InputTokens: 5, OutputTokens: 9, ReasoningTokens: 4},
 		Message: Message{Role: RoleAssistant, Text: "Checking.", State: st,
 			Reasoning: []Reasoning{{Provider: "p", Text: "hm"}, {Provider: "p", Hidden: true}},

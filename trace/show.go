@@ -208,6 +208,10 @@ func showMessages(w io.Writer, st *loop.State, events []loop.Event, red *Redacto
 			fmt.Fprintf(w, "%s note   %s\n", prefix, droppedNote(resp.DroppedState))
 			prefix = pad
 		}
+		if resp != nil && resp.DroppedReasoning > 0 {
+			fmt.Fprintf(w, "%s note   %s\n", prefix, droppedReasoningNote(resp.DroppedReasoning))
+			prefix = pad
+		}
 		if r := m.Result; r != nil {
 			content := r.Content
 			if red != nil && r.Status == llm.StatusOK {
@@ -247,6 +251,13 @@ func stateNote(s *llm.ProviderState) string {
 func droppedNote(n int) string {
 	return fmt.Sprintf("the model client left out %d piece(s) of another provider's state: "+
 		"the history switched providers, and this answer was made without that provider's reasoning", n)
+}
+
+// droppedReasoningNote says that the provider dropped reasoning of
+// earlier turns from the request (llm.Response.DroppedReasoning).
+func droppedReasoningNote(n int) string {
+	return fmt.Sprintf("the provider dropped %d reasoning block(s) of earlier turns from the request, as the history before them "+
+		"had changed since they were written (a context edit): the model lost that earlier reasoning for this answer", n)
 }
 
 // Batches returns the calls of each batch of a run, in order, from its
@@ -480,6 +491,9 @@ func spanNote(s *Span) string {
 		}
 		if ev.Response != nil && ev.Response.DroppedState > 0 {
 			parts = append(parts, fmt.Sprintf("dropped_state=%d", ev.Response.DroppedState))
+		}
+		if ev.Response != nil && ev.Response.DroppedReasoning > 0 {
+			parts = append(parts, fmt.Sprintf("dropped_reasoning=%d", ev.Response.DroppedReasoning))
 		}
 	case SpanStage:
 		parts = append(parts, fmt.Sprintf("stage=%d mode=%s calls=%d", s.Stage, s.Mode, len(ev.Outcomes)))

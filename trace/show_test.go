@@ -157,6 +157,29 @@ func TestShowResultCut(t *testing.T) {
 // TestShowContextEdits: the header gives the run's context policy, and
 // each context edit has a line naming the calls it cleared and the
 // tokens before and after.
+// A turn the provider answered without reasoning of earlier turns, which
+// it dropped because the history before it had been edited, says so in
+// the transcript and on its span.
+func TestShowDroppedReasoning(t *testing.T) {
+	at := time.Date(2026, 1, 1, 10, 0, 0, 0, time.UTC)
+	events := []loop.Event{
+		{Seq: 1, At: at, Kind: loop.Started, Start: &loop.StartInfo{RunID: "run-dropped", Budgets: loop.Budgets{MaxSteps: 4},
+			Messages: []llm.Message{llm.UserMessage("read")}}},
+		{Seq: 2, At: at.Add(time.Second), Kind: loop.ModelResponded, Response: &llm.Response{DroppedReasoning: 2,
+			Message: llm.Message{Role: llm.RoleAssistant, Text: "done"}}},
+	}
+	out := show(t, events, nil)
+	for _, want := range []string{
+		`"done"`,
+		"note   the provider dropped 2 reasoning block(s) of earlier turns from the request",
+		"dropped_reasoning=2",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+}
+
 func TestShowContextEdits(t *testing.T) {
 	at := time.Date(2026, 1, 1, 10, 0, 0, 0, time.UTC)
 	big := json.RawMessage(`"` + strings.Repeat("x", 2000) + `"`)

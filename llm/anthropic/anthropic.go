@@ -219,16 +219,27 @@ func (m *Model) Generate(ctx context.Context, req *llm.Request) (*llm.Response, 
 	if err != nil {
 		return nil, err
 	}
-	msg, err := m.client.Messages.New(ctx, params, m.reqOpts...)
+	bind := &requestBinding{req: req}
+	msg, err := m.client.Messages.New(ctx, params, m.requestOptions(bind, &params)...)
 	if err != nil {
 		return nil, classify(ctx, err, m.opts.Now())
 	}
-	resp, err := response(msg)
+	resp, err := response(msg, bind.replyPrefix)
 	if err != nil {
 		return nil, err
 	}
 	resp.DroppedState = llm.ForeignState(req.Messages, provider)
 	return resp, nil
+}
+
+// requestOptions are the options of the request for req: the model's,
+// and when the history changed under thinking it sends back, those that
+// ask the API to drop that thinking (binding.go).
+func (m *Model) requestOptions(bind *requestBinding, p *anthropic.MessageNewParams) []option.RequestOption {
+	if !bind.prefixChanged() {
+		return m.reqOpts
+	}
+	return append(slices.Clip(m.reqOpts), m.dropBlockOptions(p)...)
 }
 
 var _ llm.Model = (*Model)(nil)

@@ -83,7 +83,8 @@
 // in order, {"type":"thinking","thinking":...,"signature":...},
 // {"type":"redacted_thinking","data":...}, {"type":"text","text":...} and
 // {"type":"tool_use","id":...} (the call itself being the message's
-// llm.ToolCall). A reply without thinking has no State.
+// llm.ToolCall), and "prefix", a digest of the request the reply answered
+// (see Preserved thinking). A reply without thinking has no State.
 //
 // Going out, an assistant message with this adapter's State is rebuilt from
 // it: the thinking blocks exactly as they came, and the text and tool_use
@@ -98,6 +99,37 @@
 // lost. Both State and Reasoning travel in the run's log and come back
 // byte for byte, so a run paused for confirmation and resumed by another
 // process sends its thinking back intact.
+//
+// # Preserved thinking
+//
+// Models with preserved thinking check each thinking or redacted_thinking
+// block sent back against the request that produced it: if the system
+// prompt, the tools or any message before the block changed since, the
+// block is bound to a different conversation, and by default (for
+// accounts created from 2026-08-31) the API refuses the request with a
+// 400 invalid_request_error. A loop's context management changes exactly
+// that: a cleared tool result, a compaction's summary and cleared
+// reasoning all come before thinking the history still sends back.
+//
+// So the State records "prefix", a digest of the tools and the messages
+// of the request the reply answered, and each request digests its history
+// again. When some message's thinking was made under a prefix the history
+// before it no longer has, the request carries
+// thinking.block_binding.prefix_mismatch_behavior "drop_block" (on its
+// thinking, or on adaptive thinking when Options set none) and the beta
+// header thinking-binding-controls-2026-08-01: the API drops the failing
+// blocks, and every later thinking block with them, instead of refusing.
+// A history that was never edited never carries the setting; one that was
+// carries it on every later request, the digest being a function of the
+// history alone, so the requests stay alike for the prompt cache.
+// Response.DroppedReasoning counts the blocks the reply's
+// input_transformations lists as dropped (thinking_dropped), so the run's
+// log says which turns were made without their earlier reasoning.
+//
+// A refusal the adapter could not prevent (a history edited before the
+// adapter recorded prefixes) is a bad request, not retryable, that matches
+// ErrThinkingPrefixMismatch and keeps the API's message, which names the
+// block. count_tokens requests do not carry the setting.
 //
 // # Prompt caching
 //

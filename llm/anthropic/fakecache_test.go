@@ -35,12 +35,21 @@ import (
 //   - usage is reported as the API reports it: input_tokens counts only
 //     what was neither read nor written, cache_read_input_tokens and
 //     cache_creation_input_tokens the rest;
-//   - more than four breakpoints is the API's 400.
+//   - more than four breakpoints is the API's 400;
+//   - with thinking, preserved thinking's prefix check: each thinking block
+//     sent back must come after the very blocks (cache_control aside) of
+//     the request that produced it, or it is bound to a different
+//     conversation: a 400 naming it, or with the beta
+//     thinking-binding-controls-2026-08-01 and
+//     thinking.block_binding.prefix_mismatch_behavior "drop_block" the
+//     block and every later thinking block are dropped (not billed) and
+//     listed in the reply's input_transformations.
 //
 // Tokens are counted as one per four bytes of a block's JSON, rounded up:
 // not the real tokenizer, but the same count for the same bytes, which is
 // all billing needs. The reply to each request is a call of fetch_page
-// until the request holds lastTurn-1 assistant messages, then an answer.
+// (or of tools[(turn-1) % len(tools)]) until the lastTurn-th model turn,
+// which answers; a compaction's summary request is answered with a summary.
 type cacheAPI struct {
 	t        *testing.T
 	URL      string
@@ -52,8 +61,13 @@ type cacheAPI struct {
 	// thinking makes each reply begin with a signed thinking block, which
 	// the next request must send back unchanged.
 	thinking bool
+	// tools, when set, are the tools the turns call in rotation.
+	tools []string
 
 	mu      sync.Mutex
+	turn    int // model turns answered, summaries aside
+	minted  map[string][32]byte
+	dropped int // thinking blocks dropped by drop_block
 	now     time.Time
 	entries map[[32]byte]cacheEntry
 	bodies  [][]byte
@@ -92,7 +106,7 @@ const (
 func newCacheAPI(t *testing.T, lastTurn int) *cacheAPI {
 	t.Helper()
 	a := &cacheAPI{t: t, lastTurn: lastTurn, step: 20 * time.Second,
-		now: time.Date(2026, 12, 4, 12, 0, 0, 0, time.UTC), entries: map[[32]byte]cacheEntry{}}
+		now: time.Date(2026, 12, 4, 12, 0, 0, 0, time.UTC), entries: map[[32]byte]cacheEntry{}, minted: map[string][32]byte{}}
 	hs := httptest.NewServer(http.HandlerFunc(a.serve))
 	t.Cleanup(hs.Close)
 	a.URL = hs.URL
@@ -121,6 +135,9 @@ type promptBlock struct {
 	key    []byte        // its bytes without cache_control
 	tokens int64         // its token count
 	ttl    time.Duration // its breakpoint's lifetime; 0 for no breakpoint
+	// signature is a thinking block's signature (a redacted_thinking
+	// block's data); path is where the block is, as the API names it.
+	signature, path string
 }
 
 func (a *cacheAPI) serve(w http.ResponseWriter, r *http.Request) {
@@ -133,6 +150,11 @@ func (a *cacheAPI) serve(w http.ResponseWriter, r *http.Request) {
 			Content []json.RawMessage `json:"content"`
 		} `json:"messages"`
 		CacheControl json.RawMessage `json:"cache_control"`
+		Thinking     struct {
+			BlockBinding struct {
+				PrefixMismatchBehavior string `json:"prefix_mismatch_behavior"`
+			} `json:"block_binding"`
+		} `json:"thinking"`
 	}
 	if err := json.Unmarshal(body, &req); err != nil {
 		apiErrorReply(w, "invalid_request_error", "the body is not JSON: "+err.Error())
@@ -147,7 +169,6 @@ func (a *cacheAPI) serve(w http.ResponseWriter, r *http.Request) {
 		blocks = append(blocks, b)
 		return nil
 	}
-	assistants := 0
 	var err error
 	for _, t := range req.Tools {
 		err = errorsJoin(err, add("tool:", t))
@@ -155,16 +176,16 @@ func (a *cacheAPI) serve(w http.ResponseWriter, r *http.Request) {
 	for _, s := range req.System {
 		err = errorsJoin(err, add("system:", s))
 	}
-	for _, m := range req.Messages {
-		if m.Role == "assistant" {
-			assistants++
-		}
+	for k, m := range req.Messages {
 		for i, c := range m.Content {
 			prefix := ""
 			if i == 0 {
 				prefix = m.Role + ":"
 			}
 			err = errorsJoin(err, add(prefix, c))
+			if err == nil {
+				blocks[len(blocks)-1].path = fmt.Sprintf("messages.%d.content.%d", k, i)
+			}
 		}
 	}
 	if err != nil {
@@ -180,33 +201,61 @@ func (a *cacheAPI) serve(w http.ResponseWriter, r *http.Request) {
 	defer a.mu.Unlock()
 	a.bodies = append(a.bodies, body)
 	a.now = a.now.Add(a.step)
+	binding := strings.Contains(r.Header.Get("anthropic-beta"), "thinking-binding-controls-2026-08-01")
+	drop := req.Thinking.BlockBinding.PrefixMismatchBehavior
+	if drop != "" && !binding {
+		apiErrorReply(w, "invalid_request_error", "thinking.block_binding: This setting requires the `thinking-binding-controls-2026-08-01` value in the `anthropic-beta` header.")
+		return
+	}
+	blocks, transformations, err := a.prefixCheck(blocks, drop == "drop_block")
+	if err != nil {
+		apiErrorReply(w, "invalid_request_error", err.Error())
+		return
+	}
+	prefix := blockPrefix(blocks)
 	read, write, input, err := a.cache(blocks)
 	if err != nil {
 		apiErrorReply(w, "invalid_request_error", err.Error())
 		return
 	}
 
-	turn := assistants + 1
+	a.turn++
+	turn := a.turn
+	summary := strings.Contains(string(body), "is being compacted to fit the model's context window")
+	if summary {
+		a.turn-- // not a turn of the run
+	}
+	tool := "fetch_page"
+	if len(a.tools) > 0 {
+		tool = a.tools[(turn-1)%len(a.tools)]
+	}
 	var content string
 	var out int64
 	stop := "tool_use"
-	if turn < a.lastTurn {
+	switch {
+	case summary:
+		content = `{"type":"text","text":"Pages 1 to 3 were read; the figures went up."}`
+		out, stop = 14, "end_turn"
+	case turn < a.lastTurn:
 		var uses []string
 		for i := range max(a.calls, 1) {
 			page := turn
 			if a.calls > 1 {
 				page = turn*100 + i
 			}
-			uses = append(uses, fmt.Sprintf(`{"type":"tool_use","id":"toolu_%03d_%02d","name":"fetch_page","input":{"page":%d}}`, turn, i, page))
+			uses = append(uses, fmt.Sprintf(`{"type":"tool_use","id":"toolu_%03d_%02d","name":%q,"input":{"page":%d}}`, turn, i, tool, page))
 			out += 40
 		}
 		content = strings.Join(uses, ",")
-	} else {
+	default:
 		content = `{"type":"text","text":"I have read every page."}`
 		out, stop = 12, "end_turn"
 	}
 	if a.thinking {
-		content = fmt.Sprintf(`{"type":"thinking","thinking":"Page %d comes next.","signature":"sig-%03d"},`, turn, turn) + content
+		// The signature is bound to the request's blocks.
+		sig := fmt.Sprintf("sig-%03d", a.bill.Requests+1)
+		a.minted[sig] = prefix
+		content = fmt.Sprintf(`{"type":"thinking","thinking":"Page %d comes next.","signature":%q},`, turn, sig) + content
 		out += 30
 	}
 	content = "[" + content + "]"
@@ -219,11 +268,68 @@ func (a *cacheAPI) serve(w http.ResponseWriter, r *http.Request) {
 		float64(write.tokens5m)*rateWrite5m + float64(write.tokens1h)*rateWrite1h + float64(out)*rateOutput) / 1e6
 	a.bill.Uncached += (float64(input+read.tokens+write.tokens)*rateInput + float64(out)*rateOutput) / 1e6
 
+	extra := ""
+	if binding {
+		// With the beta, every reply lists what was done to its input.
+		t, _ := json.Marshal(transformations)
+		extra = `"input_transformations":` + string(t) + ","
+	}
 	w.Header().Set("Content-Type", "application/json")
-	fmt.Fprintf(w, `{"id":"msg_%03d","type":"message","role":"assistant","model":"claude-sonnet-4-6","content":%s,`+
+	fmt.Fprintf(w, `{"id":"msg_%03d","type":"message","role":"assistant","model":"claude-sonnet-4-6",%s"content":%s,`+
 		`"stop_reason":%q,"stop_sequence":null,"usage":{"input_tokens":%d,"cache_creation_input_tokens":%d,`+
 		`"cache_read_input_tokens":%d,"cache_creation":{"ephemeral_5m_input_tokens":%d,"ephemeral_1h_input_tokens":%d},"output_tokens":%d}}`,
-		turn, content, stop, input, write.tokens, read.tokens, write.tokens5m, write.tokens1h, out)
+		turn, extra, content, stop, input, write.tokens, read.tokens, write.tokens5m, write.tokens1h, out)
+}
+
+// inputTransformation is one entry of a reply's input_transformations.
+type inputTransformation struct {
+	Type   string `json:"type"`
+	Path   string `json:"path"`
+	Reason string `json:"reason"`
+}
+
+// blockPrefix is the digest of blocks as the prefix check compares them:
+// their bytes without cache_control, in order.
+func blockPrefix(blocks []promptBlock) [32]byte {
+	h := sha256.New()
+	for _, b := range blocks {
+		h.Write(b.key)
+		h.Write([]byte{0})
+	}
+	var d [32]byte
+	copy(d[:], h.Sum(nil))
+	return d
+}
+
+// prefixCheck runs preserved thinking's prefix check on a request's
+// blocks: each thinking block this fake signed must follow the blocks of
+// the request that produced it. The first that does not, and every
+// thinking block after it, fail: with drop they leave the prompt and are
+// listed, else the request is refused with the API's message.
+func (a *cacheAPI) prefixCheck(blocks []promptBlock, drop bool) ([]promptBlock, []inputTransformation, error) {
+	out := blocks[:0:0]
+	transformations := []inputTransformation{}
+	failed := false
+	for i, b := range blocks {
+		if b.signature == "" {
+			out = append(out, b)
+			continue
+		}
+		if want, ok := a.minted[b.signature]; ok && !failed && want != blockPrefix(blocks[:i]) {
+			failed = true
+		}
+		if !failed {
+			out = append(out, b)
+			continue
+		}
+		if !drop {
+			return nil, nil, fmt.Errorf("%s: Invalid `signature` in `thinking` block. The block is bound to a different conversation. "+
+				"Remove the block, or set `thinking.block_binding.prefix_mismatch_behavior` to \"drop_block\".", b.path)
+		}
+		a.dropped++
+		transformations = append(transformations, inputTransformation{Type: "thinking_dropped", Path: b.path, Reason: "prefix_binding_mismatch"})
+	}
+	return out, transformations, nil
 }
 
 // cacheRead and cacheWrite are what one request read and wrote.
@@ -316,6 +422,12 @@ func cacheBlock(prefix string, raw json.RawMessage) (promptBlock, error) {
 			return b, fmt.Errorf("a %s block cannot carry cache_control", t)
 		}
 		delete(fields, "cache_control")
+	}
+	switch string(fields["type"]) {
+	case `"thinking"`:
+		json.Unmarshal(fields["signature"], &b.signature)
+	case `"redacted_thinking"`:
+		json.Unmarshal(fields["data"], &b.signature)
 	}
 	key, err := json.Marshal(fields)
 	if err != nil {

@@ -17,8 +17,10 @@ import (
 	"github.com/toolloop/toolloop/llm"
 )
 
-// response maps a Messages API reply onto an llm.Response.
-func response(msg *anthropic.Message) (*llm.Response, error) {
+// response maps a Messages API reply onto an llm.Response. prefix gives
+// the digest the reply's thinking is bound to (replyState); nil records
+// none.
+func response(msg *anthropic.Message, prefix func() string) (*llm.Response, error) {
 	if msg == nil {
 		return nil, errors.New("anthropic: the API returned an empty response")
 	}
@@ -44,7 +46,7 @@ func response(msg *anthropic.Message) (*llm.Response, error) {
 	if err := llm.CheckCallIDs(calls); err != nil {
 		return nil, err
 	}
-	reasoning, state, err := replyState(msg.Content)
+	reasoning, state, err := replyState(msg.Content, prefix)
 	if err != nil {
 		return nil, err
 	}
@@ -60,7 +62,10 @@ func response(msg *anthropic.Message) (*llm.Response, error) {
 		},
 		Usage:        usage(msg.Usage),
 		FinishReason: string(msg.StopReason),
-		Truncated:    msg.StopReason == anthropic.StopReasonMaxTokens || msg.StopReason == anthropic.StopReasonModelContextWindowExceeded,
+		// The SDK's Message has no input_transformations (a beta field):
+		// it is read from the reply's JSON.
+		DroppedReasoning: droppedThinking(msg.RawJSON()),
+		Truncated:        msg.StopReason == anthropic.StopReasonMaxTokens || msg.StopReason == anthropic.StopReasonModelContextWindowExceeded,
 	}, nil
 }
 
@@ -130,6 +135,11 @@ func apiError(apiErr *anthropic.Error, status int, err error, now time.Time) *ll
 		header = apiErr.Response.Header
 	}
 	e := llm.HTTPError(status, header, apiErr.RawJSON(), err, now)
+	if isPrefixMismatch(apiErr) {
+		// The same body fails the same way: name the cause.
+		e.Kind, e.Retryable, e.Err = llm.KindBadRequest, false, &prefixError{api: err}
+		return e
+	}
 	switch apiErr.Type() {
 	case anthropic.ErrorTypeOverloadedError:
 		e.Kind, e.Retryable = llm.KindUnavailable, true

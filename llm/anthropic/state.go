@@ -29,6 +29,11 @@ const stateVersion = 1
 type turnState struct {
 	V      int          `json:"v"`
 	Blocks []stateBlock `json:"blocks"`
+	// Prefix is the digest of the request the reply answered (its tools
+	// and messages, requestPrefix): what the thinking is bound to. A later
+	// request whose history before this message differs asks the API to
+	// drop the thinking rather than refuse it (binding.go).
+	Prefix string `json:"prefix,omitempty"`
 }
 
 // stateBlock is one content block of a turnState; which fields are set
@@ -53,7 +58,10 @@ const (
 // replyState maps a reply's thinking onto the message's Reasoning and
 // State. A reply without thinking has neither: its turn is rebuilt from the
 // message's text and calls alone.
-func replyState(content []anthropic.ContentBlockUnion) ([]llm.Reasoning, *llm.ProviderState, error) {
+//
+// prefix, when it is not nil, gives the digest of the request's prefix to
+// record with the thinking; it is called only for a reply with thinking.
+func replyState(content []anthropic.ContentBlockUnion, prefix func() string) ([]llm.Reasoning, *llm.ProviderState, error) {
 	var (
 		reasoning []llm.Reasoning
 		st        = turnState{V: stateVersion}
@@ -76,6 +84,9 @@ func replyState(content []anthropic.ContentBlockUnion) ([]llm.Reasoning, *llm.Pr
 	}
 	if len(reasoning) == 0 {
 		return nil, nil, nil
+	}
+	if prefix != nil {
+		st.Prefix = prefix()
 	}
 	data, err := json.Marshal(st)
 	if err != nil { // strings only: cannot happen

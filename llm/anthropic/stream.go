@@ -46,14 +46,15 @@ func (m *Model) Stream(ctx context.Context, req *llm.Request) iter.Seq2[llm.Delt
 			yield(llm.Delta{}, err)
 			return
 		}
-		s := streamer{yield: yield, dropped: llm.ForeignState(req.Messages, provider)}
+		bind := &requestBinding{req: req}
+		s := streamer{yield: yield, dropped: llm.ForeignState(req.Messages, provider), prefix: bind.replyPrefix}
 		// The request's own context ends with the iteration, whichever way
 		// it ends; the stream's Close (deferred last, so run first) has
 		// closed the body by then.
 		sctx, cancel := context.WithCancel(llm.ExpectStream(ctx))
 		defer cancel()
 		var httpResp *http.Response
-		stream := m.client.Messages.NewStreaming(sctx, params, append(m.reqOpts, option.WithResponseInto(&httpResp))...)
+		stream := m.client.Messages.NewStreaming(sctx, params, append(m.requestOptions(bind, &params), option.WithResponseInto(&httpResp))...)
 		defer stream.Close()
 		if stream.Err() == nil && wholeReply(httpResp) {
 			s.whole(ctx, httpResp, m.opts.Now())
@@ -109,7 +110,7 @@ func (s *streamer) whole(ctx context.Context, resp *http.Response, now time.Time
 			resp.Header.Get("Content-Type"), err)})
 		return
 	}
-	r, err := response(&msg)
+	r, err := response(&msg, s.prefix)
 	if err != nil {
 		s.fail(err)
 		return
@@ -144,6 +145,10 @@ type streamer struct {
 	usage    llm.Usage // the last usage reported
 	reported bool      // whether any usage was
 	dropped  int       // Response.DroppedState
+	// prefix gives the digest the reply's thinking is bound to.
+	prefix func() string
+	// droppedThinking is Response.DroppedReasoning, from message_start.
+	droppedThinking int
 	// finished is set once the finish (or the turn's failure) has been
 	// yielded.
 	finished bool
@@ -206,6 +211,9 @@ func (s *streamer) event(ev anthropic.MessageStreamEventUnion) bool {
 	// good for s.blocks too.
 	if n := len(s.msg.Content); ev.Type == "message_start" && n > 0 {
 		return s.fail(protocolError("message_start carried %d content block(s); blocks come with content_block_start", n))
+	}
+	if ev.Type == "message_start" {
+		s.droppedThinking = droppedThinking(ev.Message.RawJSON())
 	}
 	if ev.Type == "message_delta" && ev.Delta.StopReason != "" {
 		s.stopReason = string(ev.Delta.StopReason)
@@ -383,7 +391,7 @@ func (s *streamer) finish() bool {
 			return false
 		}
 	}
-	resp, err := response(&s.msg)
+	resp, err := response(&s.msg, s.prefix)
 	if err != nil { // a refusal
 		return s.fail(err)
 	}
@@ -398,6 +406,10 @@ func (s *streamer) finish() bool {
 		Truncated:    resp.Truncated,
 		DroppedState: s.dropped,
 		State:        resp.Message.State,
+		// message_start carries input_transformations, final there
+		// (a server-side fallback's message_delta may replace it; this
+		// adapter sends no fallbacks).
+		DroppedReasoning: s.droppedThinking,
 	}}, nil)
 }
 

@@ -553,7 +553,7 @@ func replyStateOf(t *testing.T, content string) (*llm.ProviderState, error) {
 	if err := json.Unmarshal([]byte(content), &blocks); err != nil {
 		t.Fatal(err)
 	}
-	_, st, err := replyState(blocks)
+	_, st, err := replyState(blocks, nil)
 	return st, err
 }
 
@@ -660,7 +660,7 @@ func TestThinkingLayout(t *testing.T) {
 	if err := json.Unmarshal([]byte(content), &blocks); err != nil {
 		t.Fatal(err)
 	}
-	reasoning, state, err := replyState(blocks)
+	reasoning, state, err := replyState(blocks, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -292,7 +292,7 @@ func Deltas(resp *llm.Response) []llm.Delta {
 		ds = append(ds, llm.Delta{Kind: llm.DeltaUsage, Usage: &u})
 	}
 	f := &llm.Finish{ID: resp.ID, Model: resp.Model, FinishReason: resp.FinishReason, Truncated: resp.Truncated,
-		DroppedState: resp.DroppedState, State: msg.State}
+		DroppedState: resp.DroppedState, DroppedReasoning: resp.DroppedReasoning, State: msg.State}
 	if len(msg.Reasoning) > 0 {
 		f.Provider = msg.Reasoning[0].Provider
 	}
