@@ -147,23 +147,37 @@ func costLimit(c float64) string {
 func showMessages(w io.Writer, st *loop.State, events []loop.Event, red *Redactor) {
 	fmt.Fprintf(w, "\nmessages\n")
 	pad := strings.Repeat(" ", 14)
-	// The assistant messages after the opening ones are the accepted
-	// responses, in order: they say what their adapter dropped.
-	var responses []*llm.Response
+	// The assistant messages after the opening ones are accepted
+	// responses, which say what their adapter dropped. A compaction takes
+	// earlier ones out of the history, so a message finds its response by
+	// its first call's ID (unique in a run), or, with no calls, by its
+	// text among the later responses without calls.
+	byCall := map[string]*llm.Response{}
+	var texts []*llm.Response
 	for i := range events {
 		if ev := &events[i]; ev.Kind == loop.ModelResponded && ev.Response != nil {
-			responses = append(responses, ev.Response)
+			if calls := ev.Response.Message.ToolCalls; len(calls) > 0 {
+				byCall[calls[0].ID] = ev.Response
+			} else {
+				texts = append(texts, ev.Response)
+			}
 		}
 	}
-	opening, answered := len(events[0].Start.Messages), 0
+	opening, nextText := len(events[0].Start.Messages), 0
 	for i, m := range st.History() {
 		prefix := fmt.Sprintf("  %3d %-9s", i+1, m.Role)
 		var resp *llm.Response
-		if m.Role == llm.RoleAssistant && i >= opening {
-			if answered < len(responses) {
-				resp = responses[answered]
+		switch {
+		case m.Role != llm.RoleAssistant || i < opening:
+		case len(m.ToolCalls) > 0:
+			resp = byCall[m.ToolCalls[0].ID]
+		default:
+			for j := nextText; j < len(texts); j++ {
+				if texts[j].Message.Text == m.Text {
+					resp, nextText = texts[j], j+1
+					break
+				}
 			}
-			answered++
 		}
 		for _, r := range m.Reasoning {
 			switch {

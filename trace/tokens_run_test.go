@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -154,4 +156,37 @@ func TestTokensOfARun(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestShowNotesFollowTheirTurnAfterCompaction: a compaction takes earlier
+// assistant messages out of the history, and a note on what a response's
+// adapter dropped still goes under that response's own message, not
+// under the message that took its place by position.
+func TestShowNotesFollowTheirTurnAfterCompaction(t *testing.T) {
+	res := pagedRun(t, 16, &loop.ContextPolicy{Window: 8000, KeepToolResults: 2, ExcludeTools: []string{"fetch_page"}, Compact: true})
+	events := slices.Clone(res.Events)
+	compacted, last := false, -1
+	for i := range events {
+		compacted = compacted || events[i].Kind == loop.ContextSummarized
+		if events[i].Kind == loop.ModelResponded {
+			last = i
+		}
+	}
+	if !compacted || last < 0 {
+		t.Fatalf("the run did not compact (%v) or answer (%d)", compacted, last)
+	}
+	resp := *events[last].Response
+	resp.DroppedReasoning = 3
+	events[last].Response = &resp
+	out := show(t, events, nil)
+	lines := strings.Split(out, "\n")
+	for i, l := range lines {
+		if strings.Contains(l, "dropped 3 reasoning block(s)") {
+			if i == 0 || !strings.Contains(lines[i-1], strconv.Quote(resp.Message.Text)) {
+				t.Fatalf("the note follows %q, not the final answer %q:\n%s", lines[max(i-1, 0)], resp.Message.Text, out)
+			}
+			return
+		}
+	}
+	t.Fatalf("no note on the final answer:\n%s", out)
 }
