@@ -355,12 +355,17 @@ func modelResponded(s *State, ev *Event) Effect {
 		// the estimate learns from it before the reply joins the history.
 		c.calibrate(resp.Usage.Clamped())
 		c.Retried, c.Compacted = false, false
-		c.add(&msg)
 	}
-	s.Messages = append(s.Messages, msg)
+	// The message is read from here on through its place in the history,
+	// so that its copy above stays on the stack.
 	n := len(msg.ToolCalls)
+	s.Messages = append(slices.Grow(s.Messages, 1+n), msg)
+	added := &s.Messages[len(s.Messages)-1]
+	if s.ctx != nil {
+		s.ctx.add(added)
+	}
 	if n == 0 {
-		if eff, ok := checkOutput(s, &msg, resp.Truncated); !ok {
+		if eff, ok := checkOutput(s, added, resp.Truncated); !ok {
 			return eff
 		}
 		detail := fmt.Sprintf("the model answered after %d turn(s)", s.Steps)
@@ -369,10 +374,10 @@ func modelResponded(s *State, ev *Event) Effect {
 		}
 		return stop(s, FinalAnswer, detail)
 	}
-	for _, c := range msg.ToolCalls {
+	for _, c := range added.ToolCalls {
 		s.callIDs[c.ID] = struct{}{}
 	}
-	s.Batch = newBatch(s.Steps, msg.ToolCalls)
+	s.Batch = newBatch(s.Steps, added.ToolCalls)
 	b := &s.Budgets
 	switch {
 	case s.Steps >= b.MaxSteps:
@@ -726,11 +731,10 @@ func appendResults(s *State) {
 		}
 		// The message points at the result the batch holds, which for an
 		// executed call is its outcome's in the log: no copy.
-		m := llm.Message{Role: llm.RoleTool, Result: r}
+		s.Messages = append(s.Messages, llm.Message{Role: llm.RoleTool, Result: r})
 		if s.ctx != nil {
-			s.ctx.add(&m)
+			s.ctx.add(&s.Messages[len(s.Messages)-1])
 		}
-		s.Messages = append(s.Messages, m)
 	}
 	s.Batch = nil
 }
