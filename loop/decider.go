@@ -137,8 +137,10 @@ type State struct {
 	// next is the effect the last event called for.
 	next Effect
 
-	// callIDs holds every call ID of the run, to refuse one used twice.
-	callIDs map[string]struct{}
+	// callIDs holds every call ID of the run, sorted, to refuse one used
+	// twice: a run's calls are bounded by its budgets, and a sorted slice
+	// costs a fraction of a set's memory (bisected, as State's JSON keeps it).
+	callIDs []string
 	// writeKeys counts the times each write key was requested, and
 	// writeCalls the times each write was requested by call key (tool and
 	// canonical arguments); failed holds the keys of calls that failed for
@@ -291,7 +293,7 @@ func start(s *State, ev *Event) Effect {
 	info := ev.Start
 	*s = State{
 		RunID: info.RunID, SessionID: info.SessionID, Model: info.Model, StartedAt: ev.At, Budgets: info.Budgets, Price: info.Price,
-		Messages: slices.Clone(info.Messages), callIDs: map[string]struct{}{}, Output: info.Output,
+		Messages: slices.Clone(info.Messages), Output: info.Output,
 		Compensation: info.Compensation,
 	}
 	if info.Budgets.Deadline > 0 {
@@ -305,7 +307,7 @@ func start(s *State, ev *Event) Effect {
 			s.ctx.add(&m)
 		}
 		for _, c := range m.ToolCalls {
-			s.callIDs[c.ID] = struct{}{}
+			s.noteCallID(c.ID)
 		}
 		if m.Result != nil {
 			s.see(m.Result)
@@ -375,7 +377,7 @@ func modelResponded(s *State, ev *Event) Effect {
 		return stop(s, FinalAnswer, detail)
 	}
 	for _, c := range added.ToolCalls {
-		s.callIDs[c.ID] = struct{}{}
+		s.noteCallID(c.ID)
 	}
 	s.Batch = newBatch(s.Steps, added.ToolCalls)
 	b := &s.Budgets
@@ -438,7 +440,7 @@ func protocolProblem(s *State, msg *llm.Message) string {
 		if c.Name == "" {
 			return fmt.Sprintf("tool call %s has no tool name", c.ID)
 		}
-		if _, used := s.callIDs[c.ID]; used {
+		if _, used := slices.BinarySearch(s.callIDs, c.ID); used {
 			return fmt.Sprintf("tool call ID %s was already used earlier in the run", c.ID)
 		}
 		for j := range calls[:i] {
@@ -737,6 +739,13 @@ func appendResults(s *State) {
 		}
 	}
 	s.Batch = nil
+}
+
+// noteCallID adds id to the run's call IDs, keeping them sorted.
+func (s *State) noteCallID(id string) {
+	if i, found := slices.BinarySearch(s.callIDs, id); !found {
+		s.callIDs = slices.Insert(s.callIDs, i, id)
+	}
 }
 
 // staleTurns is how many turns in a row may add no new information (see
