@@ -153,9 +153,10 @@ type State struct {
 	lastChecks []CallCheck
 	lastCalls  []llm.ToolCall
 	// seen holds a hash of every tool result the model has seen
-	// (resultHash); stale counts the turns in a row, up to the last,
-	// whose every result was already in it.
-	seen  map[uint64]struct{}
+	// (resultHash), sorted, as State's JSON keeps it; stale counts the
+	// turns in a row, up to the last, whose every result was already in
+	// it.
+	seen  []uint64
 	stale int
 
 	// Output is the schema the final answer must match (nil: any text),
@@ -770,7 +771,7 @@ func noteNews(s *State) {
 			continue
 		}
 		hashes[i] = resultHash(r)
-		if _, ok := s.seen[hashes[i]]; !ok {
+		if _, ok := slices.BinarySearch(s.seen, hashes[i]); !ok {
 			stale = false
 		}
 	}
@@ -790,10 +791,9 @@ func noteNews(s *State) {
 func (s *State) see(r *llm.ToolResult) { s.seeHash(resultHash(r)) }
 
 func (s *State) seeHash(h uint64) {
-	if s.seen == nil {
-		s.seen = map[uint64]struct{}{}
+	if i, found := slices.BinarySearch(s.seen, h); !found {
+		s.seen = slices.Insert(s.seen, i, h)
 	}
-	s.seen[h] = struct{}{}
 }
 
 // resultHash identifies a result by what the model reads of it besides

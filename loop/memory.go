@@ -3,7 +3,6 @@ package loop
 import (
 	"cmp"
 	"encoding/json"
-	"maps"
 	"slices"
 	"time"
 
@@ -87,7 +86,7 @@ func (s *State) MarshalJSON() ([]byte, error) {
 		Batch: s.Batch, Pending: s.Pending, Answered: s.Answered, PausedAt: s.PausedAt, Status: s.Status,
 		Detail: s.Detail, Stopping: s.Stopping, Done: s.Done, Next: s.next,
 		CallIDs: slices.Clone(s.callIDs), LastChecks: s.lastChecks, LastCalls: s.lastCalls,
-		Seen: slices.Sorted(maps.Keys(s.seen)), Stale: s.stale, Output: s.Output, OutputRejected: s.OutputRejected, Context: s.ctx,
+		Seen: slices.Clone(s.seen), Stale: s.stale, Output: s.Output, OutputRejected: s.OutputRejected, Context: s.ctx,
 		Compensation: s.Compensation, Writes: s.Writes,
 		Taint: s.taint,
 	}
@@ -143,9 +142,8 @@ func (s *State) UnmarshalJSON(b []byte) error {
 	for _, hk := range j.Failed {
 		s.fail(hk.Key, hk.Kind)
 	}
-	for _, h := range j.Seen {
-		s.seeHash(h)
-	}
+	slices.Sort(j.Seen)
+	s.seen = slices.Compact(j.Seen)
 	return nil
 }
 
