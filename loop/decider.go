@@ -360,9 +360,16 @@ func modelResponded(s *State, ev *Event) Effect {
 		c.Retried, c.Compacted = false, false
 	}
 	// The message is read from here on through its place in the history,
-	// so that its copy above stays on the stack.
+	// so that its copy above stays on the stack. A reply with calls is
+	// followed by their results and, unless a budget stops the run, by
+	// the model's next reply: room for all of them is made at once, so
+	// that a final answer rarely grows (and copies) the whole history.
 	n := len(msg.ToolCalls)
-	s.Messages = append(slices.Grow(s.Messages, 1+n), msg)
+	room := 1
+	if n > 0 {
+		room += n + 1
+	}
+	s.Messages = append(slices.Grow(s.Messages, room), msg)
 	added := &s.Messages[len(s.Messages)-1]
 	if s.ctx != nil {
 		s.ctx.add(added)
