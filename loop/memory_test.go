@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/toolloop/toolloop/loop"
@@ -107,5 +108,47 @@ func TestStateRoundTrip(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestDecodedStateSortsCallIDs: a state's call IDs are kept sorted and
+// looked up by bisection, so a decoded state must sort them whatever order
+// its JSON lists them in (a hand-written or foreign encoder's), or a call
+// that reuses an ID could slip through.
+func TestDecodedStateSortsCallIDs(t *testing.T) {
+	var tr *transcript
+	for _, c := range loadTranscripts(t) {
+		if c.name == "protocol_reused_id" {
+			tr = &c
+		}
+	}
+	if tr == nil {
+		t.Fatal("no transcript protocol_reused_id")
+	}
+	// The state before the turn that reuses c1, with its call IDs listed
+	// out of order and one twice.
+	s := loop.Replay(tr.events[:6])
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(snapshotJSON(t, s), &fields); err != nil {
+		t.Fatal(err)
+	}
+	if got := string(fields["call_ids"]); got != `["c1"]` {
+		t.Fatalf("call_ids = %s, want [\"c1\"]", got)
+	}
+	fields["call_ids"] = json.RawMessage(`["zz","c1","a0","zz"]`)
+	b, err := json.Marshal(fields)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var decoded loop.State
+	if err := json.Unmarshal(b, &decoded); err != nil {
+		t.Fatal(err)
+	}
+	eff := loop.Next(&decoded, &tr.events[6])
+	if eff.Kind != loop.Stop || eff.Status != loop.ProtocolError || !strings.Contains(eff.Detail, "c1 was already used") {
+		t.Fatalf("reused ID after decoding: %+v, want a protocol_error stop naming c1", eff)
+	}
+	if got := string(snapshotJSON(t, &decoded)); !strings.Contains(got, `"call_ids":["a0","c1","zz"]`) {
+		t.Errorf("encoded again: %s, want call_ids sorted without repeats", got)
 	}
 }
