@@ -3,6 +3,7 @@ package loop_test
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -150,5 +151,47 @@ func TestDecodedStateSortsCallIDs(t *testing.T) {
 	}
 	if got := string(snapshotJSON(t, &decoded)); !strings.Contains(got, `"call_ids":["a0","c1","zz"]`) {
 		t.Errorf("encoded again: %s, want call_ids sorted without repeats", got)
+	}
+}
+
+// TestDecodedStateSortsSeen: the hashes of the results the model has seen
+// are kept sorted and bisected too, so a decoded state must sort them, or
+// a turn that repeats a result would count as news and a spin go unseen.
+func TestDecodedStateSortsSeen(t *testing.T) {
+	var tr *transcript
+	for _, c := range loadTranscripts(t) {
+		if c.name == "spin_no_new_information" {
+			tr = &c
+		}
+	}
+	if tr == nil {
+		t.Fatal("no transcript spin_no_new_information")
+	}
+	// The state before the third turn's results, which repeat the first
+	// one, with hashes it has not seen around the one it has.
+	s := loop.Replay(tr.events[:15])
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(snapshotJSON(t, s), &fields); err != nil {
+		t.Fatal(err)
+	}
+	var seen []uint64
+	if err := json.Unmarshal(fields["seen"], &seen); err != nil || len(seen) != 1 || seen[0] == 0 || seen[0] == 1<<64-1 {
+		t.Fatalf("seen = %s (%v), want one hash", fields["seen"], err)
+	}
+	fields["seen"] = json.RawMessage(fmt.Sprintf("[%d,%d,0,%d]", uint64(1<<64-1), seen[0], uint64(1<<64-1)))
+	b, err := json.Marshal(fields)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var decoded loop.State
+	if err := json.Unmarshal(b, &decoded); err != nil {
+		t.Fatal(err)
+	}
+	var last loop.Effect
+	for i := 15; i < 18; i++ {
+		last = loop.Next(&decoded, &tr.events[i])
+	}
+	if last.Kind != loop.Stop || last.Status != loop.SpinDetected {
+		t.Fatalf("after decoding: %+v, want a spin_detected stop", last)
 	}
 }
