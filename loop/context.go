@@ -444,7 +444,9 @@ func (s *State) unsee(gone []heldResult) {
 		if g.Hash == 0 || slices.ContainsFunc(s.ctx.Held, func(h heldResult) bool { return h.Hash == g.Hash }) {
 			continue
 		}
-		delete(s.seen, g.Hash)
+		if i, found := slices.BinarySearch(s.seen, g.Hash); found {
+			s.seen = slices.Delete(s.seen, i, i+1)
+		}
 	}
 	if len(s.seen) == 0 {
 		// As a decoded state has it: no results seen is a nil set.

@@ -137,8 +137,10 @@ type State struct {
 	// next is the effect the last event called for.
 	next Effect
 
-	// callIDs holds every call ID of the run, to refuse one used twice.
-	callIDs map[string]struct{}
+	// callIDs holds every call ID of the run, sorted, to refuse one used
+	// twice: a run's calls are bounded by its budgets, and a sorted slice
+	// costs a fraction of a set's memory (bisected, as State's JSON keeps it).
+	callIDs []string
 	// writeKeys counts the times each write key was requested, and
 	// writeCalls the times each write was requested by call key (tool and
 	// canonical arguments); failed holds the keys of calls that failed for
@@ -151,9 +153,10 @@ type State struct {
 	lastChecks []CallCheck
 	lastCalls  []llm.ToolCall
 	// seen holds a hash of every tool result the model has seen
-	// (resultHash); stale counts the turns in a row, up to the last,
-	// whose every result was already in it.
-	seen  map[uint64]struct{}
+	// (resultHash), sorted, as State's JSON keeps it; stale counts the
+	// turns in a row, up to the last, whose every result was already in
+	// it.
+	seen  []uint64
 	stale int
 
 	// Output is the schema the final answer must match (nil: any text),
@@ -291,7 +294,7 @@ func start(s *State, ev *Event) Effect {
 	info := ev.Start
 	*s = State{
 		RunID: info.RunID, SessionID: info.SessionID, Model: info.Model, StartedAt: ev.At, Budgets: info.Budgets, Price: info.Price,
-		Messages: slices.Clone(info.Messages), callIDs: map[string]struct{}{}, Output: info.Output,
+		Messages: slices.Clone(info.Messages), Output: info.Output,
 		Compensation: info.Compensation,
 	}
 	if info.Budgets.Deadline > 0 {
@@ -305,7 +308,7 @@ func start(s *State, ev *Event) Effect {
 			s.ctx.add(&m)
 		}
 		for _, c := range m.ToolCalls {
-			s.callIDs[c.ID] = struct{}{}
+			s.noteCallID(c.ID)
 		}
 		if m.Result != nil {
 			s.see(m.Result)
@@ -355,12 +358,24 @@ func modelResponded(s *State, ev *Event) Effect {
 		// the estimate learns from it before the reply joins the history.
 		c.calibrate(resp.Usage.Clamped())
 		c.Retried, c.Compacted = false, false
-		c.add(&msg)
 	}
-	s.Messages = append(s.Messages, msg)
+	// The message is read from here on through its place in the history,
+	// so that its copy above stays on the stack. A reply with calls is
+	// followed by their results and, unless a budget stops the run, by
+	// the model's next reply: room for all of them is made at once, so
+	// that a final answer rarely grows (and copies) the whole history.
 	n := len(msg.ToolCalls)
+	room := 1
+	if n > 0 {
+		room += n + 1
+	}
+	s.Messages = append(slices.Grow(s.Messages, room), msg)
+	added := &s.Messages[len(s.Messages)-1]
+	if s.ctx != nil {
+		s.ctx.add(added)
+	}
 	if n == 0 {
-		if eff, ok := checkOutput(s, &msg, resp.Truncated); !ok {
+		if eff, ok := checkOutput(s, added, resp.Truncated); !ok {
 			return eff
 		}
 		detail := fmt.Sprintf("the model answered after %d turn(s)", s.Steps)
@@ -369,10 +384,10 @@ func modelResponded(s *State, ev *Event) Effect {
 		}
 		return stop(s, FinalAnswer, detail)
 	}
-	for _, c := range msg.ToolCalls {
-		s.callIDs[c.ID] = struct{}{}
+	for _, c := range added.ToolCalls {
+		s.noteCallID(c.ID)
 	}
-	s.Batch = newBatch(s.Steps, msg.ToolCalls)
+	s.Batch = newBatch(s.Steps, added.ToolCalls)
 	b := &s.Budgets
 	switch {
 	case s.Steps >= b.MaxSteps:
@@ -433,7 +448,7 @@ func protocolProblem(s *State, msg *llm.Message) string {
 		if c.Name == "" {
 			return fmt.Sprintf("tool call %s has no tool name", c.ID)
 		}
-		if _, used := s.callIDs[c.ID]; used {
+		if _, used := slices.BinarySearch(s.callIDs, c.ID); used {
 			return fmt.Sprintf("tool call ID %s was already used earlier in the run", c.ID)
 		}
 		for j := range calls[:i] {
@@ -726,13 +741,19 @@ func appendResults(s *State) {
 		}
 		// The message points at the result the batch holds, which for an
 		// executed call is its outcome's in the log: no copy.
-		m := llm.Message{Role: llm.RoleTool, Result: r}
+		s.Messages = append(s.Messages, llm.Message{Role: llm.RoleTool, Result: r})
 		if s.ctx != nil {
-			s.ctx.add(&m)
+			s.ctx.add(&s.Messages[len(s.Messages)-1])
 		}
-		s.Messages = append(s.Messages, m)
 	}
 	s.Batch = nil
+}
+
+// noteCallID adds id to the run's call IDs, keeping them sorted.
+func (s *State) noteCallID(id string) {
+	if i, found := slices.BinarySearch(s.callIDs, id); !found {
+		s.callIDs = slices.Insert(s.callIDs, i, id)
+	}
 }
 
 // staleTurns is how many turns in a row may add no new information (see
@@ -757,7 +778,7 @@ func noteNews(s *State) {
 			continue
 		}
 		hashes[i] = resultHash(r)
-		if _, ok := s.seen[hashes[i]]; !ok {
+		if _, ok := slices.BinarySearch(s.seen, hashes[i]); !ok {
 			stale = false
 		}
 	}
@@ -777,10 +798,9 @@ func noteNews(s *State) {
 func (s *State) see(r *llm.ToolResult) { s.seeHash(resultHash(r)) }
 
 func (s *State) seeHash(h uint64) {
-	if s.seen == nil {
-		s.seen = map[uint64]struct{}{}
+	if i, found := slices.BinarySearch(s.seen, h); !found {
+		s.seen = slices.Insert(s.seen, i, h)
 	}
-	s.seen[h] = struct{}{}
 }
 
 // resultHash identifies a result by what the model reads of it besides

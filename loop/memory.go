@@ -3,7 +3,6 @@ package loop
 import (
 	"cmp"
 	"encoding/json"
-	"maps"
 	"slices"
 	"time"
 
@@ -86,8 +85,8 @@ func (s *State) MarshalJSON() ([]byte, error) {
 		Budgets: s.Budgets, Price: s.Price, Steps: s.Steps, ToolCalls: s.ToolCalls, Usage: s.Usage, Cost: s.Cost,
 		Batch: s.Batch, Pending: s.Pending, Answered: s.Answered, PausedAt: s.PausedAt, Status: s.Status,
 		Detail: s.Detail, Stopping: s.Stopping, Done: s.Done, Next: s.next,
-		CallIDs: slices.Sorted(maps.Keys(s.callIDs)), LastChecks: s.lastChecks, LastCalls: s.lastCalls,
-		Seen: slices.Sorted(maps.Keys(s.seen)), Stale: s.stale, Output: s.Output, OutputRejected: s.OutputRejected, Context: s.ctx,
+		CallIDs: slices.Clone(s.callIDs), LastChecks: s.lastChecks, LastCalls: s.lastCalls,
+		Seen: slices.Clone(s.seen), Stale: s.stale, Output: s.Output, OutputRejected: s.OutputRejected, Context: s.ctx,
 		Compensation: s.Compensation, Writes: s.Writes,
 		Taint: s.taint,
 	}
@@ -127,14 +126,10 @@ func (s *State) UnmarshalJSON(b []byte) error {
 	if s.Batch != nil {
 		s.Batch.Taint = j.BatchTaint
 	}
-	// A state past its first event has callIDs (Started makes it, the
-	// decider writes into it); the other maps are made on first use.
-	if j.Next.Kind != "" || len(j.CallIDs) > 0 {
-		s.callIDs = make(map[string]struct{}, len(j.CallIDs))
-	}
-	for _, id := range j.CallIDs {
-		s.callIDs[id] = struct{}{}
-	}
+	// Sorted and without repeats whatever the JSON held, since the
+	// decider bisects them.
+	slices.Sort(j.CallIDs)
+	s.callIDs = slices.Compact(j.CallIDs)
 	if len(j.WriteKeys) > 0 || len(j.WriteCalls) > 0 {
 		s.writeKeys, s.writeCalls = make(map[string]int, len(j.WriteKeys)), make(map[uint64]int, len(j.WriteCalls))
 	}
@@ -147,9 +142,8 @@ func (s *State) UnmarshalJSON(b []byte) error {
 	for _, hk := range j.Failed {
 		s.fail(hk.Key, hk.Kind)
 	}
-	for _, h := range j.Seen {
-		s.seeHash(h)
-	}
+	slices.Sort(j.Seen)
+	s.seen = slices.Compact(j.Seen)
 	return nil
 }
 

@@ -3,7 +3,9 @@ package loop_test
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/toolloop/toolloop/loop"
@@ -107,5 +109,89 @@ func TestStateRoundTrip(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestDecodedStateSortsCallIDs: a state's call IDs are kept sorted and
+// looked up by bisection, so a decoded state must sort them whatever order
+// its JSON lists them in (a hand-written or foreign encoder's), or a call
+// that reuses an ID could slip through.
+func TestDecodedStateSortsCallIDs(t *testing.T) {
+	var tr *transcript
+	for _, c := range loadTranscripts(t) {
+		if c.name == "protocol_reused_id" {
+			tr = &c
+		}
+	}
+	if tr == nil {
+		t.Fatal("no transcript protocol_reused_id")
+	}
+	// The state before the turn that reuses c1, with its call IDs listed
+	// out of order and one twice.
+	s := loop.Replay(tr.events[:6])
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(snapshotJSON(t, s), &fields); err != nil {
+		t.Fatal(err)
+	}
+	if got := string(fields["call_ids"]); got != `["c1"]` {
+		t.Fatalf("call_ids = %s, want [\"c1\"]", got)
+	}
+	fields["call_ids"] = json.RawMessage(`["zz","c1","a0","zz"]`)
+	b, err := json.Marshal(fields)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var decoded loop.State
+	if err := json.Unmarshal(b, &decoded); err != nil {
+		t.Fatal(err)
+	}
+	eff := loop.Next(&decoded, &tr.events[6])
+	if eff.Kind != loop.Stop || eff.Status != loop.ProtocolError || !strings.Contains(eff.Detail, "c1 was already used") {
+		t.Fatalf("reused ID after decoding: %+v, want a protocol_error stop naming c1", eff)
+	}
+	if got := string(snapshotJSON(t, &decoded)); !strings.Contains(got, `"call_ids":["a0","c1","zz"]`) {
+		t.Errorf("encoded again: %s, want call_ids sorted without repeats", got)
+	}
+}
+
+// TestDecodedStateSortsSeen: the hashes of the results the model has seen
+// are kept sorted and bisected too, so a decoded state must sort them, or
+// a turn that repeats a result would count as news and a spin go unseen.
+func TestDecodedStateSortsSeen(t *testing.T) {
+	var tr *transcript
+	for _, c := range loadTranscripts(t) {
+		if c.name == "spin_no_new_information" {
+			tr = &c
+		}
+	}
+	if tr == nil {
+		t.Fatal("no transcript spin_no_new_information")
+	}
+	// The state before the third turn's results, which repeat the first
+	// one, with hashes it has not seen around the one it has.
+	s := loop.Replay(tr.events[:15])
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(snapshotJSON(t, s), &fields); err != nil {
+		t.Fatal(err)
+	}
+	var seen []uint64
+	if err := json.Unmarshal(fields["seen"], &seen); err != nil || len(seen) != 1 || seen[0] == 0 || seen[0] == 1<<64-1 {
+		t.Fatalf("seen = %s (%v), want one hash", fields["seen"], err)
+	}
+	fields["seen"] = json.RawMessage(fmt.Sprintf("[%d,%d,0,%d]", uint64(1<<64-1), seen[0], uint64(1<<64-1)))
+	b, err := json.Marshal(fields)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var decoded loop.State
+	if err := json.Unmarshal(b, &decoded); err != nil {
+		t.Fatal(err)
+	}
+	var last loop.Effect
+	for i := 15; i < 18; i++ {
+		last = loop.Next(&decoded, &tr.events[i])
+	}
+	if last.Kind != loop.Stop || last.Status != loop.SpinDetected {
+		t.Fatalf("after decoding: %+v, want a spin_detected stop", last)
 	}
 }

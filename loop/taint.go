@@ -200,8 +200,16 @@ func trackTaint(s *State, ev *Event, next func(*State, *Event) Effect) Effect {
 	case ev.Kind == CallsValidated && s.Batch != nil && eff.Kind == AuthorizeCalls:
 		b := s.Batch
 		b.Taint = make([]*policy.Taint, len(b.Calls))
-		for _, i := range eff.Calls {
-			b.Taint[i] = s.taint.facts(b.Calls[i])
+		if s.taint == nil {
+			// A state from before taint tracking: no facts, and the
+			// taint rules fail closed.
+			break
+		}
+		// The batch's facts in one allocation, not one per call.
+		facts := make([]policy.Taint, len(eff.Calls))
+		for k, i := range eff.Calls {
+			b.Taint[i] = &facts[k]
+			s.taint.facts(b.Calls[i], &facts[k])
 		}
 	}
 	return eff
@@ -243,7 +251,10 @@ func noteStage(s *State, ev *Event) {
 func (m *taintMemory) noteResult(r *llm.ToolResult, rt *resultTrust) {
 	src := policy.Source{CallID: r.CallID, Tool: r.Name}
 	if rt != nil && rt.private && m.Private == nil {
-		m.Private = &src
+		// A copy of its own, so that src stays on the stack for the
+		// results that are not private.
+		private := src
+		m.Private = &private
 	}
 	srcIdx := -1
 	n := 0
@@ -268,15 +279,21 @@ func (m *taintMemory) noteResult(r *llm.ToolResult, rt *resultTrust) {
 		})
 	}
 	content := string(r.Content)
-	var doc any
 	switch {
 	case !rt.mixed() && strings.IndexByte(content, '\\') < 0:
 		// Trust is the same for every field, and the JSON has no
 		// escapes: its string literals are its strings as they are, so
 		// it is read in place, without decoding.
 		eachLiteral(content, func(text string) { add("", text) })
-	case len(content) > 0 && json.Unmarshal(r.Content, &doc) == nil:
-		walkLeaves("", doc, true, add)
+	case len(content) > 0:
+		// doc is declared here, where it is decoded into: declared for
+		// the whole switch, it went to the heap for every result.
+		var doc any
+		if json.Unmarshal(r.Content, &doc) == nil {
+			walkLeaves("", doc, true, add)
+		} else {
+			add("", content)
+		}
 	default:
 		add("", content)
 	}
@@ -301,24 +318,19 @@ func (m *taintMemory) addText(text string, n *int) {
 	})
 }
 
-// facts works out the policy's taint facts for call c.
-func (m *taintMemory) facts(c llm.ToolCall) *policy.Taint {
-	if m == nil {
-		// A state from before taint tracking: no facts, and the taint
-		// rules fail closed.
-		return nil
-	}
-	t := &policy.Taint{}
+// facts works out the policy's taint facts for call c into t, which is
+// zero.
+func (m *taintMemory) facts(c llm.ToolCall, t *policy.Taint) {
 	t.Private = m.Private
 	if len(m.Sources) == 0 {
-		return t
+		return
 	}
 	t.Tainted, t.Source = true, &m.Sources[0]
 	var doc any
 	if json.Unmarshal(c.Arguments, &doc) != nil {
 		// Arguments that are not JSON never pass validation; nothing to
 		// say about them.
-		return t
+		return
 	}
 	origin := func(v string) (policy.Origin, *policy.Source, bool) {
 		h := valueHash(v)
@@ -347,7 +359,6 @@ func (m *taintMemory) facts(c llm.ToolCall) *policy.Taint {
 			}
 		}
 	})
-	return t
 }
 
 // eachLiteral calls f with each string literal of the JSON text s (the
