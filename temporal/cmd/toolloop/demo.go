@@ -56,6 +56,15 @@ func (b *backend) RunScenario(ctx context.Context, s orders.Scenario, obs loop.O
 	// confirmation; here the workflow would wait for one. It waits a
 	// moment and then ends with the same status.
 	in.ConfirmationTimeout = time.Millisecond
+	if s.Want == loop.Canceled {
+		// The caller cancels while the model's second answer comes back.
+		// A local model request (the default) keeps the workflow task, and
+		// the task runs the next turns before the server can deliver the
+		// cancellation (docs/DESIGN.md §13), so the run would end first; a
+		// model request of its own ends the task, as a turn's I/O does in
+		// process, and the cancellation stops the run where it does there.
+		in.ModelAsActivity = true
+	}
 	wr, err := cl.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: queue}, temporal.WorkflowName, in)
 	if err != nil {
 		return nil, nil, err
