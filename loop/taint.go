@@ -247,7 +247,9 @@ func noteStage(s *State, ev *Event) {
 }
 
 // noteResult adds a result's values, as trusted or untrusted field by
-// field as rt says (nil: all untrusted).
+// field as rt says (nil: all untrusted). Where trust goes by field, a
+// result that is neither a JSON object or array nor text holding one is
+// untrusted whole: it has no fields to tell apart.
 func (m *taintMemory) noteResult(r *llm.ToolResult, rt *resultTrust) {
 	src := policy.Source{CallID: r.CallID, Tool: r.Name}
 	if rt != nil && rt.private && m.Private == nil {
@@ -258,8 +260,8 @@ func (m *taintMemory) noteResult(r *llm.ToolResult, rt *resultTrust) {
 	}
 	srcIdx := -1
 	n := 0
-	add := func(path, text string) {
-		if !rt.fieldUntrusted(path) {
+	addAs := func(untrusted bool, text string) {
+		if !untrusted {
 			m.addText(text, &n)
 			return
 		}
@@ -278,6 +280,7 @@ func (m *taintMemory) noteResult(r *llm.ToolResult, rt *resultTrust) {
 			}
 		})
 	}
+	add := func(path, text string) { addAs(rt.fieldUntrusted(path), text) }
 	content := string(r.Content)
 	switch {
 	case !rt.mixed() && strings.IndexByte(content, '\\') < 0:
@@ -289,13 +292,29 @@ func (m *taintMemory) noteResult(r *llm.ToolResult, rt *resultTrust) {
 		// doc is declared here, where it is decoded into: declared for
 		// the whole switch, it went to the heap for every result.
 		var doc any
-		if json.Unmarshal(r.Content, &doc) == nil {
-			walkLeaves("", doc, true, add)
-		} else {
-			add("", content)
+		if json.Unmarshal(r.Content, &doc) != nil {
+			// Not JSON: no fields a declaration could vouch for.
+			addAs(rt.fieldUntrusted("") || rt.mixed(), content)
+			return
 		}
+		if text, ok := doc.(string); ok && rt.mixed() {
+			// A result that is text holding JSON (an MCP server answers
+			// with text) has its fields in that JSON. Text that is not
+			// JSON has no fields a declaration could vouch for: fail
+			// closed.
+			var inner any
+			_ = json.Unmarshal([]byte(text), &inner)
+			switch inner.(type) {
+			case map[string]any, []any:
+				doc = inner
+			default:
+				addAs(true, text)
+				return
+			}
+		}
+		walkLeaves("", doc, true, add)
 	default:
-		add("", content)
+		addAs(rt.fieldUntrusted("") || rt.mixed(), content)
 	}
 	if srcIdx < 0 && rt.fieldUntrusted("") && len(r.Content) == 0 {
 		// An empty untrusted result carries nothing, but the tool is

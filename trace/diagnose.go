@@ -64,7 +64,7 @@ const (
 )
 
 var findingOrder = []FindingKind{MismatchedResult, LostResults, UnkeyedWriteRetry, RepeatedCall,
-	ResultNotSeen, DroppedState, RepeatedTool, CostRising, UncachedGrowth, CacheMiss, BudgetStop, RunStopped}
+	ResultNotSeen, DroppedState, RepeatedTool, CostRising, UncachedGrowth, CacheMiss, TaintHold, BudgetStop, RunStopped}
 
 // Finding is one suspicious point of a run.
 type Finding struct {
@@ -265,6 +265,7 @@ func Diagnose(events []loop.Event) []Finding {
 	out = append(out, lost(events, gone)...)
 	out = append(out, uncached(events)...)
 	out = append(out, cacheMisses(events)...)
+	out = append(out, taintHolds(events)...)
 	slices.SortStableFunc(out, func(a, b Finding) int {
 		if a.Seq != b.Seq {
 			return a.Seq - b.Seq

@@ -59,6 +59,12 @@ type Outcome struct {
 	Status        loop.Status
 }
 
+// serve puts a world's tools where the loop calls them and returns the
+// tools the loop is given and a function that stops serving them. Nil
+// gives the loop the Go tools themselves; the MCP evaluation (mcp_test.go)
+// serves them from an MCP server.
+type serve func(ctx context.Context, tools []*tool.Tool) ([]*tool.Tool, func() error, error)
+
 type suite[W any] struct {
 	name       string
 	world      func(injection string) W
@@ -67,7 +73,7 @@ type suite[W any] struct {
 	injections []Injection[W]
 }
 
-func (s suite[W]) run(ctx context.Context, p policy.Profile, task Task[W], inj *Injection[W]) (Outcome, error) {
+func (s suite[W]) run(ctx context.Context, p policy.Profile, task Task[W], inj *Injection[W], via serve) (Outcome, error) {
 	text := ""
 	m := &model{user: task.Steps, answer: task.Answer}
 	out := Outcome{Suite: s.name, Task: task.Name}
@@ -75,7 +81,16 @@ func (s suite[W]) run(ctx context.Context, p policy.Profile, task Task[W], inj *
 		text, m.attack, out.Injection = " "+inject(inj.Goal), inj.Steps, inj.Name
 	}
 	w := s.world(text)
-	reg, err := tool.NewRegistry(s.tools(w)...)
+	tools := s.tools(w)
+	if via != nil {
+		served, stop, err := via(ctx, tools)
+		if err != nil {
+			return out, fmt.Errorf("%s/%s: serving the tools: %w", s.name, task.Name, err)
+		}
+		defer stop()
+		tools = served
+	}
+	reg, err := tool.NewRegistry(tools...)
 	if err != nil {
 		return out, err
 	}
@@ -115,10 +130,10 @@ func (s suite[W]) run(ctx context.Context, p policy.Profile, task Task[W], inj *
 	return out, nil
 }
 
-func (s suite[W]) all(ctx context.Context, p policy.Profile, short bool) ([]Outcome, error) {
+func (s suite[W]) all(ctx context.Context, p policy.Profile, short bool, via serve) ([]Outcome, error) {
 	var outs []Outcome
 	for ti, task := range s.tasks {
-		o, err := s.run(ctx, p, task, nil)
+		o, err := s.run(ctx, p, task, nil, via)
 		if err != nil {
 			return nil, err
 		}
@@ -127,7 +142,7 @@ func (s suite[W]) all(ctx context.Context, p policy.Profile, short bool) ([]Outc
 			if short && (ti+ii)%3 != 0 {
 				continue
 			}
-			o, err := s.run(ctx, p, task, &s.injections[ii])
+			o, err := s.run(ctx, p, task, &s.injections[ii], via)
 			if err != nil {
 				return nil, err
 			}
@@ -140,13 +155,17 @@ func (s suite[W]) all(ctx context.Context, p policy.Profile, short bool) ([]Outc
 // Run runs both suites with the given profile (ProfileOff is no defense).
 // short runs a third of the injection pairs, for go test.
 func Run(ctx context.Context, p policy.Profile, short bool) ([]Outcome, error) {
+	return run(ctx, p, short, nil)
+}
+
+func run(ctx context.Context, p policy.Profile, short bool, via serve) ([]Outcome, error) {
 	b := suite[*bank]{"banking", newBank, (*bank).tools, bankingTasks(), bankingInjections()}
 	sl := suite[*workspace]{"slack", newWorkspace, (*workspace).tools, slackTasks(), slackInjections()}
-	outs, err := b.all(ctx, p, short)
+	outs, err := b.all(ctx, p, short, via)
 	if err != nil {
 		return nil, err
 	}
-	more, err := sl.all(ctx, p, short)
+	more, err := sl.all(ctx, p, short, via)
 	return append(outs, more...), err
 }
 

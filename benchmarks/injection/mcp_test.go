@@ -1,0 +1,145 @@
+package injection
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"testing"
+
+	mcpsdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/toolloop/toolloop/policy"
+	"github.com/toolloop/toolloop/tool"
+	"github.com/toolloop/toolloop/tool/mcp"
+)
+
+// overMCP serves a world's Go tools from an MCP server, over in-memory
+// transports, and returns the tools tool/mcp builds from its listing. The
+// server says what MCP can say: the schema, read-only or not, and
+// openWorldHint for the tools that send data out. The client keeps MCP's
+// default, every result untrusted as a whole; what MCP has no word for
+// (private data, destination arguments, credentials) is configured with
+// Options.Adjust, as an application would for a server it uses.
+func overMCP(ctx context.Context, tools []*tool.Tool) ([]*tool.Tool, func() error, error) {
+	return serveMCP(ctx, tools, false)
+}
+
+// overMCPDeclared is overMCP with the client configured, tool by tool and
+// field by field, with the trust the Go tools declare.
+func overMCPDeclared(ctx context.Context, tools []*tool.Tool) ([]*tool.Tool, func() error, error) {
+	return serveMCP(ctx, tools, true)
+}
+
+func serveMCP(ctx context.Context, tools []*tool.Tool, fields bool) ([]*tool.Tool, func() error, error) {
+	srv := mcpsdk.NewServer(&mcpsdk.Implementation{Name: "injection-suite", Version: "v1"}, nil)
+	declared := map[string]tool.Trust{}
+	for _, t := range tools {
+		def := t.Definition()
+		declared[t.Name()] = t.Trust()
+		outward := t.Trust().Outward
+		srv.AddTool(&mcpsdk.Tool{Name: t.Name(), Description: def.Description, InputSchema: def.InputSchema,
+			Annotations: &mcpsdk.ToolAnnotations{ReadOnlyHint: t.Effect() == tool.ReadOnly, OpenWorldHint: &outward}},
+			func(ctx context.Context, req *mcpsdk.CallToolRequest) (*mcpsdk.CallToolResult, error) {
+				out, err := t.Call(ctx, req.Params.Arguments)
+				if err != nil {
+					return &mcpsdk.CallToolResult{IsError: true, Content: []mcpsdk.Content{&mcpsdk.TextContent{Text: err.Error()}}}, nil
+				}
+				// A server answers with text: a Go tool's string result
+				// as the string, any other as its JSON.
+				text := string(out)
+				var s string
+				if json.Unmarshal(out, &s) == nil {
+					text = s
+				}
+				return &mcpsdk.CallToolResult{Content: []mcpsdk.Content{&mcpsdk.TextContent{Text: text}}}, nil
+			})
+	}
+	ct, st := mcpsdk.NewInMemoryTransports()
+	ss, err := srv.Connect(ctx, st, nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	src, err := mcp.Connect(ctx, ct, &mcp.Options{Adjust: func(t *mcpsdk.Tool, def *tool.Definition) {
+		d := declared[t.Name]
+		def.Trust.ReadsPrivate, def.Trust.Destinations, def.Trust.Credentials = d.ReadsPrivate, d.Destinations, d.Credentials
+		if fields {
+			def.Trust.Untrusted, def.Trust.UntrustedFields, def.Trust.TrustedFields = d.Untrusted, d.UntrustedFields, d.TrustedFields
+		}
+	}})
+	if err != nil {
+		_ = ss.Close()
+		return nil, nil, err
+	}
+	stop := func() error {
+		err := src.Close()
+		_ = ss.Wait()
+		return err
+	}
+	served, err := src.Tools(ctx)
+	if err != nil {
+		_ = stop()
+		return nil, nil, err
+	}
+	for _, t := range served {
+		if !fields && !t.Trust().Untrusted {
+			_ = stop()
+			return nil, nil, fmt.Errorf("MCP tool %s is trusted; MCP's default is untrusted", t.Name())
+		}
+	}
+	return served, stop, nil
+}
+
+func logSummary(t *testing.T, label string, s Summary) {
+	t.Helper()
+	t.Logf("%-16s tasks %d pairs %d | utility %.1f%% | under attack %.1f%% | attack success %.1f%% | confirmations/task %.2f, tasks confirmed %.1f%%",
+		label, s.Tasks, s.Pairs, 100*s.Utility, 100*s.UtilityUnderAttack, 100*s.AttackSuccess, s.Confirmations, 100*s.ConfirmedTasks)
+}
+
+// The suites with the tools behind an MCP server, for the short subset
+// of pairs go test runs (-full for all). Configured with the trust the Go tools declare,
+// field by field, the figures are the Go tools' exactly. With MCP's
+// default, every result untrusted whole, as many attacks succeed (none
+// more) and utility is the same, but harmless tasks that pay or post to
+// a place a trusted field of a result named (a transaction's recipient, a
+// channel's name) now need a confirmation: every harmless task the Go
+// tools have confirmed is confirmed over MCP, and more are.
+func TestInjectionSuitesOverMCP(t *testing.T) {
+	ctx := context.Background()
+	for _, p := range []policy.Profile{policy.ProfileOff, policy.ProfileDefault} {
+		goOuts, err := Run(ctx, p, !*full)
+		if err != nil {
+			t.Fatal(err)
+		}
+		declared, err := run(ctx, p, !*full, overMCPDeclared)
+		if err != nil {
+			t.Fatal(err)
+		}
+		untrusted, err := run(ctx, p, !*full, overMCP)
+		if err != nil {
+			t.Fatal(err)
+		}
+		g, d, u := Summarize(goOuts), Summarize(declared), Summarize(untrusted)
+		logSummary(t, string(p)+" Go", g)
+		logSummary(t, string(p)+" MCP declared", d)
+		logSummary(t, string(p)+" MCP default", u)
+		if d != g {
+			t.Errorf("%s: over MCP with the Go tools' trust %+v, with the Go tools %+v; want the same figures", p, d, g)
+		}
+		if u.Tasks != g.Tasks || u.Pairs != g.Pairs || u.AttackSuccess != g.AttackSuccess || u.Utility != g.Utility || u.UtilityUnderAttack != g.UtilityUnderAttack {
+			t.Errorf("%s: over MCP untrusted by default %+v, with the Go tools %+v; want the same attack success and utility", p, u, g)
+		}
+		if len(untrusted) != len(goOuts) {
+			t.Fatalf("%d outcomes over MCP, %d with the Go tools", len(untrusted), len(goOuts))
+		}
+		for i, o := range untrusted {
+			if o.Confirmations < goOuts[i].Confirmations {
+				t.Errorf("%s: %s/%s/%s: %d confirmations over MCP untrusted by default, %d with the Go tools; blanket untrust must not confirm less",
+					p, o.Suite, o.Task, o.Injection, o.Confirmations, goOuts[i].Confirmations)
+			}
+		}
+		if p == policy.ProfileDefault && u.ConfirmedTasks <= g.ConfirmedTasks {
+			t.Errorf("default: %.1f%% of harmless tasks confirmed over MCP untrusted by default, %.1f%% with the Go tools; the blanket untrust should show",
+				100*u.ConfirmedTasks, 100*g.ConfirmedTasks)
+		}
+	}
+}
