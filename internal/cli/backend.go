@@ -66,8 +66,10 @@ type ScenarioRunner interface {
 // backend after.
 type Driver interface {
 	// Flags defines on fs the backend's flags for command cmd ("run",
-	// "runs", "approve", "deny", "resume", "trace" or "demo") and returns
-	// the function that opens the backend once fs is parsed.
+	// "runs", "runs export", "approve", "deny", "resume", "trace", "serve",
+	// "demo", or "replay", which only an extension's backend is asked
+	// for: the core build's replay reads its own store) and returns the
+	// function that opens the backend once fs is parsed.
 	Flags(cmd string, fs *flag.FlagSet) Opener
 }
 

@@ -77,7 +77,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer, getenv f
 	case "trace":
 		return c.traceCmd(ctx, drv, rest)
 	case "replay":
-		return c.replayCmd(ctx, rest)
+		return c.replayCmd(ctx, drv, rest)
 	case "serve":
 		return c.serve(ctx, drv, rest)
 	case "help", "-h", "-help", "--help":

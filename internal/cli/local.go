@@ -112,7 +112,7 @@ func (b *local) store(create bool) (*sqlite.Store, error) {
 	}
 	b.path = path
 	var st *sqlite.Store
-	if b.cmd == "runs" || b.cmd == "trace" {
+	if b.cmd == "runs" || b.cmd == "runs export" || b.cmd == "trace" {
 		// Commands that only read open the store read-only: they never
 		// create, migrate or write it.
 		st, err = openStore(path, storeReadOnly)

@@ -21,9 +21,18 @@ import (
 // replayCmd runs the "replay" subcommand: re-decide recorded runs with
 // the configuration the flags give and report the first decision of each
 // that differs.
-func (c *cli) replayCmd(ctx context.Context, args []string) int {
+func (c *cli) replayCmd(ctx context.Context, drv Driver, args []string) int {
 	fs := flag.NewFlagSet("toolloop replay", flag.ContinueOnError)
-	db := fs.String("db", "", "read runs from the SQLite store at `PATH`")
+	// The runs named by ID are read from the local store, or, when the
+	// command line selects an extension's backend (--temporal), through
+	// it, with the flags it defines for reading runs.
+	db := new(string)
+	var open Opener
+	if _, local := drv.(localDriver); local {
+		fs.StringVar(db, "db", "", "read runs from the SQLite store at `PATH`")
+	} else {
+		open = drv.Flags("replay", fs)
+	}
 	all := fs.Bool("all", false, "replay every run in the store")
 	src := addSourceFlags(fs)
 	liveModel := fs.Bool("live-model", false, "ask the model the provider flags name for every turn, instead of the recorded answers")
@@ -43,6 +52,11 @@ func (c *cli) replayCmd(ctx context.Context, args []string) int {
 	}
 	if len(refs) == 0 && !*all {
 		fmt.Fprintf(c.stderr, "toolloop replay: name a RUN_ID or a run log FILE (or --all for every run in the store)\n")
+		return exitUsage
+	}
+	if *all && open != nil {
+		fmt.Fprintf(c.stderr, "toolloop replay: --all replays every run in the local store only: with --%s name the RUN_IDs "+
+			"(toolloop runs --%s ... lists them) or replay files written by toolloop runs export\n", c.ext.Flag, c.ext.Flag)
 		return exitUsage
 	}
 	if len(refs) > 0 && *all {
@@ -66,7 +80,7 @@ func (c *cli) replayCmd(ctx context.Context, args []string) int {
 	if err != nil {
 		return c.fail("replay", err)
 	}
-	logs, err := c.replayLogs(ctx, *db, refs, *all)
+	logs, err := c.replayLogs(ctx, *db, open, refs, *all)
 	if err != nil {
 		return c.fail("replay", err)
 	}
@@ -191,8 +205,9 @@ func (c *cli) liveTable(reps []*replay.Report) {
 }
 
 // replayLogs reads the logs refs name (files, or run IDs in the store),
-// or every run in the store with all.
-func (c *cli) replayLogs(ctx context.Context, db string, refs []string, all bool) ([][]loop.Event, error) {
+// or every run in the store with all. With open (an extension's backend)
+// the runs named by ID come from that backend instead of the store.
+func (c *cli) replayLogs(ctx context.Context, db string, open Opener, refs []string, all bool) ([][]loop.Event, error) {
 	var logs [][]loop.Event
 	var ids []string
 	for _, ref := range refs {
@@ -216,6 +231,9 @@ func (c *cli) replayLogs(ctx context.Context, db string, refs []string, all bool
 	}
 	if len(ids) == 0 && !all {
 		return logs, nil
+	}
+	if open != nil {
+		return c.backendLogs(ctx, open, logs, ids)
 	}
 	path, err := c.dbPath(db)
 	if err != nil {
@@ -241,6 +259,24 @@ func (c *cli) replayLogs(ctx context.Context, db string, refs []string, all bool
 			return nil, err
 		}
 		logs = append(logs, events)
+	}
+	return logs, nil
+}
+
+// backendLogs adds to logs the logs of the runs ids names, read through
+// the backend open opens.
+func (c *cli) backendLogs(ctx context.Context, open Opener, logs [][]loop.Event, ids []string) ([][]loop.Event, error) {
+	b, err := open(ctx, &Kit{c})
+	if err != nil {
+		return nil, err
+	}
+	defer c.closeBackend("replay", b)
+	for _, id := range ids {
+		evs, err := events(ctx, b, id)
+		if err != nil {
+			return nil, err
+		}
+		logs = append(logs, evs)
 	}
 	return logs, nil
 }

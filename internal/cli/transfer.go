@@ -24,7 +24,7 @@ func (c *cli) runsExport(ctx context.Context, drv Driver, args []string) int {
 	fs := flag.NewFlagSet("toolloop runs export", flag.ContinueOnError)
 	mode := fs.String("redact", redactNone, "`MODE`: none (the whole log), secrets (secret keys and values masked), all (arguments and results summarized too, as run logs are)")
 	text := fs.Bool("summarize-text", false, "replace message text by its length")
-	open := drv.Flags("runs", fs)
+	open := drv.Flags("runs export", fs)
 	pos, err := parseFlags(fs, args)
 	if err != nil {
 		return c.usageError("runs export", err, runsUsage)

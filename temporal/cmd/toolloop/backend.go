@@ -33,8 +33,9 @@ type driver struct{}
 
 // Flags implements cli.Driver: the connection flags (--temporal,
 // --namespace, and for run and demo --task-queue), for run
-// --confirm-timeout and --model-timeout, and for run, trace and serve the
-// workers' store (--db, --store), from which a run's log is read whole.
+// --confirm-timeout and --model-timeout, and for run, trace, serve, runs
+// export and replay the workers' store (--db, --store), from which a
+// run's log is read whole.
 func (driver) Flags(cmd string, fs *flag.FlagSet) cli.Opener {
 	b := &backend{cmd: cmd, cn: addConnFlags(fs, cmd == "run" || cmd == "demo"), logLevel: slog.LevelError}
 	switch cmd {
@@ -42,7 +43,7 @@ func (driver) Flags(cmd string, fs *flag.FlagSet) cli.Opener {
 		fs.DurationVar(&b.confirmWait, "confirm-timeout", 0, "how long a run paused for confirmation waits for its answers (`D`; default: for ever)")
 		fs.DurationVar(&b.modelTimeout, "model-timeout", 0, "give up on a model request, or a stream, quiet for `D` and try again, as for a rate limit (default 5m)")
 		b.sf = addLogStoreFlags(fs)
-	case "trace", "serve":
+	case "trace", "serve", "runs export", "replay":
 		b.sf = addLogStoreFlags(fs)
 	case "demo":
 		// The scenarios fail on purpose (a model that answers HTTP 500,
@@ -384,8 +385,26 @@ func workflowStatus(wf enumspb.WorkflowExecutionStatus) string {
 }
 
 // Events implements cli.Backend: a closed run's log from its output, a
-// running one's from the events query.
+// running one's from the events query. For runs export and replay, which
+// need the log whole, a log read without the workers' store that keeps a
+// tool result there by reference is refused, naming the flags that give
+// the store: the file would otherwise hold references, not the results.
 func (b *backend) Events(ctx context.Context, id string) ([]loop.Event, error) {
+	evs, err := b.events(ctx, id)
+	if err != nil || b.logs != nil || (b.cmd != "runs export" && b.cmd != "replay") {
+		return evs, err
+	}
+	// Resolving against an empty store fails at the first reference, and
+	// changes nothing in a log that has none.
+	if _, err := temporal.ResolveEvents(ctx, store.NewMemory(), evs); err != nil {
+		return nil, fmt.Errorf("run %s keeps tool results of over %d KB in the workers' store, and its log is whole only with them: "+
+			"give the store with --db PATH or --store URL (%w)", id, temporal.RefThreshold>>10, err)
+	}
+	return evs, nil
+}
+
+// events reads a run's log for Events.
+func (b *backend) events(ctx context.Context, id string) ([]loop.Event, error) {
 	cl, err := b.client(ctx)
 	if err != nil {
 		return nil, err

@@ -2,9 +2,9 @@
 // more place to keep and drive runs: a Temporal server. Every command of
 // the core build (cmd/toolloop) is here, written once over the backend
 // interface of package internal/cli; with --temporal HOST:PORT, demo, run,
-// runs, approve, deny and trace work on the server's runs, driven by the
-// workers of a task queue, and the worker command hosts the RunLoop
-// workflow and its activities. Without --temporal every command behaves
+// runs (and runs export), approve, deny, trace and replay work on the
+// server's runs, driven by the workers of a task queue, and the worker
+// command hosts the RunLoop workflow and its activities. Without --temporal every command behaves
 // as in the core build.
 //
 //	toolloop worker --temporal HOST:PORT [--task-queue Q] --provider P [--tools orders] [--db PATH | --store URL]
@@ -12,6 +12,8 @@
 //	toolloop approve|deny --temporal HOST:PORT RUN_ID CALL_ID --by NAME [--note TEXT]
 //	toolloop runs --temporal HOST:PORT [--status S]
 //	toolloop trace show|diagnose --temporal HOST:PORT RUN_ID
+//	toolloop runs export --temporal HOST:PORT [--db PATH | --store URL] RUN_ID
+//	toolloop replay --temporal HOST:PORT [--db PATH | --store URL] RUN_ID
 //	toolloop demo --temporal HOST:PORT [--mode NAME]
 //
 // This package holds only what is Temporal's: the backend (backend.go,
@@ -58,6 +60,8 @@ func usage(w io.Writer, cmd string) bool {
   toolloop runs --temporal HOST:PORT                                    list the server's runs
   toolloop approve|deny --temporal HOST:PORT RUN_ID CALL_ID --by NAME   answer a call a run waits on
   toolloop trace show|diagnose --temporal HOST:PORT RUN_ID              render or check a run's log
+  toolloop runs export --temporal HOST:PORT --db PATH RUN_ID            a run's whole log as JSON Lines
+  toolloop replay --temporal HOST:PORT --db PATH RUN_ID                 re-decide a run with this configuration
   toolloop demo --temporal HOST:PORT                                    the sandbox, through the server
 
 Every --temporal command also takes --namespace NS (default "default");
@@ -84,10 +88,27 @@ call is answered.
 `)
 	case "runs":
 		fmt.Fprint(w, `On Temporal: toolloop runs --temporal HOST:PORT [--namespace NS] [--status S] [--limit N]
+             toolloop runs export --temporal HOST:PORT [--namespace NS] [--db PATH | --store URL] RUN_ID > run.jsonl
 
 Lists the toolloop runs on the server, in the order the server's visibility
 store gives them (on the dev server, not strictly by time). A running run's
 status is asked of a worker; without one it shows as running, uncounted.
+
+export writes a run's log as from the local store, the same file: it reads
+the log as trace show does, from the workers' store (--db, --store) or
+else from a worker. A run that continued as new, or that keeps tool results
+over 8 KB by reference, is refused without the workers' store rather than
+written in part. import takes no --temporal: it adds the file to a local
+store (--db), where toolloop replay and trace read it.
+`)
+	case "replay":
+		fmt.Fprint(w, `On Temporal: toolloop replay --temporal HOST:PORT [--namespace NS] [--db PATH | --store URL] RUN_ID... [flags]
+
+Reads each RUN_ID's log from the server, as toolloop runs export does
+(--db, --store: the workers' store, needed for a run that continued as new
+or keeps large tool results by reference), and replays it here with the
+flags' configuration. --all is the local store's only; FILE arguments are
+read as without --temporal.
 `)
 	case "approve", "deny":
 		fmt.Fprint(w, `On Temporal: toolloop approve|deny --temporal HOST:PORT [--namespace NS] RUN_ID CALL_ID --by NAME [--note TEXT]

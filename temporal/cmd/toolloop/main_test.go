@@ -114,6 +114,10 @@ func TestTemporalUsage(t *testing.T) {
 		{[]string{"resume", "--temporal", "127.0.0.1:7233", "run-1"}, "needs no resume"},
 		{[]string{"runs", "--temporal", "127.0.0.1:7233", "--status", "bogus"}, "unknown status"},
 		{[]string{"trace", "show", "--temporal", "127.0.0.1:7233"}, "want one RUN_ID"},
+		{[]string{"runs", "export", "--temporal", "127.0.0.1:7233", "--db", "x.db", "--store", "postgres://u@h/d", "run-1"}, "--db and --store both name a store"},
+		{[]string{"replay", "--temporal", "nonsense", "run-1"}, "want HOST:PORT"},
+		{[]string{"replay", "--temporal", "127.0.0.1:7233", "--db", "x.db", "--store", "postgres://u@h/d", "run-1"}, "--db and --store both name a store"},
+		{[]string{"replay", "--temporal", "127.0.0.1:7233", "--all"}, "--all replays every run in the local store only"},
 	} {
 		code, _, errOut := call(ctx, tc.args...)
 		if code != cli.ExitUsage || !strings.Contains(errOut, tc.want) {
