@@ -120,23 +120,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			code = exitFail
 			continue
 		}
-		if (*showTrace || *plan) && n > 0 {
-			fmt.Fprintln(stdout)
+		if !report.Scenario(ctx, stdout, stderr, "sandbox", n == 0, s.Scenario, s.index, res, book,
+			report.Shown{Trace: *showTrace, Plans: *plan}, false) {
+			code = exitFail
 		}
-		if *showTrace {
-			report.WriteTrace(stdout, s.Name, res)
-		}
-		if *plan {
-			report.WritePlans(stdout, s.Name, res)
-		}
-		refunds := -1
-		if s.ShowRefunds {
-			if refunds, err = book.RefundCount(ctx, ""); err != nil {
-				fmt.Fprintf(stderr, "sandbox: mode %s: %v\n", s.Name, err)
-				code = exitFail
-			}
-		}
-		fmt.Fprintln(stdout, report.StopLine(s.Name, res, s.index < report.ContractLines, refunds, false))
 		if res.Status != s.Want {
 			fmt.Fprintf(stderr, "sandbox: mode %s ended with status %s, want %s (%s)\n",
 				s.Name, string(res.Status), string(s.Want), res.Detail)

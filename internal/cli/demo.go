@@ -86,23 +86,10 @@ func (c *cli) demo(ctx context.Context, drv Driver, args []string) int {
 			code = exitFail
 			continue
 		}
-		if (*trace || *plan) && n > 0 {
-			fmt.Fprintln(stdout)
+		if !report.Scenario(ctx, stdout, stderr, "toolloop demo", n == 0, s.Scenario, s.index, res, book,
+			report.Shown{Trace: *trace, Plans: *plan}, s.Interactive) {
+			code = exitFail
 		}
-		if *trace {
-			report.WriteTrace(stdout, s.Name, res)
-		}
-		if *plan {
-			report.WritePlans(stdout, s.Name, res)
-		}
-		refunds := -1
-		if s.ShowRefunds {
-			if refunds, err = book.RefundCount(ctx, ""); err != nil {
-				fmt.Fprintf(stderr, "toolloop demo: mode %s: %v\n", s.Name, err)
-				code = exitFail
-			}
-		}
-		fmt.Fprintln(stdout, report.StopLine(s.Name, res, s.index < report.ContractLines, refunds, s.Interactive))
 		if s.Interactive {
 			writeNextSteps(stdout, res, b.Info())
 		}

@@ -1,18 +1,20 @@
 // Package report writes what the commands print about a finished run: its
 // one-line summary (the sandbox's stop lines, toolloop run's last line), its
 // message chain with each call ID beside its result (--trace), and the
-// planner's table of each batch (--plan). It imports only the loop's types
-// and the trace package, so that the sandbox alone (cmd/sandbox) prints the
+// planner's table of each batch (--plan). It imports only the loop's types,
+// the sandbox and the trace package, so that the sandbox alone (cmd/sandbox) prints the
 // same lines as toolloop demo without compiling the providers, the stores or
 // OpenTelemetry.
 package report
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"strings"
 	"text/tabwriter"
 
+	"github.com/toolloop/toolloop/examples/orders"
 	"github.com/toolloop/toolloop/llm"
 	"github.com/toolloop/toolloop/loop"
 	"github.com/toolloop/toolloop/trace"
@@ -22,6 +24,43 @@ import (
 // docs/DESIGN.md §9 fixes exactly ("mode=NAME status=STATUS", nothing after).
 // The other scenarios' stop lines add the run's counters and detail.
 const ContractLines = 3
+
+// Shown says what a demo prints of a scenario's run before its stop line.
+type Shown struct {
+	// Trace is --trace (WriteTrace), Plans --plan (WritePlans).
+	Trace, Plans bool
+}
+
+// Scenario writes to w what a demo prints of the run res of scenario s,
+// the index-th of orders.Scenarios(): a blank line before it when traces
+// or plans are shown and it is not the first run printed, its trace and
+// plans as shown asks, and its stop line, with the book's refund count
+// for a scenario that shows it and, with showRun, its run and pending
+// calls. A refund count that cannot be read is written to errw, prefixed
+// by cmd and the mode, and makes Scenario return false.
+func Scenario(ctx context.Context, w, errw io.Writer, cmd string, first bool, s orders.Scenario, index int,
+	res *loop.Result, book orders.OrderBook, shown Shown, showRun bool) bool {
+	ok := true
+	if (shown.Trace || shown.Plans) && !first {
+		fmt.Fprintln(w)
+	}
+	if shown.Trace {
+		WriteTrace(w, s.Name, res)
+	}
+	if shown.Plans {
+		WritePlans(w, s.Name, res)
+	}
+	refunds := -1
+	if s.ShowRefunds {
+		var err error
+		if refunds, err = book.RefundCount(ctx, ""); err != nil {
+			fmt.Fprintf(errw, "%s: mode %s: %v\n", cmd, s.Name, err)
+			ok = false
+		}
+	}
+	fmt.Fprintln(w, StopLine(s.Name, res, index < ContractLines, refunds, showRun))
+	return ok
+}
 
 // StopLine is the one-line summary of a sandbox run. A bare line is
 // exactly "mode=NAME status=STATUS"; the others add the run's counters,
