@@ -13,30 +13,53 @@ import (
 	"github.com/toolloop/toolloop/tool/mcp"
 )
 
+// declaration says how much of the Go tools' trust the MCP client is
+// told through its configuration (mcp.ToolConfig.Trust, as
+// `toolloop run --mcp-config` gives it).
+type declaration int
+
+const (
+	// declareNothing configures nothing: the client has what MCP says
+	// (schemas without format, read-only or not, openWorldHint) and its
+	// defaults, results untrusted and destinations unknown, as
+	// `toolloop run --mcp` without --mcp-config has it.
+	declareNothing declaration = iota
+	// declareFlow declares what MCP has no word for (private data,
+	// destination arguments, credentials) and keeps MCP's default of
+	// every result untrusted as a whole.
+	declareFlow
+	// declareFields declares the Go tools' trust in full, field by field.
+	declareFields
+)
+
 // overMCP serves a world's Go tools from an MCP server, over in-memory
-// transports, and returns the tools tool/mcp builds from its listing. The
-// server says what MCP can say: the schema, read-only or not, and
-// openWorldHint for the tools that send data out. The client keeps MCP's
-// default, every result untrusted as a whole; what MCP has no word for
-// (private data, destination arguments, credentials) is configured with
-// Options.Adjust, as an application would for a server it uses.
+// transports, and returns the tools tool/mcp builds from its listing,
+// configured with declareFlow.
 func overMCP(ctx context.Context, tools []*tool.Tool) ([]*tool.Tool, func() error, error) {
-	return serveMCP(ctx, tools, false)
+	return serveMCP(ctx, tools, declareFlow)
 }
 
-// overMCPDeclared is overMCP with the client configured, tool by tool and
-// field by field, with the trust the Go tools declare.
+// overMCPDeclared is overMCP configured with declareFields.
 func overMCPDeclared(ctx context.Context, tools []*tool.Tool) ([]*tool.Tool, func() error, error) {
-	return serveMCP(ctx, tools, true)
+	return serveMCP(ctx, tools, declareFields)
 }
 
-func serveMCP(ctx context.Context, tools []*tool.Tool, fields bool) ([]*tool.Tool, func() error, error) {
+func serveMCP(ctx context.Context, tools []*tool.Tool, decl declaration) ([]*tool.Tool, func() error, error) {
 	srv := mcpsdk.NewServer(&mcpsdk.Implementation{Name: "injection-suite", Version: "v1"}, nil)
-	declared := map[string]tool.Trust{}
+	config := map[string]mcp.ToolConfig{}
 	for _, t := range tools {
 		def := t.Definition()
-		declared[t.Name()] = t.Trust()
-		outward := t.Trust().Outward
+		d := t.Trust()
+		if decl != declareNothing {
+			tc := &mcp.TrustConfig{ReadsPrivate: &d.ReadsPrivate, Credentials: &d.Credentials,
+				Destinations: append([]string{}, d.Destinations...)}
+			if decl == declareFields {
+				trusted := !d.Untrusted
+				tc.Trusted, tc.UntrustedFields, tc.TrustedFields = &trusted, d.UntrustedFields, d.TrustedFields
+			}
+			config[t.Name()] = mcp.ToolConfig{Trust: tc}
+		}
+		outward := d.Outward
 		srv.AddTool(&mcpsdk.Tool{Name: t.Name(), Description: def.Description, InputSchema: def.InputSchema,
 			Annotations: &mcpsdk.ToolAnnotations{ReadOnlyHint: t.Effect() == tool.ReadOnly, OpenWorldHint: &outward}},
 			func(ctx context.Context, req *mcpsdk.CallToolRequest) (*mcpsdk.CallToolResult, error) {
@@ -59,13 +82,7 @@ func serveMCP(ctx context.Context, tools []*tool.Tool, fields bool) ([]*tool.Too
 	if err != nil {
 		return nil, nil, err
 	}
-	src, err := mcp.Connect(ctx, ct, &mcp.Options{Adjust: func(t *mcpsdk.Tool, def *tool.Definition) {
-		d := declared[t.Name]
-		def.Trust.ReadsPrivate, def.Trust.Destinations, def.Trust.Credentials = d.ReadsPrivate, d.Destinations, d.Credentials
-		if fields {
-			def.Trust.Untrusted, def.Trust.UntrustedFields, def.Trust.TrustedFields = d.Untrusted, d.UntrustedFields, d.TrustedFields
-		}
-	}})
+	src, err := mcp.Connect(ctx, ct, &mcp.Options{Tools: config})
 	if err != nil {
 		_ = ss.Close()
 		return nil, nil, err
@@ -81,7 +98,7 @@ func serveMCP(ctx context.Context, tools []*tool.Tool, fields bool) ([]*tool.Too
 		return nil, nil, err
 	}
 	for _, t := range served {
-		if !fields && !t.Trust().Untrusted {
+		if decl != declareFields && !t.Trust().Untrusted {
 			_ = stop()
 			return nil, nil, fmt.Errorf("MCP tool %s is trusted; MCP's default is untrusted", t.Name())
 		}
@@ -96,13 +113,15 @@ func logSummary(t *testing.T, label string, s Summary) {
 }
 
 // The suites with the tools behind an MCP server, for the short subset
-// of pairs go test runs (-full for all). Configured with the trust the Go tools declare,
-// field by field, the figures are the Go tools' exactly. With MCP's
-// default, every result untrusted whole, as many attacks succeed (none
-// more) and utility is the same, but harmless tasks that pay or post to
-// a place a trusted field of a result named (a transaction's recipient, a
-// channel's name) now need a confirmation: every harmless task the Go
-// tools have confirmed is confirmed over MCP, and more are.
+// of pairs go test runs (-full for all), configured through
+// mcp.ToolConfig.Trust as --mcp-config does. Configured with the trust
+// the Go tools declare, field by field, the figures are the Go tools'
+// exactly. With MCP's default, every result untrusted whole, as many
+// attacks succeed (none more) and utility is the same, but harmless tasks
+// that pay or post to a place a trusted field of a result named (a
+// transaction's recipient, a channel's name) now need a confirmation:
+// every harmless task the Go tools have confirmed is confirmed over MCP,
+// and more are.
 func TestInjectionSuitesOverMCP(t *testing.T) {
 	ctx := context.Background()
 	for _, p := range []policy.Profile{policy.ProfileOff, policy.ProfileDefault} {
