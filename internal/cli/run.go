@@ -253,7 +253,9 @@ Compensation (writes that must all happen or none):
                          server, or per tool) says what MCP cannot for --taint-policy:
                          "trusted": true|false, "reads_private", "outward", "credentials",
                          and per tool "untrusted_fields"/"trusted_fields" (result paths)
-                         and "destinations" (argument paths; [] for none)
+                         and "destinations" (argument paths; [] for none). A write whose
+                         destinations nobody declared has every string argument taken for
+                         one: a value found only in untrusted results needs confirmation
 
 Context (on by default when the model's window is known or given):
   --context-window N     the model's window in tokens (default: built in for well-known
