@@ -2,6 +2,7 @@ package policy
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -120,7 +121,11 @@ func ParseProfile(name string) (Profile, error) {
 //     values is not trusted, in a tainted run (rule taint_credentials);
 //   - the run is tainted and has read private data, and the outward call
 //     has no destination argument whose value is trusted to tell where
-//     the data goes (rule taint_private).
+//     the data goes (rule taint_private);
+//   - the tool is a write whose destinations nobody declared
+//     (tool.Trust.DestinationsUnknown, no schema format marks one) and an
+//     argument's whole value is only in untrusted content: any argument
+//     may say where the write goes (rule taint_undeclared).
 //
 // ProfileStrict confirms the reads' untrusted destinations too, and
 // every write and every outward call of a tainted run (rule
@@ -151,6 +156,19 @@ func TaintRules(profile Profile) Policy {
 		}
 		isDest := func(path string) bool {
 			return slices.ContainsFunc(tr.Destinations, func(d string) bool { return path == d || strings.HasPrefix(path, d+".") })
+		}
+		if profile == ProfileDefault && tr.DestinationsUnknown && len(tr.Destinations) == 0 && req.Tool.Effect() == tool.Write {
+			// Nobody said which arguments say where the write goes:
+			// fail closed, each could. A value copied whole from
+			// untrusted content is what an injection steers; one the
+			// model composed is what harmless tasks write (a message's
+			// text), and is left to the other rules.
+			strs := stringPaths(req.Call.Arguments)
+			for _, a := range t.Args {
+				if a.Origin == Untrusted && !a.Embedded && strs[a.Path] {
+					return confirm("taint_undeclared", "its destination arguments are not declared, so each may be one, and "+a.explain(t))
+				}
+			}
 		}
 		for _, a := range t.Args {
 			if !isDest(a.Path) {
@@ -184,4 +202,36 @@ func TaintRules(profile Profile) Policy {
 		}
 		return allow, nil
 	})
+}
+
+// stringPaths returns the dotted paths (arrays walked through) of the
+// string values in the JSON arguments args: the ones that can name a
+// place, as numbers and booleans cannot.
+func stringPaths(args json.RawMessage) map[string]bool {
+	var doc any
+	if json.Unmarshal(args, &doc) != nil {
+		return nil
+	}
+	paths := map[string]bool{}
+	var walk func(path string, v any)
+	walk = func(path string, v any) {
+		switch v := v.(type) {
+		case map[string]any:
+			for k, e := range v {
+				p := k
+				if path != "" {
+					p = path + "." + k
+				}
+				walk(p, e)
+			}
+		case []any:
+			for _, e := range v {
+				walk(path, e)
+			}
+		case string:
+			paths[path] = true
+		}
+	}
+	walk("", doc)
+	return paths
 }

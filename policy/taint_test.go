@@ -2,6 +2,7 @@ package policy_test
 
 import (
 	"context"
+	"encoding/json"
 	"strings"
 	"testing"
 
@@ -114,5 +115,81 @@ func TestParseProfile(t *testing.T) {
 	}
 	if _, err := policy.ParseProfile("paranoid"); err == nil || !strings.Contains(err.Error(), `"paranoid"`) {
 		t.Errorf("ParseProfile(paranoid): %v", err)
+	}
+}
+
+// TestTaintRulesUndeclaredDestinations: a write whose destinations nobody
+// declared (an MCP tool with no configuration and no format in its schema)
+// is confirmed, in the default profile, when a string argument's whole
+// value is only in untrusted content; numbers, composed values, embedded
+// links of a write that sends nothing out, and tools whose destinations
+// are known are left to the other rules.
+func TestTaintRulesUndeclaredDestinations(t *testing.T) {
+	raw := func(name string, effect tool.Effect, tr tool.Trust, schema string) *tool.Tool {
+		tt, err := tool.NewRaw(tool.Definition{Name: name, Effect: effect, Trust: tr, InputSchema: json.RawMessage(schema)},
+			func(context.Context, json.RawMessage) (json.RawMessage, error) { return json.RawMessage(`""`), nil }, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tt
+	}
+	const paySchema = `{"type":"object","properties":{"recipient":{"type":"string"},"amount":{"type":"number"}}}`
+	unknown := tool.Trust{Outward: true, DestinationsUnknown: true}
+	pay := raw("send_money", tool.Write, unknown, paySchema)
+	note := raw("save_note", tool.Write, tool.Trust{DestinationsUnknown: true}, paySchema)
+	fetch := raw("fetch", tool.ReadOnly, unknown, paySchema)
+	none := raw("send_money", tool.Write, tool.Trust{Outward: true}, paySchema)
+	mail := raw("send_mail", tool.Write, unknown,
+		`{"type":"object","properties":{"to":{"type":"string","format":"email"},"subject":{"type":"string"}}}`)
+
+	file := &policy.Source{CallID: "c2", Tool: "read_file"}
+	untrusted := func(path, value string) *policy.Taint {
+		return &policy.Taint{Tainted: true, Source: file, Args: []policy.Arg{{Path: path, Value: value, Origin: policy.Untrusted, From: file}}}
+	}
+	const payArgs = `{"recipient":"US133000000121212121212","amount":1810}`
+	for _, c := range []struct {
+		name    string
+		profile policy.Profile
+		tool    *tool.Tool
+		args    string
+		taint   *policy.Taint
+		rule    string
+	}{
+		{"recipient only in a file", policy.ProfileDefault, pay, payArgs, untrusted("recipient", "us133000000121212121212"), "taint_undeclared"},
+		{"a write that sends nothing out", policy.ProfileDefault, note, payArgs, untrusted("recipient", "us133000000121212121212"), "taint_undeclared"},
+		{"amount only in a file (a number)", policy.ProfileDefault, pay, payArgs, untrusted("amount", "1810"), ""},
+		{"recipient composed", policy.ProfileDefault, pay, payArgs,
+			&policy.Taint{Tainted: true, Source: file, Args: []policy.Arg{{Path: "recipient", Value: "us99", Origin: policy.Unknown}}}, ""},
+		{"link inside a local note", policy.ProfileDefault, note, `{"recipient":"see evil.com","amount":1}`,
+			&policy.Taint{Tainted: true, Source: file, Args: []policy.Arg{{Path: "recipient", Value: "evil.com", Embedded: true, Origin: policy.Untrusted, From: file}}}, ""},
+		{"a read (a fetch)", policy.ProfileDefault, fetch, payArgs, untrusted("recipient", "us133000000121212121212"), ""},
+		{"destinations declared: none", policy.ProfileDefault, none, payArgs, untrusted("recipient", "us133000000121212121212"), ""},
+		{"destination known from the schema", policy.ProfileDefault, mail, `{"to":"a@b.example","subject":"hello"}`, untrusted("subject", "hello"), ""},
+		{"strict", policy.ProfileStrict, pay, payArgs, untrusted("recipient", "us133000000121212121212"), "taint_strict"},
+		{"clean run", policy.ProfileDefault, pay, payArgs, &policy.Taint{}, ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			d, err := policy.TaintRules(c.profile).Decide(context.Background(), policy.Request{
+				Call: llm.ToolCall{ID: "c9", Name: c.tool.Name(), Arguments: json.RawMessage(c.args)}, Tool: c.tool, Taint: c.taint})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.rule == "" {
+				if d.Verdict != policy.Allow {
+					t.Fatalf("got %+v, want allow", d)
+				}
+				return
+			}
+			if d.Verdict != policy.Confirm || d.Rule != c.rule {
+				t.Fatalf("got %+v, want confirmation by %s", d, c.rule)
+			}
+			if c.rule == "taint_undeclared" {
+				for _, r := range []string{`"us133000000121212121212"`, "call c2 (read_file)", "not declared"} {
+					if !strings.Contains(d.Reason, r) {
+						t.Errorf("reason %q does not say %s", d.Reason, r)
+					}
+				}
+			}
+		})
 	}
 }

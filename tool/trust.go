@@ -46,6 +46,12 @@ type Trust struct {
 	// user's identity (a password, a login e-mail, an API key): its
 	// arguments must all come from the user or trusted data.
 	Credentials bool
+	// DestinationsUnknown says that nobody has said which arguments are
+	// destinations: tool/mcp sets it for a tool whose configuration
+	// declares no Destinations (not even none). When the schema's formats
+	// mark none either, the default taint profile treats every argument
+	// of such a write as a possible destination (policy.TaintRules).
+	DestinationsUnknown bool
 }
 
 // clone returns a copy of tr that shares no slices with it.

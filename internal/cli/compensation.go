@@ -17,13 +17,15 @@ import (
 const maxMCPConfigBytes = 1 << 20
 
 // mcpServerConfig is one server's part of an --mcp-config file: what MCP
-// cannot say about its tools (mcp.Options.AtomicGroup and Tools).
+// cannot say about its tools (mcp.Options.AtomicGroup, Tools and Trust).
 type mcpServerConfig struct {
 	// AtomicGroup puts every write of the server in one all-or-nothing
 	// group.
 	AtomicGroup string `json:"atomic_group,omitempty"`
 	// Tools configures tools by the server's names for them.
 	Tools map[string]mcp.ToolConfig `json:"tools,omitempty"`
+	// Trust declares the trust of all the server's tools (mcp.Options.Trust).
+	Trust *mcp.TrustConfig `json:"trust,omitempty"`
 }
 
 // readMCPConfig reads an --mcp-config file: a JSON object keyed by the
@@ -71,7 +73,7 @@ func readMCPConfig(path string, servers int) (map[string]mcpServerConfig, error)
 			}
 			err = fmt.Errorf("%s: a JSON %s where another kind of value belongs", where, te.Value)
 		}
-		return nil, bad("%v; want {\"mcp1\": {\"atomic_group\": \"G\", \"tools\": {\"TOOL\": {\"compensation\": {\"tool\": \"UNDO\", \"args\": {\"ARG\": \"result.FIELD\"}}, \"atomic_group\": \"G\"}}}}", err)
+		return nil, bad("%v; want {\"mcp1\": {\"atomic_group\": \"G\", \"tools\": {\"TOOL\": {\"compensation\": {\"tool\": \"UNDO\", \"args\": {\"ARG\": \"result.FIELD\"}}, \"atomic_group\": \"G\", \"trust\": {\"trusted_fields\": [\"FIELD\"], \"destinations\": [\"ARG\"]}}}}}", err)
 	}
 	if dec.More() {
 		return nil, bad("more than one JSON value")

@@ -198,3 +198,39 @@ func TestRunCompensateResumed(t *testing.T) {
 		t.Errorf("resume: exit %d, refund stands %v, stop line %q, stderr %q", code, till.stands("R-A"), stop, errOut)
 	}
 }
+
+// TestRunMCPConfigTrust: the model refunds A, then reverses the refund by
+// the id the refund's result gave. With nothing declared, the result is
+// untrusted and reverse's destinations are unknown, so the reversal waits
+// for a person (the default taint profile's rule for undeclared
+// destinations); with --mcp-config vouching for the result's refund_id it
+// runs, and a trust declaration naming an argument the tool lacks is a
+// usage error.
+func TestRunMCPConfigTrust(t *testing.T) {
+	run := func(extra ...string) (int, string, string) {
+		till := newTillServer(t, false)
+		srv := newChatServer(t,
+			chatCalls([3]string{"call_1", "mcp1_refund", `{"order_id":"A"}`}),
+			chatCalls([3]string{"call_2", "mcp1_reverse", `{"refund_id":"R-A"}`}),
+			chatText("Refunded and reversed."))
+		dir := t.TempDir()
+		args := append([]string{"run", "--provider", "openai", "--base-url", srv.srv.URL + "/v1", "--model", "any",
+			"--mcp-url", till.web.URL, "--db", filepath.Join(dir, "t.db"), "--log", dir}, extra...)
+		return call(append(args, "Refund A, then take it back.")...)
+	}
+	code, out, errOut := run()
+	if m := runLine.FindStringSubmatch(lines(out)[0]); code != exitOK || m == nil || m[1] != "confirmation_required" ||
+		!strings.Contains(out, "destination arguments are not declared") || !strings.Contains(out, `refund_id = \"r-a\"`) {
+		t.Errorf("nothing declared: exit %d, stdout %q, stderr %q; want the reversal held, naming the id", code, out, errOut)
+	}
+	code, out, errOut = run("--mcp-config", writeFile(t, "mcp.json",
+		`{"mcp1": {"trust": {"reads_private": false}, "tools": {"refund": {"trust": {"trusted_fields": ["refund_id"]}}}}}`))
+	if m := runLine.FindStringSubmatch(lines(out)[len(lines(out))-1]); code != exitOK || m == nil || m[1] != "final_answer" {
+		t.Errorf("refund_id trusted: exit %d, stdout %q, stderr %q; want final_answer", code, out, errOut)
+	}
+	code, out, errOut = run("--mcp-config", writeFile(t, "mcp.json",
+		`{"mcp1": {"tools": {"reverse": {"trust": {"destinations": ["refund"]}}}}}`))
+	if code != exitUsage || out != "" || !strings.Contains(errOut, `tool "reverse": configuration: trust: destination "refund" is not an argument`) {
+		t.Errorf("bad destination: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+}

@@ -57,8 +57,8 @@ type sourceFlags struct {
 	tools, mcp, mcpURL       stringList
 	// mcpEnv names the variables --mcp servers get (NAME or NAME=VALUE).
 	mcpEnv stringList
-	// mcpConfig is the --mcp-config file: compensations and all-or-nothing
-	// groups for the servers' tools (readMCPConfig).
+	// mcpConfig is the --mcp-config file: compensations, all-or-nothing
+	// groups and trust for the servers' tools (readMCPConfig).
 	mcpConfig     string
 	confirmWrites bool
 	// taintPolicy is --taint-policy: default, strict or off; "" when
@@ -112,7 +112,7 @@ func addSourceFlags(fs *flag.FlagSet) *sourceFlags {
 	fs.Var(&f.mcp, "mcp", "add the tools of the MCP server started by `'CMD ARGS'` (stdio); repeatable")
 	fs.Var(&f.mcpEnv, "mcp-env", "pass the variable `NAME` (or set NAME=VALUE) to the --mcp servers, which otherwise get only HOME, LOGNAME, PATH, SHELL, TERM and USER; repeatable")
 	fs.Var(&f.mcpURL, "mcp-url", "add the tools of the MCP server at `URL` (streamable HTTP); repeatable")
-	fs.StringVar(&f.mcpConfig, "mcp-config", "", "compensations and all-or-nothing groups for the MCP servers' tools, from the JSON `FILE` (see toolloop help run)")
+	fs.StringVar(&f.mcpConfig, "mcp-config", "", "compensations, all-or-nothing groups and trust for the MCP servers' tools, from the JSON `FILE` (see toolloop help run)")
 	fs.Var(durationFlag{&f.modelTimeout}, "model-timeout", "give up on a model request after `D` and try again, as for a rate limit (default 5m)")
 	fs.Var(byteCapFlag{&f.maxResponseBytes}, "max-response-bytes", "fail a model reply larger than `N` bytes (default 8 MiB; -1 for no cap)")
 	fs.Var(byteCapFlag{&f.maxStreamBytes}, "max-stream-bytes", "fail a streamed model reply larger than `N` bytes (default 64 MiB; -1 for no cap)")

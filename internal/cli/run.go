@@ -240,7 +240,7 @@ Compensation (writes that must all happen or none):
                          naming what is left for a person. The stop line's writes= says
                          what the writes ended as: all done, partial (naming what was done
                          and what was not), undone, or none
-  --mcp-config FILE      compensations and groups for the MCP servers' tools, which MCP
+  --mcp-config FILE      compensations, groups and trust for the MCP servers' tools, which MCP
                          cannot declare, as JSON keyed by server (mcp1, mcp2, ... in flag
                          order) and the server's tool names, checked when the tools load:
                          {"mcp1": {"atomic_group": "money",
@@ -249,7 +249,13 @@ Compensation (writes that must all happen or none):
                                               "reason": "=\"undo\""}}}}}}
                          an argument comes from "args.FIELD", "result.FIELD" (dotted paths),
                          "args", "result", or a JSON literal after '='; atomic_group puts
-                         the server's writes (or one tool) in a named group
+                         the server's writes (or one tool) in a named group; "trust" (per
+                         server, or per tool) says what MCP cannot for --taint-policy:
+                         "trusted": true|false, "reads_private", "outward", "credentials",
+                         and per tool "untrusted_fields"/"trusted_fields" (result paths)
+                         and "destinations" (argument paths; [] for none). A write whose
+                         destinations nobody declared has every string argument taken for
+                         one: a value found only in untrusted results needs confirmation
 
 Context (on by default when the model's window is known or given):
   --context-window N     the model's window in tokens (default: built in for well-known

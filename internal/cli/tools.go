@@ -112,7 +112,7 @@ func (c *cli) toolsFor(ctx context.Context, f *sourceFlags, openBook BookOpener)
 		// A tool the server describes with a schema toolloop cannot use
 		// is left out with a warning; the server's other tools still load.
 		sc := mcpCfg[fmt.Sprintf("mcp%d", n)]
-		src, err := dial(cctx, &mcp.Options{Prefix: fmt.Sprintf("mcp%d_", n), Tools: sc.Tools, AtomicGroup: sc.AtomicGroup, OnSkipped: func(t *mcpsdk.Tool, err error) {
+		src, err := dial(cctx, &mcp.Options{Prefix: fmt.Sprintf("mcp%d_", n), Tools: sc.Tools, AtomicGroup: sc.AtomicGroup, Trust: sc.Trust, OnSkipped: func(t *mcpsdk.Tool, err error) {
 			fmt.Fprintf(c.stderr, "toolloop: warning: MCP server %s: tool %q left out: %s\n", what, t.Name, strings.Join(strings.Fields(err.Error()), " "))
 		}})
 		if err != nil {

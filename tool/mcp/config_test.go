@@ -133,6 +133,9 @@ func TestToolConfigErrors(t *testing.T) {
 	comp := func(undo string, args map[string]string) map[string]mcp.ToolConfig {
 		return map[string]mcp.ToolConfig{"refund": {Compensation: &tool.Compensation{Tool: undo, Args: args}}}
 	}
+	trust := func(name string, c mcp.TrustConfig) mcp.Options {
+		return mcp.Options{Tools: map[string]mcp.ToolConfig{name: {Trust: &c}}}
+	}
 	for _, tc := range []struct {
 		name string
 		opts mcp.Options
@@ -154,6 +157,20 @@ func TestToolConfigErrors(t *testing.T) {
 			[]string{`tool "balance"`, "only a write can declare a compensation"}},
 		{"bad group", mcp.Options{Tools: map[string]mcp.ToolConfig{"voucher": {AtomicGroup: "money box"}}},
 			[]string{`tool "voucher"`, `atomic group "money box"`}},
+		{"destination not an argument", trust("refund", mcp.TrustConfig{Destinations: []string{"order"}}),
+			[]string{`tool "refund": configuration: trust: destination "order" is not an argument: the schema has no property "order" (it has order_id)`}},
+		{"destination inside a string", trust("refund", mcp.TrustConfig{Destinations: []string{"order_id.host"}}),
+			[]string{`tool "refund": configuration: trust: destination "order_id.host" is not an argument: order_id is a string, which has no fields`}},
+		{"result field not in the output schema", trust("refund", mcp.TrustConfig{TrustedFields: []string{"refund"}}),
+			[]string{`tool "refund": configuration: trust: result field "refund" cannot be one: the schema has no property "refund" (it has refund_id)`}},
+		{"empty key", trust("voucher", mcp.TrustConfig{UntrustedFields: []string{"note..text"}}),
+			[]string{`tool "voucher": configuration: trust: result field "note..text" cannot be one: it has an empty key`}},
+		{"trusted and untrusted", trust("refund", mcp.TrustConfig{TrustedFields: []string{"refund_id"}, UntrustedFields: []string{"refund_id"}}),
+			[]string{`tool "refund": configuration: trust: result field "refund_id" is declared both trusted and untrusted`}},
+		{"credentials of a read", trust("balance", mcp.TrustConfig{Credentials: ptr(true)}),
+			[]string{`tool "balance": configuration: trust: credentials is declared, but the server marks the tool read-only`}},
+		{"server-wide destinations", mcp.Options{Trust: &mcp.TrustConfig{Destinations: []string{"order_id"}}},
+			[]string{`configuration of the server's trust: destinations and result fields are a tool's own`}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var skipped []string
@@ -175,5 +192,33 @@ func TestToolConfigErrors(t *testing.T) {
 				t.Errorf("tools %v skipped instead of failing", skipped)
 			}
 		})
+	}
+}
+
+// TestConfiguredTrust: the server's trust applies to every tool and a
+// tool's own has the last word on what it sets; what neither sets keeps
+// MCP's defaults (results untrusted, outward unless openWorldHint is
+// false, destinations unknown), and declaring destinations, even none,
+// makes them known.
+func TestConfiguredTrust(t *testing.T) {
+	src := newTill().connect(t, &mcp.Options{
+		Trust: &mcp.TrustConfig{ReadsPrivate: ptr(true)},
+		Tools: map[string]mcp.ToolConfig{
+			"refund": {Trust: &mcp.TrustConfig{TrustedFields: []string{"refund_id"}, Destinations: []string{"order_id"},
+				Outward: ptr(false), Credentials: ptr(true)}},
+			"reverse": {Trust: &mcp.TrustConfig{Destinations: []string{}, ReadsPrivate: ptr(false)}},
+			"balance": {Trust: &mcp.TrustConfig{Trusted: ptr(true)}},
+		}})
+	tools := toolsByName(t, src)
+	for name, want := range map[string]tool.Trust{
+		"refund":  {Untrusted: true, TrustedFields: []string{"refund_id"}, Destinations: []string{"order_id"}, ReadsPrivate: true, Credentials: true},
+		"reverse": {Untrusted: true, Outward: true},
+		"voucher": {Untrusted: true, ReadsPrivate: true, Outward: true, DestinationsUnknown: true},
+		"balance": {ReadsPrivate: true, Outward: true, DestinationsUnknown: true},
+	} {
+		got := tools[name].Trust()
+		if fmt.Sprintf("%+v", got) != fmt.Sprintf("%+v", want) {
+			t.Errorf("%s: trust %+v, want %+v", name, got, want)
+		}
 	}
 }

@@ -65,6 +65,11 @@ type Options struct {
 	// tool.Definition.Trust, per field too.
 	TrustResults bool
 	TrustedTools []string
+	// Trust declares, for every tool of the server, what it does with
+	// data (results trusted or not, private data read, data sent out,
+	// credentials written); a tool's ToolConfig.Trust has the last word
+	// on what it sets. Destinations and result fields are per tool.
+	Trust *TrustConfig
 	// ErrorKind, when set, classifies a result the server marked with
 	// IsError, given the server's name for the tool. An empty kind means
 	// the default, llm.KindToolError.
@@ -89,11 +94,13 @@ type Options struct {
 	// Env runs with exactly that environment, and Env must then be empty.
 	Env []string
 	// Tools configures the server's tools, by the server's names for
-	// them: a compensation and an all-or-nothing group (ToolConfig), which
-	// MCP has no way to say. Source.Tools checks it: a configured tool the
-	// server does not offer, a compensation that is not one of the
-	// server's writes or a mapping that cannot work fails the listing,
-	// naming the tool and what is wrong, with or without OnSkipped.
+	// them: a compensation, an all-or-nothing group and trust
+	// (ToolConfig), which MCP has no way to say. Source.Tools checks it:
+	// a configured tool the server does not offer, a compensation that
+	// is not one of the server's writes, a mapping that cannot work or a
+	// trust declaration that cannot hold (ToolConfig.Trust) fails the
+	// listing with a *ConfigError naming the tool and what is wrong, with
+	// or without OnSkipped.
 	Tools map[string]ToolConfig
 	// AtomicGroup, when set, puts every write of the server in that
 	// all-or-nothing group (tool.Definition.AtomicGroup), unless its

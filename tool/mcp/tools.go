@@ -29,9 +29,12 @@ import (
 //   - a compensation and an all-or-nothing group come from Options.Tools
 //     and Options.AtomicGroup, checked against the listing;
 //   - results are untrusted (tool.Trust.Untrusted) unless
-//     Options.TrustResults or Options.TrustedTools says otherwise, and a
+//     Options.TrustResults or Options.TrustedTools says otherwise, a
 //     tool whose openWorldHint is not false sends data out
-//     (tool.Trust.Outward);
+//     (tool.Trust.Outward), and its destination arguments are unknown
+//     (tool.Trust.DestinationsUnknown); Options.Trust and the tool's
+//     ToolConfig.Trust declare what they say of these, checked against
+//     the listing;
 //   - Options.Adjust has the last word.
 //
 // A tool that cannot be built (a schema toolloop cannot use, a name that
@@ -53,6 +56,7 @@ func (s *Source) Tools(ctx context.Context) ([]*tool.Tool, error) {
 		offered  = map[string]string{}
 		built    = map[string]*tool.Tool{}
 		buildErr = map[string]error{}
+		listed   = map[string]*mcpsdk.Tool{}
 	)
 	for t, err := range s.session.Tools(ctx, nil) {
 		if err != nil {
@@ -63,6 +67,7 @@ func (s *Source) Tools(ctx context.Context) ([]*tool.Tool, error) {
 		}
 		tt, err := s.build(t)
 		offered[t.Name] = localName(s.opts.Prefix, t.Name)
+		listed[t.Name] = t
 		if err == nil {
 			if other, dup := names[tt.Name()]; dup {
 				err = fmt.Errorf("%s: server tools %q and %q are both named %q here", s.describe(t), other, t.Name, tt.Name())
@@ -84,7 +89,7 @@ func (s *Source) Tools(ctx context.Context) ([]*tool.Tool, error) {
 		built[tt.Name()] = tt
 		tools = append(tools, tt)
 	}
-	if err := s.checkConfig(built, offered, buildErr); err != nil {
+	if err := s.checkConfig(built, offered, listed, buildErr); err != nil {
 		return nil, err
 	}
 	if err := errors.Join(errs...); err != nil {
