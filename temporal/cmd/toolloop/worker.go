@@ -138,9 +138,10 @@ Flags:
   --tools orders         the order desk's tools over the book in the store
   --mcp 'CMD ARGS'       the tools of an MCP server run as a command; repeatable
   --mcp-url URL          the tools of an MCP server over HTTP; repeatable
-  --mcp-config FILE      compensations and all-or-nothing groups for the MCP
-                         servers' tools (see toolloop help run); the workers
-                         perform the compensations, so they need the file
+  --mcp-config FILE      compensations, all-or-nothing groups and trust for the
+                         MCP servers' tools (see toolloop help run); the workers
+                         load the tools and perform the compensations, so they
+                         need the file
   --confirm-writes       every write waits for a person (toolloop approve)
   --slow-writes D        with --tools orders: each write answers D after it is
                          applied (a drill for workers dying mid-write)
