@@ -480,7 +480,11 @@ func compensated(s *State, ev *Event) Effect {
 			undone = append(undone, fmt.Sprintf("%s %s by %s", c.Tool, c.CallID, c.Undo))
 			continue
 		}
-		w.State, w.Note = WriteLeft, fmt.Sprintf("compensation by %s %s: %s", c.Undo, o.State, o.Reason)
+		if c.Undo == "" {
+			w.State, w.Note = WriteLeft, fmt.Sprintf("%s: %s", o.State, o.Reason)
+		} else {
+			w.State, w.Note = WriteLeft, fmt.Sprintf("compensation by %s %s: %s", c.Undo, o.State, o.Reason)
+		}
 		left = append(left, fmt.Sprintf("%s %s (key %q): %s", c.Tool, c.CallID, c.Key, o.Reason))
 	}
 	if len(left) > 0 {

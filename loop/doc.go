@@ -10,11 +10,13 @@
 // State: Replay does exactly that, and a run's log serves as its
 // checkpoint, trace, audit record and test fixture. The effects are
 // RequestModel, ValidateCalls, AuthorizeCalls, PlanBatch, ExecuteStage and
-// Stop; the events are Started, ModelResponded or ModelFailed,
-// CallsValidated, PolicyDecided, StagePlanned, StageFinished, Interrupted,
-// Stopped, and for paused runs ConfirmationDecided and Resumed. The
-// transcripts in testdata/decider show each status reached event by
-// event.
+// Stop, and with context management EditContext, CountTokens and
+// Summarize, and with compensation Compensate; the events are Started,
+// ModelResponded or ModelFailed, CallsValidated, PolicyDecided,
+// StagePlanned, StageFinished, Interrupted, Stopped, ContextEdited,
+// TokensCounted, ContextSummarized, Compensated, and for paused runs
+// ConfirmationDecided and Resumed. The transcripts in testdata/decider
+// show each status reached event by event.
 //
 // What a run guarantees: it ends with one Status of docs/DESIGN.md §5, and
 // Result.Err is nil only for final_answer (a budget stop never looks like
