@@ -22,18 +22,19 @@
 // ErrorKind as tool results (rate limited, unavailable and timeout mean
 // the same on both sides; authentication, unknown model, context length,
 // refusal, bad request are a model request's own) with Retryable and
-// RetryAfter; HTTPError gives adapters one classification of HTTP
-// replies, and IsRetryable is what the loop's bounded retries ask. A wait the provider asks for that
-// outlasts the run's deadline makes the failure final and says so
-// (CheckRetryAfter, which the loop calls). ResponseGuard caps the size of a reply
-// (DefaultMaxResponseBytes unless an adapter's MaxResponseBytes says
-// otherwise) and names a successful reply that is not JSON; both fail as
-// KindBadResponse. Response.Truncated marks an answer cut off at the
-// output token limit, whatever the provider calls it.
+// RetryAfter; IsRetryable is what the loop's bounded retries ask. A wait
+// the provider asks for that outlasts the run's deadline makes the failure
+// final and says so (CheckRetryAfter, which the loop calls).
+// Response.Truncated marks an answer cut off at the output token limit,
+// whatever the provider calls it.
 //
 // Start with Model, Request, Response, Message and ToolResult. Adapters
 // live in subpackages (llm/openai, llm/anthropic, llm/gemini), so this one
-// imports nothing but the standard library; llm/llmtest has a scripted
-// Model and the conformance suite every adapter runs. Every other package
-// of toolloop depends on this one, and it depends on none of them.
+// imports nothing but the standard library, and not net/http either:
+// what the adapters share about HTTP (HTTPError, which classifies a failed
+// reply, and ResponseGuard, which caps a reply's size and refuses one that
+// is not JSON) is llm/llmhttp, so that a program with a scripted model
+// compiles no HTTP. llm/llmtest has a scripted Model and the conformance
+// suite every adapter runs. Every other package of toolloop depends on
+// this one, and it depends on none of them.
 package llm

@@ -87,7 +87,7 @@ const (
 	KindRefusal               ErrorKind = "refusal"
 	KindBadRequest            ErrorKind = "bad_request"
 	// KindBadResponse is a reply the adapter could not use: larger than
-	// its cap on a response (ResponseGuard), or not the JSON the API
+	// its cap on a response (llmhttp.ResponseGuard), or not the JSON the API
 	// speaks (a proxy streaming, an HTML page).
 	KindBadResponse ErrorKind = "bad_response"
 	// KindProtocolError is a reply that breaks the provider's own

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"time"
 
 	"github.com/toolloop/toolloop/llm"
@@ -79,8 +78,11 @@ func CountEvent(n int64, err error) Event {
 func cannotCount(err error) bool {
 	var le *llm.Error
 	if errors.As(err, &le) {
+		// Not Found, Method Not Allowed, Not Implemented: written as
+		// numbers, since importing net/http for its constants would
+		// compile HTTP into every program that runs a loop.
 		switch le.StatusCode {
-		case http.StatusNotFound, http.StatusMethodNotAllowed, http.StatusNotImplemented:
+		case 404, 405, 501:
 			return true
 		}
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -41,16 +42,32 @@ var lightModules = []string{
 	"golang.org/x/text",                        // santhosh-tekuri/jsonschema's error messages
 }
 
-// modulesOf returns the modules, this one included, that the packages
-// pattern names and their dependencies come from, as go list reports them
-// for a build (test files and their imports left out).
-func modulesOf(t *testing.T, pattern string) []string {
+// heavyPackages are packages of the standard library the sandbox never
+// uses and that a cold build pays for (net/http and what it brings: TLS,
+// HTTP/2, certificates), each named with what it is. Only the provider
+// adapters speak HTTP, through llm/llmhttp; package llm, the loop and
+// llmtest must not import net/http.
+var heavyPackages = map[string]string{
+	"net/http":   "the HTTP client and server",
+	"crypto/tls": "TLS",
+}
+
+// build is what go list reports a pattern's build compiles (test files and
+// their imports left out): every package with its module and imports.
+type build struct {
+	roots   []string            // the packages the pattern names
+	module  map[string]string   // a package's module; "" for the standard library
+	imports map[string][]string // a package's direct imports
+}
+
+func listBuild(t *testing.T, pattern string) build {
 	t.Helper()
 	gobin, err := exec.LookPath("go")
 	if err != nil {
 		t.Fatalf("the go command is needed to list the dependencies: %v", err)
 	}
-	out, err := exec.Command(gobin, "list", "-deps", "-f", "{{with .Module}}{{.Path}}{{end}}", pattern).Output()
+	out, err := exec.Command(gobin, "list", "-deps", "-f",
+		"{{.ImportPath}}\t{{.DepOnly}}\t{{with .Module}}{{.Path}}{{end}}\t{{join .Imports \" \"}}", pattern).Output()
 	if err != nil {
 		var stderr []byte
 		if ee, ok := err.(*exec.ExitError); ok {
@@ -58,9 +75,30 @@ func modulesOf(t *testing.T, pattern string) []string {
 		}
 		t.Fatalf("go list -deps %s: %v\n%s", pattern, err, stderr)
 	}
+	b := build{module: map[string]string{}, imports: map[string][]string{}}
+	for line := range strings.Lines(string(out)) {
+		f := strings.Split(strings.TrimSuffix(line, "\n"), "\t")
+		if len(f) != 4 {
+			t.Fatalf("go list -deps %s: unexpected line %q", pattern, line)
+		}
+		if f[1] == "false" {
+			b.roots = append(b.roots, f[0])
+		}
+		b.module[f[0]] = f[2]
+		b.imports[f[0]] = strings.Fields(f[3])
+	}
+	if len(b.roots) == 0 {
+		t.Fatalf("go list -deps %s listed no package of its own", pattern)
+	}
+	return b
+}
+
+// modules returns the modules, this one included, that b's packages come
+// from, sorted.
+func (b build) modules() []string {
 	var mods []string
-	for _, m := range strings.Fields(string(out)) {
-		if !slices.Contains(mods, m) {
+	for _, m := range b.module {
+		if m != "" && !slices.Contains(mods, m) {
 			mods = append(mods, m)
 		}
 	}
@@ -68,11 +106,41 @@ func modulesOf(t *testing.T, pattern string) []string {
 	return mods
 }
 
-// unwanted returns, for each module in mods that the sandbox must not
-// compile, a line saying what it is.
-func unwanted(mods []string) []string {
+// chain returns a shortest chain of imports from one of b's roots to pkg,
+// both ends included, or nil when b does not compile pkg.
+func (b build) chain(pkg string) []string {
+	from := map[string]string{} // a package reached -> the package that imports it
+	queue := slices.Clone(b.roots)
+	for _, r := range b.roots {
+		from[r] = ""
+	}
+	for len(queue) > 0 {
+		p := queue[0]
+		queue = queue[1:]
+		if p == pkg {
+			var c []string
+			for ; p != ""; p = from[p] {
+				c = append(c, p)
+			}
+			slices.Reverse(c)
+			return c
+		}
+		for _, q := range b.imports[p] {
+			if _, seen := from[q]; !seen {
+				from[q] = p
+				queue = append(queue, q)
+			}
+		}
+	}
+	return nil
+}
+
+// unwanted returns, for each module and heavy package of the standard
+// library in b that the sandbox must not compile, a line saying what it is;
+// a package's line names the imports that brought it in.
+func unwanted(b build) []string {
 	var bad []string
-	for _, m := range mods {
+	for _, m := range b.modules() {
 		switch what, heavy := heavyModules[m]; {
 		case m == "github.com/toolloop/toolloop" || slices.Contains(lightModules, m):
 		case heavy:
@@ -82,31 +150,50 @@ func unwanted(mods []string) []string {
 				"measure a cold build of ./cmd/sandbox with it and list it")
 		}
 	}
+	for _, p := range slices.Sorted(maps.Keys(heavyPackages)) {
+		if c := b.chain(p); c != nil {
+			bad = append(bad, p+": "+heavyPackages[p]+", imported through "+strings.Join(c, " -> "))
+		}
+	}
 	return bad
 }
 
 // TestDependenciesStayLean: the README's first command compiles only the
 // loop and the sandbox, never a provider SDK, the SQLite or PostgreSQL
-// driver, gRPC, OpenTelemetry, MCP or Temporal. The same check run on
-// toolloop (cmd/toolloop) and store/postgres must find the heavy modules
-// there, so a check that sees nothing cannot pass.
+// driver, gRPC, OpenTelemetry, MCP or Temporal, nor the standard library's
+// HTTP client and TLS. The same check run on toolloop (cmd/toolloop) and
+// store/postgres must find the heavy modules and packages there, so a
+// check that sees nothing cannot pass.
 func TestDependenciesStayLean(t *testing.T) {
-	mods := modulesOf(t, ".")
+	sandbox := listBuild(t, ".")
+	mods := sandbox.modules()
 	if !slices.Contains(mods, "github.com/toolloop/toolloop") || !slices.Contains(mods, "github.com/google/jsonschema-go") {
 		t.Fatalf("go list found modules %v; want at least this one and jsonschema-go, which the loop needs", mods)
 	}
-	for _, line := range unwanted(mods) {
+	for _, line := range unwanted(sandbox) {
 		t.Errorf("the sandbox's build includes %s", line)
 	}
 
-	found := unwanted(append(modulesOf(t, "../toolloop"), modulesOf(t, "../../store/postgres")...))
+	toolloop := listBuild(t, "../toolloop")
+	found := append(unwanted(toolloop), unwanted(listBuild(t, "../../store/postgres"))...)
 	for _, m := range []string{
 		"github.com/openai/openai-go/v3", "github.com/anthropics/anthropic-sdk-go/v2", "google.golang.org/genai",
 		"modernc.org/sqlite", "modernc.org/libc", "google.golang.org/grpc", "go.opentelemetry.io/otel/sdk",
-		"github.com/modelcontextprotocol/go-sdk", "github.com/jackc/pgx/v5",
+		"github.com/modelcontextprotocol/go-sdk", "github.com/jackc/pgx/v5", "net/http", "crypto/tls",
 	} {
 		if !slices.ContainsFunc(found, func(line string) bool { return strings.HasPrefix(line, m+": ") }) {
 			t.Errorf("the check does not flag %s in toolloop's or store/postgres's build, where it is", m)
+		}
+	}
+	// A package's line names a chain from the command to the package,
+	// each step an import go list reports.
+	c := toolloop.chain("crypto/tls")
+	if len(c) < 2 || c[0] != "github.com/toolloop/toolloop/cmd/toolloop" || c[len(c)-1] != "crypto/tls" {
+		t.Fatalf("the chain to crypto/tls in toolloop's build is %v; want one from cmd/toolloop to crypto/tls", c)
+	}
+	for i := 1; i < len(c); i++ {
+		if !slices.Contains(toolloop.imports[c[i-1]], c[i]) {
+			t.Errorf("the chain %v says %s imports %s; it does not", c, c[i-1], c[i])
 		}
 	}
 }

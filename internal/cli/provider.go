@@ -69,10 +69,10 @@ type sourceFlags struct {
 	// modelTimeout bounds one model request (loop.Config.ModelTimeout).
 	modelTimeout time.Duration
 	// maxResponseBytes caps one reply's body (the adapters'
-	// MaxResponseBytes): 0 for llm.DefaultMaxResponseBytes.
+	// MaxResponseBytes): 0 for llmhttp.DefaultMaxResponseBytes.
 	maxResponseBytes int64
 	// maxStreamBytes caps one streamed reply's body (the adapters'
-	// MaxStreamBytes): 0 for llm.DefaultMaxStreamBytes.
+	// MaxStreamBytes): 0 for llmhttp.DefaultMaxStreamBytes.
 	maxStreamBytes int64
 	// How the model thinks, fixed for the run (a provider such as
 	// Anthropic refuses settings that change within a tool loop, so they

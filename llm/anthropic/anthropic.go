@@ -13,6 +13,7 @@ import (
 	"github.com/anthropics/anthropic-sdk-go/v2/option"
 
 	"github.com/toolloop/toolloop/llm"
+	"github.com/toolloop/toolloop/llm/llmhttp"
 )
 
 // DefaultMaxTokens is the max_tokens sent when Options.MaxTokens is not
@@ -60,11 +61,11 @@ type Options struct {
 	// time.Now.
 	Now func() time.Time
 	// MaxResponseBytes caps the body of each reply: 0 means
-	// llm.DefaultMaxResponseBytes, negative no cap. A larger reply fails
+	// llmhttp.DefaultMaxResponseBytes, negative no cap. A larger reply fails
 	// with a non-retryable llm.KindBadResponse that names the cap.
 	MaxResponseBytes int64
 	// MaxStreamBytes caps the body of each streamed reply (Stream): 0
-	// means llm.DefaultMaxStreamBytes, negative no cap. An event stream
+	// means llmhttp.DefaultMaxStreamBytes, negative no cap. An event stream
 	// repeats its framing with every piece of text, so it needs a larger
 	// cap than the same reply as JSON. A larger reply fails with a
 	// non-retryable llm.KindBadResponse that names the cap.
@@ -177,7 +178,7 @@ func New(client anthropic.Client, opts *Options) *Model {
 	m.err = m.opts.Validate()
 	// The guard is the innermost middleware (request options come after
 	// the client's), so it checks a body before any other reads it.
-	guard := llm.ResponseGuard{Provider: "anthropic", MaxBytes: m.opts.MaxResponseBytes, MaxStreamBytes: m.opts.MaxStreamBytes}
+	guard := llmhttp.ResponseGuard{Provider: "anthropic", MaxBytes: m.opts.MaxResponseBytes, MaxStreamBytes: m.opts.MaxStreamBytes}
 	m.reqOpts = slices.Clip(append(slices.Clone(m.opts.RequestOptions),
 		option.WithMiddleware(func(req *http.Request, next option.MiddlewareNext) (*http.Response, error) {
 			res, err := next(req)

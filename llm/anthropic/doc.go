@@ -203,13 +203,13 @@
 // a non-retryable llm.KindBadResponse that says so. A
 // consumer that breaks out of its loop closes the HTTP stream before the
 // iteration returns. The reply's body is capped at Options.MaxStreamBytes
-// (64 MiB by default, llm.DefaultMaxStreamBytes), past which the stream
+// (64 MiB by default, llmhttp.DefaultMaxStreamBytes), past which the stream
 // fails as a non-retryable llm.KindBadResponse; MaxResponseBytes is for
 // JSON replies only.
 //
 // # Errors
 //
-// API errors are classified by llm.HTTPError: 429 is rate_limited, 529
+// API errors are classified by llmhttp.HTTPError: 429 is rate_limited, 529
 // (overloaded_error) and other 5xx are unavailable, both retryable with the
 // server's Retry-After; 401 and 403 are authentication; 404 is an unknown
 // model; "prompt is too long" is context_length_exceeded. A 429 for a spent
@@ -221,7 +221,7 @@
 // the SDK's own retries off (option.WithMaxRetries(0)): the SDK would sleep
 // that long, whatever the deadline.
 //
-// Every request carries an llm.ResponseGuard as its innermost middleware: a
+// Every request carries an llmhttp.ResponseGuard as its innermost middleware: a
 // reply larger than Options.MaxResponseBytes (8 MiB by default), or a
 // successful reply that is not JSON (an event stream, an HTML page), fails
 // as a non-retryable llm.KindBadResponse that says so. stop_reason

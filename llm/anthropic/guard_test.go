@@ -13,7 +13,8 @@ import (
 	"github.com/anthropics/anthropic-sdk-go/v2/option"
 
 	"github.com/toolloop/toolloop/llm"
-	"github.com/toolloop/toolloop/llm/llmtest"
+	"github.com/toolloop/toolloop/llm/llmhttp"
+	"github.com/toolloop/toolloop/llm/llmhttp/llmhttptest"
 )
 
 func wantBadResponse(t *testing.T, err error, want ...string) {
@@ -32,16 +33,16 @@ func wantBadResponse(t *testing.T, err error, want ...string) {
 // A 30 MB reply fails at the default 8 MiB cap, naming the cap and the
 // provider, and no more than about the cap is read from the server.
 func TestResponseTooLarge(t *testing.T) {
-	f := llmtest.NewFloodServer(t, 30<<20)
+	f := llmhttptest.NewFloodServer(t, 30<<20)
 	client := anthropic.NewClient(option.WithoutEnvironmentDefaults(), option.WithBaseURL(f.URL), option.WithHTTPClient(f.Client()),
 		option.WithAPIKey("test"), option.WithMaxRetries(0))
 	_, err := New(client, nil).Generate(context.Background(), &llm.Request{Model: "claude-sonnet-4-6", Messages: weatherHistory()})
 	wantBadResponse(t, err, "anthropic sent a reply larger than the 8 MiB cap", "MaxResponseBytes")
-	if n := f.Written(); n > llm.DefaultMaxResponseBytes+2<<20 {
-		t.Errorf("the server sent %d bytes; the cap should stop the read at about %d", n, llm.DefaultMaxResponseBytes)
+	if n := f.Written(); n > llmhttp.DefaultMaxResponseBytes+2<<20 {
+		t.Errorf("the server sent %d bytes; the cap should stop the read at about %d", n, llmhttp.DefaultMaxResponseBytes)
 	}
 
-	f = llmtest.NewFloodServer(t, 2<<20)
+	f = llmhttptest.NewFloodServer(t, 2<<20)
 	client = anthropic.NewClient(option.WithoutEnvironmentDefaults(), option.WithBaseURL(f.URL), option.WithHTTPClient(f.Client()),
 		option.WithAPIKey("test"), option.WithMaxRetries(0))
 	_, err = New(client, &Options{MaxResponseBytes: 1 << 20}).Generate(context.Background(), &llm.Request{Model: "claude-sonnet-4-6", Messages: weatherHistory()})

@@ -15,6 +15,7 @@ import (
 	"github.com/anthropics/anthropic-sdk-go/v2"
 
 	"github.com/toolloop/toolloop/llm"
+	"github.com/toolloop/toolloop/llm/llmhttp"
 )
 
 // response maps a Messages API reply onto an llm.Response. prefix gives
@@ -127,14 +128,14 @@ func classify(ctx context.Context, err error, now time.Time) error {
 
 // apiError classifies an HTTP error response with the given status (the
 // response's own, or for an error event in a stream the one its type has
-// outside a stream). llm.HTTPError does the status-based work; the error
+// outside a stream). llmhttp.HTTPError does the status-based work; the error
 // body's type and code refine it.
 func apiError(apiErr *anthropic.Error, status int, err error, now time.Time) *llm.Error {
 	var header http.Header
 	if apiErr.Response != nil {
 		header = apiErr.Response.Header
 	}
-	e := llm.HTTPError(status, header, apiErr.RawJSON(), err, now)
+	e := llmhttp.HTTPError(status, header, apiErr.RawJSON(), err, now)
 	if isPrefixMismatch(apiErr) {
 		// The same body fails the same way: name the cause.
 		e.Kind, e.Retryable, e.Err = llm.KindBadRequest, false, &prefixError{api: err}
@@ -160,8 +161,8 @@ func apiError(apiErr *anthropic.Error, status int, err error, now time.Time) *ll
 	return e
 }
 
-// retryAfter reads the server's requested wait through llm.HTTPError, for
+// retryAfter reads the server's requested wait through llmhttp.HTTPError, for
 // an error whose retryability came from the body rather than the status.
 func retryAfter(header http.Header, now time.Time) time.Duration {
-	return llm.HTTPError(http.StatusTooManyRequests, header, "", nil, now).RetryAfter
+	return llmhttp.HTTPError(http.StatusTooManyRequests, header, "", nil, now).RetryAfter
 }

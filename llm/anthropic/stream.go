@@ -17,6 +17,7 @@ import (
 	"github.com/anthropics/anthropic-sdk-go/v2/option"
 
 	"github.com/toolloop/toolloop/llm"
+	"github.com/toolloop/toolloop/llm/llmhttp"
 )
 
 // Stream sends req as a streamed Messages API request and yields the reply
@@ -51,7 +52,7 @@ func (m *Model) Stream(ctx context.Context, req *llm.Request) iter.Seq2[llm.Delt
 		// The request's own context ends with the iteration, whichever way
 		// it ends; the stream's Close (deferred last, so run first) has
 		// closed the body by then.
-		sctx, cancel := context.WithCancel(llm.ExpectStream(ctx))
+		sctx, cancel := context.WithCancel(llmhttp.ExpectStream(ctx))
 		defer cancel()
 		var httpResp *http.Response
 		stream := m.client.Messages.NewStreaming(sctx, params, append(m.requestOptions(bind, &params), option.WithResponseInto(&httpResp))...)

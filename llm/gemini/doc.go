@@ -192,8 +192,8 @@
 // reports a body cut in the middle of an event as undecodable JSON). A
 // consumer that stops ranging cancels the request, and the connection is
 // closed before the iterator returns. The stream passes the
-// llm.ResponseGuard as an event stream the request asked for
-// (llm.ExpectStream), capped at Options.MaxStreamBytes (64 MiB by
+// llmhttp.ResponseGuard as an event stream the request asked for
+// (llmhttp.ExpectStream), capped at Options.MaxStreamBytes (64 MiB by
 // default) rather than MaxResponseBytes.
 //
 // The SDK resumes a stream that Gemini ends with finish reason
@@ -202,7 +202,7 @@
 //
 // # Errors
 //
-// A genai.APIError is classified with llm.HTTPError: 429
+// A genai.APIError is classified with llmhttp.HTTPError: 429
 // (RESOURCE_EXHAUSTED) is rate_limited and 500, 503 and other 5xx are
 // unavailable, both retryable; 401 and 403 are authentication, as is the 400
 // INVALID_ARGUMENT with reason API_KEY_INVALID that Gemini answers for a bad
@@ -215,7 +215,7 @@
 // unavailable errors, as is a reply cut off by its connection; the
 // context's own cancellation or deadline is returned as is.
 //
-// Replies pass an llm.ResponseGuard installed in the HTTP client (see New):
+// Replies pass an llmhttp.ResponseGuard installed in the HTTP client (see New):
 // one larger than Options.MaxResponseBytes (8 MiB by default), or a
 // successful one that is not JSON (an event stream, an HTML page), fails as
 // a non-retryable llm.KindBadResponse that says so, where the SDK would

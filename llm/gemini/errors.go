@@ -14,6 +14,7 @@ import (
 	"google.golang.org/genai"
 
 	"github.com/toolloop/toolloop/llm"
+	"github.com/toolloop/toolloop/llm/llmhttp"
 )
 
 // Type URLs of the google.rpc error details the adapter reads.
@@ -61,7 +62,7 @@ func asAPIError(err error) (genai.APIError, bool) {
 }
 
 // apiError classifies an error reply of the Gemini API through
-// llm.HTTPError, then adds what only its body tells: the RetryInfo delay
+// llmhttp.HTTPError, then adds what only its body tells: the RetryInfo delay
 // and the API_KEY_INVALID reason of a 400.
 func apiError(e genai.APIError, now time.Time) *llm.Error {
 	reasons := detailStrings(e.Details, errorInfoType, "reason")
@@ -70,7 +71,7 @@ func apiError(e genai.APIError, now time.Time) *llm.Error {
 	if code == 0 {
 		code = statusCode(e.Status)
 	}
-	out := llm.HTTPError(code, nil, body, fmt.Errorf("gemini: %w", e), now)
+	out := llmhttp.HTTPError(code, nil, body, fmt.Errorf("gemini: %w", e), now)
 	for _, r := range reasons {
 		if r == "API_KEY_INVALID" {
 			out.Kind, out.Retryable = llm.KindAuthentication, false

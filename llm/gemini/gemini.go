@@ -10,6 +10,7 @@ import (
 	"google.golang.org/genai"
 
 	"github.com/toolloop/toolloop/llm"
+	"github.com/toolloop/toolloop/llm/llmhttp"
 )
 
 // Options configures a Model. The zero value is usable when every request
@@ -56,13 +57,13 @@ type Options struct {
 	// retain the config.
 	Configure func(*genai.GenerateContentConfig)
 	// MaxResponseBytes caps the body of each reply: 0 means
-	// llm.DefaultMaxResponseBytes, negative no cap. A larger reply fails
+	// llmhttp.DefaultMaxResponseBytes, negative no cap. A larger reply fails
 	// with a non-retryable llm.KindBadResponse that names the cap. The
 	// cap lives in the HTTP client, so New derives a client of its own
 	// from the one it is given (see New).
 	MaxResponseBytes int64
 	// MaxStreamBytes caps the body of each streamed reply (Stream): 0
-	// means llm.DefaultMaxStreamBytes, negative no cap. A larger stream
+	// means llmhttp.DefaultMaxStreamBytes, negative no cap. A larger stream
 	// fails with a non-retryable llm.KindBadResponse that names the cap,
 	// after the deltas that came before it.
 	MaxStreamBytes int64
@@ -98,7 +99,7 @@ var _ llm.Model = (*Model)(nil)
 // replies (Options.MaxResponseBytes) New builds a client of its own from
 // client's configuration (ClientConfig, already resolved: nothing more is
 // read from the environment), with a copy of its HTTP client whose
-// transport enforces the cap (llm.ResponseGuard). client itself and its
+// transport enforces the cap (llmhttp.ResponseGuard). client itself and its
 // HTTP client are left as they were.
 //
 // Options Gemini would refuse (an unknown ThinkingLevel, a level together
@@ -122,7 +123,7 @@ func New(client *genai.Client, opts *Options) *Model {
 		m.setupErr = &llm.Error{Kind: llm.KindBadRequest, Err: err}
 		return m
 	}
-	m.client, m.setupErr = guarded(client, llm.ResponseGuard{Provider: Provider,
+	m.client, m.setupErr = guarded(client, llmhttp.ResponseGuard{Provider: Provider,
 		MaxBytes: m.opts.MaxResponseBytes, MaxStreamBytes: m.opts.MaxStreamBytes})
 	return m
 }
@@ -162,7 +163,7 @@ func thinkingConfig(o *Options) (*genai.ThinkingConfig, error) {
 
 // guarded returns a client like c whose HTTP client checks every reply
 // with g, and tells a stream why its body stopped (see readWatch).
-func guarded(c *genai.Client, g llm.ResponseGuard) (*genai.Client, error) {
+func guarded(c *genai.Client, g llmhttp.ResponseGuard) (*genai.Client, error) {
 	cc := c.ClientConfig()
 	cc.HTTPClient = g.Client(cc.HTTPClient)
 	cc.HTTPClient.Transport = watchTransport{next: cc.HTTPClient.Transport}

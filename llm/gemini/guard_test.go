@@ -13,7 +13,8 @@ import (
 
 	"github.com/toolloop/toolloop/llm"
 	"github.com/toolloop/toolloop/llm/gemini"
-	"github.com/toolloop/toolloop/llm/llmtest"
+	"github.com/toolloop/toolloop/llm/llmhttp"
+	"github.com/toolloop/toolloop/llm/llmhttp/llmhttptest"
 )
 
 func wantBadResponse(t *testing.T, err error, want ...string) {
@@ -44,20 +45,20 @@ func clientFor(t *testing.T, url string, hc *http.Client) *genai.Client {
 // provider, and no more than about the cap is read from the server. The
 // caller's client and its HTTP client are not changed.
 func TestResponseTooLarge(t *testing.T) {
-	f := llmtest.NewFloodServer(t, 30<<20)
+	f := llmhttptest.NewFloodServer(t, 30<<20)
 	hc := f.Client()
 	transport := hc.Transport
 	client := clientFor(t, f.URL, hc)
 	_, err := gemini.New(client, nil).Generate(context.Background(), &llm.Request{Model: "gemini-2.5-flash", Messages: wireHistory().Messages})
 	wantBadResponse(t, err, "gemini sent a reply larger than the 8 MiB cap", "MaxResponseBytes")
-	if n := f.Written(); n > llm.DefaultMaxResponseBytes+2<<20 {
-		t.Errorf("the server sent %d bytes; the cap should stop the read at about %d", n, llm.DefaultMaxResponseBytes)
+	if n := f.Written(); n > llmhttp.DefaultMaxResponseBytes+2<<20 {
+		t.Errorf("the server sent %d bytes; the cap should stop the read at about %d", n, llmhttp.DefaultMaxResponseBytes)
 	}
 	if hc.Transport != transport || client.ClientConfig().HTTPClient != hc {
 		t.Error("New changed the caller's client")
 	}
 
-	f = llmtest.NewFloodServer(t, 2<<20)
+	f = llmhttptest.NewFloodServer(t, 2<<20)
 	_, err = gemini.New(clientFor(t, f.URL, f.Client()), &gemini.Options{MaxResponseBytes: 1 << 20}).
 		Generate(context.Background(), &llm.Request{Model: "gemini-2.5-flash", Messages: wireHistory().Messages})
 	wantBadResponse(t, err, "the 1 MiB cap")

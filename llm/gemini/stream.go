@@ -15,6 +15,7 @@ import (
 	"google.golang.org/genai"
 
 	"github.com/toolloop/toolloop/llm"
+	"github.com/toolloop/toolloop/llm/llmhttp"
 )
 
 var _ llm.StreamingModel = (*Model)(nil)
@@ -51,7 +52,7 @@ func (m *Model) Stream(ctx context.Context, req *llm.Request) iter.Seq2[llm.Delt
 		sctx, cancel := context.WithCancel(ctx)
 		defer cancel()
 		watch := new(readWatch)
-		sctx = llm.ExpectStream(context.WithValue(sctx, watchKey{}, watch))
+		sctx = llmhttp.ExpectStream(context.WithValue(sctx, watchKey{}, watch))
 		s := turnStream{req: req, model: c.model, yield: yield}
 		for chunk, err := range m.client.Models.GenerateContentStream(sctx, c.model, c.contents, c.cfg) {
 			if err != nil {

@@ -33,6 +33,8 @@
 // every turn (CaseStreamWithoutFinishReason) is finished. A Harness
 // connects it to one adapter.
 //
-// The package depends only on llm and the standard library; the loop and
-// the sandbox (examples/orders) use its Model, the adapters its suite.
+// The package depends only on llm and the standard library, net/http
+// left out: the loop and the sandbox (examples/orders) use its Model, the
+// adapters its suite. The flood server the adapters' response caps are
+// tested against is in llm/llmhttp/llmhttptest.
 package llmtest

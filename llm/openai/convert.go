@@ -21,6 +21,7 @@ import (
 	"github.com/openai/openai-go/v3/packages/respjson"
 
 	"github.com/toolloop/toolloop/llm"
+	"github.com/toolloop/toolloop/llm/llmhttp"
 )
 
 // GeneratedIDPrefix starts every tool call ID the adapters make up for a
@@ -182,7 +183,7 @@ func refusal(text string) *llm.Error {
 // before any other middleware reads it) and the capture of the HTTP
 // response into resp. The caller's slice is never appended to.
 func requestOptions(caller []option.RequestOption, maxBytes, maxStreamBytes int64, resp **http.Response) []option.RequestOption {
-	guard := llm.ResponseGuard{Provider: "openai", MaxBytes: maxBytes, MaxStreamBytes: maxStreamBytes}
+	guard := llmhttp.ResponseGuard{Provider: "openai", MaxBytes: maxBytes, MaxStreamBytes: maxStreamBytes}
 	ro := make([]option.RequestOption, 0, len(caller)+2)
 	ro = append(ro, caller...)
 	return append(ro,
@@ -266,7 +267,7 @@ func classify(ctx context.Context, err error, resp *http.Response, now time.Time
 	if len(detail) > 0 {
 		cause = fmt.Errorf("%w: %s", cause, strings.Join(detail, ": "))
 	}
-	e := llm.HTTPError(status, header, body, cause, now)
+	e := llmhttp.HTTPError(status, header, body, cause, now)
 	contextLength(e, code+" "+typ+" "+body)
 	return e
 }
@@ -299,7 +300,7 @@ func errorDetail(body string) (code, typ, msg string) {
 }
 
 // contextLength reclassifies e when text names a context-window overflow in
-// words llm.HTTPError does not look for (OpenAI's code is covered there; these
+// words llmhttp.HTTPError does not look for (OpenAI's code is covered there; these
 // are compatible servers').
 func contextLength(e *llm.Error, text string) {
 	if e.Retryable || e.Kind == llm.KindAuthentication {

@@ -138,7 +138,7 @@
 //
 // # Errors
 //
-// Failed requests come back as *llm.Error, classified by llm.HTTPError: 429
+// Failed requests come back as *llm.Error, classified by llmhttp.HTTPError: 429
 // is rate_limited and 408, 409 and 5xx unavailable, both retryable with the
 // server's Retry-After; 401 and 403 are authentication, 404 an unknown model;
 // OpenAI's error code context_length_exceeded (and the equivalents of
@@ -153,7 +153,7 @@
 // in RetryAfter; the loop decides whether the run can wait that long
 // (llm.CheckRetryAfter).
 //
-// Every request carries an llm.ResponseGuard as its innermost middleware: a
+// Every request carries an llmhttp.ResponseGuard as its innermost middleware: a
 // reply larger than MaxResponseBytes (8 MiB by default), or a successful
 // reply that is not JSON (an event stream from a proxy that turned
 // streaming on, an HTML page), fails as a non-retryable llm.KindBadResponse
@@ -216,7 +216,7 @@
 // format allows (the response guard makes them \n for the SDK).
 //
 // A streamed reply's body is capped at MaxStreamBytes
-// (llm.DefaultMaxStreamBytes, 64 MiB, by default): an event stream repeats
+// (llmhttp.DefaultMaxStreamBytes, 64 MiB, by default): an event stream repeats
 // its framing with every piece of text, so it runs several times the size
 // of the same reply as one JSON body. Past the cap the stream fails with
 // llm.KindBadResponse, after the deltas that fit.

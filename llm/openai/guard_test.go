@@ -13,7 +13,8 @@ import (
 	"github.com/openai/openai-go/v3/option"
 
 	"github.com/toolloop/toolloop/llm"
-	"github.com/toolloop/toolloop/llm/llmtest"
+	"github.com/toolloop/toolloop/llm/llmhttp"
+	"github.com/toolloop/toolloop/llm/llmhttp/llmhttptest"
 	"github.com/toolloop/toolloop/llm/openai"
 )
 
@@ -44,27 +45,27 @@ func TestResponseTooLarge(t *testing.T) {
 	req := &llm.Request{Model: "gpt-4.1", Messages: history()}
 	for _, c := range []struct {
 		name string
-		gen  func(f *llmtest.FloodServer) error
+		gen  func(f *llmhttptest.FloodServer) error
 	}{
-		{"chat", func(f *llmtest.FloodServer) error {
+		{"chat", func(f *llmhttptest.FloodServer) error {
 			_, err := openai.NewChat(floodClient(f), nil).Generate(context.Background(), req)
 			return err
 		}},
-		{"responses", func(f *llmtest.FloodServer) error {
+		{"responses", func(f *llmhttptest.FloodServer) error {
 			_, err := openai.NewResponses(floodClient(f), nil).Generate(context.Background(), req)
 			return err
 		}},
-		{"compatible", func(f *llmtest.FloodServer) error {
+		{"compatible", func(f *llmhttptest.FloodServer) error {
 			_, err := openai.NewCompatible(f.URL, "", nil, option.WithHTTPClient(f.Client())).Generate(context.Background(), req)
 			return err
 		}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			f := llmtest.NewFloodServer(t, floodSize)
+			f := llmhttptest.NewFloodServer(t, floodSize)
 			err := c.gen(f)
 			wantBadResponse(t, err, "openai sent a reply larger than the 8 MiB cap", "MaxResponseBytes")
-			if n := f.Written(); n > llm.DefaultMaxResponseBytes+2<<20 {
-				t.Errorf("the server sent %d bytes; the cap should stop the read at about %d", n, llm.DefaultMaxResponseBytes)
+			if n := f.Written(); n > llmhttp.DefaultMaxResponseBytes+2<<20 {
+				t.Errorf("the server sent %d bytes; the cap should stop the read at about %d", n, llmhttp.DefaultMaxResponseBytes)
 			}
 		})
 	}
@@ -73,14 +74,14 @@ func TestResponseTooLarge(t *testing.T) {
 // MaxResponseBytes sets the cap; negative turns it off.
 func TestMaxResponseBytesOption(t *testing.T) {
 	req := &llm.Request{Model: "gpt-4.1", Messages: history()}
-	f := llmtest.NewFloodServer(t, 2<<20)
+	f := llmhttptest.NewFloodServer(t, 2<<20)
 	_, err := openai.NewChat(floodClient(f), &openai.ChatOptions{MaxResponseBytes: 1 << 20}).Generate(context.Background(), req)
 	wantBadResponse(t, err, "the 1 MiB cap")
 	if n := f.Written(); n > 2<<20-256<<10 {
 		t.Errorf("the server sent %d of its 2 MiB past a 1 MiB cap", n)
 	}
 
-	f = llmtest.NewFloodServer(t, 2<<20)
+	f = llmhttptest.NewFloodServer(t, 2<<20)
 	_, err = openai.NewChat(floodClient(f), &openai.ChatOptions{MaxResponseBytes: -1}).Generate(context.Background(), req)
 	// The SDK reads the whole body, then finds the JSON unfinished.
 	var me *llm.Error
@@ -89,7 +90,7 @@ func TestMaxResponseBytesOption(t *testing.T) {
 	}
 }
 
-func floodClient(f *llmtest.FloodServer) sdk.Client {
+func floodClient(f *llmhttptest.FloodServer) sdk.Client {
 	return sdk.NewClient(option.WithBaseURL(f.URL), option.WithHTTPClient(f.Client()), option.WithAPIKey("sk-test"), option.WithMaxRetries(0))
 }
 

@@ -73,11 +73,11 @@ type ResponsesOptions struct {
 	// timeout, extra body fields (option.WithJSONSet), ...
 	RequestOptions []option.RequestOption
 	// MaxResponseBytes caps the body of each reply: 0 means
-	// llm.DefaultMaxResponseBytes, negative no cap. A larger reply fails
+	// llmhttp.DefaultMaxResponseBytes, negative no cap. A larger reply fails
 	// with a non-retryable llm.KindBadResponse that names the cap.
 	MaxResponseBytes int64
 	// MaxStreamBytes caps the body of each streamed reply (Stream): 0
-	// means llm.DefaultMaxStreamBytes, negative no cap. An event stream
+	// means llmhttp.DefaultMaxStreamBytes, negative no cap. An event stream
 	// repeats its framing with every piece, so it needs a larger cap than
 	// the same reply as one JSON body; past it the stream fails with a
 	// non-retryable llm.KindBadResponse.

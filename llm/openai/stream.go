@@ -16,6 +16,7 @@ import (
 	"github.com/openai/openai-go/v3/packages/ssestream"
 
 	"github.com/toolloop/toolloop/llm"
+	"github.com/toolloop/toolloop/llm/llmhttp"
 )
 
 // turnParser turns one API's stream events into deltas. event appends the
@@ -52,7 +53,7 @@ func streamTurn[T any](ctx context.Context, now func() time.Time, open openStrea
 		defer cancel()
 		var httpResp *http.Response
 		watch := &sentinelWatch{}
-		stream := open(llm.ExpectStream(context.WithValue(ctx, sentinelKey{}, watch)), &httpResp)
+		stream := open(llmhttp.ExpectStream(context.WithValue(ctx, sentinelKey{}, watch)), &httpResp)
 		defer stream.Close()
 
 		if err := stream.Err(); err == nil && wholeReply(httpResp) {

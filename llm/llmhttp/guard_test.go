@@ -1,4 +1,4 @@
-package llm
+package llmhttp
 
 import (
 	"context"
@@ -9,6 +9,8 @@ import (
 	"testing"
 	"testing/iotest"
 	"time"
+
+	"github.com/toolloop/toolloop/llm"
 )
 
 func guarded(status int, ct, body string, contentLength int64, g ResponseGuard) ([]byte, error) {
@@ -22,9 +24,9 @@ func guarded(status int, ct, body string, contentLength int64, g ResponseGuard) 
 
 func badResponse(t *testing.T, err error, want ...string) {
 	t.Helper()
-	var e *Error
-	if !errors.As(err, &e) || e.Kind != KindBadResponse || e.Retryable {
-		t.Fatalf("err = %v, want a non-retryable %s *llm.Error", err, KindBadResponse)
+	var e *llm.Error
+	if !errors.As(err, &e) || e.Kind != llm.KindBadResponse || e.Retryable {
+		t.Fatalf("err = %v, want a non-retryable %s *llm.Error", err, llm.KindBadResponse)
 	}
 	for _, w := range want {
 		if !strings.Contains(err.Error(), w) {
@@ -94,29 +96,6 @@ func TestResponseGuardClient(t *testing.T) {
 	c := ResponseGuard{}.Client(base)
 	if base.Transport != nil || c.Timeout != time.Minute || c.Transport == nil {
 		t.Fatalf("Client changed its argument or lost its settings: %+v", c)
-	}
-}
-
-func TestCheckRetryAfter(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	asked := &Error{Kind: KindRateLimited, Retryable: true, RetryAfter: time.Hour, Err: errors.New("429")}
-	long := CheckRetryAfter(ctx, asked)
-	if long.Retryable || !asked.Retryable {
-		t.Error("a wait past the deadline is still retryable, or the provider's error was changed")
-	}
-	for _, w := range []string{"rate_limited: the provider asked to wait 3600 s (Retry-After), more than the run has left (", "): 429"} {
-		if !strings.Contains(long.Error(), w) {
-			t.Errorf("err = %q, want %q", long, w)
-		}
-	}
-	short := &Error{Kind: KindRateLimited, Retryable: true, RetryAfter: time.Second, Err: errors.New("429")}
-	if CheckRetryAfter(ctx, short) != short || !short.Retryable || short.Error() != "rate_limited: 429" {
-		t.Errorf("a wait within the deadline changed: %v", short)
-	}
-	none := &Error{Kind: KindRateLimited, Retryable: true, RetryAfter: time.Hour, Err: errors.New("429")}
-	if CheckRetryAfter(context.Background(), none) != none || !none.Retryable {
-		t.Error("without a deadline the wait is not too long")
 	}
 }
 

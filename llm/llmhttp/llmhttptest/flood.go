@@ -1,4 +1,4 @@
-package llmtest
+package llmhttptest
 
 import (
 	"context"
@@ -15,7 +15,7 @@ import (
 // FloodServer is an HTTP server that answers every request with 200 and a
 // JSON body of a given size, streamed without a Content-Length, and counts
 // the bytes it managed to send. An adapter's cap on a response's size
-// (llm.ResponseGuard) is tested against it: with the cap in force the
+// (llmhttp.ResponseGuard) is tested against it: with the cap in force the
 // server sends little more than the cap before the client hangs up.
 //
 // Its sockets have small buffers (Client sets the client's), so that what

@@ -1,4 +1,4 @@
-package llm
+package llmhttp
 
 import (
 	"bytes"
@@ -9,7 +9,8 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"time"
+
+	"github.com/toolloop/toolloop/llm"
 )
 
 // DefaultMaxResponseBytes is the cap on one reply's body that adapters apply
@@ -46,8 +47,8 @@ func streamExpected(req *http.Request) bool {
 
 // ResponseGuard checks a provider's HTTP replies before an SDK reads them:
 // a body longer than MaxBytes, or a successful reply that is not JSON (an
-// event stream, an HTML page), fails the read with an *Error of kind
-// KindBadResponse that says what came back. Adapters install it through
+// event stream, an HTML page), fails the read with an *llm.Error of kind
+// llm.KindBadResponse that says what came back. Adapters install it through
 // their SDK's middleware or HTTP client; the SDK then returns that error,
 // wrapped, from the request.
 //
@@ -274,7 +275,7 @@ func (b *guardedBody) sniffJSON() error {
 		b.head = buf
 		return nil
 	}
-	return &Error{Kind: KindBadResponse, Err: fmt.Errorf("%s answered with %s where JSON was expected%s; it began %s",
+	return &llm.Error{Kind: llm.KindBadResponse, Err: fmt.Errorf("%s answered with %s where JSON was expected%s; it began %s",
 		b.provider, describeType(b.contentType), typeHint(b.contentType), quoteStart(buf))}
 }
 
@@ -291,7 +292,7 @@ func (b *guardedBody) tooLarge(n int64, announced bool) error {
 	if b.stream {
 		name = "a streamed model response (MaxStreamBytes)"
 	}
-	return &Error{Kind: KindBadResponse, Err: fmt.Errorf(
+	return &llm.Error{Kind: llm.KindBadResponse, Err: fmt.Errorf(
 		"%s sent a reply larger than the %s cap on %s: %s", b.provider, byteSize(b.max), name, what)}
 }
 
@@ -334,30 +335,4 @@ func quoteStart(b []byte) string {
 		return strconv.Quote(string(b[:quoteBytes])) + "..."
 	}
 	return strconv.Quote(string(b))
-}
-
-// CheckRetryAfter says whether the wait the provider asked for
-// (e.RetryAfter) ends after ctx's deadline, the run's: a retry could only
-// begin once the run's time is spent, so a loop that waited would stop with
-// nothing but "context deadline exceeded". It then returns a copy of e
-// that is not retryable and says so, naming the wait; otherwise e itself.
-// Drivers call it with the run's context, not a single request's, whose
-// timeout (loop.Config.ModelTimeout) says nothing about a later attempt.
-func CheckRetryAfter(ctx context.Context, e *Error) *Error {
-	if e == nil || !e.Retryable || e.RetryAfter <= 0 {
-		return e
-	}
-	deadline, ok := ctx.Deadline()
-	if !ok {
-		return e
-	}
-	left := time.Until(deadline)
-	if e.RetryAfter <= left {
-		return e
-	}
-	c := *e
-	c.Retryable = false
-	c.Err = fmt.Errorf("the provider asked to wait %s s (Retry-After), more than the run has left (%v): %w",
-		strconv.FormatFloat(e.RetryAfter.Seconds(), 'f', -1, 64), max(left, 0).Round(time.Millisecond), e.Err)
-	return &c
 }

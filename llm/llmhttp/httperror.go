@@ -1,10 +1,12 @@
-package llm
+package llmhttp
 
 import (
 	"net/http"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/toolloop/toolloop/llm"
 )
 
 // HTTPError classifies a provider's HTTP failure for adapters: 429 is
@@ -13,22 +15,22 @@ import (
 // 403 are authentication, 404 an unknown model; a 400 whose body talks
 // about the context window is context_length_exceeded; any other 4xx is a
 // bad request. err is the SDK's error, kept as the cause.
-func HTTPError(status int, header http.Header, body string, err error, now time.Time) *Error {
-	e := &Error{StatusCode: status, Err: err}
+func HTTPError(status int, header http.Header, body string, err error, now time.Time) *llm.Error {
+	e := &llm.Error{StatusCode: status, Err: err}
 	lower := strings.ToLower(body)
 	switch {
 	case status == http.StatusTooManyRequests:
-		e.Kind, e.Retryable = KindRateLimited, true
+		e.Kind, e.Retryable = llm.KindRateLimited, true
 	case status == http.StatusRequestTimeout || status == http.StatusConflict || status >= 500:
-		e.Kind, e.Retryable = KindUnavailable, true
+		e.Kind, e.Retryable = llm.KindUnavailable, true
 	case status == http.StatusUnauthorized || status == http.StatusForbidden:
-		e.Kind = KindAuthentication
+		e.Kind = llm.KindAuthentication
 	case status == http.StatusNotFound:
-		e.Kind = KindUnknownModel
+		e.Kind = llm.KindUnknownModel
 	case isContextLength(lower):
-		e.Kind = KindContextLengthExceeded
+		e.Kind = llm.KindContextLengthExceeded
 	default:
-		e.Kind = KindBadRequest
+		e.Kind = llm.KindBadRequest
 	}
 	if e.Retryable {
 		e.RetryAfter = retryAfter(header, now)

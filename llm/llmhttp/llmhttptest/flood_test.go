@@ -1,15 +1,15 @@
-package llmtest_test
+package llmhttptest_test
 
 import (
 	"encoding/json"
 	"io"
 	"testing"
 
-	"github.com/toolloop/toolloop/llm/llmtest"
+	"github.com/toolloop/toolloop/llm/llmhttp/llmhttptest"
 )
 
 func TestFloodServerSendsJSON(t *testing.T) {
-	f := llmtest.NewFloodServer(t, 100<<10+7)
+	f := llmhttptest.NewFloodServer(t, 100<<10+7)
 	resp, err := f.Client().Get(f.URL)
 	if err != nil {
 		t.Fatal(err)
