@@ -134,6 +134,9 @@ func (s *Server) runPage(w http.ResponseWriter, r *http.Request, u *who) {
 	}
 	d["Resume"] = note
 	d["Live"] = !v.Summary.Stopped || v.Summary.Status == string(loop.ConfirmationRequired)
+	// A run that has stopped can be replayed, when the console was given
+	// a way to: the link leads to its replay view.
+	d["Replayable"] = s.opts.Replay != nil && v.Summary.Stopped
 	s.render(w, http.StatusOK, "run", d)
 }
 

@@ -57,6 +57,11 @@ func TestReplayView(t *testing.T) {
 		!strings.Contains(body, `<tr data-call-id="call_r1"><td><code>call_r1</code></td><td><code>refund_order</code></td><td>allow (none)</td><td>not_allowed (allowlist): not on the allowlist</td></tr>`) {
 		t.Fatalf("parallel page: %d\n%s", resp.StatusCode, body)
 	}
+	// The run's own page leads to its replay.
+	if resp, body := e.do(req{path: "/runs/" + parallel, token: aliceToken}); resp.StatusCode != http.StatusOK ||
+		!strings.Contains(body, `<a href="/runs/`+parallel+`/replay" data-testid="replay-link">`) {
+		t.Errorf("run page without a link to its replay: %d\n%s", resp.StatusCode, body)
+	}
 	doc.Difference = nil
 	e.getJSON("/api/runs/"+normal+"/replay", &doc)
 	if !doc.Equal || doc.Difference != nil {
@@ -74,5 +79,9 @@ func TestReplayViewOff(t *testing.T) {
 	resp, body := e.do(req{path: "/api/runs/" + id + "/replay", token: aliceToken})
 	if resp.StatusCode != http.StatusNotFound || !strings.Contains(body, "without a replay configuration") {
 		t.Errorf("%d %s", resp.StatusCode, body)
+	}
+	// Its run pages offer no replay.
+	if resp, body := e.do(req{path: "/runs/" + id, token: aliceToken}); resp.StatusCode != http.StatusOK || strings.Contains(body, "replay-link") {
+		t.Errorf("run page of a console without replay: %d, link shown: %v", resp.StatusCode, strings.Contains(body, "replay-link"))
 	}
 }

@@ -30,8 +30,9 @@
 //
 // Writes. A write Call with an IdempotencyKey goes through the ledger
 // (Options.Ledger, a store.Ledger): a key already done is replayed, not
-// executed (Outcome.Replayed); the same key with other arguments is an
-// idempotency_conflict; a key left in flight by a crash or a timeout is
+// executed (Outcome.Replayed), unless a compensation undid it (its record
+// under UndoKey): then it is an idempotency_conflict, neither replayed nor
+// run again; the same key with other arguments is an idempotency_conflict; a key left in flight by a crash or a timeout is
 // settled by the tool's status look-up (Reconciled) or reported as
 // OutcomeUnknown, which stops the run with tool_outcome_unknown.
 //

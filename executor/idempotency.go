@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/toolloop/toolloop/llm"
@@ -91,6 +92,9 @@ func (e *Executor) existing(ctx context.Context, c Call, old store.Record, start
 			"idempotency key %q was first used by call %s with other arguments; this call was not executed", old.Key, old.CallID))
 	}
 	if old.State == store.Done {
+		if o, undone := e.undone(ctx, c, old, start); undone {
+			return o
+		}
 		return e.replayed(c, old, start)
 	}
 	// In flight: another attempt started this write and never recorded
@@ -131,6 +135,42 @@ func (e *Executor) existing(ctx context.Context, c Call, old store.Record, start
 		return e.refused(c, start, llm.KindUnavailable, "releasing the stale idempotency key: "+err.Error())
 	}
 	return e.guardedWrite(ctx, c, nil, nil)
+}
+
+// UndoKey is the idempotency key of the compensation of the write with
+// key: the compensation is itself a write, done once under it however
+// often a resumed run asks for it, and its record tells any later call of
+// key that the write was undone.
+func UndoKey(key string) string { return undoPrefix + key }
+
+const undoPrefix = "undo:"
+
+// undone refuses a call whose key is done but whose write was undone
+// since, or is being undone: the ledger keeps the original's key done, and
+// replaying its result would tell the model, in whichever run asks, that a
+// write holds which no longer does. The call does not run either: its key
+// names a write that already happened once. A compensation's own key is
+// never undone, and a ledger that cannot say fails closed.
+func (e *Executor) undone(ctx context.Context, c Call, old store.Record, start time.Time) (Outcome, bool) {
+	if strings.HasPrefix(old.Key, undoPrefix) {
+		return Outcome{}, false
+	}
+	undo, found, err := e.ledger.Lookup(ctx, UndoKey(old.Key))
+	switch {
+	case err != nil:
+		return e.refused(c, start, llm.KindUnavailable, fmt.Sprintf(
+			"the idempotency ledger could not say whether the write with key %q was undone: %v", old.Key, err)), true
+	case !found:
+		return Outcome{}, false
+	case undo.State == store.Done:
+		return e.refused(c, start, llm.KindIdempotencyConflict, fmt.Sprintf(
+			"the write with idempotency key %q (run %s, call %s) was undone by its compensation (run %s, call %s); "+
+				"its result is not replayed, and it is not done again under the same key", old.Key, old.RunID, old.CallID, undo.RunID, undo.CallID)), true
+	default:
+		return e.refused(c, start, llm.KindWriteInProgress, fmt.Sprintf(
+			"the write with idempotency key %q (run %s, call %s) is being undone by its compensation (run %s, call %s); "+
+				"whether it still holds is not known yet", old.Key, old.RunID, old.CallID, undo.RunID, undo.CallID)), true
+	}
 }
 
 func (e *Executor) unknown(c Call, start time.Time, msg string) Outcome {

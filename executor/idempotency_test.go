@@ -882,3 +882,79 @@ func TestAbandonedWriteBlocksItsKeyUntilItReturns(t *testing.T) {
 		})
 	}
 }
+
+// lookupFails is a ledger whose Lookup fails, as a ledger that went away
+// between a claim and a look-up does.
+type lookupFails struct{ store.Ledger }
+
+func (lookupFails) Lookup(context.Context, string) (store.Record, bool, error) {
+	return store.Record{}, false, errors.New("disk I/O error")
+}
+
+// A write whose compensation ran is not replayed as done to a later call
+// of its key, from any run: the ledger keeps the original's key done, and
+// only the compensation's record says the refund no longer holds.
+func TestUndoneWriteIsNotReplayed(t *testing.T) {
+	forEach(t, func(t *testing.T, l store.Ledger, run func(*executor.Executor, executor.Call) executor.Outcome) {
+		ctx := context.Background()
+		s := newShop(t, refundOK)
+		tl := s.tool(t, 0, true)
+		ex := executor.New(&executor.Options{Ledger: l})
+		if o := run(ex, refundCall("c1", tl, "A1")); o.Result.Status != llm.StatusOK {
+			t.Fatalf("refund = %+v", o)
+		}
+		undoKey := executor.UndoKey("refund:A1")
+		if undoKey != "undo:refund:A1" {
+			t.Fatalf("undo key = %q", undoKey)
+		}
+		// The compensation claims its key: while it is in flight, whether
+		// the refund holds is not known.
+		_, claimed, err := l.Claim(ctx, store.Record{Key: undoKey, ArgsHash: "undo-hash", RunID: "run1", CallID: "c1~undo",
+			Tool: "reverse_refund", CreatedAt: time.Now()})
+		if err != nil || !claimed {
+			t.Fatalf("claim undo: claimed=%v err=%v", claimed, err)
+		}
+		c2 := refundCall("c2", tl, "A1")
+		c2.RunID = "run2"
+		o := run(ex, c2)
+		if o.Replayed || o.Result.Status != llm.StatusError || o.Result.ErrorKind != llm.KindWriteInProgress ||
+			!strings.Contains(string(o.Result.Content), "is being undone by its compensation (run run1, call c1~undo)") {
+			t.Fatalf("call while the undo is in flight = %+v, content %s", o, o.Result.Content)
+		}
+		// The compensation is done: the refund was reversed.
+		if err := l.Finish(ctx, undoKey, json.RawMessage(`{"call_id":"c1~undo","name":"reverse_refund","status":"ok"}`), time.Now()); err != nil {
+			t.Fatal(err)
+		}
+		for _, lg := range []store.Ledger{l, lookupFails{l}} {
+			o = run(executor.New(&executor.Options{Ledger: lg}), c2)
+			if _, broken := lg.(lookupFails); broken {
+				if o.Replayed || o.Result.ErrorKind != llm.KindUnavailable ||
+					!strings.Contains(string(o.Result.Content), `could not say whether the write with key \"refund:A1\" was undone`) {
+					t.Errorf("call when the ledger cannot look up = %+v, content %s", o, o.Result.Content)
+				}
+				continue
+			}
+			if o.Replayed || o.Result.Status != llm.StatusError || o.Result.ErrorKind != llm.KindIdempotencyConflict ||
+				!strings.Contains(string(o.Result.Content), "(run run1, call c1) was undone by its compensation (run run1, call c1~undo)") {
+				t.Errorf("call after the undo = %+v, content %s", o, o.Result.Content)
+			}
+		}
+		if n := s.execs.Load(); n != 1 {
+			t.Errorf("handler ran %d times, want 1", n)
+		}
+		// The compensation's own key replays as any done write does: a
+		// resumed run asking for it again must not undo twice.
+		rec, _ := record(t, l, undoKey)
+		if rec.State != store.Done {
+			t.Fatalf("undo record = %+v", rec)
+		}
+		undo := refundCall("c1~undo", tl, "A1")
+		undo.IdempotencyKey, undo.ArgsHash = undoKey, "undo-hash"
+		if o := run(ex, undo); !o.Replayed || o.Result.Status != llm.StatusOK {
+			t.Errorf("the compensation asked again = %+v", o)
+		}
+		if n := s.execs.Load(); n != 1 {
+			t.Errorf("handler ran %d times, want 1", n)
+		}
+	})
+}

@@ -260,7 +260,7 @@ type CompensationOutcome struct {
 // CompensationKey is the idempotency key of the compensation of the write
 // with key: the compensation of a write is done once, however often a
 // resumed run asks for it.
-func CompensationKey(key string) string { return "undo:" + key }
+func CompensationKey(key string) string { return executor.UndoKey(key) }
 
 // compensationCallID is the call ID of the compensation of call id.
 func compensationCallID(id string) string { return "undo_" + id }

@@ -18,6 +18,7 @@ import (
 	"github.com/toolloop/toolloop/llm/llmtest"
 	"github.com/toolloop/toolloop/loop"
 	"github.com/toolloop/toolloop/store"
+	"github.com/toolloop/toolloop/store/sqlite"
 	"github.com/toolloop/toolloop/tool"
 )
 
@@ -465,6 +466,54 @@ func TestUndoneWriteNotReplayed(t *testing.T) {
 	}
 	if w := res.Writes; w == nil || w.Outcome != loop.WritesUndone || w.Writes[len(w.Writes)-1].State != loop.WriteNotRun {
 		t.Errorf("writes = %+v", w)
+	}
+}
+
+// Another run asking later for a write that a compensation undid, on the
+// same ledger file (another process, say), is told so and runs nothing:
+// the ledger keeps the original's key done, and replaying its result
+// would report a refund that was reversed as made.
+func TestUndoneWriteNotReplayedToAnotherRun(t *testing.T) {
+	b := newTill()
+	b.refuse["A2"] = true
+	path := filepath.Join(t.TempDir(), "ledger.db")
+	first, err := sqlite.Open(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, _ := loop.Run(context.Background(), tillConfig(b, b.tools(t, ""), first, loop.CompensateWrites, true,
+		refundThenVoucher, llmtest.Text("Nothing was done.")), user("both or neither"))
+	first.Close()
+	if res.Status != loop.FinalAnswer || res.Writes == nil || res.Writes.Outcome != loop.WritesUndone {
+		t.Fatalf("first run: %s (%s), writes %+v", res.Status, res.Detail, res.Writes)
+	}
+	second, err := sqlite.Open(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer second.Close()
+	cfg := tillConfig(b, b.tools(t, ""), second, loop.LeaveWrites, false,
+		llmtest.Calls(llmtest.Call("d1", "refund_order", map[string]string{"order_id": "A1"})), llmtest.Text("Not refunded."))
+	cfg.NewRunID = func() string { return "run-later" }
+	res, err = loop.Run(context.Background(), cfg, user("refund A1"))
+	if err != nil || res.Status != loop.FinalAnswer {
+		t.Fatalf("second run: %v, %s (%s)", err, res.Status, res.Detail)
+	}
+	var r *llm.ToolResult
+	for _, m := range res.Messages {
+		if m.Result != nil && m.Result.CallID == "d1" {
+			r = m.Result
+		}
+	}
+	if r == nil || r.Status != llm.StatusError || r.ErrorKind != llm.KindIdempotencyConflict ||
+		!strings.Contains(string(r.Content), `\"refund:A1\" (run run-till, call c1) was undone by its compensation`) {
+		t.Fatalf("result of the refund asked for by another run: %+v", r)
+	}
+	if refunds, reversals := b.counts("A1"); refunds != 1 || reversals != 1 {
+		t.Errorf("refunds %d, reversals %d; want 1 and 1", refunds, reversals)
+	}
+	if w := res.Writes; w == nil || w.Outcome != loop.WritesNone {
+		t.Errorf("second run's writes = %+v; want none", w)
 	}
 }
 
