@@ -342,7 +342,7 @@ func (b fastBound) cmp(x float64) (c int, ok bool) {
 // the library would accept them; fp is then Fingerprint of their decoded
 // value. ok false says nothing: the caller takes the slow way.
 func fastValidate(f *fastSchema, args []byte) (fp uint64, ok bool) {
-	w := fastWalk{b: args, h: offset64}
+	w := fastWalk{b: args, h: offset64, hashing: true}
 	if !w.value(f, 0) {
 		return 0, false
 	}
@@ -358,6 +358,10 @@ type fastWalk struct {
 	b []byte
 	i int
 	h fnv64
+	// hashing is false while the walk reads the rest of an object whose
+	// keys turned out to be out of order: it is hashed again, in key
+	// order, once read.
+	hashing bool
 }
 
 // fastMember is a member of an object being read: where its key (without
@@ -425,7 +429,9 @@ func (w *fastWalk) literal(f *fastSchema, text string, t fastTypes, mark byte) b
 			}
 		}
 	}
-	w.h.byte(mark)
+	if w.hashing {
+		w.h.byte(mark)
+	}
 	return true
 }
 
@@ -437,8 +443,10 @@ func (w *fastWalk) object(f *fastSchema, depth int) bool {
 		return false
 	}
 	w.i++ // '{'
-	start := w.h
-	w.h.byte('{')
+	start, hashing := w.h, w.hashing
+	if hashing {
+		w.h.byte('{')
+	}
 	var local [16]fastMember // on the stack, for the usual object
 	members := local[:0]
 	inOrder := true // keys so far in strictly increasing order
@@ -457,7 +465,11 @@ func (w *fastWalk) object(f *fastSchema, depth int) bool {
 			key := w.b[ks:ke]
 			if n > 0 && inOrder {
 				last := members[n-1]
-				inOrder = bytes.Compare(w.b[last.keyStart:last.keyEnd], key) < 0
+				if bytes.Compare(w.b[last.keyStart:last.keyEnd], key) >= 0 {
+					// Hashed again in key order at the end: hash
+					// nothing more until then.
+					inOrder, w.hashing = false, false
+				}
 			}
 			w.space()
 			if w.i >= len(w.b) || w.b[w.i] != ':' {
@@ -481,7 +493,9 @@ func (w *fastWalk) object(f *fastSchema, depth int) bool {
 					sub = f.additional
 				}
 			}
-			w.h.strBytes(key)
+			if w.hashing {
+				w.h.strBytes(key)
+			}
 			w.space()
 			vs := w.i
 			if !w.value(sub, depth) {
@@ -509,19 +523,25 @@ func (w *fastWalk) object(f *fastSchema, depth int) bool {
 			return false
 		}
 	}
-	if !inOrder && !w.rehashObject(start, members, depth) {
-		return false
+	if !inOrder {
+		if !sortMembers(w.b, members) {
+			return false // the slow way names the repeated key
+		}
+		w.hashing = hashing
+		if hashing {
+			w.rehashObject(start, members, depth)
+		}
 	}
-	w.h.byte('}')
+	if hashing {
+		w.h.byte('}')
+	}
 	return true
 }
 
-// rehashObject hashes again, from start, the members of the object just
-// read, whose keys were not in increasing order: in
-// the order of their keys, as Fingerprint does. It reports false when a
-// key repeats.
-func (w *fastWalk) rehashObject(start fnv64, ms []fastMember, depth int) bool {
-	key := func(m fastMember) []byte { return w.b[m.keyStart:m.keyEnd] }
+// sortMembers sorts the members of an object by key and reports
+// whether no key repeats.
+func sortMembers(b []byte, ms []fastMember) bool {
+	key := func(m fastMember) []byte { return b[m.keyStart:m.keyEnd] }
 	if len(ms) <= 16 {
 		for i := 1; i < len(ms); i++ {
 			for j := i; j > 0 && bytes.Compare(key(ms[j-1]), key(ms[j])) > 0; j-- {
@@ -529,25 +549,28 @@ func (w *fastWalk) rehashObject(start fnv64, ms []fastMember, depth int) bool {
 			}
 		}
 	} else {
-		slices.SortFunc(ms, func(a, b fastMember) int { return bytes.Compare(key(a), key(b)) })
+		slices.SortFunc(ms, func(x, y fastMember) int { return bytes.Compare(key(x), key(y)) })
 	}
 	for i := 1; i < len(ms); i++ {
 		if bytes.Equal(key(ms[i-1]), key(ms[i])) {
-			return false // the slow way names the repeated key
+			return false
 		}
 	}
+	return true
+}
+
+// rehashObject hashes, from start, the members of the object just read,
+// sorted by key, as Fingerprint does: the key, then the value read again.
+func (w *fastWalk) rehashObject(start fnv64, ms []fastMember, depth int) {
 	end := w.i
 	w.h = start
 	w.h.byte('{')
 	for _, m := range ms {
 		w.h.strBytes(w.b[m.keyStart:m.keyEnd])
 		w.i = m.valueStart
-		if !w.value(nil, depth) { // read before, so not reached
-			return false
-		}
+		w.value(nil, depth) // read once already: it reads the same
 	}
 	w.i = end
-	return true
 }
 
 // key reads an object's key: the bytes between its quotes, which must
@@ -608,7 +631,9 @@ func (w *fastWalk) array(f *fastSchema, depth int) bool {
 		items = f.items
 	}
 	w.i++ // '['
-	w.h.byte('[')
+	if w.hashing {
+		w.h.byte('[')
+	}
 	n := 0
 	w.space()
 	if w.i < len(w.b) && w.b[w.i] == ']' {
@@ -636,7 +661,9 @@ func (w *fastWalk) array(f *fastSchema, depth int) bool {
 	if f != nil && (f.minItems >= 0 && n < f.minItems || f.maxItems >= 0 && n > f.maxItems) {
 		return false
 	}
-	w.h.byte(']')
+	if w.hashing {
+		w.h.byte(']')
+	}
 	return true
 }
 
@@ -694,7 +721,9 @@ func (w *fastWalk) stringValue(f *fastSchema) bool {
 			}
 		}
 	}
-	w.h.strBytes(s)
+	if w.hashing {
+		w.h.strBytes(s)
+	}
 	return true
 }
 
@@ -791,9 +820,11 @@ func u4(s []byte) rune {
 // float64, checks it and hashes it.
 func (w *fastWalk) number(f *fastSchema) bool {
 	start := w.i
-	if w.b[w.i] == '-' {
+	neg := w.b[w.i] == '-'
+	if neg {
 		w.i++
 	}
+	intStart := w.i
 	switch {
 	case w.i < len(w.b) && w.b[w.i] == '0':
 		w.i++
@@ -801,6 +832,19 @@ func (w *fastWalk) number(f *fastSchema) bool {
 		w.digits()
 	default:
 		return false
+	}
+	if w.i-intStart <= 15 && (w.i == len(w.b) || w.b[w.i] != '.' && w.b[w.i] != 'e' && w.b[w.i] != 'E') {
+		// An integer of at most 15 digits: exact in a float64, as
+		// ParseFloat would read it (-0 included).
+		var n int64
+		for _, c := range w.b[intStart:w.i] {
+			n = n*10 + int64(c-'0')
+		}
+		x := float64(n)
+		if neg {
+			x = -x
+		}
+		return w.checkNumber(f, x)
 	}
 	if w.i < len(w.b) && w.b[w.i] == '.' {
 		w.i++
@@ -821,11 +865,18 @@ func (w *fastWalk) number(f *fastSchema) bool {
 	if err != nil {
 		return false
 	}
+	return w.checkNumber(f, x)
+}
+
+// checkNumber checks a number read as x and hashes it.
+func (w *fastWalk) checkNumber(f *fastSchema, x float64) bool {
 	if f != nil && !f.allowsNumber(x) {
 		return false
 	}
-	w.h.byte('#')
-	w.h.uint(math.Float64bits(x))
+	if w.hashing {
+		w.h.byte('#')
+		w.h.uint(math.Float64bits(x))
+	}
 	return true
 }
 
