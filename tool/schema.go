@@ -8,6 +8,8 @@ package tool
 // what a model needs to correct a call. docs/BENCHMARKS.md has the
 // figures that chose it over github.com/google/jsonschema-go, which still
 // infers typed tools' schemas (jsonschema.For) but no longer validates.
+// Most valid arguments never reach the library: fastvalidate.go vouches
+// for them in one pass over their bytes, and leaves the rest to it.
 
 import (
 	"bytes"
