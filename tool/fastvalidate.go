@@ -15,6 +15,7 @@ package tool
 import (
 	"bytes"
 	"fmt"
+	"maps"
 	"math"
 	"math/big"
 	"reflect"
@@ -85,9 +86,9 @@ var fastTypeNames = map[string]fastTypes{
 // an enum that is an array or an object is never equal to a scalar, and
 // an array or object meeting an enum makes fastValidate give up.
 type fastEnum struct {
-	strs                []string
-	nums                []float64 // only those a float64 can equal (exactNumber)
-	null, true_, false_ bool
+	strs                       []string
+	nums                       []float64 // only those a float64 can equal (exactNumber)
+	hasNull, hasTrue, hasFalse bool
 }
 
 // hasString reports whether s is among e's strings.
@@ -118,7 +119,7 @@ const maxFastNames = 64
 func compileFastRoot(s *sjs.Schema) *fastSchema {
 	f := compileFast(s)
 	switch {
-	case f == nil: // any value; fastValidate takes nil as no fast path
+	case f == nil: // any value; validateArgs takes nil for no fast path
 		return newFastSchema()
 	case f.unsure || f.never:
 		return nil
@@ -163,7 +164,7 @@ func compileFast(s *sjs.Schema) *fastSchema {
 
 	// Properties in a fixed order (the library's is a map), then the
 	// required names that are not properties.
-	for _, name := range slices.Sorted(mapKeys(s.Properties)) {
+	for _, name := range slices.Sorted(maps.Keys(s.Properties)) {
 		f.names = append(f.names, name)
 		f.props = append(f.props, compileFast(s.Properties[name]))
 	}
@@ -251,16 +252,6 @@ func outsideFastSubset(s *sjs.Schema) bool {
 	return false
 }
 
-func mapKeys[V any](m map[string]V) func(func(string) bool) {
-	return func(yield func(string) bool) {
-		for k := range m {
-			if !yield(k) {
-				return
-			}
-		}
-	}
-}
-
 func intOr(p *int) int {
 	if p == nil {
 		return -1
@@ -275,12 +266,12 @@ func fastEnumOf(values []any) fastEnum {
 	for _, v := range values {
 		switch x := v.(type) {
 		case nil:
-			e.null = true
+			e.hasNull = true
 		case bool:
 			if x {
-				e.true_ = true
+				e.hasTrue = true
 			} else {
-				e.false_ = true
+				e.hasFalse = true
 			}
 		case string:
 			e.strs = append(e.strs, x)
@@ -424,7 +415,7 @@ func (w *fastWalk) literal(f *fastSchema, text string, t fastTypes, mark byte) b
 			return false
 		}
 		for _, e := range f.enums {
-			if !(mark == 'n' && e.null || mark == 't' && e.true_ || mark == 'f' && e.false_) {
+			if !(mark == 'n' && e.hasNull || mark == 't' && e.hasTrue || mark == 'f' && e.hasFalse) {
 				return false
 			}
 		}

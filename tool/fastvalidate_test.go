@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -456,7 +457,7 @@ func (g *fvGen) instance(w *strings.Builder, s any, depth int) {
 	switch t {
 	case "object":
 		props, _ := m["properties"].(map[string]any)
-		names := slices.Sorted(mapKeys(props))
+		names := slices.Sorted(maps.Keys(props))
 		if req, ok := m["required"].([]any); ok {
 			for _, r := range req {
 				if !slices.Contains(names, r.(string)) {
