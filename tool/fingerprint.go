@@ -45,6 +45,7 @@ func (h *fnv64) string(s string) {
 	}
 }
 
+// bytes hashes b as string hashes a string, without converting it.
 func (h *fnv64) bytes(b []byte) {
 	for _, c := range b {
 		h.byte(c)
