@@ -45,6 +45,13 @@ func (h *fnv64) string(s string) {
 	}
 }
 
+// bytes hashes b as string hashes a string, without converting it.
+func (h *fnv64) bytes(b []byte) {
+	for _, c := range b {
+		h.byte(c)
+	}
+}
+
 // uint hashes the 8 bytes of u, low byte first. For u below 256 (a
 // length, mostly) the seven zero bytes fold into one multiplication by
 // prime64x8: XOR with a zero byte changes nothing.
@@ -122,6 +129,13 @@ func (h *fnv64) str(s string) {
 	h.byte('"')
 	h.uint(uint64(len(s)))
 	h.string(s)
+}
+
+// strBytes is str of a string held as bytes.
+func (h *fnv64) strBytes(b []byte) {
+	h.byte('"')
+	h.uint(uint64(len(b)))
+	h.bytes(b)
 }
 
 // CallKey combines a tool name and an argument fingerprint into the key by

@@ -8,6 +8,8 @@ package tool
 // what a model needs to correct a call. docs/BENCHMARKS.md has the
 // figures that chose it over github.com/google/jsonschema-go, which still
 // infers typed tools' schemas (jsonschema.For) but no longer validates.
+// Most valid arguments never reach the library: fastvalidate.go vouches
+// for them in one pass over their bytes, and leaves the rest to it.
 
 import (
 	"bytes"
@@ -71,9 +73,17 @@ func compileSchemaDoc(doc any) (*sjs.Schema, error) {
 // in an object (encoding/json would keep the last value and drop the
 // others unseen), are refused with a fingerprint of their bytes; others
 // get Fingerprint of the decoded value, valid or not.
-func validateArgs(s *sjs.Schema, args []byte) (uint64, error) {
+//
+// fast, when not nil, is s compiled for fastValidate, which vouches for
+// most valid arguments in one pass; the rest take the way described.
+func validateArgs(s *sjs.Schema, fast *fastSchema, args []byte) (uint64, error) {
 	if len(args) == 0 {
 		args = emptyObject()
+	}
+	if fast != nil {
+		if fp, ok := fastValidate(fast, args); ok {
+			return fp, nil
+		}
 	}
 	// Most arguments decode in one pass (argsValue, which also refuses
 	// repeated keys); the rest, and every error, go through encoding/json.

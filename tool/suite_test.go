@@ -74,7 +74,7 @@ func TestSchemaSuite(t *testing.T) {
 				}
 				for _, c := range g.Tests {
 					cases++
-					_, err := validateArgs(schema, c.Data)
+					_, err := validateArgs(schema, compileFastRoot(schema), c.Data)
 					var te *Error
 					switch {
 					case err == nil && !c.Valid:

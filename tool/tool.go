@@ -142,11 +142,14 @@ type Spec[In any] struct {
 // Tool is an immutable, ready-to-run tool: a definition, its resolved schema
 // and a handler. Build one with New or NewRaw.
 type Tool struct {
-	def       Definition
-	schema    *sjs.Schema // the compiled InputSchema (schema.go)
-	bind      func(args json.RawMessage) (Bound, error)
-	encode    func(out any) (json.RawMessage, error)
-	resources func(args json.RawMessage) []string
+	def    Definition
+	schema *sjs.Schema // the compiled InputSchema (schema.go)
+	// fastSchema is schema compiled for Validate's fast path
+	// (fastvalidate.go), or nil when that path could never be taken.
+	fastSchema *fastSchema
+	bind       func(args json.RawMessage) (Bound, error)
+	encode     func(out any) (json.RawMessage, error)
+	resources  func(args json.RawMessage) []string
 	// jsonResults says that the handler's results are valid JSON by
 	// construction (a typed tool's encoder writes them).
 	jsonResults bool
@@ -328,7 +331,7 @@ func build(def Definition, resources func(json.RawMessage) []string) (*Tool, err
 	if err != nil {
 		return nil, fmt.Errorf("tool %q: %w", def.Name, err)
 	}
-	return &Tool{def: def, schema: schema, resources: resources, destinations: dests}, nil
+	return &Tool{def: def, schema: schema, fastSchema: compileFastRoot(schema), resources: resources, destinations: dests}, nil
 }
 
 // Name returns the tool's name.
@@ -368,7 +371,7 @@ func (t *Tool) MaxResultBytes() int { return t.def.MaxResultBytes }
 // key in an object are refused too ("duplicate argument"), since decoding
 // would silently keep only the last value.
 func (t *Tool) Validate(args json.RawMessage) (uint64, error) {
-	return validateArgs(t.schema, args)
+	return validateArgs(t.schema, t.fastSchema, args)
 }
 
 // Invoke runs the handler on arguments that Validate accepted. It does not
