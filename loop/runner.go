@@ -340,7 +340,7 @@ func (r *Runner) Run(ctx context.Context, msgs []llm.Message) (*Result, error) {
 		return nil, err
 	}
 	defer hold.release(ctx)
-	d := &drive{r: r, log: make([]Event, 0, 16), lease: hold.lease}
+	d := &drive{r: r, log: make([]Event, 0, 16), lease: hold.held()}
 	return d.run(ctx, start.RunID, r.budgets.Deadline, Event{Kind: Started, Start: start})
 }
 
@@ -374,7 +374,7 @@ func (r *Runner) Resume(ctx context.Context, runID string) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	return r.continueFrom(ctx, events, len(events), hold.lease)
+	return r.continueFrom(ctx, events, len(events), hold.held())
 }
 
 // ended returns the result of runID if its log in the store shows that it
@@ -413,7 +413,7 @@ func (r *Runner) Continue(ctx context.Context, res *Result, answers ...Confirmat
 		return nil, err
 	}
 	defer hold.release(ctx)
-	return r.continueFrom(ctx, events, len(res.Events), hold.lease)
+	return r.continueFrom(ctx, events, len(res.Events), hold.held())
 }
 
 // continueFrom replays events and drives the run on; events from
@@ -461,6 +461,8 @@ type drive struct {
 	// turn's usage.
 	openStep  int
 	stepUsage llm.Usage
+	// cache is the run's CacheKey once a request has needed it.
+	cache string
 }
 
 // run appends first and performs effects until the run is over. A run
@@ -520,7 +522,16 @@ func (d *drive) RequestModel() Event {
 func (d *drive) nextRequest() *llm.Request {
 	cfg := &d.r.cfg
 	return &llm.Request{Model: cfg.ModelName, Messages: slices.Clip(d.state.Messages), Tools: cfg.Tools.Definitions(),
-		Step: d.state.Steps + 1, CacheKey: CacheKey(d.state.RunID), Output: d.state.Output.Format()}
+		Step: d.state.Steps + 1, CacheKey: d.cacheKey(), Output: d.state.Output.Format()}
+}
+
+// cacheKey is the run's CacheKey, digested once per drive rather than per
+// request.
+func (d *drive) cacheKey() string {
+	if d.cache == "" {
+		d.cache = CacheKey(d.state.RunID)
+	}
+	return d.cache
 }
 
 // CountTokens has the model count the next turn's request (CountRequest).
