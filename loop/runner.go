@@ -183,6 +183,10 @@ type Runner struct {
 	output  *OutputSpec
 	context *ContextPolicy
 	comp    *CompensationSpec
+	// logSize and historySize are how long recent runs' logs and
+	// histories grew: a new run makes room for as many events and
+	// messages at its start.
+	logSize, historySize sizeHint
 }
 
 // NewRunner checks cfg and fills in defaults.
@@ -340,8 +344,13 @@ func (r *Runner) Run(ctx context.Context, msgs []llm.Message) (*Result, error) {
 		return nil, err
 	}
 	defer hold.release(ctx)
-	d := &drive{r: r, log: make([]Event, 0, 16), lease: hold.held()}
-	return d.run(ctx, start.RunID, r.budgets.Deadline, Event{Kind: Started, Start: start})
+	// The log's first capacity fits the runs before (16 for the first):
+	// slices.Grow rounds it up to what its allocation holds anyway.
+	d := &drive{r: r, log: slices.Grow([]Event(nil), r.logSize.get(16)), lease: hold.held(), historyRoom: r.historySize.get(0)}
+	res, err := d.run(ctx, start.RunID, r.budgets.Deadline, Event{Kind: Started, Start: start})
+	r.logSize.note(len(d.log))
+	r.historySize.note(len(d.state.Messages))
+	return res, err
 }
 
 // Resume continues a run from its log in Config.Store: the events are
@@ -463,6 +472,9 @@ type drive struct {
 	stepUsage llm.Usage
 	// cache is the run's CacheKey once a request has needed it.
 	cache string
+	// historyRoom is the capacity the history is given once the started
+	// event has made it (Runner.historySize; 0: none).
+	historyRoom int
 }
 
 // run appends first and performs effects until the run is over. A run
@@ -607,6 +619,12 @@ func (d *drive) Append(ev Event) Effect {
 	}
 	before := d.state.Batch
 	eff := Next(&d.state, &d.log[len(d.log)-1])
+	if ev.Kind == Started && d.historyRoom > cap(d.state.Messages) {
+		// Room for the history a typical run grows to, made at once: the
+		// decider would otherwise grow it, copying it, turn by turn. Only
+		// the capacity changes, never what the history holds.
+		d.state.Messages = slices.Grow(d.state.Messages, d.historyRoom-len(d.state.Messages))
+	}
 	d.watch(&d.log[len(d.log)-1], before, eff)
 	return eff
 }
