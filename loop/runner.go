@@ -344,9 +344,8 @@ func (r *Runner) Run(ctx context.Context, msgs []llm.Message) (*Result, error) {
 		return nil, err
 	}
 	defer hold.release(ctx)
-	// The log's first capacity fits the runs before (16 for the first):
-	// slices.Grow rounds it up to what its allocation holds anyway.
-	d := &drive{r: r, log: slices.Grow([]Event(nil), r.logSize.get(16)), lease: hold.held(), historyRoom: r.historySize.get(0)}
+	d := &drive{r: r, log: make([]Event, 0, firstLogCap), lease: hold.held(),
+		logRoom: r.logSize.get(0), historyRoom: r.historySize.get(0)}
 	res, err := d.run(ctx, start.RunID, r.budgets.Deadline, Event{Kind: Started, Start: start})
 	r.logSize.note(len(d.log))
 	r.historySize.note(len(d.state.Messages))
@@ -472,10 +471,17 @@ type drive struct {
 	stepUsage llm.Usage
 	// cache is the run's CacheKey once a request has needed it.
 	cache string
-	// historyRoom is the capacity the history is given once the started
-	// event has made it (Runner.historySize; 0: none).
-	historyRoom int
+	// logRoom is the capacity the log grows to when its first one is
+	// full, and historyRoom the capacity the history is given once the
+	// started event has made it (Runner.logSize and historySize; 0: none).
+	logRoom, historyRoom int
 }
+
+// firstLogCap is a new run's first log capacity: the started event and a
+// turn of a few calls (a turn of three is 5 events), so that a run
+// waiting for its first model turns holds 2 KB of log, not the room its
+// whole log will need.
+const firstLogCap = 8
 
 // run appends first and performs effects until the run is over. A run
 // with a deadline gets a context that ends with it, on the real clock:
@@ -612,6 +618,11 @@ func (d *drive) Append(ev Event) Effect {
 	ev.Seq = len(d.log) + 1
 	if ev.At.IsZero() {
 		ev.At = d.r.cfg.Now()
+	}
+	if len(d.log) == cap(d.log) && d.logRoom > len(d.log) {
+		// The log grows once to what recent runs needed (rounded up to
+		// what its allocation holds), rather than doubling its way there.
+		d.log = slices.Grow(d.log, d.logRoom-len(d.log))
 	}
 	d.log = append(d.log, ev)
 	if d.r.cfg.Store == nil {

@@ -3,13 +3,14 @@ package loop
 import "sync/atomic"
 
 // sizeHint remembers how long a Runner's recent runs made a slice (their
-// logs' events), so that the next run makes room for a typical run at
-// once rather than growing the slice, and copying it, as it goes: a log
-// that starts at 16 events and doubles holds 28 events (a run of 5 tool
-// turns) in 8 KB, after 4 KB of garbage. It is a capacity only, never a
-// limit: a longer run grows its slice as before, a shorter one leaves room
-// unused. Concurrent runs read and note it without order; whatever it
-// holds is a valid hint.
+// logs' events, their histories' messages), so that the next run makes
+// room for a typical run in one step rather than growing the slice, and
+// copying it, as it goes: a log that doubles from 16 events holds 28
+// events (a run of 5 tool turns) in 8 KB after 4 KB of garbage, and a
+// history of 22 messages had copied itself three times. It is a capacity
+// only, never a limit: a longer run grows its slice as before, a shorter
+// one leaves room unused. Concurrent runs read and note it without order;
+// whatever it holds is a valid hint.
 type sizeHint struct{ n atomic.Int32 }
 
 // Bounds of a hint: the smallest capacity worth remembering, and the

@@ -89,11 +89,12 @@ func TestRunIsTheSameAfterLongerAndShorterRuns(t *testing.T) {
 	}
 }
 
-// A runner's second run of the same length makes its log and its history
-// once: every event the observer was shown is the result's, and every
-// request's history is the result's, never an earlier copy left behind by
-// growing them.
-func TestRepeatedRunMakesLogAndHistoryOnce(t *testing.T) {
+// A runner's second run of the same length grows its log once, from its
+// first capacity straight to what the first run needed, and makes its
+// history once: every event the observer was shown after the first few is
+// the result's, and every request's history is the result's, never an
+// earlier copy left behind by growing them.
+func TestRepeatedRunGrowsLogAndHistoryOnce(t *testing.T) {
 	var observed []*loop.Event
 	var firsts []*llm.Message
 	r := turnsRunner(t,
@@ -103,12 +104,12 @@ func TestRepeatedRunMakesLogAndHistoryOnce(t *testing.T) {
 	observed, firsts = nil, nil
 	res, err := r.Run(context.Background(), user("5"))
 	mustStatus(t, res, err, loop.FinalAnswer)
-	if len(observed) != len(res.Events) {
-		t.Fatalf("observed %d events, the result has %d", len(observed), len(res.Events))
+	if len(observed) != len(res.Events) || len(res.Events) <= loop.FirstLogCap {
+		t.Fatalf("observed %d events, the result has %d; want more than the first capacity, %d", len(observed), len(res.Events), loop.FirstLogCap)
 	}
-	for i, ev := range observed {
-		if ev != &res.Events[i] {
-			t.Fatalf("event %d (%s) was shown from a log the run outgrew: the log grew during the run", ev.Seq, ev.Kind)
+	for i, ev := range observed[loop.FirstLogCap:] {
+		if ev != &res.Events[loop.FirstLogCap+i] {
+			t.Fatalf("event %d (%s) was shown from a log the run outgrew: the log grew more than once", ev.Seq, ev.Kind)
 		}
 	}
 	for i, m := range firsts {
