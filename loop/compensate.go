@@ -369,9 +369,9 @@ func (w *WriteRecord) close() { w.Open, w.Arguments, w.Result = false, nil, nil 
 // settle deals with the open writes of the failed groups, or with every
 // open write when the run stops (stopping; a final answer closes them
 // instead): by the run's policy it leaves them, reporting them, or asks for
-// their compensation, latest first. why says what failed. It returns the
-// Compensate effect, or false when there is nothing to perform.
-func settle(s *State, failed map[string]string, stopping bool, why string) (Effect, bool) {
+// their compensation, latest first. It returns the Compensate effect, or
+// false when there is nothing to perform.
+func settle(s *State, failed map[string]string, stopping bool) (Effect, bool) {
 	var due []int
 	for i := range s.Writes {
 		w := &s.Writes[i]
@@ -389,7 +389,11 @@ func settle(s *State, failed map[string]string, stopping bool, why string) (Effe
 	if len(due) == 0 {
 		return Effect{}, false
 	}
-	if !stopping {
+	// What failed is worded only here, for a run with writes to settle.
+	var why string
+	if stopping {
+		why = fmt.Sprintf("the run stopped with %s", s.Status)
+	} else {
 		var groups []string
 		for _, g := range slices.Sorted(maps.Keys(failed)) {
 			groups = append(groups, fmt.Sprintf("group %s failed: %s", g, failed[g]))

@@ -303,9 +303,12 @@ func start(s *State, ev *Event) Effect {
 	if info.Context != nil {
 		s.ctx = &contextMemory{Policy: *info.Context, Lead: len(info.Messages)}
 	}
-	for _, m := range info.Messages {
+	for i := range s.Messages {
+		// Read through the state's copy: a loop variable whose address
+		// is taken would be a heap copy of each message.
+		m := &s.Messages[i]
 		if s.ctx != nil {
-			s.ctx.add(&m)
+			s.ctx.add(m)
 		}
 		for _, c := range m.ToolCalls {
 			s.noteCallID(c.ID)
@@ -710,7 +713,7 @@ func finishBatch(s *State) Effect {
 	failed := registerBatch(s)
 	appendResults(s)
 	closeBatchGroups(s, step, failed)
-	if eff, ok := settle(s, failed, false, ""); ok {
+	if eff, ok := settle(s, failed, false); ok {
 		return eff
 	}
 	return afterBatch(s)
@@ -833,7 +836,7 @@ func stop(s *State, st Status, detail string) Effect {
 	s.Status, s.Detail, s.Stopping = st, detail, true
 	registerBatch(s)
 	appendResults(s)
-	if eff, ok := settle(s, nil, true, fmt.Sprintf("the run stopped with %s", st)); ok {
+	if eff, ok := settle(s, nil, true); ok {
 		return eff
 	}
 	return Effect{Kind: Stop, Status: st, Detail: detail}

@@ -9,3 +9,6 @@ func (r *Runner) ConfigForTest(st store.EventLog) Config {
 	c.Store = st
 	return c
 }
+
+// FirstLogCap is a new run's first log capacity.
+const FirstLogCap = firstLogCap

@@ -26,7 +26,7 @@ const DefaultLeaseTTL = 30 * time.Second
 
 // leaseHold is a drive's hold on its run's lease: taken before the run's
 // log is read, renewed in the background, released when the drive ends.
-// Its zero value holds nothing (a store without leases).
+// A nil *leaseHold holds nothing (a store without leases).
 type leaseHold struct {
 	st    store.Leaser
 	lease *store.Lease
@@ -40,6 +40,14 @@ type leaseHold struct {
 	// nanoseconds; 0 for none): the release gives up by then too, so
 	// that a frozen store holds the run no longer than its appends.
 	until atomic.Int64
+}
+
+// held is the lease held, or nil for no hold.
+func (h *leaseHold) held() *store.Lease {
+	if h == nil {
+		return nil
+	}
+	return h.lease
 }
 
 // leaseHoldKey finds a drive's leaseHold in its context.
@@ -58,12 +66,12 @@ func (h *leaseHold) releaseBy(t time.Time) { h.until.Store(t.UnixNano()) }
 // next tick; if the lease expires meanwhile and nobody takes it, the drive
 // keeps it.
 //
-// A store without leases gets no hold: the sequence check of Append is its
-// only guard against a second driver.
+// A store without leases gets no hold (nil): the sequence check of Append
+// is its only guard against a second driver.
 func (r *Runner) holdLease(ctx context.Context, runID string) (context.Context, *leaseHold, error) {
 	l, ok := r.cfg.Store.(store.Leaser)
 	if !ok {
-		return ctx, &leaseHold{}, nil
+		return ctx, nil, nil
 	}
 	ttl := r.cfg.LeaseTTL
 	owner := r.cfg.LeaseOwner + ":" + randomID()[:8] + processMark()
@@ -125,7 +133,7 @@ func (h *leaseHold) renew(ctx context.Context, ttl time.Duration) {
 // outcome is recorded by then, and a lease that could not be released
 // expires.
 func (h *leaseHold) release(ctx context.Context) {
-	if h.lease == nil {
+	if h == nil || h.lease == nil {
 		return
 	}
 	h.stop()

@@ -183,6 +183,10 @@ type Runner struct {
 	output  *OutputSpec
 	context *ContextPolicy
 	comp    *CompensationSpec
+	// logSize and historySize are how long recent runs' logs and
+	// histories grew: a new run makes room for as many events and
+	// messages at its start.
+	logSize, historySize sizeHint
 }
 
 // NewRunner checks cfg and fills in defaults.
@@ -340,8 +344,12 @@ func (r *Runner) Run(ctx context.Context, msgs []llm.Message) (*Result, error) {
 		return nil, err
 	}
 	defer hold.release(ctx)
-	d := &drive{r: r, log: make([]Event, 0, 16), lease: hold.lease}
-	return d.run(ctx, start.RunID, r.budgets.Deadline, Event{Kind: Started, Start: start})
+	d := &drive{r: r, log: make([]Event, 0, firstLogCap), lease: hold.held(),
+		logRoom: r.logSize.get(0), historyRoom: r.historySize.get(0)}
+	res, err := d.run(ctx, start.RunID, r.budgets.Deadline, Event{Kind: Started, Start: start})
+	r.logSize.note(len(d.log))
+	r.historySize.note(len(d.state.Messages))
+	return res, err
 }
 
 // Resume continues a run from its log in Config.Store: the events are
@@ -374,7 +382,7 @@ func (r *Runner) Resume(ctx context.Context, runID string) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	return r.continueFrom(ctx, events, len(events), hold.lease)
+	return r.continueFrom(ctx, events, len(events), hold.held())
 }
 
 // ended returns the result of runID if its log in the store shows that it
@@ -413,7 +421,7 @@ func (r *Runner) Continue(ctx context.Context, res *Result, answers ...Confirmat
 		return nil, err
 	}
 	defer hold.release(ctx)
-	return r.continueFrom(ctx, events, len(res.Events), hold.lease)
+	return r.continueFrom(ctx, events, len(res.Events), hold.held())
 }
 
 // continueFrom replays events and drives the run on; events from
@@ -461,7 +469,19 @@ type drive struct {
 	// turn's usage.
 	openStep  int
 	stepUsage llm.Usage
+	// cache is the run's CacheKey once a request has needed it.
+	cache string
+	// logRoom is the capacity the log grows to when its first one is
+	// full, and historyRoom the capacity the history is given once the
+	// started event has made it (Runner.logSize and historySize; 0: none).
+	logRoom, historyRoom int
 }
+
+// firstLogCap is a new run's first log capacity: the started event and a
+// turn of a few calls (a turn of three is 5 events), so that a run
+// waiting for its first model turns holds 2 KB of log, not the room its
+// whole log will need.
+const firstLogCap = 8
 
 // run appends first and performs effects until the run is over. A run
 // with a deadline gets a context that ends with it, on the real clock:
@@ -520,7 +540,16 @@ func (d *drive) RequestModel() Event {
 func (d *drive) nextRequest() *llm.Request {
 	cfg := &d.r.cfg
 	return &llm.Request{Model: cfg.ModelName, Messages: slices.Clip(d.state.Messages), Tools: cfg.Tools.Definitions(),
-		Step: d.state.Steps + 1, CacheKey: CacheKey(d.state.RunID), Output: d.state.Output.Format()}
+		Step: d.state.Steps + 1, CacheKey: d.cacheKey(), Output: d.state.Output.Format()}
+}
+
+// cacheKey is the run's CacheKey, digested once per drive rather than per
+// request.
+func (d *drive) cacheKey() string {
+	if d.cache == "" {
+		d.cache = CacheKey(d.state.RunID)
+	}
+	return d.cache
 }
 
 // CountTokens has the model count the next turn's request (CountRequest).
@@ -590,12 +619,23 @@ func (d *drive) Append(ev Event) Effect {
 	if ev.At.IsZero() {
 		ev.At = d.r.cfg.Now()
 	}
+	if len(d.log) == cap(d.log) && d.logRoom > len(d.log) {
+		// The log grows once to what recent runs needed (rounded up to
+		// what its allocation holds), rather than doubling its way there.
+		d.log = slices.Grow(d.log, d.logRoom-len(d.log))
+	}
 	d.log = append(d.log, ev)
 	if d.r.cfg.Store == nil {
 		d.observe()
 	}
 	before := d.state.Batch
 	eff := Next(&d.state, &d.log[len(d.log)-1])
+	if ev.Kind == Started && d.historyRoom > cap(d.state.Messages) {
+		// Room for the history a typical run grows to, made at once: the
+		// decider would otherwise grow it, copying it, turn by turn. Only
+		// the capacity changes, never what the history holds.
+		d.state.Messages = slices.Grow(d.state.Messages, d.historyRoom-len(d.state.Messages))
+	}
 	d.watch(&d.log[len(d.log)-1], before, eff)
 	return eff
 }
