@@ -249,9 +249,9 @@ func (e *Executor) RunStageWatched(ctx context.Context, calls []Call, watch func
 		}
 		return s.out
 	}
-	s.first = make([]binding, len(calls))
+	s.first = make([]prepared, len(calls))
 	for i := range calls {
-		s.first[i] = e.bind(&calls[i])
+		s.first[i].binding = e.bind(&calls[i])
 	}
 	spill := time.AfterFunc(e.opts.SpillAfter, s.spill)
 	s.work()
@@ -271,7 +271,7 @@ type stage struct {
 	calls []Call
 	watch func(CallEvent)
 	out   []Outcome
-	first []binding // the calls' first bindings, made ahead by the caller
+	first []prepared // made ahead by the caller, one per call
 
 	wmu sync.Mutex // serializes watch
 	// Calls are claimed by index, so each runs exactly once whichever
@@ -284,8 +284,17 @@ type stage struct {
 	wg   sync.WaitGroup
 }
 
+// prepared is what a stage makes ahead for a call's first attempt, in one
+// allocation for the whole stage: the binding, and the handler's context.
+// A handler given up on may keep its context past the stage, and with it
+// the stage's prepared calls: a few hundred bytes until it returns.
+type prepared struct {
+	binding
+	ctx callContext
+}
+
 // run runs call i, telling the watcher.
-func (s *stage) run(i int, first *binding, w *waiter) {
+func (s *stage) run(i int, first *prepared, w *waiter) {
 	if s.watch != nil {
 		s.wmu.Lock()
 		s.watch(CallEvent{Index: i})
@@ -369,9 +378,10 @@ func (e *Executor) Run(ctx context.Context, c Call) Outcome {
 	return e.runCall(ctx, c, nil, nil)
 }
 
-// runCall is Run with the first attempt's binding, if the caller made it,
+// runCall is Run with the first attempt's binding and context, if the
+// caller prepared them,
 // and the calling goroutine's waiter, if it keeps one (nil: a fresh one).
-func (e *Executor) runCall(ctx context.Context, c Call, first *binding, w *waiter) Outcome {
+func (e *Executor) runCall(ctx context.Context, c Call, first *prepared, w *waiter) Outcome {
 	if c.guarded() {
 		return e.guardedWrite(ctx, c, first, w)
 	}
@@ -397,7 +407,7 @@ func (e *Executor) bind(c *Call) (b binding) {
 	return binding{call, err}
 }
 
-func (e *Executor) run(ctx context.Context, c Call, first *binding, w *waiter) Outcome {
+func (e *Executor) run(ctx context.Context, c Call, first *prepared, w *waiter) Outcome {
 	timeout := e.timeout(&c)
 	start := e.opts.Now()
 	wait := e.opts.RetryBackoff
@@ -409,10 +419,13 @@ func (e *Executor) run(ctx context.Context, c Call, first *binding, w *waiter) O
 		}
 		// Each attempt decodes the arguments afresh, so that nothing a
 		// handler did to its input reaches a retry.
-		b := first
-		if b == nil || attempt > 1 {
+		var b *binding
+		var cctx *callContext // nil: attempt makes one
+		if first == nil || attempt > 1 {
 			nb := e.bind(&c)
 			b = &nb
+		} else {
+			b, cctx = &first.binding, &first.ctx
 		}
 		var content json.RawMessage
 		var err error
@@ -420,7 +433,7 @@ func (e *Executor) run(ctx context.Context, c Call, first *binding, w *waiter) O
 		if b.err != nil {
 			err = b.err
 		} else {
-			content, late, err = e.attempt(ctx, &c, b.call, timeout, w)
+			content, late, err = e.attempt(ctx, &c, b.call, timeout, w, cctx)
 		}
 		switch {
 		case err == nil:
@@ -617,10 +630,14 @@ type answer struct {
 //
 // The handler's context is a callContext, which makes a real context only
 // if the handler asks for one: a quick handler that never looks at its
-// context costs no context timer.
-func (e *Executor) attempt(ctx context.Context, c *Call, call tool.Bound, timeout time.Duration, w *waiter) (content json.RawMessage, late bool, err error) {
-	cctx := newCallContext(ctx, time.Now().Add(timeout))
-	defer cctx.release()
+// context costs no context timer. cctx, if not nil, is an unused one to
+// ready for this attempt (a stage prepares its calls' first).
+func (e *Executor) attempt(ctx context.Context, c *Call, call tool.Bound, timeout time.Duration, w *waiter, cctx *callContext) (content json.RawMessage, late bool, err error) {
+	if cctx == nil {
+		cctx = newCallContext(ctx, time.Now().Add(timeout))
+	} else {
+		cctx.init(ctx, time.Now().Add(timeout))
+	}
 	h := handling{name: c.Call.Name}
 	if c.guarded() {
 		h.key = c.IdempotencyKey
@@ -628,7 +645,7 @@ func (e *Executor) attempt(ctx context.Context, c *Call, call tool.Bound, timeou
 	}
 	if c.Tool.HonorsContext() {
 		out, err := e.invoke(cctx, h, call)
-		return e.settle(ctx, cctx, c, answer{out, err})
+		return e.settle(ctx, cctx.end(), c, answer{out, err})
 	}
 	if w == nil {
 		w = new(waiter)
@@ -642,12 +659,14 @@ func (e *Executor) attempt(ctx context.Context, c *Call, call tool.Bound, timeou
 	select {
 	case a := <-done:
 		w.finish(false)
-		return e.settle(ctx, cctx, c, a)
+		return e.settle(ctx, cctx.end(), c, a)
 	case <-ctx.Done():
 		w.finish(true)
+		cctx.end()
 		return nil, false, ctx.Err()
 	case <-deadline:
 		w.finish(true)
+		cctx.end()
 		if ctx.Err() != nil {
 			return nil, false, ctx.Err()
 		}
@@ -659,11 +678,13 @@ func (e *Executor) attempt(ctx context.Context, c *Call, call tool.Bound, timeou
 // running it: an attempt that returns after its deadline is late,
 // whatever it returned, as attempt gives up on a goroutine at the deadline. (A write's late
 // outcome goes to the ledger's reconciliation, which asks the tool's
-// status look-up.) A result is encoded here, on the driving goroutine.
-func (e *Executor) settle(ctx context.Context, cctx *callContext, c *Call, a answer) (content json.RawMessage, late bool, err error) {
-	if ctx.Err() == nil && errors.Is(cctx.Err(), context.DeadlineExceeded) {
+// status look-up.) cerr is the handler's context's error when the
+// handler's answer was taken (callContext.end). A result is encoded here,
+// on the driving goroutine.
+func (e *Executor) settle(ctx context.Context, cerr error, c *Call, a answer) (content json.RawMessage, late bool, err error) {
+	if ctx.Err() == nil && errors.Is(cerr, context.DeadlineExceeded) {
 		if a.err == nil {
-			a.err = cctx.Err()
+			a.err = cerr
 		}
 		return nil, true, a.err
 	}

@@ -15,7 +15,7 @@ import (
 // replays a finished write, refuses a key reused with other arguments,
 // reconciles a write left in flight, and records the outcome of the one
 // it executes.
-func (e *Executor) guardedWrite(ctx context.Context, c Call, first *binding, w *waiter) Outcome {
+func (e *Executor) guardedWrite(ctx context.Context, c Call, first *prepared, w *waiter) Outcome {
 	start := e.opts.Now()
 	if err := ctx.Err(); err != nil {
 		// The run has ended: the write is skipped, and the ledger left
