@@ -215,7 +215,10 @@ type Outcome struct {
 // SpillAfter, up to MaxParallel-1 helper goroutines join in on the calls
 // not yet started. A stage of quick calls thus costs no helper (handing
 // work to another goroutine and back costs more than a quick call), and
-// slow calls still run side by side.
+// slow calls still run side by side. The caller looks at the time while
+// it waits (on a handler's goroutine, a handler that runs on the caller,
+// a retry's pause, the ledger): helpers join at SpillAfter, or as soon
+// after it as the caller next waits.
 func (e *Executor) RunStage(ctx context.Context, calls []Call) []Outcome {
 	return e.RunStageWatched(ctx, calls, nil)
 }
@@ -241,21 +244,33 @@ type CallEvent struct {
 // both before RunStageWatched returns. The stage waits while watch runs,
 // so it should be quick.
 func (e *Executor) RunStageWatched(ctx context.Context, calls []Call, watch func(CallEvent)) []Outcome {
-	s := &stage{e: e, ctx: ctx, calls: calls, watch: watch, out: make([]Outcome, len(calls))}
+	out := make([]Outcome, len(calls))
 	if len(calls) <= 1 || e.opts.MaxParallel == 1 {
+		// One goroutine runs the calls in turn: no stage to share.
 		var w waiter
 		for i := range calls {
-			s.run(i, nil, &w)
+			if watch != nil {
+				watch(CallEvent{Index: i})
+			}
+			out[i] = e.runCall(ctx, calls[i], nil, &w)
+			if watch != nil {
+				watch(CallEvent{Index: i, Outcome: &out[i]})
+			}
 		}
-		return s.out
+		return out
 	}
+	s := &stage{e: e, ctx: ctx, calls: calls, watch: watch, out: out}
 	s.first = make([]prepared, len(calls))
 	for i := range calls {
 		s.first[i].binding = e.bind(&calls[i])
 	}
-	spill := time.AfterFunc(e.opts.SpillAfter, s.spill)
-	s.work()
-	spill.Stop()
+	// No timer of its own for the spill while the caller only waits on
+	// handlers' goroutines: its waiter's timer serves (waiter.start).
+	s.spillAt = time.Now().Add(e.opts.SpillAfter)
+	s.work(&waiter{stage: s})
+	if s.spillTimer != nil {
+		s.spillTimer.Stop()
+	}
 	s.mu.Lock()
 	s.over = true
 	s.mu.Unlock()
@@ -277,11 +292,17 @@ type stage struct {
 	// Calls are claimed by index, so each runs exactly once whichever
 	// goroutine gets to it first.
 	next atomic.Int32
-	// Helpers are added under mu, and only before over is set, so that
-	// every Add comes before the Wait in RunStageWatched.
-	mu   sync.Mutex
-	over bool
-	wg   sync.WaitGroup
+	// Helpers are added under mu, once (spilled), and only before over is
+	// set, so that every Add comes before the Wait in RunStageWatched.
+	mu      sync.Mutex
+	over    bool
+	spilled bool
+	wg      sync.WaitGroup
+
+	// spillAt is when helpers join; spillTimer, made and read by the
+	// caller alone, brings them in if the caller is held (waiter.hold).
+	spillAt    time.Time
+	spillTimer *time.Timer
 }
 
 // prepared is what a stage makes ahead for a call's first attempt, in one
@@ -309,26 +330,29 @@ func (s *stage) run(i int, first *prepared, w *waiter) {
 }
 
 // work runs calls not yet claimed until there are none left.
-func (s *stage) work() {
-	var w waiter
+func (s *stage) work(w *waiter) {
 	for {
 		i := int(s.next.Add(1)) - 1
 		if i >= len(s.calls) {
 			return
 		}
-		s.run(i, &s.first[i], &w)
+		s.run(i, &s.first[i], w)
 	}
 }
+
+// help is a helper's work.
+func (s *stage) help() { s.work(new(waiter)) }
 
 // spill brings in helpers for a stage still running after SpillAfter.
 func (s *stage) spill() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.over {
+	if s.over || s.spilled {
 		return
 	}
+	s.spilled = true
 	for range min(s.e.opts.MaxParallel, len(s.calls)) - 1 {
-		s.wg.Go(s.work)
+		s.wg.Go(s.help)
 	}
 }
 
@@ -340,6 +364,22 @@ func (s *stage) spill() {
 type waiter struct {
 	timer *time.Timer
 	done  chan answer
+	// stage is set for a stage's caller until the stage's spill is in
+	// hand: its timer then also fires at the stage's spillAt.
+	stage *stage
+}
+
+// hold is called before the caller does something that may hold it other
+// than waiting on a handler's goroutine (a handler that runs on it, a
+// retry's pause, the ledger): the stage's spill then gets a timer of its
+// own. w may be nil.
+func (w *waiter) hold() {
+	if w == nil || w.stage == nil {
+		return
+	}
+	s := w.stage
+	w.stage = nil
+	s.spillTimer = time.AfterFunc(time.Until(s.spillAt), s.spill)
 }
 
 // channel returns a channel for the next handler's answer.
@@ -350,9 +390,28 @@ func (w *waiter) channel() chan answer {
 	return w.done
 }
 
-// start starts the timer for d and returns its channel. (Since Go 1.23 a
-// timer that is reset or stopped delivers no stale value.)
-func (w *waiter) start(d time.Duration) <-chan time.Time {
+// start starts the timer for a handler's wait, d from now and due then,
+// and returns its channel. For a stage's caller whose stage spills
+// sooner, the timer fires then instead, and start reports so. (Since Go
+// 1.23 a timer that is reset or stopped delivers no stale value.)
+func (w *waiter) start(d time.Duration, due time.Time) (c <-chan time.Time, spill bool) {
+	if w.stage != nil {
+		if early := w.stage.spillAt.Sub(due); early < 0 {
+			d, spill = d+early, true
+		}
+	}
+	return w.reset(d), spill
+}
+
+// spill brings in the helpers of a stage whose spill time start's timer
+// fired for.
+func (w *waiter) spill() {
+	w.stage.spill()
+	w.stage = nil
+}
+
+// reset starts the timer for d and returns its channel.
+func (w *waiter) reset(d time.Duration) <-chan time.Time {
 	if w.timer == nil {
 		w.timer = time.NewTimer(d)
 	} else {
@@ -444,6 +503,7 @@ func (e *Executor) run(ctx context.Context, c Call, first *prepared, w *waiter) 
 			return e.timedOut(&c, attempt, start, timeout, err)
 		}
 		if d, retry := e.retryWait(err, attempt, &wait); retry {
+			w.hold()
 			sleep(ctx, d) // if the run ends meanwhile, the next attempt reports it
 			continue
 		}
@@ -633,10 +693,11 @@ type answer struct {
 // context costs no context timer. cctx, if not nil, is an unused one to
 // ready for this attempt (a stage prepares its calls' first).
 func (e *Executor) attempt(ctx context.Context, c *Call, call tool.Bound, timeout time.Duration, w *waiter, cctx *callContext) (content json.RawMessage, late bool, err error) {
+	due := time.Now().Add(timeout)
 	if cctx == nil {
-		cctx = newCallContext(ctx, time.Now().Add(timeout))
+		cctx = newCallContext(ctx, due)
 	} else {
-		cctx.init(ctx, time.Now().Add(timeout))
+		cctx.init(ctx, due)
 	}
 	h := handling{name: c.Call.Name}
 	if c.guarded() {
@@ -644,6 +705,7 @@ func (e *Executor) attempt(ctx context.Context, c *Call, call tool.Bound, timeou
 		e.begin(h.key)
 	}
 	if c.Tool.HonorsContext() {
+		w.hold()
 		out, err := e.invoke(cctx, h, call)
 		return e.settle(ctx, cctx.end(), c, answer{out, err})
 	}
@@ -655,22 +717,29 @@ func (e *Executor) attempt(ctx context.Context, c *Call, call tool.Bound, timeou
 		out, err := e.invoke(cctx, h, call)
 		done <- answer{out, err}
 	}()
-	deadline := w.start(timeout)
-	select {
-	case a := <-done:
-		w.finish(false)
-		return e.settle(ctx, cctx.end(), c, a)
-	case <-ctx.Done():
-		w.finish(true)
-		cctx.end()
-		return nil, false, ctx.Err()
-	case <-deadline:
-		w.finish(true)
-		cctx.end()
-		if ctx.Err() != nil {
+	deadline, spill := w.start(timeout, due)
+	for {
+		select {
+		case a := <-done:
+			w.finish(false)
+			return e.settle(ctx, cctx.end(), c, a)
+		case <-ctx.Done():
+			w.finish(true)
+			cctx.end()
 			return nil, false, ctx.Err()
+		case <-deadline:
+			if spill { // the stage's spill time, not the call's deadline
+				w.spill()
+				deadline, spill = w.start(time.Until(due), due)
+				continue
+			}
+			w.finish(true)
+			cctx.end()
+			if ctx.Err() != nil {
+				return nil, false, ctx.Err()
+			}
+			return nil, true, context.DeadlineExceeded
 		}
-		return nil, true, context.DeadlineExceeded
 	}
 }
 

@@ -1174,3 +1174,52 @@ func TestAbandonedAnswerNotTakenByNextCall(t *testing.T) {
 		}
 	}
 }
+
+// A stage's helpers join at SpillAfter also while its caller is held by
+// something other than a handler's goroutine: a handler that honors its
+// context runs on the caller, and a retry pauses it. The caller's first
+// call here waits until the second has started, which only a helper can
+// start. (The caller waiting on a handler's goroutine spills on its own
+// timer: TestMaxParallel.)
+func TestStageSpillsWhileCallerHeld(t *testing.T) {
+	for _, held := range []string{"on-caller handler", "retry pause"} {
+		t.Run(held, func(t *testing.T) {
+			second := make(chan struct{})
+			var tries atomic.Int32
+			first := mkTool(t, tool.Spec[args]{Name: "first", HonorsContext: held == "on-caller handler"},
+				func(ctx context.Context, _ args) (any, error) {
+					if held == "retry pause" {
+						if tries.Add(1) == 1 {
+							return nil, tool.Unavailable(errors.New("503")) // retried after RetryBackoff
+						}
+						return "ok", nil
+					}
+					select { // held on the caller until a helper starts the second call
+					case <-second:
+						return "ok", nil
+					case <-time.After(margin):
+						return nil, errors.New("the second call did not start while the first held the caller")
+					}
+				})
+			next := mkTool(t, tool.Spec[args]{Name: "second"}, func(context.Context, args) (any, error) {
+				close(second)
+				return "ok", nil
+			})
+			// The pause outlasts the wait for the second call below.
+			ex := executor.New(&executor.Options{SpillAfter: time.Millisecond, RetryBackoff: margin / 2})
+			calls := []executor.Call{call("c1", first, 1), call("c2", next, 2)}
+			done := make(chan []executor.Outcome, 1)
+			go func() { done <- ex.RunStage(context.Background(), calls) }()
+			select {
+			case <-second:
+			case <-time.After(margin / 4):
+				t.Error("the second call did not start while the first held the caller")
+			}
+			for i, o := range <-done {
+				if o.Result.Status != llm.StatusOK {
+					t.Errorf("outcome %d = %+v", i, o)
+				}
+			}
+		})
+	}
+}

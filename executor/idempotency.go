@@ -27,6 +27,7 @@ func (e *Executor) guardedWrite(ctx context.Context, c Call, first *prepared, w 
 	}
 	// The ledger is shared between processes, so its times are the real
 	// clock's, whatever clock stamps the outcomes.
+	w.hold() // the ledger may be slow
 	rec := store.Record{Key: c.IdempotencyKey, ArgsHash: c.ArgsHash, RunID: c.RunID, CallID: c.Call.ID,
 		Tool: c.Call.Name, CreatedAt: time.Now()}
 	old, claimed, err := e.ledger.Claim(ctx, rec)
