@@ -257,6 +257,7 @@ func (e *Executor) RunStageWatched(ctx context.Context, calls []Call, watch func
 				watch(CallEvent{Index: i, Outcome: &out[i]})
 			}
 		}
+		w.stop()
 		return out
 	}
 	s := &stage{e: e, ctx: ctx, calls: calls, watch: watch, out: out}
@@ -267,7 +268,9 @@ func (e *Executor) RunStageWatched(ctx context.Context, calls []Call, watch func
 	// No timer of its own for the spill while the caller only waits on
 	// handlers' goroutines: its waiter's timer serves (waiter.start).
 	s.spillAt = time.Now().Add(e.opts.SpillAfter)
-	s.work(&waiter{stage: s})
+	w := waiter{stage: s}
+	s.work(&w)
+	w.stop()
 	if s.spillTimer != nil {
 		s.spillTimer.Stop()
 	}
@@ -341,7 +344,11 @@ func (s *stage) work(w *waiter) {
 }
 
 // help is a helper's work.
-func (s *stage) help() { s.work(new(waiter)) }
+func (s *stage) help() {
+	var w waiter
+	s.work(&w)
+	w.stop()
+}
 
 // spill brings in helpers for a stage still running after SpillAfter.
 func (s *stage) spill() {
@@ -351,8 +358,9 @@ func (s *stage) spill() {
 		return
 	}
 	s.spilled = true
+	help := s.help // one closure for all helpers
 	for range min(s.e.opts.MaxParallel, len(s.calls)) - 1 {
-		s.wg.Go(s.help)
+		s.wg.Go(help)
 	}
 }
 
@@ -361,8 +369,15 @@ func (s *stage) spill() {
 // timer, and the channel the last handler answered on, which nobody else
 // holds once its answer has been received. A handler given up on may
 // still answer later, so its channel is dropped.
+//
+// The timer is left running from one call to the next while it fires no
+// later than the next wait needs: a goroutine that drives quick calls
+// sets it once, and calls stop when done. It may thus fire for a call
+// that has finished; a wait that hears it checks the time (wake).
 type waiter struct {
 	timer *time.Timer
+	at    time.Time // when the timer fires, while armed
+	armed bool
 	done  chan answer
 	// stage is set for a stage's caller until the stage's spill is in
 	// hand: its timer then also fires at the stage's spillAt.
@@ -390,42 +405,54 @@ func (w *waiter) channel() chan answer {
 	return w.done
 }
 
-// start starts the timer for a handler's wait, d from now and due then,
-// and returns its channel. For a stage's caller whose stage spills
-// sooner, the timer fires then instead, and start reports so. (Since Go
-// 1.23 a timer that is reset or stopped delivers no stale value.)
-func (w *waiter) start(d time.Duration, due time.Time) (c <-chan time.Time, spill bool) {
-	if w.stage != nil {
-		if early := w.stage.spillAt.Sub(due); early < 0 {
-			d, spill = d+early, true
-		}
+// start readies the timer for a wait on a handler due at due (now is the
+// time) and returns its channel: the timer is set anew only if it is not
+// running or would fire later than due, or than the stage's spill time
+// for a stage's caller. (Since Go 1.23 a timer that is reset or stopped
+// delivers no stale value.)
+func (w *waiter) start(now, due time.Time) <-chan time.Time {
+	if w.stage != nil && w.stage.spillAt.Before(due) {
+		due = w.stage.spillAt
 	}
-	return w.reset(d), spill
-}
-
-// spill brings in the helpers of a stage whose spill time start's timer
-// fired for.
-func (w *waiter) spill() {
-	w.stage.spill()
-	w.stage = nil
-}
-
-// reset starts the timer for d and returns its channel.
-func (w *waiter) reset(d time.Duration) <-chan time.Time {
+	if w.armed && !due.Before(w.at) {
+		return w.timer.C
+	}
+	d := due.Sub(now)
 	if w.timer == nil {
 		w.timer = time.NewTimer(d)
 	} else {
 		w.timer.Reset(d)
 	}
+	w.at, w.armed = due, true
 	return w.timer.C
 }
 
-// finish stops the timer; abandoned says that the handler has not
-// answered and may still, so its channel must not be used again.
-func (w *waiter) finish(abandoned bool) {
-	w.timer.Stop()
-	if abandoned {
-		w.done = nil
+// wake is called when the timer has fired during the wait on a handler
+// due at due: it brings in a stage's helpers if their time has come, and
+// reports whether the handler is late; if not, the wait goes on, on the
+// channel it returns.
+func (w *waiter) wake(due time.Time) (late bool, c <-chan time.Time) {
+	w.armed = false
+	now := time.Now()
+	if w.stage != nil && !now.Before(w.stage.spillAt) {
+		w.stage.spill()
+		w.stage = nil
+	}
+	if !now.Before(due) {
+		return true, nil
+	}
+	return false, w.start(now, due)
+}
+
+// abandon drops the channel of a handler given up on, which may still
+// answer.
+func (w *waiter) abandon() { w.done = nil }
+
+// stop stops the timer once the goroutine is done with calls.
+func (w *waiter) stop() {
+	if w.armed {
+		w.timer.Stop()
+		w.armed = false
 	}
 }
 
@@ -693,7 +720,8 @@ type answer struct {
 // context costs no context timer. cctx, if not nil, is an unused one to
 // ready for this attempt (a stage prepares its calls' first).
 func (e *Executor) attempt(ctx context.Context, c *Call, call tool.Bound, timeout time.Duration, w *waiter, cctx *callContext) (content json.RawMessage, late bool, err error) {
-	due := time.Now().Add(timeout)
+	now := time.Now()
+	due := now.Add(timeout)
 	if cctx == nil {
 		cctx = newCallContext(ctx, due)
 	} else {
@@ -711,29 +739,28 @@ func (e *Executor) attempt(ctx context.Context, c *Call, call tool.Bound, timeou
 	}
 	if w == nil {
 		w = new(waiter)
+		defer w.stop()
 	}
 	done := w.channel()
 	go func() { // h, not c: the call stays on the caller's stack
 		out, err := e.invoke(cctx, h, call)
 		done <- answer{out, err}
 	}()
-	deadline, spill := w.start(timeout, due)
+	timer := w.start(now, due)
 	for {
 		select {
 		case a := <-done:
-			w.finish(false)
 			return e.settle(ctx, cctx.end(), c, a)
 		case <-ctx.Done():
-			w.finish(true)
+			w.abandon()
 			cctx.end()
 			return nil, false, ctx.Err()
-		case <-deadline:
-			if spill { // the stage's spill time, not the call's deadline
-				w.spill()
-				deadline, spill = w.start(time.Until(due), due)
-				continue
+		case <-timer:
+			var late bool
+			if late, timer = w.wake(due); !late {
+				continue // the stage's spill time, or an earlier call's deadline
 			}
-			w.finish(true)
+			w.abandon()
 			cctx.end()
 			if ctx.Err() != nil {
 				return nil, false, ctx.Err()

@@ -1223,3 +1223,41 @@ func TestStageSpillsWhileCallerHeld(t *testing.T) {
 		})
 	}
 }
+
+// A goroutine that drives calls leaves its timer running from one call to
+// the next while it fires soon enough; each call is still held to its own
+// timeout. A quick call with a long timeout followed by one that ignores
+// a short timeout: the second times out on time. A quick call with a
+// short timeout followed by a slow call with a long one: the timer left
+// by the first fires during the second, which is not late for that.
+func TestTimeoutsOfCallsInTurn(t *testing.T) {
+	quick := func(timeout time.Duration) *tool.Tool {
+		return mkTool(t, tool.Spec[args]{Name: "quick", Timeout: timeout}, func(context.Context, args) (any, error) { return "ok", nil })
+	}
+	gate := make(chan struct{})
+	defer close(gate)
+	stuck := mkTool(t, tool.Spec[args]{Name: "stuck", Timeout: 50 * time.Millisecond, OnTimeout: tool.TimeoutReport},
+		func(context.Context, args) (any, error) {
+			select { // a broken executor fails the test rather than hanging it
+			case <-gate:
+			case <-time.After(2 * margin):
+			}
+			return "late", nil
+		})
+	slow := mkTool(t, tool.Spec[args]{Name: "slow", Timeout: time.Minute}, func(context.Context, args) (any, error) {
+		time.Sleep(150 * time.Millisecond)
+		return "ok", nil
+	})
+	for _, maxParallel := range []int{1, 2} { // the serial path and a stage's caller
+		e := executor.New(&executor.Options{MaxParallel: maxParallel, SpillAfter: time.Hour})
+		start := time.Now()
+		out := e.RunStage(context.Background(), []executor.Call{call("c1", quick(time.Hour), 1), call("c2", stuck, 2)})
+		if took := time.Since(start); out[1].Result.ErrorKind != llm.KindTimeout || took > margin {
+			t.Errorf("MaxParallel %d: second outcome = %+v after %v, want a timeout at 50ms", maxParallel, out[1], took)
+		}
+		out = e.RunStage(context.Background(), []executor.Call{call("c1", quick(20*time.Millisecond), 1), call("c2", slow, 2)})
+		if out[1].Result.Status != llm.StatusOK {
+			t.Errorf("MaxParallel %d: slow call's outcome = %+v, want ok within its minute", maxParallel, out[1])
+		}
+	}
+}
