@@ -35,6 +35,12 @@ func newCallContext(parent context.Context, deadline time.Time) *callContext {
 	return &callContext{parent: parent, deadline: deadline}
 }
 
+// init readies c, not yet used, as newCallContext would: for a context
+// that lives in a larger allocation (a stage's prepared calls).
+func (c *callContext) init(parent context.Context, deadline time.Time) {
+	c.parent, c.deadline = parent, deadline
+}
+
 // materialize returns the real context, making it on first use. A context
 // made after release is canceled at once, as it would have been.
 func (c *callContext) materialize() context.Context {
@@ -50,19 +56,29 @@ func (c *callContext) materialize() context.Context {
 }
 
 // release ends the context, as a context.CancelFunc does.
-func (c *callContext) release() {
+func (c *callContext) release() { c.end() }
+
+// end ends the context, as a context.CancelFunc does, and returns the
+// error it reported just before: nil if it was still live. The executor
+// learns from it whether the handler answered in time, and so reads the
+// clock once for both.
+func (c *callContext) end() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.cancel != nil {
+		err := c.real.Err()
 		c.cancel()
-		return
+		return err
 	}
-	if c.ended == nil {
-		c.ended = c.errNow()
-		if c.ended == nil {
-			c.ended = context.Canceled
-		}
+	if c.ended != nil {
+		return c.ended
 	}
+	err := c.errNow()
+	c.ended = err
+	if err == nil {
+		c.ended = context.Canceled
+	}
+	return err
 }
 
 // Deadline returns the earlier of the call's deadline and the parent's.

@@ -215,7 +215,10 @@ type Outcome struct {
 // SpillAfter, up to MaxParallel-1 helper goroutines join in on the calls
 // not yet started. A stage of quick calls thus costs no helper (handing
 // work to another goroutine and back costs more than a quick call), and
-// slow calls still run side by side.
+// slow calls still run side by side. The caller looks at the time while
+// it waits (on a handler's goroutine, a handler that runs on the caller,
+// a retry's pause, the ledger): helpers join at SpillAfter, or as soon
+// after it as the caller next waits.
 func (e *Executor) RunStage(ctx context.Context, calls []Call) []Outcome {
 	return e.RunStageWatched(ctx, calls, nil)
 }
@@ -241,21 +244,36 @@ type CallEvent struct {
 // both before RunStageWatched returns. The stage waits while watch runs,
 // so it should be quick.
 func (e *Executor) RunStageWatched(ctx context.Context, calls []Call, watch func(CallEvent)) []Outcome {
-	s := &stage{e: e, ctx: ctx, calls: calls, watch: watch, out: make([]Outcome, len(calls))}
+	out := make([]Outcome, len(calls))
 	if len(calls) <= 1 || e.opts.MaxParallel == 1 {
+		// One goroutine runs the calls in turn: no stage to share.
 		var w waiter
 		for i := range calls {
-			s.run(i, nil, &w)
+			if watch != nil {
+				watch(CallEvent{Index: i})
+			}
+			out[i] = e.runCall(ctx, calls[i], nil, &w)
+			if watch != nil {
+				watch(CallEvent{Index: i, Outcome: &out[i]})
+			}
 		}
-		return s.out
+		w.stop()
+		return out
 	}
-	s.first = make([]binding, len(calls))
+	s := &stage{e: e, ctx: ctx, calls: calls, watch: watch, out: out}
+	s.first = make([]prepared, len(calls))
 	for i := range calls {
-		s.first[i] = e.bind(&calls[i])
+		s.first[i].binding = e.bind(&calls[i])
 	}
-	spill := time.AfterFunc(e.opts.SpillAfter, s.spill)
-	s.work()
-	spill.Stop()
+	// No timer of its own for the spill while the caller only waits on
+	// handlers' goroutines: its waiter's timer serves (waiter.start).
+	s.spillAt = time.Now().Add(e.opts.SpillAfter)
+	w := waiter{stage: s}
+	s.work(&w)
+	w.stop()
+	if s.spillTimer != nil {
+		s.spillTimer.Stop()
+	}
 	s.mu.Lock()
 	s.over = true
 	s.mu.Unlock()
@@ -271,21 +289,36 @@ type stage struct {
 	calls []Call
 	watch func(CallEvent)
 	out   []Outcome
-	first []binding // the calls' first bindings, made ahead by the caller
+	first []prepared // made ahead by the caller, one per call
 
 	wmu sync.Mutex // serializes watch
 	// Calls are claimed by index, so each runs exactly once whichever
 	// goroutine gets to it first.
 	next atomic.Int32
-	// Helpers are added under mu, and only before over is set, so that
-	// every Add comes before the Wait in RunStageWatched.
-	mu   sync.Mutex
-	over bool
-	wg   sync.WaitGroup
+	// Helpers are added under mu, once (spilled), and only before over is
+	// set, so that every Add comes before the Wait in RunStageWatched.
+	mu      sync.Mutex
+	over    bool
+	spilled bool
+	wg      sync.WaitGroup
+
+	// spillAt is when helpers join; spillTimer, made and read by the
+	// caller alone, brings them in if the caller is held (waiter.hold).
+	spillAt    time.Time
+	spillTimer *time.Timer
+}
+
+// prepared is what a stage makes ahead for a call's first attempt, in one
+// allocation for the whole stage: the binding, and the handler's context.
+// A handler given up on may keep its context past the stage, and with it
+// the stage's prepared calls: a few hundred bytes until it returns.
+type prepared struct {
+	binding
+	ctx callContext
 }
 
 // run runs call i, telling the watcher.
-func (s *stage) run(i int, first *binding, w *waiter) {
+func (s *stage) run(i int, first *prepared, w *waiter) {
 	if s.watch != nil {
 		s.wmu.Lock()
 		s.watch(CallEvent{Index: i})
@@ -300,26 +333,34 @@ func (s *stage) run(i int, first *binding, w *waiter) {
 }
 
 // work runs calls not yet claimed until there are none left.
-func (s *stage) work() {
-	var w waiter
+func (s *stage) work(w *waiter) {
 	for {
 		i := int(s.next.Add(1)) - 1
 		if i >= len(s.calls) {
 			return
 		}
-		s.run(i, &s.first[i], &w)
+		s.run(i, &s.first[i], w)
 	}
+}
+
+// help is a helper's work.
+func (s *stage) help() {
+	var w waiter
+	s.work(&w)
+	w.stop()
 }
 
 // spill brings in helpers for a stage still running after SpillAfter.
 func (s *stage) spill() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.over {
+	if s.over || s.spilled {
 		return
 	}
+	s.spilled = true
+	help := s.help // one closure for all helpers
 	for range min(s.e.opts.MaxParallel, len(s.calls)) - 1 {
-		s.wg.Go(s.work)
+		s.wg.Go(help)
 	}
 }
 
@@ -328,9 +369,32 @@ func (s *stage) spill() {
 // timer, and the channel the last handler answered on, which nobody else
 // holds once its answer has been received. A handler given up on may
 // still answer later, so its channel is dropped.
+//
+// The timer is left running from one call to the next while it fires no
+// later than the next wait needs: a goroutine that drives quick calls
+// sets it once, and calls stop when done. It may thus fire for a call
+// that has finished; a wait that hears it checks the time (wake).
 type waiter struct {
 	timer *time.Timer
+	at    time.Time // when the timer fires, while armed
+	armed bool
 	done  chan answer
+	// stage is set for a stage's caller until the stage's spill is in
+	// hand: its timer then also fires at the stage's spillAt.
+	stage *stage
+}
+
+// hold is called before the caller does something that may hold it other
+// than waiting on a handler's goroutine (a handler that runs on it, a
+// retry's pause, the ledger): the stage's spill then gets a timer of its
+// own. w may be nil.
+func (w *waiter) hold() {
+	if w == nil || w.stage == nil {
+		return
+	}
+	s := w.stage
+	w.stage = nil
+	s.spillTimer = time.AfterFunc(time.Until(s.spillAt), s.spill)
 }
 
 // channel returns a channel for the next handler's answer.
@@ -341,23 +405,54 @@ func (w *waiter) channel() chan answer {
 	return w.done
 }
 
-// start starts the timer for d and returns its channel. (Since Go 1.23 a
-// timer that is reset or stopped delivers no stale value.)
-func (w *waiter) start(d time.Duration) <-chan time.Time {
+// start readies the timer for a wait on a handler due at due (now is the
+// time) and returns its channel: the timer is set anew only if it is not
+// running or would fire later than due, or than the stage's spill time
+// for a stage's caller. (Since Go 1.23 a timer that is reset or stopped
+// delivers no stale value.)
+func (w *waiter) start(now, due time.Time) <-chan time.Time {
+	if w.stage != nil && w.stage.spillAt.Before(due) {
+		due = w.stage.spillAt
+	}
+	if w.armed && !due.Before(w.at) {
+		return w.timer.C
+	}
+	d := due.Sub(now)
 	if w.timer == nil {
 		w.timer = time.NewTimer(d)
 	} else {
 		w.timer.Reset(d)
 	}
+	w.at, w.armed = due, true
 	return w.timer.C
 }
 
-// finish stops the timer; abandoned says that the handler has not
-// answered and may still, so its channel must not be used again.
-func (w *waiter) finish(abandoned bool) {
-	w.timer.Stop()
-	if abandoned {
-		w.done = nil
+// wake is called when the timer has fired during the wait on a handler
+// due at due: it brings in a stage's helpers if their time has come, and
+// reports whether the handler is late; if not, the wait goes on, on the
+// channel it returns.
+func (w *waiter) wake(due time.Time) (late bool, c <-chan time.Time) {
+	w.armed = false
+	now := time.Now()
+	if w.stage != nil && !now.Before(w.stage.spillAt) {
+		w.stage.spill()
+		w.stage = nil
+	}
+	if !now.Before(due) {
+		return true, nil
+	}
+	return false, w.start(now, due)
+}
+
+// abandon drops the channel of a handler given up on, which may still
+// answer.
+func (w *waiter) abandon() { w.done = nil }
+
+// stop stops the timer once the goroutine is done with calls.
+func (w *waiter) stop() {
+	if w.armed {
+		w.timer.Stop()
+		w.armed = false
 	}
 }
 
@@ -369,9 +464,10 @@ func (e *Executor) Run(ctx context.Context, c Call) Outcome {
 	return e.runCall(ctx, c, nil, nil)
 }
 
-// runCall is Run with the first attempt's binding, if the caller made it,
+// runCall is Run with the first attempt's binding and context, if the
+// caller prepared them,
 // and the calling goroutine's waiter, if it keeps one (nil: a fresh one).
-func (e *Executor) runCall(ctx context.Context, c Call, first *binding, w *waiter) Outcome {
+func (e *Executor) runCall(ctx context.Context, c Call, first *prepared, w *waiter) Outcome {
 	if c.guarded() {
 		return e.guardedWrite(ctx, c, first, w)
 	}
@@ -397,7 +493,7 @@ func (e *Executor) bind(c *Call) (b binding) {
 	return binding{call, err}
 }
 
-func (e *Executor) run(ctx context.Context, c Call, first *binding, w *waiter) Outcome {
+func (e *Executor) run(ctx context.Context, c Call, first *prepared, w *waiter) Outcome {
 	timeout := e.timeout(&c)
 	start := e.opts.Now()
 	wait := e.opts.RetryBackoff
@@ -409,10 +505,13 @@ func (e *Executor) run(ctx context.Context, c Call, first *binding, w *waiter) O
 		}
 		// Each attempt decodes the arguments afresh, so that nothing a
 		// handler did to its input reaches a retry.
-		b := first
-		if b == nil || attempt > 1 {
+		var b *binding
+		var cctx *callContext // nil: attempt makes one
+		if first == nil || attempt > 1 {
 			nb := e.bind(&c)
 			b = &nb
+		} else {
+			b, cctx = &first.binding, &first.ctx
 		}
 		var content json.RawMessage
 		var err error
@@ -420,7 +519,7 @@ func (e *Executor) run(ctx context.Context, c Call, first *binding, w *waiter) O
 		if b.err != nil {
 			err = b.err
 		} else {
-			content, late, err = e.attempt(ctx, &c, b.call, timeout, w)
+			content, late, err = e.attempt(ctx, &c, b.call, timeout, w, cctx)
 		}
 		switch {
 		case err == nil:
@@ -431,6 +530,7 @@ func (e *Executor) run(ctx context.Context, c Call, first *binding, w *waiter) O
 			return e.timedOut(&c, attempt, start, timeout, err)
 		}
 		if d, retry := e.retryWait(err, attempt, &wait); retry {
+			w.hold()
 			sleep(ctx, d) // if the run ends meanwhile, the next attempt reports it
 			continue
 		}
@@ -617,41 +717,56 @@ type answer struct {
 //
 // The handler's context is a callContext, which makes a real context only
 // if the handler asks for one: a quick handler that never looks at its
-// context costs no context timer.
-func (e *Executor) attempt(ctx context.Context, c *Call, call tool.Bound, timeout time.Duration, w *waiter) (content json.RawMessage, late bool, err error) {
-	cctx := newCallContext(ctx, time.Now().Add(timeout))
-	defer cctx.release()
+// context costs no context timer. cctx, if not nil, is an unused one to
+// ready for this attempt (a stage prepares its calls' first).
+func (e *Executor) attempt(ctx context.Context, c *Call, call tool.Bound, timeout time.Duration, w *waiter, cctx *callContext) (content json.RawMessage, late bool, err error) {
+	now := time.Now()
+	due := now.Add(timeout)
+	if cctx == nil {
+		cctx = newCallContext(ctx, due)
+	} else {
+		cctx.init(ctx, due)
+	}
 	h := handling{name: c.Call.Name}
 	if c.guarded() {
 		h.key = c.IdempotencyKey
 		e.begin(h.key)
 	}
 	if c.Tool.HonorsContext() {
+		w.hold()
 		out, err := e.invoke(cctx, h, call)
-		return e.settle(ctx, cctx, c, answer{out, err})
+		return e.settle(ctx, cctx.end(), c, answer{out, err})
 	}
 	if w == nil {
 		w = new(waiter)
+		defer w.stop()
 	}
 	done := w.channel()
 	go func() { // h, not c: the call stays on the caller's stack
 		out, err := e.invoke(cctx, h, call)
 		done <- answer{out, err}
 	}()
-	deadline := w.start(timeout)
-	select {
-	case a := <-done:
-		w.finish(false)
-		return e.settle(ctx, cctx, c, a)
-	case <-ctx.Done():
-		w.finish(true)
-		return nil, false, ctx.Err()
-	case <-deadline:
-		w.finish(true)
-		if ctx.Err() != nil {
+	timer := w.start(now, due)
+	for {
+		select {
+		case a := <-done:
+			return e.settle(ctx, cctx.end(), c, a)
+		case <-ctx.Done():
+			w.abandon()
+			cctx.end()
 			return nil, false, ctx.Err()
+		case <-timer:
+			var late bool
+			if late, timer = w.wake(due); !late {
+				continue // the stage's spill time, or an earlier call's deadline
+			}
+			w.abandon()
+			cctx.end()
+			if ctx.Err() != nil {
+				return nil, false, ctx.Err()
+			}
+			return nil, true, context.DeadlineExceeded
 		}
-		return nil, true, context.DeadlineExceeded
 	}
 }
 
@@ -659,11 +774,13 @@ func (e *Executor) attempt(ctx context.Context, c *Call, call tool.Bound, timeou
 // running it: an attempt that returns after its deadline is late,
 // whatever it returned, as attempt gives up on a goroutine at the deadline. (A write's late
 // outcome goes to the ledger's reconciliation, which asks the tool's
-// status look-up.) A result is encoded here, on the driving goroutine.
-func (e *Executor) settle(ctx context.Context, cctx *callContext, c *Call, a answer) (content json.RawMessage, late bool, err error) {
-	if ctx.Err() == nil && errors.Is(cctx.Err(), context.DeadlineExceeded) {
+// status look-up.) cerr is the handler's context's error when the
+// handler's answer was taken (callContext.end). A result is encoded here,
+// on the driving goroutine.
+func (e *Executor) settle(ctx context.Context, cerr error, c *Call, a answer) (content json.RawMessage, late bool, err error) {
+	if ctx.Err() == nil && errors.Is(cerr, context.DeadlineExceeded) {
 		if a.err == nil {
-			a.err = cctx.Err()
+			a.err = cerr
 		}
 		return nil, true, a.err
 	}

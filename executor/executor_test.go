@@ -1174,3 +1174,90 @@ func TestAbandonedAnswerNotTakenByNextCall(t *testing.T) {
 		}
 	}
 }
+
+// A stage's helpers join at SpillAfter also while its caller is held by
+// something other than a handler's goroutine: a handler that honors its
+// context runs on the caller, and a retry pauses it. The caller's first
+// call here waits until the second has started, which only a helper can
+// start. (The caller waiting on a handler's goroutine spills on its own
+// timer: TestMaxParallel.)
+func TestStageSpillsWhileCallerHeld(t *testing.T) {
+	for _, held := range []string{"on-caller handler", "retry pause"} {
+		t.Run(held, func(t *testing.T) {
+			second := make(chan struct{})
+			var tries atomic.Int32
+			first := mkTool(t, tool.Spec[args]{Name: "first", HonorsContext: held == "on-caller handler"},
+				func(ctx context.Context, _ args) (any, error) {
+					if held == "retry pause" {
+						if tries.Add(1) == 1 {
+							return nil, tool.Unavailable(errors.New("503")) // retried after RetryBackoff
+						}
+						return "ok", nil
+					}
+					select { // held on the caller until a helper starts the second call
+					case <-second:
+						return "ok", nil
+					case <-time.After(margin):
+						return nil, errors.New("the second call did not start while the first held the caller")
+					}
+				})
+			next := mkTool(t, tool.Spec[args]{Name: "second"}, func(context.Context, args) (any, error) {
+				close(second)
+				return "ok", nil
+			})
+			// The pause outlasts the wait for the second call below.
+			ex := executor.New(&executor.Options{SpillAfter: time.Millisecond, RetryBackoff: margin / 2})
+			calls := []executor.Call{call("c1", first, 1), call("c2", next, 2)}
+			done := make(chan []executor.Outcome, 1)
+			go func() { done <- ex.RunStage(context.Background(), calls) }()
+			select {
+			case <-second:
+			case <-time.After(margin / 4):
+				t.Error("the second call did not start while the first held the caller")
+			}
+			for i, o := range <-done {
+				if o.Result.Status != llm.StatusOK {
+					t.Errorf("outcome %d = %+v", i, o)
+				}
+			}
+		})
+	}
+}
+
+// A goroutine that drives calls leaves its timer running from one call to
+// the next while it fires soon enough; each call is still held to its own
+// timeout. A quick call with a long timeout followed by one that ignores
+// a short timeout: the second times out on time. A quick call with a
+// short timeout followed by a slow call with a long one: the timer left
+// by the first fires during the second, which is not late for that.
+func TestTimeoutsOfCallsInTurn(t *testing.T) {
+	quick := func(timeout time.Duration) *tool.Tool {
+		return mkTool(t, tool.Spec[args]{Name: "quick", Timeout: timeout}, func(context.Context, args) (any, error) { return "ok", nil })
+	}
+	gate := make(chan struct{})
+	defer close(gate)
+	stuck := mkTool(t, tool.Spec[args]{Name: "stuck", Timeout: 50 * time.Millisecond, OnTimeout: tool.TimeoutReport},
+		func(context.Context, args) (any, error) {
+			select { // a broken executor fails the test rather than hanging it
+			case <-gate:
+			case <-time.After(2 * margin):
+			}
+			return "late", nil
+		})
+	slow := mkTool(t, tool.Spec[args]{Name: "slow", Timeout: time.Minute}, func(context.Context, args) (any, error) {
+		time.Sleep(150 * time.Millisecond)
+		return "ok", nil
+	})
+	for _, maxParallel := range []int{1, 2} { // the serial path and a stage's caller
+		e := executor.New(&executor.Options{MaxParallel: maxParallel, SpillAfter: time.Hour})
+		start := time.Now()
+		out := e.RunStage(context.Background(), []executor.Call{call("c1", quick(time.Hour), 1), call("c2", stuck, 2)})
+		if took := time.Since(start); out[1].Result.ErrorKind != llm.KindTimeout || took > margin {
+			t.Errorf("MaxParallel %d: second outcome = %+v after %v, want a timeout at 50ms", maxParallel, out[1], took)
+		}
+		out = e.RunStage(context.Background(), []executor.Call{call("c1", quick(20*time.Millisecond), 1), call("c2", slow, 2)})
+		if out[1].Result.Status != llm.StatusOK {
+			t.Errorf("MaxParallel %d: slow call's outcome = %+v, want ok within its minute", maxParallel, out[1])
+		}
+	}
+}

@@ -16,7 +16,7 @@ import (
 // replays a finished write, refuses a key reused with other arguments,
 // reconciles a write left in flight, and records the outcome of the one
 // it executes.
-func (e *Executor) guardedWrite(ctx context.Context, c Call, first *binding, w *waiter) Outcome {
+func (e *Executor) guardedWrite(ctx context.Context, c Call, first *prepared, w *waiter) Outcome {
 	start := e.opts.Now()
 	if err := ctx.Err(); err != nil {
 		// The run has ended: the write is skipped, and the ledger left
@@ -28,6 +28,7 @@ func (e *Executor) guardedWrite(ctx context.Context, c Call, first *binding, w *
 	}
 	// The ledger is shared between processes, so its times are the real
 	// clock's, whatever clock stamps the outcomes.
+	w.hold() // the ledger may be slow
 	rec := store.Record{Key: c.IdempotencyKey, ArgsHash: c.ArgsHash, RunID: c.RunID, CallID: c.Call.ID,
 		Tool: c.Call.Name, CreatedAt: time.Now()}
 	old, claimed, err := e.ledger.Claim(ctx, rec)

@@ -38,7 +38,15 @@ type placed struct {
 // planByRules places the calls one after another by the rules.
 func planByRules(calls []PlanCall, maxParallel int) Plan {
 	n := len(calls)
-	resources, place := make([][]string, n), make([]placed, n)
+	// The scratch of a usual batch lives on the stack: a plan is made
+	// every turn, and only its stages and table outlive it.
+	var resourcesBuf [smallBatch][]string
+	var placeBuf [smallBatch]placed
+	resources, place := resourcesBuf[:0], placeBuf[:0]
+	if n > smallBatch {
+		resources, place = make([][]string, 0, n), make([]placed, 0, n)
+	}
+	resources, place = resources[:n], place[:n]
 	for i, c := range calls {
 		resources[i] = c.Tool.Resources(c.Call.Arguments)
 	}
@@ -135,6 +143,10 @@ func planByRules(calls []PlanCall, maxParallel int) Plan {
 	}
 	return assemble(calls, resources, place)
 }
+
+// smallBatch is the largest batch planByRules plans without allocating
+// scratch.
+const smallBatch = 8
 
 // readReason is the reason of a call that rule 5 alone places.
 const readReason = "read-only and independent"
