@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/toolloop/toolloop/llm"
 	"github.com/toolloop/toolloop/policy"
@@ -69,8 +70,8 @@ var trickyJSON = []string{
 // trusted, untrusted, mixed and private results.
 func trickyMemory() *taintMemory {
 	m := newTaintMemory()
-	m.addText(strings.Join(trickyText[:6], " | "), nil)
-	m.addText("The user's own words: Alice, José, "+landlordText, nil)
+	m.addText(strings.Join(trickyText[:6], " | "))
+	m.addText("The user's own words: Alice, José, " + landlordText)
 	mixed := parseTrust("trusted,untrusted_field=subject")
 	private := parseTrust("trusted,private")
 	for i, text := range trickyText {
@@ -157,7 +158,7 @@ func BenchmarkTaintNoteResult(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
 			m := newTaintMemory()
-			m.addText("do the planned work", nil)
+			m.addText("do the planned work")
 			for i := range planned {
 				m.noteResult(&planned[i], &trustedResult)
 			}
@@ -176,4 +177,38 @@ func BenchmarkTaintNoteResult(b *testing.B) {
 			trickyMemory()
 		}
 	})
+}
+
+// normalisedHash, which reads values in place, agrees with normalise and
+// valueHash on every text and on each of its words.
+func FuzzNormalisedHash(f *testing.F) {
+	for _, s := range trickyText {
+		f.Add(s)
+	}
+	for _, s := range trickyJSON {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		checkNormalisedHash(t, s)
+		for _, w := range strings.FieldsFunc(s, func(r rune) bool { return r < utf8.RuneSelf && wordBreak[r] }) {
+			checkNormalisedHash(t, w)
+		}
+	})
+}
+
+func checkNormalisedHash(t *testing.T, s string) {
+	t.Helper()
+	w := normalise(s)
+	if h, n := normalisedHash(s); n != len(w) || n > 0 && h != valueHash(w) {
+		t.Fatalf("normalisedHash(%q) = %x, %d; normalise gives %q, hash %x", s, h, n, w, valueHash(w))
+	}
+}
+
+// The hand-written trims are the standard library's.
+func TestTrimPunctIsStringsTrim(t *testing.T) {
+	for _, s := range append(trickyText, "", ".", "..a..", "\"'`()[]{}<>x<>", "x.,;:!?", "é.", ".é") {
+		if got, want := trimPunct(s), strings.Trim(s, ".,;:!?\"'`()[]{}<>"); got != want {
+			t.Errorf("trimPunct(%q) = %q, strings.Trim gives %q", s, got, want)
+		}
+	}
 }
