@@ -1,6 +1,7 @@
 package loop
 
 import (
+	"bytes"
 	"cmp"
 	"encoding/json"
 	"maps"
@@ -263,10 +264,9 @@ func (m *taintMemory) noteResult(r *llm.ToolResult, rt *resultTrust) {
 		private := src
 		m.Private = &private
 	}
-	rv := resultValues{values: valueSink{m: m, counted: true}, src: src, srcIdx: -1, rt: rt}
-	content := string(r.Content)
-	switch {
-	case !rt.mixed() && strings.IndexByte(content, '\\') < 0:
+	rv := resultValues{values: valueSink{m: m, counted: true}, src: src, srcIdx: -1, rt: rt, raw: r.Content}
+	switch content := r.Content; {
+	case !rt.mixed() && bytes.IndexByte(content, '\\') < 0:
 		// Trust is the same for every field, and the JSON has no
 		// escapes: its string literals are its strings as they are, so
 		// it is read in place, without decoding: each literal (the text
@@ -274,18 +274,20 @@ func (m *taintMemory) noteResult(r *llm.ToolResult, rt *resultTrust) {
 		// (numbers, true, false, the punctuation, which normalising
 		// drops). Text that is not JSON is one run, or split at its
 		// quotes, which gives the same values.
+		// Read from its bytes, a result needs no copy as a string
+		// unless one of its values is not one inPlaceHash can read.
 		untrusted := rt.fieldUntrusted("")
 		start := 0
 		for i := 0; i < len(content); i++ {
 			if content[i] == '"' {
 				if i > start {
-					rv.addAs(untrusted, content[start:i])
+					rv.addRawAs(untrusted, start, i)
 				}
 				start = i + 1
 			}
 		}
 		if start < len(content) {
-			rv.addAs(untrusted, content[start:])
+			rv.addRawAs(untrusted, start, len(content))
 		}
 	case len(content) > 0:
 		// doc is declared here, where it is decoded into: declared for
@@ -293,7 +295,7 @@ func (m *taintMemory) noteResult(r *llm.ToolResult, rt *resultTrust) {
 		var doc any
 		if json.Unmarshal(r.Content, &doc) != nil {
 			// Not JSON: no fields a declaration could vouch for.
-			rv.addAs(rt.fieldUntrusted("") || rt.mixed(), content)
+			rv.addRawAs(rt.fieldUntrusted("") || rt.mixed(), 0, len(content))
 			return
 		}
 		if text, ok := doc.(string); ok && rt.mixed() {
@@ -313,7 +315,7 @@ func (m *taintMemory) noteResult(r *llm.ToolResult, rt *resultTrust) {
 		}
 		walkLeaves("", doc, true, rv.add)
 	default:
-		rv.addAs(rt.fieldUntrusted("") || rt.mixed(), content)
+		rv.addRawAs(rt.fieldUntrusted("") || rt.mixed(), 0, len(content))
 	}
 	if rv.srcIdx < 0 && rt.fieldUntrusted("") && len(r.Content) == 0 {
 		// An empty untrusted result carries nothing, but the tool is
@@ -330,10 +332,27 @@ type resultValues struct {
 	src    policy.Source
 	srcIdx int // src's index in the memory's Sources; -1 before it is one
 	rt     *resultTrust
+	// raw is the result's content, read in place when it can be, and
+	// str the same as a string once a value needed one.
+	raw []byte
+	str string
 }
 
 // addAs adds text's values, as untrusted or trusted.
 func (r *resultValues) addAs(untrusted bool, text string) {
+	r.as(untrusted)
+	addValues(&r.values, text, func(i, j int) string { return text[i:j] })
+}
+
+// addRawAs adds the values of the content's bytes from i to j, read in
+// place, as untrusted or trusted.
+func (r *resultValues) addRawAs(untrusted bool, i, j int) {
+	r.as(untrusted)
+	addValues(&r.values, r.raw[i:j], func(k, l int) string { return r.rawString()[i+k : i+l] })
+}
+
+// as has the values added next go in as untrusted or trusted.
+func (r *resultValues) as(untrusted bool) {
 	r.values.src = -1
 	if untrusted {
 		if r.srcIdx < 0 {
@@ -342,7 +361,15 @@ func (r *resultValues) addAs(untrusted bool, text string) {
 		}
 		r.values.src = r.srcIdx
 	}
-	r.values.addValues(text)
+}
+
+// rawString returns the result's content as a string, made the first
+// time a value read in place needs one.
+func (r *resultValues) rawString() string {
+	if len(r.str) != len(r.raw) {
+		r.str = string(r.raw)
+	}
+	return r.str
 }
 
 // add adds the text found at path, trusted as rt says for that path.
@@ -351,7 +378,7 @@ func (r *resultValues) add(path, text string) { r.addAs(r.rt.fieldUntrusted(path
 // addText adds text's values as trusted, with no limit on their number.
 func (m *taintMemory) addText(text string) {
 	v := valueSink{m: m, src: -1}
-	v.addValues(text)
+	addValues(&v, text, func(i, j int) string { return text[i:j] })
 }
 
 // valueSink adds values to the memory: to the trusted set, or, when src
@@ -393,16 +420,23 @@ func (v *valueSink) again() {
 
 // addValues adds every value of text the memory keeps, in this order:
 // the whole text (normalised, when short), its addresses, and its words
-// (account and file names, recipients, channels).
-func (v *valueSink) addValues(text string) {
+// (account and file names, recipients, channels). Text that is a
+// result's bytes is read in place; str(i, j) is text[i:j] as a string,
+// for the values that need one.
+func addValues[T string | []byte](v *valueSink, text T, str func(i, j int) string) {
 	whole, wholeLen := uint64(0), -1
 	if len(text) <= 300 {
-		whole, wholeLen = normalisedHash(text)
+		var ok bool
+		if whole, wholeLen, ok = inPlaceHash(text); !ok {
+			whole, wholeLen = slowNormalisedHash(str(0, len(text)))
+		}
 		if wholeLen > 0 && wholeLen <= 256 {
 			v.add(whole)
 		}
 	}
-	eachAddress(text, func(a string) { v.add(valueHash(a)) })
+	if mayHoldAddress(text) {
+		eachAddress(str(0, len(text)), func(a string) { v.add(valueHash(a)) })
+	}
 	start := -1
 	for i := 0; i <= len(text); i++ {
 		if i < len(text) && !wordBreak[text[i]] {
@@ -425,12 +459,32 @@ func (v *valueSink) addValues(text string) {
 				v.again()
 			}
 		default:
-			if h, n := normalisedHash(text[start:i]); n > 0 {
+			h, n, ok := inPlaceHash(text[start:i])
+			if !ok {
+				h, n = slowNormalisedHash(str(start, i))
+			}
+			if n > 0 {
 				v.add(h)
 			}
 		}
 		start = -1
 	}
+}
+
+// mayHoldAddress reports whether eachAddress could find anything in
+// text: whether it has an '@' or a '.', or is long enough for an IBAN
+// and has a digit.
+func mayHoldAddress[T string | []byte](text T) bool {
+	digit := false
+	for i := 0; i < len(text); i++ {
+		switch c := text[i]; {
+		case c == '@' || c == '.':
+			return true
+		case '0' <= c && c <= '9':
+			digit = true
+		}
+	}
+	return digit && len(text) >= 15
 }
 
 // facts works out the policy's taint facts for call c into t, which is
@@ -603,13 +657,22 @@ func trimPunct(s string) string {
 var asciiSpace = [256]bool{'\t': true, '\n': true, '\v': true, '\f': true, '\r': true, ' ': true}
 
 // normalisedHash returns valueHash(normalise(s)) and the length of
-// normalise(s). It is how every value of a result is remembered, so it
-// works in place, without normalise's copies, for the values that are
-// the common case: ASCII text that is not an IBAN or a URL with a scheme
-// or "www.". It hashes the lower-case bytes as it reads them, and the
-// words of text with spaces as strings.Fields and a join would leave
-// them. Any other value it hands to normalise.
+// normalise(s).
 func normalisedHash(s string) (uint64, int) {
+	if h, n, ok := inPlaceHash(s); ok {
+		return h, n
+	}
+	return slowNormalisedHash(s)
+}
+
+// inPlaceHash is normalisedHash for the values that are the common case,
+// ASCII text that is not an IBAN or a URL with a scheme or "www.": it
+// works in place, without normalise's copies, hashing the lower-case
+// bytes as it reads them, and the words of text with spaces as
+// strings.Fields and a join would leave them. For any other value it
+// returns false, and the value is for normalise. Every value of a result
+// goes through it, read in place from the result's bytes.
+func inPlaceHash[T string | []byte](s T) (h uint64, n int, ok bool) {
 	// strings.TrimSpace, then trimPunct.
 	i, j := 0, len(s)
 	for i < j && asciiSpace[s[i]] {
@@ -620,11 +683,17 @@ func normalisedHash(s string) (uint64, int) {
 	}
 	if i < j && (s[i] >= utf8.RuneSelf || s[j-1] >= utf8.RuneSelf) {
 		// A Unicode space may come first or last.
-		return slowNormalisedHash(s)
+		return 0, 0, false
 	}
-	t := trimPunct(s[i:j])
-	if t == "" {
-		return valueHash(""), 0
+	for i < j && punct[s[i]] {
+		i++
+	}
+	for j > i && punct[s[j-1]] {
+		j--
+	}
+	t := s[i:j]
+	if len(t) == 0 {
+		return valueHash(""), 0, true
 	}
 	var digit, spaced bool
 	ibanOnly := true // only letters, digits and ' ', as in an IBAN
@@ -632,7 +701,7 @@ func normalisedHash(s string) (uint64, int) {
 		switch c := t[k]; {
 		case c >= utf8.RuneSelf:
 			// Unicode has its own lower case.
-			return slowNormalisedHash(s)
+			return 0, 0, false
 		case '0' <= c && c <= '9':
 			digit = true
 		case c == ' ':
@@ -646,17 +715,16 @@ func normalisedHash(s string) (uint64, int) {
 	}
 	if len(t) >= 15 && digit && ibanOnly || hasPrefixFold(t, "http://") || hasPrefixFold(t, "https://") || hasPrefixFold(t, "www.") {
 		// Maybe an IBAN or a URL.
-		return slowNormalisedHash(s)
+		return 0, 0, false
 	}
-	h := uint64(fnvOffset)
+	h = fnvOffset
 	if !spaced {
 		for k := 0; k < len(t); k++ {
 			h = (h ^ uint64(lowerASCII(t[k]))) * fnvPrime
 		}
-		return h, len(t)
+		return h, len(t), true
 	}
 	// The words, each after one ' ' but the first.
-	n := 0
 	for k := 0; k < len(t); {
 		for k < len(t) && asciiSpace[t[k]] {
 			k++
@@ -673,7 +741,7 @@ func normalisedHash(s string) (uint64, int) {
 			n++
 		}
 	}
-	return h, n
+	return h, n, true
 }
 
 // slowNormalisedHash is normalisedHash by way of normalise.
@@ -692,7 +760,7 @@ func lowerASCII(c byte) byte {
 
 // hasPrefixFold reports whether s begins with prefix, which is in lower
 // case, in any case.
-func hasPrefixFold(s, prefix string) bool {
+func hasPrefixFold[T string | []byte](s T, prefix string) bool {
 	if len(s) < len(prefix) {
 		return false
 	}

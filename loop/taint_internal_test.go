@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -180,7 +181,9 @@ func BenchmarkTaintNoteResult(b *testing.B) {
 }
 
 // normalisedHash, which reads values in place, agrees with normalise and
-// valueHash on every text and on each of its words.
+// valueHash on every text and on each of its words, and addValues adds
+// the values (and counts as many) that normalise finds, whether it reads
+// a string or a result's bytes.
 func FuzzNormalisedHash(f *testing.F) {
 	for _, s := range trickyText {
 		f.Add(s)
@@ -193,7 +196,44 @@ func FuzzNormalisedHash(f *testing.F) {
 		for _, w := range strings.FieldsFunc(s, func(r rune) bool { return r < utf8.RuneSelf && wordBreak[r] }) {
 			checkNormalisedHash(t, w)
 		}
+
+		want := map[uint64]struct{}{}
+		values := referenceValues(s)
+		if len(values) > maxValuesPerResult {
+			values = values[:maxValuesPerResult]
+		}
+		for _, v := range values {
+			want[valueHash(v)] = struct{}{}
+		}
+		fromString := valueSink{m: newTaintMemory(), counted: true, src: -1}
+		addValues(&fromString, s, func(i, j int) string { return s[i:j] })
+		raw := []byte(s)
+		fromBytes := valueSink{m: newTaintMemory(), counted: true, src: -1}
+		addValues(&fromBytes, raw, func(i, j int) string { return string(raw[i:j]) })
+		for _, got := range []valueSink{fromString, fromBytes} {
+			if got.n != len(values) || !maps.Equal(got.m.trusted, want) {
+				t.Fatalf("addValues(%q) counted %d values and kept %d, want %d and %d: %q", s, got.n, len(got.m.trusted), len(values), len(want), values)
+			}
+		}
 	})
+}
+
+// referenceValues is the values of text, found by way of normalise: the
+// whole text (normalised, when short), its addresses, and its words.
+func referenceValues(text string) []string {
+	var out []string
+	if len(text) <= 300 {
+		if w := normalise(text); w != "" && len(w) <= 256 {
+			out = append(out, w)
+		}
+	}
+	out = append(out, addresses(text)...)
+	for _, word := range strings.FieldsFunc(text, func(r rune) bool { return r < utf8.RuneSelf && wordBreak[r] }) {
+		if w := normalise(word); w != "" {
+			out = append(out, w)
+		}
+	}
+	return out
 }
 
 func checkNormalisedHash(t *testing.T, s string) {
@@ -201,6 +241,11 @@ func checkNormalisedHash(t *testing.T, s string) {
 	w := normalise(s)
 	if h, n := normalisedHash(s); n != len(w) || n > 0 && h != valueHash(w) {
 		t.Fatalf("normalisedHash(%q) = %x, %d; normalise gives %q, hash %x", s, h, n, w, valueHash(w))
+	}
+	hs, ns, oks := inPlaceHash(s)
+	hb, nb, okb := inPlaceHash([]byte(s))
+	if hs != hb || ns != nb || oks != okb {
+		t.Fatalf("inPlaceHash(%q) = %x, %d, %v; from its bytes %x, %d, %v", s, hs, ns, oks, hb, nb, okb)
 	}
 }
 
