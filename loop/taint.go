@@ -273,9 +273,8 @@ func (m *taintMemory) noteResult(r *llm.ToolResult, rt *resultTrust) {
 		// between its quotes) and each run of text between them
 		// (numbers, true, false, the punctuation, which normalising
 		// drops). Text that is not JSON is one run, or split at its
-		// quotes, which gives the same values.
-		// Read from its bytes, a result needs no copy as a string
-		// unless one of its values is not one inPlaceHash can read.
+		// quotes, which gives the same values. Read from its bytes, the
+		// result is copied to a string only if a value needs one.
 		untrusted := rt.fieldUntrusted("")
 		start := 0
 		for i := 0; i < len(content); i++ {
