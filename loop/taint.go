@@ -1,6 +1,7 @@
 package loop
 
 import (
+	"bytes"
 	"cmp"
 	"encoding/json"
 	"maps"
@@ -8,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/toolloop/toolloop/llm"
 	"github.com/toolloop/toolloop/policy"
@@ -129,7 +131,8 @@ type taintMemory struct {
 	Private *policy.Source `json:"private,omitempty"`
 	// trusted holds the values of the prompt and of trusted results;
 	// untrusted maps each value of an untrusted result to the index in
-	// Sources of the first one that carried it.
+	// Sources of the first one that carried it, and is nil until one
+	// does (a run that is never tainted never needs it).
 	trusted   map[uint64]struct{}
 	untrusted map[uint64]int
 }
@@ -156,7 +159,10 @@ func (m *taintMemory) UnmarshalJSON(b []byte) error {
 	if err := json.Unmarshal(b, &j); err != nil {
 		return err
 	}
-	*m = taintMemory{Sources: j.Sources, Private: j.Private, trusted: map[uint64]struct{}{}, untrusted: map[uint64]int{}}
+	*m = taintMemory{Sources: j.Sources, Private: j.Private, trusted: make(map[uint64]struct{}, len(j.Trusted))}
+	if len(j.Untrusted) > 0 {
+		m.untrusted = make(map[uint64]int, len(j.Untrusted))
+	}
 	for _, h := range j.Trusted {
 		m.trusted[h] = struct{}{}
 	}
@@ -167,7 +173,7 @@ func (m *taintMemory) UnmarshalJSON(b []byte) error {
 }
 
 func newTaintMemory() *taintMemory {
-	return &taintMemory{trusted: map[uint64]struct{}{}, untrusted: map[uint64]int{}}
+	return &taintMemory{trusted: map[uint64]struct{}{}}
 }
 
 // maxValuesPerResult bounds the values one result adds to the memory. A
@@ -190,7 +196,7 @@ func trackTaint(s *State, ev *Event, next func(*State, *Event) Effect) Effect {
 		for _, m := range ev.Start.Messages {
 			switch {
 			case m.Role == llm.RoleUser || m.Role == llm.RoleSystem:
-				s.taint.addText(m.Text, nil)
+				s.taint.addText(m.Text)
 			case m.Result != nil:
 				// A result from before this run: whose tool and how far
 				// to trust it is unknown, so it is untrusted.
@@ -258,43 +264,37 @@ func (m *taintMemory) noteResult(r *llm.ToolResult, rt *resultTrust) {
 		private := src
 		m.Private = &private
 	}
-	srcIdx := -1
-	n := 0
-	addAs := func(untrusted bool, text string) {
-		if !untrusted {
-			m.addText(text, &n)
-			return
-		}
-		if srcIdx < 0 {
-			srcIdx = len(m.Sources)
-			m.Sources = append(m.Sources, src)
-		}
-		eachValue(text, func(v string) {
-			if n >= maxValuesPerResult {
-				return
-			}
-			n++
-			h := valueHash(v)
-			if _, seen := m.untrusted[h]; !seen {
-				m.untrusted[h] = srcIdx
-			}
-		})
-	}
-	add := func(path, text string) { addAs(rt.fieldUntrusted(path), text) }
-	content := string(r.Content)
-	switch {
-	case !rt.mixed() && strings.IndexByte(content, '\\') < 0:
+	rv := resultValues{values: valueSink{m: m, counted: true}, src: src, srcIdx: -1, rt: rt, raw: r.Content}
+	switch content := r.Content; {
+	case !rt.mixed() && bytes.IndexByte(content, '\\') < 0:
 		// Trust is the same for every field, and the JSON has no
 		// escapes: its string literals are its strings as they are, so
-		// it is read in place, without decoding.
-		eachLiteral(content, func(text string) { add("", text) })
+		// it is read in place, without decoding: each literal (the text
+		// between its quotes) and each run of text between them
+		// (numbers, true, false, the punctuation, which normalising
+		// drops). Text that is not JSON is one run, or split at its
+		// quotes, which gives the same values. Read from its bytes, the
+		// result is copied to a string only if a value needs one.
+		untrusted := rt.fieldUntrusted("")
+		start := 0
+		for i := 0; i < len(content); i++ {
+			if content[i] == '"' {
+				if i > start {
+					rv.addRawAs(untrusted, start, i)
+				}
+				start = i + 1
+			}
+		}
+		if start < len(content) {
+			rv.addRawAs(untrusted, start, len(content))
+		}
 	case len(content) > 0:
 		// doc is declared here, where it is decoded into: declared for
 		// the whole switch, it went to the heap for every result.
 		var doc any
 		if json.Unmarshal(r.Content, &doc) != nil {
 			// Not JSON: no fields a declaration could vouch for.
-			addAs(rt.fieldUntrusted("") || rt.mixed(), content)
+			rv.addRawAs(rt.fieldUntrusted("") || rt.mixed(), 0, len(content))
 			return
 		}
 		if text, ok := doc.(string); ok && rt.mixed() {
@@ -308,33 +308,182 @@ func (m *taintMemory) noteResult(r *llm.ToolResult, rt *resultTrust) {
 			case map[string]any, []any:
 				doc = inner
 			default:
-				addAs(true, text)
+				rv.addAs(true, text)
 				return
 			}
 		}
-		walkLeaves("", doc, true, add)
+		walkLeaves("", doc, true, rv.add)
 	default:
-		addAs(rt.fieldUntrusted("") || rt.mixed(), content)
+		rv.addRawAs(rt.fieldUntrusted("") || rt.mixed(), 0, len(content))
 	}
-	if srcIdx < 0 && rt.fieldUntrusted("") && len(r.Content) == 0 {
+	if rv.srcIdx < 0 && rt.fieldUntrusted("") && len(r.Content) == 0 {
 		// An empty untrusted result carries nothing, but the tool is
 		// still outside content: the run is tainted all the same.
 		m.Sources = append(m.Sources, src)
 	}
 }
 
-// addText adds text's values as trusted; n, when not nil, counts them
-// against maxValuesPerResult.
-func (m *taintMemory) addText(text string, n *int) {
-	eachValue(text, func(v string) {
-		if n != nil {
-			if *n >= maxValuesPerResult {
-				return
-			}
-			*n++
+// resultValues adds one result's texts to the memory, each as trusted or
+// untrusted; the result becomes a source the first time it adds a text
+// as untrusted, whether or not the text has values.
+type resultValues struct {
+	values valueSink
+	src    policy.Source
+	srcIdx int // src's index in the memory's Sources; -1 before it is one
+	rt     *resultTrust
+	// raw is the result's content, read in place when it can be, and
+	// str the same as a string once a value needed one.
+	raw []byte
+	str string
+}
+
+// addAs adds text's values, as untrusted or trusted.
+func (r *resultValues) addAs(untrusted bool, text string) {
+	r.as(untrusted)
+	addValues(&r.values, text, func(i, j int) string { return text[i:j] })
+}
+
+// addRawAs adds the values of the content's bytes from i to j, read in
+// place, as untrusted or trusted.
+func (r *resultValues) addRawAs(untrusted bool, i, j int) {
+	r.as(untrusted)
+	addValues(&r.values, r.raw[i:j], func(k, l int) string { return r.rawString()[i+k : i+l] })
+}
+
+// as has the values added next go in as untrusted or trusted.
+func (r *resultValues) as(untrusted bool) {
+	r.values.src = -1
+	if untrusted {
+		if r.srcIdx < 0 {
+			r.srcIdx = len(r.values.m.Sources)
+			r.values.m.Sources = append(r.values.m.Sources, r.src)
 		}
-		m.trusted[valueHash(v)] = struct{}{}
-	})
+		r.values.src = r.srcIdx
+	}
+}
+
+// rawString returns the result's content as a string, made the first
+// time a value read in place needs one.
+func (r *resultValues) rawString() string {
+	if len(r.str) != len(r.raw) {
+		r.str = string(r.raw)
+	}
+	return r.str
+}
+
+// add adds the text found at path, trusted as rt says for that path.
+func (r *resultValues) add(path, text string) { r.addAs(r.rt.fieldUntrusted(path), text) }
+
+// addText adds text's values as trusted, with no limit on their number.
+func (m *taintMemory) addText(text string) {
+	v := valueSink{m: m, src: -1}
+	addValues(&v, text, func(i, j int) string { return text[i:j] })
+}
+
+// valueSink adds values to the memory: to the trusted set, or, when src
+// is not negative, to the untrusted map under the source at that index
+// (unless an earlier source carried them). When counted, the values
+// count against maxValuesPerResult and those past it are dropped.
+type valueSink struct {
+	m       *taintMemory
+	counted bool
+	n       int
+	src     int
+}
+
+// add adds the value whose hash is h.
+func (v *valueSink) add(h uint64) {
+	if v.counted {
+		if v.n >= maxValuesPerResult {
+			return
+		}
+		v.n++
+	}
+	if v.src < 0 {
+		v.m.trusted[h] = struct{}{}
+	} else if _, seen := v.m.untrusted[h]; !seen {
+		if v.m.untrusted == nil {
+			v.m.untrusted = map[uint64]int{}
+		}
+		v.m.untrusted[h] = v.src
+	}
+}
+
+// again counts a value that add has just added (or dropped) again: it
+// stays in the memory as it is, or stays dropped.
+func (v *valueSink) again() {
+	if v.counted && v.n < maxValuesPerResult {
+		v.n++
+	}
+}
+
+// addValues adds every value of text the memory keeps, in this order:
+// the whole text (normalised, when short), its addresses, and its words
+// (account and file names, recipients, channels). Text that is a
+// result's bytes is read in place; str(i, j) is text[i:j] as a string,
+// for the values that need one.
+func addValues[T string | []byte](v *valueSink, text T, str func(i, j int) string) {
+	whole, wholeLen := uint64(0), -1
+	if len(text) <= 300 {
+		var ok bool
+		if whole, wholeLen, ok = inPlaceHash(text); !ok {
+			whole, wholeLen = slowNormalisedHash(str(0, len(text)))
+		}
+		if wholeLen > 0 && wholeLen <= 256 {
+			v.add(whole)
+		}
+	}
+	if mayHoldAddress(text) {
+		eachAddress(str(0, len(text)), func(a string) { v.add(valueHash(a)) })
+	}
+	start := -1
+	for i := 0; i <= len(text); i++ {
+		if i < len(text) && !wordBreak[text[i]] {
+			if start < 0 {
+				start = i
+			}
+			continue
+		}
+		if start < 0 {
+			continue
+		}
+		switch {
+		case start == 0 && i == len(text) && wholeLen >= 0:
+			// The text is one word (a JSON key, a name): the value
+			// just added. It counts again, as every value does, but
+			// adding it to the memory again would change nothing.
+			if wholeLen > 256 {
+				v.add(whole)
+			} else if wholeLen > 0 {
+				v.again()
+			}
+		default:
+			h, n, ok := inPlaceHash(text[start:i])
+			if !ok {
+				h, n = slowNormalisedHash(str(start, i))
+			}
+			if n > 0 {
+				v.add(h)
+			}
+		}
+		start = -1
+	}
+}
+
+// mayHoldAddress reports whether eachAddress could find anything in
+// text: whether it has an '@' or a '.', or is long enough for an IBAN
+// and has a digit.
+func mayHoldAddress[T string | []byte](text T) bool {
+	digit := false
+	for i := 0; i < len(text); i++ {
+		switch c := text[i]; {
+		case c == '@' || c == '.':
+			return true
+		case '0' <= c && c <= '9':
+			digit = true
+		}
+	}
+	return digit && len(text) >= 15
 }
 
 // facts works out the policy's taint facts for call c into t, which is
@@ -378,26 +527,6 @@ func (m *taintMemory) facts(c llm.ToolCall, t *policy.Taint) {
 			}
 		}
 	})
-}
-
-// eachLiteral calls f with each string literal of the JSON text s (the
-// text between its quotes) and each run of text between them (numbers,
-// true, false, the punctuation, which normalising drops); s has no
-// escapes. Text that is not JSON is one run, or split at its quotes,
-// which gives the same values.
-func eachLiteral(s string, f func(text string)) {
-	start := 0
-	for i := 0; i < len(s); i++ {
-		if s[i] == '"' {
-			if i > start {
-				f(s[start:i])
-			}
-			start = i + 1
-		}
-	}
-	if start < len(s) {
-		f(s[start:])
-	}
 }
 
 // walkLeaves calls f with the dotted path and text of every string,
@@ -448,7 +577,7 @@ func addresses(text string) []string {
 // eachAddress calls f with each link and address in text (see
 // addresses). Each pattern runs only on text that could hold a match.
 func eachAddress(text string, f func(string)) {
-	if len(text) >= 15 && strings.ContainsAny(text, "0123456789") {
+	if len(text) >= 15 && hasDigitAfter(text, 0) {
 		for _, m := range ibanPattern.FindAllString(text, -1) {
 			if iban := strings.ReplaceAll(m, " ", ""); len(iban) >= 15 && hasDigitAfter(iban, 4) {
 				f(strings.ToLower(iban))
@@ -472,54 +601,27 @@ func eachAddress(text string, f func(string)) {
 // hasDigitAfter reports whether s has a digit at or after index i: an
 // IBAN's account part has digits, a long word does not.
 func hasDigitAfter(s string, i int) bool {
-	return strings.ContainsAny(s[i:], "0123456789")
-}
-
-// eachValue calls f with every value of text the memory keeps: the whole
-// text (normalised, when short), its addresses, and its words (account
-// and file names, recipients, channels).
-func eachValue(text string, f func(string)) {
-	if len(text) <= 300 {
-		if w := normalise(text); w != "" && len(w) <= 256 {
-			f(w)
+	for ; i < len(s); i++ {
+		if '0' <= s[i] && s[i] <= '9' {
+			return true
 		}
-	}
-	eachAddress(text, f)
-	start := -1
-	for i := 0; i <= len(text); i++ {
-		if i < len(text) && !isWordBreak(text[i]) {
-			if start < 0 {
-				start = i
-			}
-			continue
-		}
-		if start >= 0 {
-			if w := normalise(text[start:i]); w != "" {
-				f(w)
-			}
-			start = -1
-		}
-	}
-}
-
-// isWordBreak reports whether c separates words.
-func isWordBreak(c byte) bool {
-	switch c {
-	case ' ', '\t', '\n', '\r', ',', ';', '!', '?', '(', ')', '[', ']', '{', '}', '<', '>', '"', '\'', '`':
-		return true
 	}
 	return false
 }
+
+// wordBreak holds the bytes that separate words.
+var wordBreak = [256]bool{' ': true, '\t': true, '\n': true, '\r': true, ',': true, ';': true, '!': true, '?': true,
+	'(': true, ')': true, '[': true, ']': true, '{': true, '}': true, '<': true, '>': true, '"': true, '\'': true, '`': true}
 
 // normalise is how values are compared: trimmed of spaces and of the
 // punctuation a sentence puts around a word, in lower case, an IBAN
 // without its spaces, a URL without its scheme, "www." and final '/'.
 func normalise(s string) string {
-	s = strings.ToLower(strings.Trim(strings.TrimSpace(s), ".,;:!?\"'`()[]{}<>"))
+	s = strings.ToLower(trimPunct(strings.TrimSpace(s)))
 	if s == "" {
 		return ""
 	}
-	if len(s) >= 15 && strings.ContainsAny(s, "0123456789") && ibanPattern.FindString(s) == s {
+	if len(s) >= 15 && hasDigitAfter(s, 0) && ibanPattern.FindString(s) == s {
 		if iban := strings.ReplaceAll(s, " ", ""); len(iban) >= 15 && hasDigitAfter(iban, 4) {
 			return iban
 		}
@@ -533,6 +635,142 @@ func normalise(s string) string {
 	return s
 }
 
+// punct holds the punctuation normalise trims: ".,;:!?\"'`()[]{}<>".
+var punct = [256]bool{'.': true, ',': true, ';': true, ':': true, '!': true, '?': true, '"': true, '\'': true, '`': true,
+	'(': true, ')': true, '[': true, ']': true, '{': true, '}': true, '<': true, '>': true}
+
+// trimPunct trims the punctuation in punct from both ends of s.
+func trimPunct(s string) string {
+	i, j := 0, len(s)
+	for i < j && punct[s[i]] {
+		i++
+	}
+	for j > i && punct[s[j-1]] {
+		j--
+	}
+	return s[i:j]
+}
+
+// asciiSpace holds the ASCII bytes that strings.TrimSpace and
+// strings.Fields take as space.
+var asciiSpace = [256]bool{'\t': true, '\n': true, '\v': true, '\f': true, '\r': true, ' ': true}
+
+// normalisedHash returns valueHash(normalise(s)) and the length of
+// normalise(s).
+func normalisedHash(s string) (uint64, int) {
+	if h, n, ok := inPlaceHash(s); ok {
+		return h, n
+	}
+	return slowNormalisedHash(s)
+}
+
+// inPlaceHash is normalisedHash for the values that are the common case,
+// ASCII text that is not an IBAN or a URL with a scheme or "www.": it
+// works in place, without normalise's copies, hashing the lower-case
+// bytes as it reads them, and the words of text with spaces as
+// strings.Fields and a join would leave them. For any other value it
+// returns false, and the value is for normalise. Every value of a result
+// goes through it, read in place from the result's bytes.
+func inPlaceHash[T string | []byte](s T) (h uint64, n int, ok bool) {
+	// strings.TrimSpace, then trimPunct.
+	i, j := 0, len(s)
+	for i < j && asciiSpace[s[i]] {
+		i++
+	}
+	for j > i && asciiSpace[s[j-1]] {
+		j--
+	}
+	if i < j && (s[i] >= utf8.RuneSelf || s[j-1] >= utf8.RuneSelf) {
+		// A Unicode space may come first or last.
+		return 0, 0, false
+	}
+	for i < j && punct[s[i]] {
+		i++
+	}
+	for j > i && punct[s[j-1]] {
+		j--
+	}
+	t := s[i:j]
+	if len(t) == 0 {
+		return valueHash(""), 0, true
+	}
+	var digit, spaced bool
+	ibanOnly := true // only letters, digits and ' ', as in an IBAN
+	for k := 0; k < len(t); k++ {
+		switch c := t[k]; {
+		case c >= utf8.RuneSelf:
+			// Unicode has its own lower case.
+			return 0, 0, false
+		case '0' <= c && c <= '9':
+			digit = true
+		case c == ' ':
+			spaced = true
+		case c == '\t' || c == '\n' || c == '\r':
+			spaced, ibanOnly = true, false
+		case 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z':
+		default:
+			ibanOnly = false
+		}
+	}
+	if len(t) >= 15 && digit && ibanOnly || hasPrefixFold(t, "http://") || hasPrefixFold(t, "https://") || hasPrefixFold(t, "www.") {
+		// Maybe an IBAN or a URL.
+		return 0, 0, false
+	}
+	h = fnvOffset
+	if !spaced {
+		for k := 0; k < len(t); k++ {
+			h = (h ^ uint64(lowerASCII(t[k]))) * fnvPrime
+		}
+		return h, len(t), true
+	}
+	// The words, each after one ' ' but the first.
+	for k := 0; k < len(t); {
+		for k < len(t) && asciiSpace[t[k]] {
+			k++
+		}
+		if k == len(t) {
+			break
+		}
+		if n > 0 {
+			h = (h ^ ' ') * fnvPrime
+			n++
+		}
+		for ; k < len(t) && !asciiSpace[t[k]]; k++ {
+			h = (h ^ uint64(lowerASCII(t[k]))) * fnvPrime
+			n++
+		}
+	}
+	return h, n, true
+}
+
+// slowNormalisedHash is normalisedHash by way of normalise.
+func slowNormalisedHash(s string) (uint64, int) {
+	w := normalise(s)
+	return valueHash(w), len(w)
+}
+
+// lowerASCII is c in lower case.
+func lowerASCII(c byte) byte {
+	if 'A' <= c && c <= 'Z' {
+		return c + 'a' - 'A'
+	}
+	return c
+}
+
+// hasPrefixFold reports whether s begins with prefix, which is in lower
+// case, in any case.
+func hasPrefixFold[T string | []byte](s T, prefix string) bool {
+	if len(s) < len(prefix) {
+		return false
+	}
+	for k := 0; k < len(prefix); k++ {
+		if lowerASCII(s[k]) != prefix[k] {
+			return false
+		}
+	}
+	return true
+}
+
 func normaliseURL(u string) string {
 	u = strings.ToLower(strings.TrimRight(u, ".,;:!?"))
 	u = strings.TrimPrefix(strings.TrimPrefix(u, "https://"), "http://")
@@ -540,12 +778,18 @@ func normaliseURL(u string) string {
 	return strings.TrimRight(u, "/")
 }
 
+// The 64-bit FNV-1a hash's offset basis and prime.
+const (
+	fnvOffset = 14695981039346656037
+	fnvPrime  = 1099511628211
+)
+
 // valueHash is the 64-bit FNV-1a hash of v.
 func valueHash(v string) uint64 {
-	h := uint64(14695981039346656037)
+	h := uint64(fnvOffset)
 	for i := 0; i < len(v); i++ {
 		h ^= uint64(v[i])
-		h *= 1099511628211
+		h *= fnvPrime
 	}
 	return h
 }

@@ -428,3 +428,63 @@ func TestTaintFieldTrustInJSONText(t *testing.T) {
 		})
 	}
 }
+
+// A result carrying more values than the memory keeps of one result
+// (512) has the first ones remembered as its trust says and the rest
+// remembered nowhere: once the run is tainted, an argument carrying one
+// of the rest is Unknown, which the taint rules treat as untrusted. A
+// text of one word is a value twice, as a whole and as a word: a list
+// of 600 words has its first 256 remembered.
+func TestTaintValuesPastTheCapAreUnknown(t *testing.T) {
+	words := make([]string, 600)
+	for i := range words {
+		words[i] = fmt.Sprintf("v%03d", i)
+	}
+	for _, c := range []struct {
+		name     string
+		result   any
+		lastKept string
+	}{
+		{"text", strings.Join(words, " "), "v511"},
+		{"list", words, "v255"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			list := tool.MustNew(tool.Spec[struct{}]{Name: "list"},
+				func(context.Context, struct{}) (any, error) { return c.result, nil })
+			echo := tool.MustNew(tool.Spec[textIn]{Name: "echo"}, func(_ context.Context, in textIn) (string, error) { return in.Text, nil })
+			var sent []string
+			reg, err := tool.NewRegistry(append(bankTools(t, &sent).Tools(), list, echo)...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var n int
+			fmt.Sscanf(c.lastKept, "v%d", &n)
+			firstLost := fmt.Sprintf("v%03d", n+1)
+			rec := &recorder{}
+			model := llmtest.New(
+				llmtest.Calls(call("c1", "list", `{}`)),
+				llmtest.Calls(call("c2", "read_file", `{"path":"bill.txt"}`)),
+				llmtest.Calls(call("c3", "echo", `{"text":"v000"}`), call("c4", "echo", `{"text":"`+c.lastKept+`"}`),
+					call("c5", "echo", `{"text":"`+firstLost+`"}`), call("c6", "echo", `{"text":"v599"}`)),
+				llmtest.Text("done"),
+			)
+			res, err := loop.Run(context.Background(), loop.Config{Model: model, Tools: reg, Policy: rec}, user("list the words"))
+			mustStatus(t, res, err, loop.FinalAnswer)
+			for id, want := range map[string]policy.Origin{"c3": "", "c4": "", "c5": policy.Unknown, "c6": policy.Unknown} {
+				f := rec.facts[id]
+				if f == nil || !f.Tainted {
+					t.Fatalf("%s: facts %+v, want tainted", id, f)
+				}
+				var got policy.Origin
+				for _, a := range f.Args {
+					if a.Path == "text" {
+						got = a.Origin
+					}
+				}
+				if got != want {
+					t.Errorf("%s: the text's origin is %q (args %+v), want %q", id, got, f.Args, want)
+				}
+			}
+		})
+	}
+}
