@@ -210,15 +210,28 @@ type Outcome struct {
 // and returns their outcomes in the order of calls, whatever order they
 // finished in.
 //
-// The calling goroutine binds every call (tool.Tool.Bind) and then works
-// through the calls itself; if the stage is still running after
-// SpillAfter, up to MaxParallel-1 helper goroutines join in on the calls
-// not yet started. A stage of quick calls thus costs no helper (handing
-// work to another goroutine and back costs more than a quick call), and
-// slow calls still run side by side. The caller looks at the time while
-// it waits (on a handler's goroutine, a handler that runs on the caller,
-// a retry's pause, the ledger): helpers join at SpillAfter, or as soon
-// after it as the caller next waits.
+// The calling goroutine binds every call (tool.Tool.Bind) and then runs
+// the stage in two parts. First the batch: every call whose handler needs
+// a goroutine of its own anyway (its tool does not declare HonorsContext,
+// it is not a write guarded by the ledger, and it could be bound) gets it
+// at once, up to MaxParallel handlers at a time, and the caller waits for
+// their answers together, on one channel and one timer set to the
+// earliest pending deadline, starting the next call of the batch as each
+// one is settled. A stage of quick calls thus parks the caller about once
+// instead of once per call. A handler past its deadline is given up on as
+// in Run; the batch holds no helper, since its handlers already run side
+// by side, and SpillAfter does not apply to it.
+//
+// Then the rest, in stage order: the calls left out of the batch, and
+// those of the batch whose first attempt failed in a way that is tried
+// again (their retries, pauses included). The caller works through them
+// itself; if it is still at it SpillAfter later, up to MaxParallel-1
+// helper goroutines join in on the calls not yet started. A handler that
+// runs on the caller then costs no helper for a quick stage, and slow
+// calls still run side by side. The caller looks at the time while it
+// waits (on a handler's goroutine, a handler that runs on the caller, a
+// retry's pause, the ledger): helpers join at SpillAfter, or as soon after
+// it as the caller next waits.
 func (e *Executor) RunStage(ctx context.Context, calls []Call) []Outcome {
 	return e.RunStageWatched(ctx, calls, nil)
 }
@@ -265,11 +278,13 @@ func (e *Executor) RunStageWatched(ctx context.Context, calls []Call, watch func
 	for i := range calls {
 		s.first[i].binding = e.bind(&calls[i])
 	}
-	// No timer of its own for the spill while the caller only waits on
-	// handlers' goroutines: its waiter's timer serves (waiter.start).
-	s.spillAt = time.Now().Add(e.opts.SpillAfter)
-	w := waiter{stage: s}
-	s.work(&w)
+	var w waiter
+	s.batch(&w)
+	if s.rest > 0 {
+		s.spillAt = time.Now().Add(e.opts.SpillAfter)
+		w.stage = s
+		s.work(&w)
+	}
 	w.stop()
 	if s.spillTimer != nil {
 		s.spillTimer.Stop()
@@ -290,10 +305,11 @@ type stage struct {
 	watch func(CallEvent)
 	out   []Outcome
 	first []prepared // made ahead by the caller, one per call
+	rest  int        // how many calls the batch left (prepared.rest)
 
 	wmu sync.Mutex // serializes watch
-	// Calls are claimed by index, so each runs exactly once whichever
-	// goroutine gets to it first.
+	// The rest's calls are claimed by index, so each runs exactly once
+	// whichever goroutine gets to it first.
 	next atomic.Int32
 	// Helpers are added under mu, once (spilled), and only before over is
 	// set, so that every Add comes before the Wait in RunStageWatched.
@@ -312,34 +328,188 @@ type stage struct {
 // allocation for the whole stage: the binding, and the handler's context.
 // A handler given up on may keep its context past the stage, and with it
 // the stage's prepared calls: a few hundred bytes until it returns.
+//
+// It also holds where the call stands in the stage, which the caller
+// alone writes, and only in the batch: pending while the caller waits for
+// the call's handler in the batch, rest for a call left to the rest of
+// the stage, and resume for one whose first attempt, in the batch, is to
+// be tried again. (While a call of the batch is pending, its outcome's
+// Started holds when it began.)
 type prepared struct {
 	binding
-	ctx callContext
+	ctx     callContext
+	resume  *tries
+	pending bool
+	rest    bool
 }
 
-// run runs call i, telling the watcher.
-func (s *stage) run(i int, first *prepared, w *waiter) {
+// tries is how far a call's attempts have got: n is the attempt to make
+// next, start when the call began, wait the next retry's backoff, and
+// pause how long to wait before attempt n.
+type tries struct {
+	n           int
+	start       time.Time
+	wait, pause time.Duration
+}
+
+// batchAnswer is the answer of a batch's handler, with its call's index.
+type batchAnswer struct {
+	i int
+	answer
+}
+
+// tell calls the watcher, if there is one, never two at once.
+func (s *stage) tell(ev CallEvent) {
 	if s.watch != nil {
 		s.wmu.Lock()
-		s.watch(CallEvent{Index: i})
+		s.watch(ev)
 		s.wmu.Unlock()
+	}
+}
+
+// batched reports whether call i goes into the batch: its handler runs on
+// a goroutine of its own whatever happens, and its first attempt needs
+// nothing of the caller but to wait.
+func (s *stage) batched(i int) bool {
+	c := &s.calls[i]
+	return s.first[i].err == nil && !c.Tool.HonorsContext() && !c.guarded()
+}
+
+// batch runs the stage's batch (see RunStage) on the caller, with w's
+// timer, and marks the calls it did not finish for the rest. Every handler
+// answers on one channel, buffered for all of them, so that one given up
+// on never blocks; its late answer is dropped, since its call is no
+// longer pending.
+func (s *stage) batch(w *waiter) {
+	e, ctx := s.e, s.ctx
+	var answers chan batchAnswer // made for the first handler
+	next, running := 0, 0        // the next call to look at; pending calls
+	for {
+		for running < e.opts.MaxParallel && next < len(s.calls) {
+			i := next
+			next++
+			if !s.batched(i) || ctx.Err() != nil {
+				// Left to runCall, which also reports a call the ended run
+				// skipped.
+				s.leave(i)
+				continue
+			}
+			if answers == nil {
+				answers = make(chan batchAnswer, len(s.calls)-i)
+			}
+			s.tell(CallEvent{Index: i})
+			p := &s.first[i]
+			s.out[i].Started = e.opts.Now()
+			p.ctx.init(ctx, time.Now().Add(e.timeout(&s.calls[i])))
+			p.pending = true
+			running++
+			cctx, h, call, ch := &p.ctx, handling{name: s.calls[i].Call.Name}, p.call, answers
+			go func() { // h and call, not the call's prepared: it stays the caller's
+				out, err := e.invoke(cctx, h, call)
+				ch <- batchAnswer{i, answer{out, err}}
+			}()
+		}
+		if running == 0 {
+			return
+		}
+		now, due := time.Now(), time.Time{}
+		for i := range s.first[:next] {
+			if p := &s.first[i]; p.pending && (due.IsZero() || p.ctx.deadline.Before(due)) {
+				due = p.ctx.deadline
+			}
+		}
+		select {
+		case a := <-answers:
+			p := &s.first[a.i]
+			if !p.pending {
+				continue // given up on at its deadline: the answer is late
+			}
+			p.pending = false
+			running--
+			s.settleBatched(a.i, a.answer)
+		case <-ctx.Done():
+			for i := range s.first[:next] {
+				if p := &s.first[i]; p.pending {
+					p.pending = false
+					p.ctx.end()
+					s.finish(i, e.ended(&s.calls[i], 1, s.out[i].Started, ctx.Err()))
+				}
+			}
+			running = 0
+		case <-w.start(now, due):
+			w.armed = false
+			now = time.Now()
+			for i := range s.first[:next] {
+				p := &s.first[i]
+				if !p.pending || now.Before(p.ctx.deadline) {
+					continue
+				}
+				// Given up on, as attempt does: the handler finishes alone.
+				p.pending = false
+				running--
+				p.ctx.end()
+				c, start := &s.calls[i], s.out[i].Started
+				if err := ctx.Err(); err != nil {
+					s.finish(i, e.ended(c, 1, start, err))
+				} else {
+					s.finish(i, e.timedOut(c, 1, start, e.timeout(c), context.DeadlineExceeded))
+				}
+			}
+		}
+	}
+}
+
+// settleBatched settles the answer of call i's first attempt, run in the
+// batch, as run would: a failure that is tried again leaves the call to
+// the rest of the stage, with its attempts so far.
+func (s *stage) settleBatched(i int, a answer) {
+	e, c, p := s.e, &s.calls[i], &s.first[i]
+	content, late, err := e.settle(s.ctx, p.ctx.end(), c, a)
+	t := tries{n: 1, start: s.out[i].Started, wait: e.opts.RetryBackoff}
+	o, over := e.judge(s.ctx, c, &t, e.timeout(c), content, late, err)
+	if !over {
+		t.n++
+		resume := t // on the heap only for a retry
+		p.resume = &resume
+		s.leave(i)
+		return
+	}
+	s.finish(i, o)
+}
+
+// leave leaves call i to the rest of the stage.
+func (s *stage) leave(i int) {
+	s.first[i].rest = true
+	s.rest++
+}
+
+// finish records call i's outcome and tells the watcher.
+func (s *stage) finish(i int, o Outcome) {
+	s.out[i] = o
+	s.tell(CallEvent{Index: i, Outcome: &s.out[i]})
+}
+
+// run runs call i, telling the watcher; a call whose first attempt was
+// made in the batch has been told of already, and goes on from there.
+func (s *stage) run(i int, first *prepared, w *waiter) {
+	if first.resume == nil {
+		s.tell(CallEvent{Index: i})
 	}
 	s.out[i] = s.e.runCall(s.ctx, s.calls[i], first, w)
-	if s.watch != nil {
-		s.wmu.Lock()
-		s.watch(CallEvent{Index: i, Outcome: &s.out[i]})
-		s.wmu.Unlock()
-	}
+	s.tell(CallEvent{Index: i, Outcome: &s.out[i]})
 }
 
-// work runs calls not yet claimed until there are none left.
+// work runs the rest's calls not yet claimed, in stage order, until there
+// are none left.
 func (s *stage) work(w *waiter) {
 	for {
 		i := int(s.next.Add(1)) - 1
 		if i >= len(s.calls) {
 			return
 		}
-		s.run(i, &s.first[i], w)
+		if s.first[i].rest {
+			s.run(i, &s.first[i], w)
+		}
 	}
 }
 
@@ -359,7 +529,7 @@ func (s *stage) spill() {
 	}
 	s.spilled = true
 	help := s.help // one closure for all helpers
-	for range min(s.e.opts.MaxParallel, len(s.calls)) - 1 {
+	for range min(s.e.opts.MaxParallel, s.rest) - 1 {
 		s.wg.Go(help)
 	}
 }
@@ -379,15 +549,18 @@ type waiter struct {
 	at    time.Time // when the timer fires, while armed
 	armed bool
 	done  chan answer
-	// stage is set for a stage's caller until the stage's spill is in
-	// hand: its timer then also fires at the stage's spillAt.
+	// stage is set for a stage's caller in the stage's rest until the
+	// stage's spill timer is set (hold).
 	stage *stage
 }
 
-// hold is called before the caller does something that may hold it other
-// than waiting on a handler's goroutine (a handler that runs on it, a
-// retry's pause, the ledger): the stage's spill then gets a timer of its
-// own. w may be nil.
+// hold is called before the caller does something that may hold it (a
+// handler that runs on it, a retry's pause, the ledger): the stage's
+// spill then gets a timer. w may be nil. Every call the batch leaves to
+// the rest of a stage comes here before it waits on anything (a call
+// whose handler runs on a goroutine of its own is there for a retry, or
+// as a guarded write), so a stage whose calls all finish in the batch
+// costs no spill timer, and one whose rest is quick costs one.
 func (w *waiter) hold() {
 	if w == nil || w.stage == nil {
 		return
@@ -407,13 +580,9 @@ func (w *waiter) channel() chan answer {
 
 // start readies the timer for a wait on a handler due at due (now is the
 // time) and returns its channel: the timer is set anew only if it is not
-// running or would fire later than due, or than the stage's spill time
-// for a stage's caller. (Since Go 1.23 a timer that is reset or stopped
-// delivers no stale value.)
+// running or would fire later than due. (Since Go 1.23 a timer that is
+// reset or stopped delivers no stale value.)
 func (w *waiter) start(now, due time.Time) <-chan time.Time {
-	if w.stage != nil && w.stage.spillAt.Before(due) {
-		due = w.stage.spillAt
-	}
 	if w.armed && !due.Before(w.at) {
 		return w.timer.C
 	}
@@ -428,16 +597,11 @@ func (w *waiter) start(now, due time.Time) <-chan time.Time {
 }
 
 // wake is called when the timer has fired during the wait on a handler
-// due at due: it brings in a stage's helpers if their time has come, and
-// reports whether the handler is late; if not, the wait goes on, on the
-// channel it returns.
+// due at due: it reports whether the handler is late; if not, the wait
+// goes on, on the channel it returns.
 func (w *waiter) wake(due time.Time) (late bool, c <-chan time.Time) {
 	w.armed = false
 	now := time.Now()
-	if w.stage != nil && !now.Before(w.stage.spillAt) {
-		w.stage.spill()
-		w.stage = nil
-	}
 	if !now.Before(due) {
 		return true, nil
 	}
@@ -495,19 +659,28 @@ func (e *Executor) bind(c *Call) (b binding) {
 
 func (e *Executor) run(ctx context.Context, c Call, first *prepared, w *waiter) Outcome {
 	timeout := e.timeout(&c)
-	start := e.opts.Now()
-	wait := e.opts.RetryBackoff
-	for attempt := 1; ; attempt++ {
+	var t tries
+	if first != nil && first.resume != nil {
+		t = *first.resume // the batch made the first attempt
+	} else {
+		t = tries{n: 1, start: e.opts.Now(), wait: e.opts.RetryBackoff}
+	}
+	for ; ; t.n++ {
+		if t.pause > 0 {
+			w.hold()
+			sleep(ctx, t.pause) // if the run ends meanwhile, the check below reports it
+			t.pause = 0
+		}
 		if err := ctx.Err(); err != nil {
 			// The run ended before this attempt: do not start the handler,
 			// since the call is reported as skipped.
-			return e.ended(&c, attempt-1, start, err)
+			return e.ended(&c, t.n-1, t.start, err)
 		}
 		// Each attempt decodes the arguments afresh, so that nothing a
 		// handler did to its input reaches a retry.
 		var b *binding
 		var cctx *callContext // nil: attempt makes one
-		if first == nil || attempt > 1 {
+		if first == nil || t.n > 1 {
 			nb := e.bind(&c)
 			b = &nb
 		} else {
@@ -521,21 +694,29 @@ func (e *Executor) run(ctx context.Context, c Call, first *prepared, w *waiter) 
 		} else {
 			content, late, err = e.attempt(ctx, &c, b.call, timeout, w, cctx)
 		}
-		switch {
-		case err == nil:
-			return e.succeeded(&c, attempt, start, content)
-		case ctx.Err() != nil:
-			return e.ended(&c, attempt, start, ctx.Err())
-		case late:
-			return e.timedOut(&c, attempt, start, timeout, err)
+		if o, over := e.judge(ctx, &c, &t, timeout, content, late, err); over {
+			return o
 		}
-		if d, retry := e.retryWait(err, attempt, &wait); retry {
-			w.hold()
-			sleep(ctx, d) // if the run ends meanwhile, the next attempt reports it
-			continue
-		}
-		return e.failed(&c, attempt, start, err)
 	}
+}
+
+// judge makes the outcome of a call whose attempt t.n has returned, and
+// reports whether the call is over; if it is not, the attempt is tried
+// again after t.pause.
+func (e *Executor) judge(ctx context.Context, c *Call, t *tries, timeout time.Duration, content json.RawMessage, late bool, err error) (Outcome, bool) {
+	switch {
+	case err == nil:
+		return e.succeeded(c, t.n, t.start, content), true
+	case ctx.Err() != nil:
+		return e.ended(c, t.n, t.start, ctx.Err()), true
+	case late:
+		return e.timedOut(c, t.n, t.start, timeout, err), true
+	}
+	if d, retry := e.retryWait(err, t.n, &t.wait); retry {
+		t.pause = d
+		return Outcome{}, false
+	}
+	return e.failed(c, t.n, t.start, err), true
 }
 
 func (e *Executor) timeout(c *Call) time.Duration {
@@ -758,7 +939,7 @@ func (e *Executor) attempt(ctx context.Context, c *Call, call tool.Bound, timeou
 		case <-timer:
 			var late bool
 			if late, timer = w.wake(due); !late {
-				continue // the stage's spill time, or an earlier call's deadline
+				continue // an earlier call's deadline
 			}
 			w.abandon()
 			cctx.end()
