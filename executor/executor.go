@@ -280,7 +280,7 @@ func (e *Executor) RunStageWatched(ctx context.Context, calls []Call, watch func
 	}
 	var w waiter
 	s.batch(&w)
-	if s.rest > 0 {
+	if s.left {
 		s.spillAt = time.Now().Add(e.opts.SpillAfter)
 		w.stage = s
 		s.work(&w)
@@ -299,13 +299,17 @@ func (e *Executor) RunStageWatched(ctx context.Context, calls []Call, watch func
 // stage is one RunStageWatched: everything its goroutines share, in one
 // allocation.
 type stage struct {
-	e     *Executor
-	ctx   context.Context
-	calls []Call
-	watch func(CallEvent)
-	out   []Outcome
-	first []prepared // made ahead by the caller, one per call
-	rest  int        // how many calls the batch left (prepared.rest)
+	e       *Executor
+	ctx     context.Context
+	calls   []Call
+	watch   func(CallEvent)
+	out     []Outcome
+	first   []prepared       // made ahead by the caller, one per call
+	answers chan batchAnswer // the batch's workers' answers
+	// Under mu, with the batch's call states and what a worker sets as it
+	// starts a call (prepared.ctx, the outcome's Started):
+	unstarted int32 // calls of the batch no worker has started
+	cursor    int32 // no call before it is queued
 
 	wmu sync.Mutex // serializes watch
 	// The rest's calls are claimed by index, so each runs exactly once
@@ -316,6 +320,7 @@ type stage struct {
 	mu      sync.Mutex
 	over    bool
 	spilled bool
+	left    bool // the batch left calls to the rest (prepared.rest)
 	wg      sync.WaitGroup
 
 	// spillAt is when helpers join; spillTimer, made and read by the
@@ -329,18 +334,18 @@ type stage struct {
 // A handler given up on may keep its context past the stage, and with it
 // the stage's prepared calls: a few hundred bytes until it returns.
 //
-// It also holds where the call stands in the stage, which the caller
-// alone writes, and only in the batch: pending while the caller waits for
-// the call's handler in the batch, rest for a call left to the rest of
-// the stage, and resume for one whose first attempt, in the batch, is to
-// be tried again. (While a call of the batch is pending, its outcome's
-// Started holds when it began.)
+// It also holds where the call stands in the stage: its state in the
+// batch (shared with the batch's workers, under stage.mu), rest for a
+// call left to the rest of the stage, and resume for one whose first
+// attempt, in the batch, is to be tried again. (While a call of the batch
+// runs, its outcome's Started holds when it began.)
 type prepared struct {
 	binding
-	ctx     callContext
-	resume  *tries
-	pending bool
-	rest    bool
+	ctx    callContext
+	resume *tries
+	state  uint8 // in the batch, under stage.mu
+	rest   bool
+	drop   bool // given up on in the batch, its watcher not yet told
 }
 
 // tries is how far a call's attempts have got: n is the attempt to make
@@ -368,94 +373,210 @@ func (s *stage) tell(ev CallEvent) {
 }
 
 // batched reports whether call i goes into the batch: its handler runs on
-// a goroutine of its own whatever happens, and its first attempt needs
-// nothing of the caller but to wait.
+// a goroutine other than the caller's whatever happens, and its first
+// attempt needs nothing of the caller but to wait.
 func (s *stage) batched(i int) bool {
 	c := &s.calls[i]
 	return s.first[i].err == nil && !c.Tool.HonorsContext() && !c.guarded()
 }
 
-// batch runs the stage's batch (see RunStage) on the caller, with w's
-// timer, and marks the calls it did not finish for the rest. Every handler
-// answers on one channel, buffered for all of them, so that one given up
-// on never blocks; its late answer is dropped, since its call is no
-// longer pending.
+// The states of a call of the batch (prepared.state), under stage.mu.
+const (
+	notBatched uint8 = iota
+	queued           // waiting for a worker
+	running          // its handler runs on a worker
+	answered         // its answer is on its way to the caller
+	abandoned        // given up on by the caller, or left to the rest
+	settled          // its answer was taken by the caller
+)
+
+// batch runs the stage's batch (see RunStage) and marks the calls it did
+// not finish for the rest. Workers run the handlers, one after another;
+// the caller waits for their answers on one channel, buffered for all of
+// them, with w's timer set to the earliest time it must act: a running
+// call's deadline, the soonest a queued call's could be, or the spill.
+//
+// A worker whose call is given up on stays with its handler, drops its
+// answer when the handler returns, and does no more; the caller starts
+// another in its place if calls are still queued. So at most MaxParallel
+// handlers run for the stage, not counting those given up on.
 func (s *stage) batch(w *waiter) {
 	e, ctx := s.e, s.ctx
-	var answers chan batchAnswer // made for the first handler
-	next, running := 0, 0        // the next call to look at; pending calls
-	for {
-		for running < e.opts.MaxParallel && next < len(s.calls) {
-			i := next
-			next++
-			if !s.batched(i) || ctx.Err() != nil {
-				// Left to runCall, which also reports a call the ended run
-				// skipped.
-				s.leave(i)
+	n := 0
+	for i := range s.calls {
+		if s.batched(i) && ctx.Err() == nil {
+			s.first[i].state = queued
+			n++
+		} else {
+			s.leave(i) // runCall also reports a call the ended run skipped
+		}
+	}
+	if n == 0 {
+		return
+	}
+	s.unstarted = int32(n)
+	s.answers = make(chan batchAnswer, n)
+	worker := s.worker // one func value for all workers
+	live := 1          // workers not held by a call given up on
+	go worker()
+	spillAt, spilled := time.Now().Add(e.opts.SpillAfter), false
+	for pending := n; pending > 0; {
+		s.mu.Lock()
+		now := time.Now()
+		var due time.Time
+		for i := range s.first {
+			var d time.Time
+			switch p := &s.first[i]; p.state {
+			case running:
+				d = p.ctx.deadline
+			case queued:
+				// A worker may start it while the caller waits: its deadline
+				// is no sooner than this.
+				d = now.Add(e.timeout(&s.calls[i]))
+			default:
 				continue
 			}
-			if answers == nil {
-				answers = make(chan batchAnswer, len(s.calls)-i)
+			if due.IsZero() || d.Before(due) {
+				due = d
 			}
-			s.tell(CallEvent{Index: i})
-			p := &s.first[i]
-			s.out[i].Started = e.opts.Now()
-			p.ctx.init(ctx, time.Now().Add(e.timeout(&s.calls[i])))
-			p.pending = true
-			running++
-			cctx, h, call, ch := &p.ctx, handling{name: s.calls[i].Call.Name}, p.call, answers
-			go func() { // h and call, not the call's prepared: it stays the caller's
-				out, err := e.invoke(cctx, h, call)
-				ch <- batchAnswer{i, answer{out, err}}
-			}()
 		}
-		if running == 0 {
-			return
+		if !spilled && s.unstarted > 0 && (due.IsZero() || spillAt.Before(due)) {
+			due = spillAt
 		}
-		now, due := time.Now(), time.Time{}
-		for i := range s.first[:next] {
-			if p := &s.first[i]; p.pending && (due.IsZero() || p.ctx.deadline.Before(due)) {
-				due = p.ctx.deadline
-			}
+		s.mu.Unlock()
+		var timer <-chan time.Time // none while every pending call has answered
+		if !due.IsZero() {
+			timer = w.start(now, due)
 		}
 		select {
-		case a := <-answers:
-			p := &s.first[a.i]
-			if !p.pending {
-				continue // given up on at its deadline: the answer is late
-			}
-			p.pending = false
-			running--
+		case a := <-s.answers:
+			// Only a call's worker sends its answer, and only if the call
+			// was not given up on.
+			s.mu.Lock()
+			s.first[a.i].state = settled
+			s.mu.Unlock()
+			pending--
 			s.settleBatched(a.i, a.answer)
 		case <-ctx.Done():
-			for i := range s.first[:next] {
-				if p := &s.first[i]; p.pending {
-					p.pending = false
-					p.ctx.end()
-					s.finish(i, e.ended(&s.calls[i], 1, s.out[i].Started, ctx.Err()))
+			// As attempt: the calls that started end with the run, the
+			// others are left to runCall, which reports them skipped.
+			s.mu.Lock()
+			for i := range s.first {
+				switch p := &s.first[i]; p.state {
+				case running, answered:
+					p.state, p.drop = abandoned, true
+					s.out[i] = e.ended(&s.calls[i], 1, s.out[i].Started, ctx.Err())
+				case queued:
+					p.state = abandoned
+					s.leave(i)
 				}
 			}
-			running = 0
-		case <-w.start(now, due):
+			s.unstarted = 0
+			s.mu.Unlock()
+			s.dropped()
+			return
+		case <-timer:
 			w.armed = false
+			s.mu.Lock()
 			now = time.Now()
-			for i := range s.first[:next] {
+			gone := 0
+			for i := range s.first {
 				p := &s.first[i]
-				if !p.pending || now.Before(p.ctx.deadline) {
+				if p.state != running || now.Before(p.ctx.deadline) {
 					continue
 				}
 				// Given up on, as attempt does: the handler finishes alone.
-				p.pending = false
-				running--
-				p.ctx.end()
+				p.state, p.drop = abandoned, true
+				gone++
 				c, start := &s.calls[i], s.out[i].Started
 				if err := ctx.Err(); err != nil {
-					s.finish(i, e.ended(c, 1, start, err))
+					s.out[i] = e.ended(c, 1, start, err)
 				} else {
-					s.finish(i, e.timedOut(c, 1, start, e.timeout(c), context.DeadlineExceeded))
+					s.out[i] = e.timedOut(c, 1, start, e.timeout(c), context.DeadlineExceeded)
+				}
+			}
+			live -= gone
+			pending -= gone
+			more := 0
+			if s.unstarted > 0 {
+				want := live + gone // replace the workers held
+				if !spilled && !now.Before(spillAt) {
+					spilled, want = true, e.opts.MaxParallel
+				}
+				more = min(want, e.opts.MaxParallel, live+int(s.unstarted)) - live
+			}
+			s.mu.Unlock()
+			s.dropped()
+			for range more {
+				live++
+				go worker()
+			}
+		}
+	}
+}
+
+// dropped ends the contexts of the calls the caller gave up on and tells
+// the watcher of their outcomes, made under mu.
+func (s *stage) dropped() {
+	for i := range s.first {
+		if p := &s.first[i]; p.drop {
+			p.drop = false
+			p.ctx.end()
+			s.tell(CallEvent{Index: i, Outcome: &s.out[i]})
+		}
+	}
+}
+
+// worker is a batch's worker: it runs queued calls' handlers one after
+// another until none is left, the run has ended, or the caller gives up
+// on the call it runs.
+func (s *stage) worker() {
+	e := s.e
+	for {
+		// A call's start is told before its claim is seen by the caller,
+		// which tells of its finish: the watcher's lock is taken first.
+		if s.watch != nil {
+			s.wmu.Lock()
+		}
+		s.mu.Lock()
+		i := -1
+		if s.ctx.Err() == nil {
+			for ; int(s.cursor) < len(s.first); s.cursor++ {
+				if s.first[s.cursor].state == queued {
+					i = int(s.cursor)
+					s.cursor++
+					break
 				}
 			}
 		}
+		if i < 0 {
+			s.mu.Unlock()
+			if s.watch != nil {
+				s.wmu.Unlock()
+			}
+			return
+		}
+		p, c := &s.first[i], &s.calls[i]
+		p.state = running
+		s.unstarted--
+		s.out[i].Started = e.opts.Now()
+		p.ctx.init(s.ctx, time.Now().Add(e.timeout(c)))
+		s.mu.Unlock()
+		if s.watch != nil {
+			s.watch(CallEvent{Index: i})
+			s.wmu.Unlock()
+		}
+		out, err := e.invoke(&p.ctx, handling{name: c.Call.Name}, p.call)
+		s.mu.Lock()
+		gone := p.state != running
+		if !gone {
+			p.state = answered
+		}
+		s.mu.Unlock()
+		if gone {
+			return // the caller has moved on, and started another worker if needed
+		}
+		s.answers <- batchAnswer{i, answer{out, err}}
 	}
 }
 
@@ -480,7 +601,7 @@ func (s *stage) settleBatched(i int, a answer) {
 // leave leaves call i to the rest of the stage.
 func (s *stage) leave(i int) {
 	s.first[i].rest = true
-	s.rest++
+	s.left = true
 }
 
 // finish records call i's outcome and tells the watcher.
@@ -529,7 +650,7 @@ func (s *stage) spill() {
 	}
 	s.spilled = true
 	help := s.help // one closure for all helpers
-	for range min(s.e.opts.MaxParallel, s.rest) - 1 {
+	for range min(s.e.opts.MaxParallel, len(s.calls)) - 1 {
 		s.wg.Go(help)
 	}
 }
