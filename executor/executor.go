@@ -31,8 +31,9 @@ type Options struct {
 	MaxRetryWait time.Duration
 	// MaxParallel caps how many calls of one stage run at once. Default 4.
 	MaxParallel int
-	// SpillAfter is how long RunStage works through a stage on the
-	// calling goroutine alone before helpers join in. Default 100µs.
+	// SpillAfter is how long RunStage runs a stage's batch on one worker
+	// goroutine, or works through the rest of the stage on the calling
+	// goroutine alone, before more goroutines join in. Default 100µs.
 	SpillAfter time.Duration
 	// Ledger is the idempotency ledger for write calls. Default an
 	// in-memory ledger owned by the executor.
@@ -211,27 +212,27 @@ type Outcome struct {
 // finished in.
 //
 // The calling goroutine binds every call (tool.Tool.Bind) and then runs
-// the stage in two parts. First the batch: every call whose handler needs
-// a goroutine of its own anyway (its tool does not declare HonorsContext,
-// it is not a write guarded by the ledger, and it could be bound) gets it
-// at once, up to MaxParallel handlers at a time, and the caller waits for
-// their answers together, on one channel and one timer set to the
-// earliest pending deadline, starting the next call of the batch as each
-// one is settled. A stage of quick calls thus parks the caller about once
-// instead of once per call. A handler past its deadline is given up on as
-// in Run; the batch holds no helper, since its handlers already run side
-// by side, and SpillAfter does not apply to it.
+// the stage in two parts. First the batch: the calls whose handlers need
+// a goroutine other than the caller's anyway (the tool does not declare
+// HonorsContext, the call is not a write guarded by the ledger, and it
+// could be bound). One worker goroutine runs their handlers one after
+// another, and the caller waits for the answers on one channel, with one
+// timer set to the earliest time it must act, settling each answer as it
+// comes; if the batch is still running SpillAfter later, more workers
+// join, up to MaxParallel. A stage of quick calls thus costs one
+// goroutine and about one park of the caller, however many calls it has,
+// and slow calls still run side by side. A call past its deadline is given
+// up on as in Run: its worker stays with the handler, and another takes
+// the calls still queued.
 //
 // Then the rest, in stage order: the calls left out of the batch, and
 // those of the batch whose first attempt failed in a way that is tried
 // again (their retries, pauses included). The caller works through them
 // itself; if it is still at it SpillAfter later, up to MaxParallel-1
 // helper goroutines join in on the calls not yet started. A handler that
-// runs on the caller then costs no helper for a quick stage, and slow
-// calls still run side by side. The caller looks at the time while it
-// waits (on a handler's goroutine, a handler that runs on the caller, a
-// retry's pause, the ledger): helpers join at SpillAfter, or as soon after
-// it as the caller next waits.
+// runs on the caller then costs no helper for a quick stage. The caller
+// notices the spill time while it is held (a handler that runs on it, a
+// retry's pause, the ledger) by a timer set as it is first held.
 func (e *Executor) RunStage(ctx context.Context, calls []Call) []Outcome {
 	return e.RunStageWatched(ctx, calls, nil)
 }

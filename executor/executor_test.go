@@ -796,6 +796,7 @@ func (c *concurrency) handle(context.Context, args) (any, error) {
 func TestMaxParallel(t *testing.T) {
 	for _, tc := range []struct{ maxParallel, want, calls int }{
 		{2, 2, 6},
+		{2, 2, 5},
 		{1, 1, 4},
 		{0, 4, 9}, // default
 		{8, 3, 3}, // fewer calls than the cap
