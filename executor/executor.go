@@ -333,7 +333,8 @@ type stage struct {
 // prepared is what a stage makes ahead for a call's first attempt, in one
 // allocation for the whole stage: the binding, and the handler's context.
 // A handler given up on may keep its context past the stage, and with it
-// the stage's prepared calls: a few hundred bytes until it returns.
+// the stage's prepared calls (and, on a batch's worker, the whole stage):
+// a few hundred bytes per call until it returns.
 //
 // It also holds where the call stands in the stage: its state in the
 // batch (shared with the batch's workers, under stage.mu), rest for a
