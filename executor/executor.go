@@ -64,6 +64,7 @@ type Options struct {
 // Executor runs tool calls. It is safe for concurrent use.
 type Executor struct {
 	opts      Options
+	realClock bool // opts.Now is time.Now: one reading serves both clocks
 	ledger    store.Ledger
 	lastPrune atomic.Int64 // unix nanoseconds of the last ledger prune
 
@@ -141,7 +142,8 @@ func New(opts *Options) *Executor {
 	case o.LedgerRetention < 0:
 		o.LedgerRetention = 0
 	}
-	if o.Now == nil {
+	realClock := o.Now == nil
+	if realClock {
 		o.Now = time.Now
 	}
 	if o.MaxResultBytes == 0 {
@@ -150,7 +152,7 @@ func New(opts *Options) *Executor {
 	if o.LedgerTimeout <= 0 {
 		o.LedgerTimeout = store.DefaultCallTimeout
 	}
-	return &Executor{opts: o, ledger: store.BoundLedger(o.Ledger, o.LedgerTimeout)}
+	return &Executor{opts: o, realClock: realClock, ledger: store.BoundLedger(o.Ledger, o.LedgerTimeout)}
 }
 
 // Options returns the executor's effective options, defaults filled in.
@@ -420,11 +422,11 @@ func (s *stage) batch(w *waiter) {
 	s.answers = make(chan batchAnswer, n)
 	worker := s.worker // one func value for all workers
 	live := 1          // workers not held by a call given up on
+	begin := time.Now()
 	go worker()
-	spillAt, spilled := time.Now().Add(e.opts.SpillAfter), false
+	spillAt, spilled := begin.Add(e.opts.SpillAfter), false
 	for pending := n; pending > 0; {
 		s.mu.Lock()
-		now := time.Now()
 		var due time.Time
 		for i := range s.first {
 			var d time.Time
@@ -433,8 +435,9 @@ func (s *stage) batch(w *waiter) {
 				d = p.ctx.deadline
 			case queued:
 				// A worker may start it while the caller waits: its deadline
-				// is no sooner than this.
-				d = now.Add(e.timeout(&s.calls[i]))
+				// is no sooner than this. (The timer may thus fire before any
+				// deadline, in a batch slower than its quickest timeout.)
+				d = begin.Add(e.timeout(&s.calls[i]))
 			default:
 				continue
 			}
@@ -448,7 +451,7 @@ func (s *stage) batch(w *waiter) {
 		s.mu.Unlock()
 		var timer <-chan time.Time // none while every pending call has answered
 		if !due.IsZero() {
-			timer = w.start(now, due)
+			timer = w.until(due)
 		}
 		select {
 		case a := <-s.answers:
@@ -480,7 +483,7 @@ func (s *stage) batch(w *waiter) {
 		case <-timer:
 			w.armed = false
 			s.mu.Lock()
-			now = time.Now()
+			now := time.Now()
 			gone := 0
 			for i := range s.first {
 				p := &s.first[i]
@@ -561,8 +564,11 @@ func (s *stage) worker() {
 		p, c := &s.first[i], &s.calls[i]
 		p.state = running
 		s.unstarted--
-		s.out[i].Started = e.opts.Now()
-		p.ctx.init(s.ctx, time.Now().Add(e.timeout(c)))
+		now := time.Now()
+		if s.out[i].Started = now; !e.realClock {
+			s.out[i].Started = e.opts.Now()
+		}
+		p.ctx.init(s.ctx, now.Add(e.timeout(c)))
 		s.mu.Unlock()
 		if s.watch != nil {
 			s.watch(CallEvent{Index: i})
@@ -717,6 +723,15 @@ func (w *waiter) start(now, due time.Time) <-chan time.Time {
 	}
 	w.at, w.armed = due, true
 	return w.timer.C
+}
+
+// until is start for a wait that reads the clock only if the timer must
+// be set anew.
+func (w *waiter) until(due time.Time) <-chan time.Time {
+	if w.armed && !due.Before(w.at) {
+		return w.timer.C
+	}
+	return w.start(time.Now(), due)
 }
 
 // wake is called when the timer has fired during the wait on a handler
