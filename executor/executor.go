@@ -422,9 +422,11 @@ func (s *stage) batch(w *waiter) {
 	s.answers = make(chan batchAnswer, n)
 	worker := s.worker // one func value for all workers
 	live := 1          // workers not held by a call given up on
-	begin := time.Now()
+	// floor is a time when every call still queued had not started: the
+	// batch's start, then the caller's last wake on its timer.
+	floor := time.Now()
 	go worker()
-	spillAt, spilled := begin.Add(e.opts.SpillAfter), false
+	spillAt, spilled := floor.Add(e.opts.SpillAfter), false
 	for pending := n; pending > 0; {
 		s.mu.Lock()
 		var due time.Time
@@ -436,8 +438,9 @@ func (s *stage) batch(w *waiter) {
 			case queued:
 				// A worker may start it while the caller waits: its deadline
 				// is no sooner than this. (The timer may thus fire before any
-				// deadline, in a batch slower than its quickest timeout.)
-				d = begin.Add(e.timeout(&s.calls[i]))
+				// deadline, when a worker is slower than a queued call's
+				// timeout; the floor then moves up.)
+				d = floor.Add(e.timeout(&s.calls[i]))
 			default:
 				continue
 			}
@@ -484,6 +487,7 @@ func (s *stage) batch(w *waiter) {
 			w.armed = false
 			s.mu.Lock()
 			now := time.Now()
+			floor = now
 			gone := 0
 			for i := range s.first {
 				p := &s.first[i]
