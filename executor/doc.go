@@ -23,9 +23,10 @@
 // its context is abandoned at its timeout, and the Outcome says whether
 // the run must stop (StopRun). This is the one engine: the in-process
 // runner and the Temporal tool activity both run calls through Run. A
-// handler runs on a goroutine of its own, which the caller stops waiting
-// for at the timeout; a tool that declares tool.Spec.HonorsContext runs on
-// the caller's goroutine instead. Either way a behaviour is classified
+// handler runs on a goroutine other than the caller's (of its own, or a
+// stage's worker that runs its quick calls one after another), which the
+// caller stops waiting for at the timeout; a tool that declares
+// tool.Spec.HonorsContext runs on the caller's goroutine instead. Either way a behaviour is classified
 // alike.
 //
 // Writes. A write Call with an IdempotencyKey goes through the ledger

@@ -31,8 +31,9 @@ type Options struct {
 	MaxRetryWait time.Duration
 	// MaxParallel caps how many calls of one stage run at once. Default 4.
 	MaxParallel int
-	// SpillAfter is how long RunStage works through a stage on the
-	// calling goroutine alone before helpers join in. Default 100µs.
+	// SpillAfter is how long RunStage runs a stage's batch on one worker
+	// goroutine, or works through the rest of the stage on the calling
+	// goroutine alone, before more goroutines join in. Default 100µs.
 	SpillAfter time.Duration
 	// Ledger is the idempotency ledger for write calls. Default an
 	// in-memory ledger owned by the executor.
@@ -63,6 +64,7 @@ type Options struct {
 // Executor runs tool calls. It is safe for concurrent use.
 type Executor struct {
 	opts      Options
+	realClock bool // opts.Now is time.Now: one reading serves both clocks
 	ledger    store.Ledger
 	lastPrune atomic.Int64 // unix nanoseconds of the last ledger prune
 
@@ -140,7 +142,8 @@ func New(opts *Options) *Executor {
 	case o.LedgerRetention < 0:
 		o.LedgerRetention = 0
 	}
-	if o.Now == nil {
+	realClock := o.Now == nil
+	if realClock {
 		o.Now = time.Now
 	}
 	if o.MaxResultBytes == 0 {
@@ -149,7 +152,7 @@ func New(opts *Options) *Executor {
 	if o.LedgerTimeout <= 0 {
 		o.LedgerTimeout = store.DefaultCallTimeout
 	}
-	return &Executor{opts: o, ledger: store.BoundLedger(o.Ledger, o.LedgerTimeout)}
+	return &Executor{opts: o, realClock: realClock, ledger: store.BoundLedger(o.Ledger, o.LedgerTimeout)}
 }
 
 // Options returns the executor's effective options, defaults filled in.
@@ -210,15 +213,28 @@ type Outcome struct {
 // and returns their outcomes in the order of calls, whatever order they
 // finished in.
 //
-// The calling goroutine binds every call (tool.Tool.Bind) and then works
-// through the calls itself; if the stage is still running after
-// SpillAfter, up to MaxParallel-1 helper goroutines join in on the calls
-// not yet started. A stage of quick calls thus costs no helper (handing
-// work to another goroutine and back costs more than a quick call), and
-// slow calls still run side by side. The caller looks at the time while
-// it waits (on a handler's goroutine, a handler that runs on the caller,
-// a retry's pause, the ledger): helpers join at SpillAfter, or as soon
-// after it as the caller next waits.
+// The calling goroutine binds every call (tool.Tool.Bind) and then runs
+// the stage in two parts. First the batch: the calls whose handlers need
+// a goroutine other than the caller's anyway (the tool does not declare
+// HonorsContext, the call is not a write guarded by the ledger, and it
+// could be bound). One worker goroutine runs their handlers one after
+// another, and the caller waits for the answers on one channel, with one
+// timer set to the earliest time it must act, settling each answer as it
+// comes; if the batch is still running SpillAfter later, more workers
+// join, up to MaxParallel. A stage of quick calls thus costs one
+// goroutine and about one park of the caller, however many calls it has,
+// and slow calls still run side by side. A call past its deadline is given
+// up on as in Run: its worker stays with the handler, and another takes
+// the calls still queued.
+//
+// Then the rest, in stage order: the calls left out of the batch, and
+// those of the batch whose first attempt failed in a way that is tried
+// again (their retries, pauses included). The caller works through them
+// itself; if it is still at it SpillAfter later, up to MaxParallel-1
+// helper goroutines join in on the calls not yet started. A handler that
+// runs on the caller then costs no helper for a quick stage. The caller
+// notices the spill time while it is held (a handler that runs on it, a
+// retry's pause, the ledger) by a timer set as it is first held.
 func (e *Executor) RunStage(ctx context.Context, calls []Call) []Outcome {
 	return e.RunStageWatched(ctx, calls, nil)
 }
@@ -265,11 +281,13 @@ func (e *Executor) RunStageWatched(ctx context.Context, calls []Call, watch func
 	for i := range calls {
 		s.first[i].binding = e.bind(&calls[i])
 	}
-	// No timer of its own for the spill while the caller only waits on
-	// handlers' goroutines: its waiter's timer serves (waiter.start).
-	s.spillAt = time.Now().Add(e.opts.SpillAfter)
-	w := waiter{stage: s}
-	s.work(&w)
+	var w waiter
+	s.batch(&w)
+	if s.left {
+		s.spillAt = time.Now().Add(e.opts.SpillAfter)
+		w.stage = s
+		s.work(&w)
+	}
 	w.stop()
 	if s.spillTimer != nil {
 		s.spillTimer.Stop()
@@ -284,22 +302,28 @@ func (e *Executor) RunStageWatched(ctx context.Context, calls []Call, watch func
 // stage is one RunStageWatched: everything its goroutines share, in one
 // allocation.
 type stage struct {
-	e     *Executor
-	ctx   context.Context
-	calls []Call
-	watch func(CallEvent)
-	out   []Outcome
-	first []prepared // made ahead by the caller, one per call
+	e       *Executor
+	ctx     context.Context
+	calls   []Call
+	watch   func(CallEvent)
+	out     []Outcome
+	first   []prepared       // made ahead by the caller, one per call
+	answers chan batchAnswer // the batch's workers' answers
+	// Under mu, with the batch's call states and what a worker sets as it
+	// starts a call (prepared.ctx, the outcome's Started):
+	unstarted int32 // calls of the batch no worker has started
+	cursor    int32 // no call before it is queued
 
 	wmu sync.Mutex // serializes watch
-	// Calls are claimed by index, so each runs exactly once whichever
-	// goroutine gets to it first.
+	// The rest's calls are claimed by index, so each runs exactly once
+	// whichever goroutine gets to it first.
 	next atomic.Int32
 	// Helpers are added under mu, once (spilled), and only before over is
 	// set, so that every Add comes before the Wait in RunStageWatched.
 	mu      sync.Mutex
 	over    bool
 	spilled bool
+	left    bool // the batch left calls to the rest (prepared.rest)
 	wg      sync.WaitGroup
 
 	// spillAt is when helpers join; spillTimer, made and read by the
@@ -311,35 +335,314 @@ type stage struct {
 // prepared is what a stage makes ahead for a call's first attempt, in one
 // allocation for the whole stage: the binding, and the handler's context.
 // A handler given up on may keep its context past the stage, and with it
-// the stage's prepared calls: a few hundred bytes until it returns.
+// the stage's prepared calls (and, on a batch's worker, the whole stage):
+// a few hundred bytes per call until it returns.
+//
+// It also holds where the call stands in the stage: its state in the
+// batch (shared with the batch's workers, under stage.mu), rest for a
+// call left to the rest of the stage, and resume for one whose first
+// attempt, in the batch, is to be tried again. (While a call of the batch
+// runs, its outcome's Started holds when it began.)
 type prepared struct {
 	binding
-	ctx callContext
+	ctx    callContext
+	resume *tries
+	state  uint8 // in the batch, under stage.mu
+	rest   bool
+	drop   bool // given up on in the batch, its watcher not yet told
 }
 
-// run runs call i, telling the watcher.
-func (s *stage) run(i int, first *prepared, w *waiter) {
+// tries is how far a call's attempts have got: n is the attempt to make
+// next, start when the call began, wait the next retry's backoff, and
+// pause how long to wait before attempt n.
+type tries struct {
+	n           int
+	start       time.Time
+	wait, pause time.Duration
+}
+
+// batchAnswer is the answer of a batch's handler, with its call's index.
+type batchAnswer struct {
+	i int
+	answer
+}
+
+// tell calls the watcher, if there is one, never two at once.
+func (s *stage) tell(ev CallEvent) {
 	if s.watch != nil {
 		s.wmu.Lock()
-		s.watch(CallEvent{Index: i})
+		s.watch(ev)
 		s.wmu.Unlock()
+	}
+}
+
+// batched reports whether call i goes into the batch: its handler runs on
+// a goroutine other than the caller's whatever happens, and its first
+// attempt needs nothing of the caller but to wait.
+func (s *stage) batched(i int) bool {
+	c := &s.calls[i]
+	return s.first[i].err == nil && !c.Tool.HonorsContext() && !c.guarded()
+}
+
+// The states of a call of the batch (prepared.state), under stage.mu.
+const (
+	notBatched uint8 = iota
+	queued           // waiting for a worker
+	running          // its handler runs on a worker
+	answered         // its answer is on its way to the caller
+	abandoned        // given up on by the caller, or left to the rest
+	settled          // its answer was taken by the caller
+)
+
+// batch runs the stage's batch (see RunStage) and marks the calls it did
+// not finish for the rest. Workers run the handlers, one after another;
+// the caller waits for their answers on one channel, buffered for all of
+// them, with w's timer set to the earliest time it must act: a running
+// call's deadline, the soonest a queued call's could be, or the spill.
+//
+// A worker whose call is given up on stays with its handler, drops its
+// answer when the handler returns, and does no more; the caller starts
+// another in its place if calls are still queued. So at most MaxParallel
+// handlers run for the stage, not counting those given up on.
+func (s *stage) batch(w *waiter) {
+	e, ctx := s.e, s.ctx
+	n := 0
+	for i := range s.calls {
+		if s.batched(i) && ctx.Err() == nil {
+			s.first[i].state = queued
+			n++
+		} else {
+			s.leave(i) // runCall also reports a call the ended run skipped
+		}
+	}
+	if n == 0 {
+		return
+	}
+	s.unstarted = int32(n)
+	s.answers = make(chan batchAnswer, n)
+	worker := s.worker // one func value for all workers
+	live := 1          // workers not held by a call given up on
+	// floor is a time when every call still queued had not started: the
+	// batch's start, then the caller's last wake on its timer.
+	floor := time.Now()
+	go worker()
+	spillAt, spilled := floor.Add(e.opts.SpillAfter), false
+	for pending := n; pending > 0; {
+		s.mu.Lock()
+		var due time.Time
+		for i := range s.first {
+			var d time.Time
+			switch p := &s.first[i]; p.state {
+			case running:
+				d = p.ctx.deadline
+			case queued:
+				// A worker may start it while the caller waits: its deadline
+				// is no sooner than this. (The timer may thus fire before any
+				// deadline, when a worker is slower than a queued call's
+				// timeout; the floor then moves up.)
+				d = floor.Add(e.timeout(&s.calls[i]))
+			default:
+				continue
+			}
+			if due.IsZero() || d.Before(due) {
+				due = d
+			}
+		}
+		if !spilled && s.unstarted > 0 && (due.IsZero() || spillAt.Before(due)) {
+			due = spillAt
+		}
+		s.mu.Unlock()
+		var timer <-chan time.Time // none while every pending call has answered
+		if !due.IsZero() {
+			timer = w.until(due)
+		}
+		select {
+		case a := <-s.answers:
+			// Only a call's worker sends its answer, and only if the call
+			// was not given up on.
+			s.mu.Lock()
+			s.first[a.i].state = settled
+			s.mu.Unlock()
+			pending--
+			s.settleBatched(a.i, a.answer)
+		case <-ctx.Done():
+			// As attempt: the calls that started end with the run, the
+			// others are left to runCall, which reports them skipped.
+			s.mu.Lock()
+			for i := range s.first {
+				switch p := &s.first[i]; p.state {
+				case running, answered:
+					p.state, p.drop = abandoned, true
+					s.out[i] = e.ended(&s.calls[i], 1, s.out[i].Started, ctx.Err())
+				case queued:
+					p.state = abandoned
+					s.leave(i)
+				}
+			}
+			s.unstarted = 0
+			s.mu.Unlock()
+			s.dropped()
+			return
+		case <-timer:
+			w.armed = false
+			s.mu.Lock()
+			now := time.Now()
+			floor = now
+			gone := 0
+			for i := range s.first {
+				p := &s.first[i]
+				if p.state != running || now.Before(p.ctx.deadline) {
+					continue
+				}
+				// Given up on, as attempt does: the handler finishes alone.
+				p.state, p.drop = abandoned, true
+				gone++
+				c, start := &s.calls[i], s.out[i].Started
+				if err := ctx.Err(); err != nil {
+					s.out[i] = e.ended(c, 1, start, err)
+				} else {
+					s.out[i] = e.timedOut(c, 1, start, e.timeout(c), context.DeadlineExceeded)
+				}
+			}
+			live -= gone
+			pending -= gone
+			more := 0
+			if s.unstarted > 0 {
+				want := live + gone // replace the workers held
+				if !spilled && !now.Before(spillAt) {
+					spilled, want = true, e.opts.MaxParallel
+				}
+				more = min(want, e.opts.MaxParallel, live+int(s.unstarted)) - live
+			}
+			s.mu.Unlock()
+			s.dropped()
+			for range more {
+				live++
+				go worker()
+			}
+		}
+	}
+}
+
+// dropped ends the contexts of the calls the caller gave up on and tells
+// the watcher of their outcomes, made under mu.
+func (s *stage) dropped() {
+	for i := range s.first {
+		if p := &s.first[i]; p.drop {
+			p.drop = false
+			p.ctx.end()
+			s.tell(CallEvent{Index: i, Outcome: &s.out[i]})
+		}
+	}
+}
+
+// worker is a batch's worker: it runs queued calls' handlers one after
+// another until none is left, the run has ended, or the caller gives up
+// on the call it runs.
+func (s *stage) worker() {
+	e := s.e
+	for {
+		// A call's start is told before its claim is seen by the caller,
+		// which tells of its finish: the watcher's lock is taken first.
+		if s.watch != nil {
+			s.wmu.Lock()
+		}
+		s.mu.Lock()
+		i := -1
+		if s.ctx.Err() == nil {
+			for ; int(s.cursor) < len(s.first); s.cursor++ {
+				if s.first[s.cursor].state == queued {
+					i = int(s.cursor)
+					s.cursor++
+					break
+				}
+			}
+		}
+		if i < 0 {
+			s.mu.Unlock()
+			if s.watch != nil {
+				s.wmu.Unlock()
+			}
+			return
+		}
+		p, c := &s.first[i], &s.calls[i]
+		p.state = running
+		s.unstarted--
+		now := time.Now()
+		if s.out[i].Started = now; !e.realClock {
+			s.out[i].Started = e.opts.Now()
+		}
+		p.ctx.init(s.ctx, now.Add(e.timeout(c)))
+		s.mu.Unlock()
+		if s.watch != nil {
+			s.watch(CallEvent{Index: i})
+			s.wmu.Unlock()
+		}
+		out, err := e.invoke(&p.ctx, handling{name: c.Call.Name}, p.call)
+		s.mu.Lock()
+		gone := p.state != running
+		if !gone {
+			p.state = answered
+		}
+		s.mu.Unlock()
+		if gone {
+			return // the caller has moved on, and started another worker if needed
+		}
+		s.answers <- batchAnswer{i, answer{out, err}}
+	}
+}
+
+// settleBatched settles the answer of call i's first attempt, run in the
+// batch, as run would: a failure that is tried again leaves the call to
+// the rest of the stage, with its attempts so far.
+func (s *stage) settleBatched(i int, a answer) {
+	e, c, p := s.e, &s.calls[i], &s.first[i]
+	content, late, err := e.settle(s.ctx, p.ctx.end(), c, a)
+	t := tries{n: 1, start: s.out[i].Started, wait: e.opts.RetryBackoff}
+	o, over := e.judge(s.ctx, c, &t, e.timeout(c), content, late, err)
+	if !over {
+		t.n++
+		resume := t // on the heap only for a retry
+		p.resume = &resume
+		s.leave(i)
+		return
+	}
+	s.finish(i, o)
+}
+
+// leave leaves call i to the rest of the stage.
+func (s *stage) leave(i int) {
+	s.first[i].rest = true
+	s.left = true
+}
+
+// finish records call i's outcome and tells the watcher.
+func (s *stage) finish(i int, o Outcome) {
+	s.out[i] = o
+	s.tell(CallEvent{Index: i, Outcome: &s.out[i]})
+}
+
+// run runs call i, telling the watcher; a call whose first attempt was
+// made in the batch has been told of already, and goes on from there.
+func (s *stage) run(i int, first *prepared, w *waiter) {
+	if first.resume == nil {
+		s.tell(CallEvent{Index: i})
 	}
 	s.out[i] = s.e.runCall(s.ctx, s.calls[i], first, w)
-	if s.watch != nil {
-		s.wmu.Lock()
-		s.watch(CallEvent{Index: i, Outcome: &s.out[i]})
-		s.wmu.Unlock()
-	}
+	s.tell(CallEvent{Index: i, Outcome: &s.out[i]})
 }
 
-// work runs calls not yet claimed until there are none left.
+// work runs the rest's calls not yet claimed, in stage order, until there
+// are none left.
 func (s *stage) work(w *waiter) {
 	for {
 		i := int(s.next.Add(1)) - 1
 		if i >= len(s.calls) {
 			return
 		}
-		s.run(i, &s.first[i], w)
+		if s.first[i].rest {
+			s.run(i, &s.first[i], w)
+		}
 	}
 }
 
@@ -379,15 +682,18 @@ type waiter struct {
 	at    time.Time // when the timer fires, while armed
 	armed bool
 	done  chan answer
-	// stage is set for a stage's caller until the stage's spill is in
-	// hand: its timer then also fires at the stage's spillAt.
+	// stage is set for a stage's caller in the stage's rest until the
+	// stage's spill timer is set (hold).
 	stage *stage
 }
 
-// hold is called before the caller does something that may hold it other
-// than waiting on a handler's goroutine (a handler that runs on it, a
-// retry's pause, the ledger): the stage's spill then gets a timer of its
-// own. w may be nil.
+// hold is called before the caller does something that may hold it (a
+// handler that runs on it, a retry's pause, the ledger): the stage's
+// spill then gets a timer. w may be nil. Every call the batch leaves to
+// the rest of a stage comes here before it waits on anything (a call
+// whose handler runs on a goroutine of its own is there for a retry, or
+// as a guarded write), so a stage whose calls all finish in the batch
+// costs no spill timer, and one whose rest is quick costs one.
 func (w *waiter) hold() {
 	if w == nil || w.stage == nil {
 		return
@@ -407,13 +713,9 @@ func (w *waiter) channel() chan answer {
 
 // start readies the timer for a wait on a handler due at due (now is the
 // time) and returns its channel: the timer is set anew only if it is not
-// running or would fire later than due, or than the stage's spill time
-// for a stage's caller. (Since Go 1.23 a timer that is reset or stopped
-// delivers no stale value.)
+// running or would fire later than due. (Since Go 1.23 a timer that is
+// reset or stopped delivers no stale value.)
 func (w *waiter) start(now, due time.Time) <-chan time.Time {
-	if w.stage != nil && w.stage.spillAt.Before(due) {
-		due = w.stage.spillAt
-	}
 	if w.armed && !due.Before(w.at) {
 		return w.timer.C
 	}
@@ -427,17 +729,21 @@ func (w *waiter) start(now, due time.Time) <-chan time.Time {
 	return w.timer.C
 }
 
+// until is start for a wait that reads the clock only if the timer must
+// be set anew.
+func (w *waiter) until(due time.Time) <-chan time.Time {
+	if w.armed && !due.Before(w.at) {
+		return w.timer.C
+	}
+	return w.start(time.Now(), due)
+}
+
 // wake is called when the timer has fired during the wait on a handler
-// due at due: it brings in a stage's helpers if their time has come, and
-// reports whether the handler is late; if not, the wait goes on, on the
-// channel it returns.
+// due at due: it reports whether the handler is late; if not, the wait
+// goes on, on the channel it returns.
 func (w *waiter) wake(due time.Time) (late bool, c <-chan time.Time) {
 	w.armed = false
 	now := time.Now()
-	if w.stage != nil && !now.Before(w.stage.spillAt) {
-		w.stage.spill()
-		w.stage = nil
-	}
 	if !now.Before(due) {
 		return true, nil
 	}
@@ -495,19 +801,28 @@ func (e *Executor) bind(c *Call) (b binding) {
 
 func (e *Executor) run(ctx context.Context, c Call, first *prepared, w *waiter) Outcome {
 	timeout := e.timeout(&c)
-	start := e.opts.Now()
-	wait := e.opts.RetryBackoff
-	for attempt := 1; ; attempt++ {
+	var t tries
+	if first != nil && first.resume != nil {
+		t = *first.resume // the batch made the first attempt
+	} else {
+		t = tries{n: 1, start: e.opts.Now(), wait: e.opts.RetryBackoff}
+	}
+	for ; ; t.n++ {
+		if t.pause > 0 {
+			w.hold()
+			sleep(ctx, t.pause) // if the run ends meanwhile, the check below reports it
+			t.pause = 0
+		}
 		if err := ctx.Err(); err != nil {
 			// The run ended before this attempt: do not start the handler,
 			// since the call is reported as skipped.
-			return e.ended(&c, attempt-1, start, err)
+			return e.ended(&c, t.n-1, t.start, err)
 		}
 		// Each attempt decodes the arguments afresh, so that nothing a
 		// handler did to its input reaches a retry.
 		var b *binding
 		var cctx *callContext // nil: attempt makes one
-		if first == nil || attempt > 1 {
+		if first == nil || t.n > 1 {
 			nb := e.bind(&c)
 			b = &nb
 		} else {
@@ -521,21 +836,29 @@ func (e *Executor) run(ctx context.Context, c Call, first *prepared, w *waiter) 
 		} else {
 			content, late, err = e.attempt(ctx, &c, b.call, timeout, w, cctx)
 		}
-		switch {
-		case err == nil:
-			return e.succeeded(&c, attempt, start, content)
-		case ctx.Err() != nil:
-			return e.ended(&c, attempt, start, ctx.Err())
-		case late:
-			return e.timedOut(&c, attempt, start, timeout, err)
+		if o, over := e.judge(ctx, &c, &t, timeout, content, late, err); over {
+			return o
 		}
-		if d, retry := e.retryWait(err, attempt, &wait); retry {
-			w.hold()
-			sleep(ctx, d) // if the run ends meanwhile, the next attempt reports it
-			continue
-		}
-		return e.failed(&c, attempt, start, err)
 	}
+}
+
+// judge makes the outcome of a call whose attempt t.n has returned, and
+// reports whether the call is over; if it is not, the attempt is tried
+// again after t.pause.
+func (e *Executor) judge(ctx context.Context, c *Call, t *tries, timeout time.Duration, content json.RawMessage, late bool, err error) (Outcome, bool) {
+	switch {
+	case err == nil:
+		return e.succeeded(c, t.n, t.start, content), true
+	case ctx.Err() != nil:
+		return e.ended(c, t.n, t.start, ctx.Err()), true
+	case late:
+		return e.timedOut(c, t.n, t.start, timeout, err), true
+	}
+	if d, retry := e.retryWait(err, t.n, &t.wait); retry {
+		t.pause = d
+		return Outcome{}, false
+	}
+	return e.failed(c, t.n, t.start, err), true
 }
 
 func (e *Executor) timeout(c *Call) time.Duration {
@@ -758,7 +1081,7 @@ func (e *Executor) attempt(ctx context.Context, c *Call, call tool.Bound, timeou
 		case <-timer:
 			var late bool
 			if late, timer = w.wake(due); !late {
-				continue // the stage's spill time, or an earlier call's deadline
+				continue // an earlier call's deadline
 			}
 			w.abandon()
 			cctx.end()

@@ -796,6 +796,7 @@ func (c *concurrency) handle(context.Context, args) (any, error) {
 func TestMaxParallel(t *testing.T) {
 	for _, tc := range []struct{ maxParallel, want, calls int }{
 		{2, 2, 6},
+		{2, 2, 5},
 		{1, 1, 4},
 		{0, 4, 9}, // default
 		{8, 3, 3}, // fewer calls than the cap
@@ -1148,23 +1149,32 @@ func TestQuickCallMakesNoContext(t *testing.T) {
 // channel from one call to the next, but never the channel of a handler
 // it gave up on: that handler may still answer, and its late answer must
 // not be taken for the next call's. Here the first call ignores its
-// context past its timeout and answers while the second call runs.
+// context past its timeout and answers while the second call runs. In a
+// stage (MaxParallel 2) both calls' first attempts fail in the batch, so
+// that their second attempts run one after the other on the caller.
 func TestAbandonedAnswerNotTakenByNextCall(t *testing.T) {
 	for _, maxParallel := range []int{1, 2} { // the serial path and a stage's worker
 		gate, returned := make(chan struct{}), make(chan struct{})
+		var slowTries, nextTries atomic.Int32
 		slow := mkTool(t, tool.Spec[args]{Name: "slow", Timeout: 30 * time.Millisecond, OnTimeout: tool.TimeoutReport},
 			func(context.Context, args) (any, error) {
+				if maxParallel > 1 && slowTries.Add(1) == 1 {
+					return nil, tool.Unavailable(errors.New("503"))
+				}
 				defer close(returned)
 				<-gate // ignores its context
 				return "late", nil
 			})
 		next := mkTool(t, tool.Spec[args]{Name: "next"}, func(context.Context, args) (any, error) {
+			if maxParallel > 1 && nextTries.Add(1) == 1 {
+				return nil, tool.Unavailable(errors.New("503"))
+			}
 			close(gate) // the first call's handler answers now, late
 			<-returned
 			time.Sleep(20 * time.Millisecond) // for its answer to be sent
 			return "second", nil
 		})
-		e := executor.New(&executor.Options{MaxParallel: maxParallel, SpillAfter: time.Hour})
+		e := executor.New(&executor.Options{MaxParallel: maxParallel, SpillAfter: time.Hour, RetryBackoff: time.Millisecond})
 		out := e.RunStage(context.Background(), []executor.Call{call("c1", slow, 1), call("c2", next, 2)})
 		if out[0].Result.ErrorKind != llm.KindTimeout {
 			t.Errorf("MaxParallel %d: first outcome = %+v, want a timeout", maxParallel, out[0])
@@ -1180,7 +1190,7 @@ func TestAbandonedAnswerNotTakenByNextCall(t *testing.T) {
 // context runs on the caller, and a retry pauses it. The caller's first
 // call here waits until the second has started, which only a helper can
 // start. (The caller waiting on a handler's goroutine spills on its own
-// timer: TestMaxParallel.)
+// timer: TestStageSpillsWhileCallerWaits.)
 func TestStageSpillsWhileCallerHeld(t *testing.T) {
 	for _, held := range []string{"on-caller handler", "retry pause"} {
 		t.Run(held, func(t *testing.T) {
@@ -1201,7 +1211,9 @@ func TestStageSpillsWhileCallerHeld(t *testing.T) {
 						return nil, errors.New("the second call did not start while the first held the caller")
 					}
 				})
-			next := mkTool(t, tool.Spec[args]{Name: "second"}, func(context.Context, args) (any, error) {
+			// On the caller too, so that the batch leaves it to the stage's
+			// rest, where the caller (held) or a helper takes it.
+			next := mkTool(t, tool.Spec[args]{Name: "second", HonorsContext: true}, func(context.Context, args) (any, error) {
 				close(second)
 				return "ok", nil
 			})
