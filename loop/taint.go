@@ -316,9 +316,10 @@ func (m *taintMemory) noteResult(r *llm.ToolResult, rt *resultTrust) {
 	default:
 		rv.addRawAs(rt.fieldUntrusted("") || rt.mixed(), 0, len(content))
 	}
-	if rv.srcIdx < 0 && rt.fieldUntrusted("") && len(r.Content) == 0 {
-		// An empty untrusted result carries nothing, but the tool is
-		// still outside content: the run is tainted all the same.
+	if rv.srcIdx < 0 && rt.fieldUntrusted("") && (len(r.Content) == 0 || !rt.mixed()) {
+		// An untrusted result that carries nothing (empty, or the JSON
+		// string "") still came from outside: the run is tainted all the
+		// same, as by any other result of the tool.
 		m.Sources = append(m.Sources, src)
 	}
 }

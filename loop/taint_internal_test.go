@@ -115,7 +115,10 @@ func TestTaintMemoryPinned(t *testing.T) {
 	}
 	sum := sha256.Sum256(b)
 	got := fmt.Sprintf("%d sources, %d trusted, %d untrusted, sha256 %s", len(j.Sources), len(j.Trusted), len(j.Untrusted), hex.EncodeToString(sum[:8]))
-	const want = "82 sources, 133 trusted, 126 untrusted, sha256 e72b27cf2bd68318"
+	// 84 sources: the two untrusted results that are the JSON string ""
+	// became sources when an untrusted result that carries nothing was
+	// made to taint the run as an empty one does (82 before).
+	const want = "84 sources, 133 trusted, 126 untrusted, sha256 d5ff1e1deef0782d"
 	if got != want {
 		t.Errorf("memory: %s\nwant        %s", got, want)
 	}
@@ -254,6 +257,23 @@ func TestTrimPunctIsStringsTrim(t *testing.T) {
 	for _, s := range append(trickyText, "", ".", "..a..", "\"'`()[]{}<>x<>", "x.,;:!?", "é.", ".é") {
 		if got, want := trimPunct(s), strings.Trim(s, ".,;:!?\"'`()[]{}<>"); got != want {
 			t.Errorf("trimPunct(%q) = %q, strings.Trim gives %q", s, got, want)
+		}
+	}
+}
+
+// An untrusted result that carries no value taints the run as an empty
+// one does, whatever its JSON: the tool is outside content all the same.
+func TestUntrustedResultWithoutValuesTaints(t *testing.T) {
+	for _, content := range []string{``, `""`, `{}`, `[]`, `null`, `" "`} {
+		m := newTaintMemory()
+		m.noteResult(&llm.ToolResult{CallID: "c1", Name: "fetch", Content: []byte(content)}, &untrustedResult)
+		if len(m.Sources) != 1 || m.Sources[0].CallID != "c1" {
+			t.Errorf("untrusted result %q: sources %+v; want the run tainted by c1", content, m.Sources)
+		}
+		m = newTaintMemory()
+		m.noteResult(&llm.ToolResult{CallID: "c2", Name: "read", Content: []byte(content)}, &trustedResult)
+		if len(m.Sources) != 0 {
+			t.Errorf("trusted result %q: sources %+v; want none", content, m.Sources)
 		}
 	}
 }
