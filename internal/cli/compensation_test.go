@@ -123,6 +123,25 @@ func TestRunCompensate(t *testing.T) {
 	}
 }
 
+// TestRunCompensateWithoutGroups: --compensate with no all-or-nothing
+// group anywhere warns that it will undo nothing, and the run goes on; a
+// run that has a group (here --atomic-batches) is not warned.
+func TestRunCompensateWithoutGroups(t *testing.T) {
+	const warning = "toolloop run: warning: --compensate will undo nothing: no tool is in an all-or-nothing group"
+	till := newTillServer(t, false)
+	code, out, errOut := runTill(t, till, "--mcp-config", writeFile(t, "mcp.json", tillConfig), "--compensate")
+	if code != exitOK || !strings.Contains(errOut, warning) {
+		t.Fatalf("exit %d, stdout %q, stderr %q; want the warning", code, out, errOut)
+	}
+	if !till.stands("R-A") {
+		t.Errorf("the refund was undone without a group")
+	}
+	till = newTillServer(t, false)
+	if _, _, errOut = runTill(t, till, "--mcp-config", writeFile(t, "mcp.json", tillConfig), "--compensate", "--atomic-batches"); strings.Contains(errOut, warning) {
+		t.Errorf("warned with --atomic-batches: %q", errOut)
+	}
+}
+
 // TestRunCompensationFailed: a compensation that fails stops the run with
 // compensation_failed, exit status 1, naming what is left for a person.
 func TestRunCompensationFailed(t *testing.T) {

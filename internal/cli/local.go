@@ -238,6 +238,12 @@ func (b *local) Start(ctx context.Context, req *Request) (*loop.Result, error) {
 		return nil, err
 	}
 	b.closers = append(b.closers, func() error { box.close(); return nil })
+	if req.Compensation == loop.CompensateWrites && !req.AtomicBatches && !anyAtomicGroup(box.reg) {
+		// Compensation undoes the writes of a failed all-or-nothing
+		// group; with no group at all it can never undo anything.
+		fmt.Fprintf(b.c.stderr, "toolloop %s: warning: --compensate will undo nothing: no tool is in an all-or-nothing group; "+
+			"add --atomic-batches, or give tools an atomic_group in --mcp-config\n", b.cmd)
+	}
 	def := ""
 	if len(sets) > 0 {
 		def = orders.SystemPrompt
@@ -588,4 +594,18 @@ func loadRun(ctx context.Context, st store.EventLog, runID string) ([]loop.Event
 		return nil, fmt.Errorf("run %s: its log does not begin with its started event", runID)
 	}
 	return events, nil
+}
+
+// anyAtomicGroup reports whether a tool of reg belongs to an all-or-nothing
+// group.
+func anyAtomicGroup(reg *tool.Registry) bool {
+	if reg == nil {
+		return false
+	}
+	for _, t := range reg.Tools() {
+		if t.AtomicGroup() != "" {
+			return true
+		}
+	}
+	return false
 }
