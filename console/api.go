@@ -195,7 +195,11 @@ type runDoc struct {
 	// Answered those answered in earlier pauses.
 	Pending  []loop.Pending `json:"pending"`
 	Answered []loop.Pending `json:"answered,omitempty"`
-	Events   []shownEvent   `json:"events,omitempty"`
+	// Tokens is the run's token account, as on its page: a row per turn
+	// and per context edit, then the total; none for a run whose turns
+	// report no tokens.
+	Tokens []tokenRow   `json:"tokens,omitempty"`
+	Events []shownEvent `json:"events,omitempty"`
 }
 
 func (s *Server) apiRun(w http.ResponseWriter, r *http.Request, _ *who) {
@@ -207,7 +211,7 @@ func (s *Server) apiRun(w http.ResponseWriter, r *http.Request, _ *who) {
 	events := plainEvents(shown)
 	sum, st := summarize(events)
 	doc := runDoc{Summary: sum, Budgets: budgets(st, sum), Findings: trace.Diagnose(events),
-		Messages: st.Result(events).Messages, Pending: st.Pending, Answered: st.Answered}
+		Messages: st.Result(events).Messages, Pending: st.Pending, Answered: st.Answered, Tokens: tokenRows(events)}
 	if doc.Findings == nil {
 		doc.Findings = []trace.Finding{}
 	}

@@ -13,19 +13,23 @@ import (
 // turn with its input split by the prompt cache, or a context edit (a
 // compaction with its summary request's tokens).
 type tokenRow struct {
-	Seq int
+	Seq int `json:"seq,omitempty"`
 	// Step is the turn's number, or "before N" for an edit.
-	Step string
+	Step string `json:"step,omitempty"`
 	// What is "turn", "failed" (a request paid for in part), "clearing",
 	// "compaction" or "total".
-	What                                      string
-	Input, CacheRead, CacheWrite, New, Output int64
+	What       string `json:"what"`
+	Input      int64  `json:"input"`
+	CacheRead  int64  `json:"cache_read"`
+	CacheWrite int64  `json:"cache_write"`
+	New        int64  `json:"new"`
+	Output     int64  `json:"output"`
 	// Edit says what an edit did, or why a request failed.
-	Edit string
+	Edit string `json:"edit,omitempty"`
 	// Miss is a turn's cache miss, in words; Expected when a context
 	// edit of the run explains it.
-	Miss     string
-	Expected bool
+	Miss     string `json:"miss,omitempty"`
+	Expected bool   `json:"expected,omitempty"`
 }
 
 // tokenRows is the run's token account (trace.Tokens) with a total row

@@ -62,8 +62,33 @@ func TestRunPageTokens(t *testing.T) {
 	if !strings.Contains(page, `class="span k-edit_context"`) {
 		t.Errorf("the timeline does not draw the clearings")
 	}
-	_, page = e.do(req{path: "/runs/" + e.scenario("normal"), token: aliceToken})
+	// The API has the same account.
+	var doc struct {
+		Tokens []struct {
+			Seq       int    `json:"seq"`
+			What      string `json:"what"`
+			Input     int64  `json:"input"`
+			CacheRead int64  `json:"cache_read"`
+			Expected  bool   `json:"expected"`
+		} `json:"tokens"`
+	}
+	e.getJSON("/api/runs/"+run, &doc)
+	kinds := map[string]int{}
+	for _, r := range doc.Tokens {
+		kinds[r.What]++
+		if r.Seq == next.Seq && (r.Input != u.InputTokens || r.CacheRead != u.CachedInputTokens || !r.Expected) {
+			t.Errorf("API row of the turn after the clearing: %+v; want input %d, cache_read %d, expected", r, u.InputTokens, u.CachedInputTokens)
+		}
+	}
+	if kinds["turn"] != turns || kinds["clearing"] != len(clearings) || kinds["total"] != 1 {
+		t.Errorf("API token rows by kind %v; want %d turns, %d clearings, 1 total", kinds, turns, len(clearings))
+	}
+	normal := e.scenario("normal")
+	_, page = e.do(req{path: "/runs/" + normal, token: aliceToken})
 	if strings.Contains(page, `data-testid="tokens"`) {
 		t.Errorf("a run without tokens has a token table")
+	}
+	if _, body := e.do(req{path: "/api/runs/" + normal + "?events=0", token: aliceToken}); strings.Contains(body, `"tokens":[`) {
+		t.Errorf("the API has a token account for a run without tokens: %s", body)
 	}
 }
