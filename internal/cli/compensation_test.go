@@ -253,3 +253,16 @@ func TestRunMCPConfigTrust(t *testing.T) {
 		t.Errorf("bad destination: exit %d, stdout %q, stderr %q", code, out, errOut)
 	}
 }
+
+// TestMCPConfigRecordedAbsolute: a run records its --mcp-config file by
+// its absolute path, so that a resume from another directory reads the
+// same file.
+func TestMCPConfigRecordedAbsolute(t *testing.T) {
+	dir := t.TempDir()
+	t.Chdir(dir)
+	f := sourceFlags{mcpConfig: "mcp.json"}
+	want := " --mcp-config " + shellQuote(filepath.Join(dir, "mcp.json"))
+	if got := f.canonical(); !strings.Contains(got, want) {
+		t.Errorf("recorded flags %q; want %q in them", got, want)
+	}
+}

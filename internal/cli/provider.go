@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"net/url"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -191,8 +192,13 @@ func (f *sourceFlags) canonical() string {
 	}
 	if f.mcpConfig != "" {
 		// The path: a resumed run reads the file again, for the
-		// compensations its tools declare.
-		add("mcp-config", f.mcpConfig)
+		// compensations and trust its tools declare; made absolute, so
+		// that a run resumed from another directory finds it.
+		path := f.mcpConfig
+		if abs, err := filepath.Abs(path); err == nil {
+			path = abs
+		}
+		add("mcp-config", path)
 	}
 	if f.confirmWrites {
 		b.WriteString(" --confirm-writes")
