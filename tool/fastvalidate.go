@@ -373,6 +373,24 @@ func (w *fastWalk) space() {
 	}
 }
 
+// after reads what follows a member or an element: the container's
+// closing byte (end) or a comma; ok is false for anything else.
+func (w *fastWalk) after(closing byte) (end, ok bool) {
+	w.space()
+	if w.i >= len(w.b) {
+		return false, false
+	}
+	switch w.b[w.i] {
+	case closing:
+		w.i++
+		return true, true
+	case ',':
+		w.i++
+		return false, true
+	}
+	return false, false
+}
+
 // value reads a value that must conform to f (nil: any value) and hashes
 // it. It reports false when it cannot vouch for the value.
 func (w *fastWalk) value(f *fastSchema, depth int) bool {
@@ -494,18 +512,11 @@ func (w *fastWalk) object(f *fastSchema, depth int) bool {
 			}
 			members = append(members, fastMember{keyStart: ks, keyEnd: ke, valueStart: vs})
 			n++
-			w.space()
-			if w.i >= len(w.b) {
+			if end, ok := w.after('}'); !ok {
 				return false
-			}
-			if w.b[w.i] == '}' {
-				w.i++
+			} else if end {
 				break
 			}
-			if w.b[w.i] != ',' {
-				return false
-			}
-			w.i++
 		}
 	}
 	if f != nil {
@@ -635,18 +646,11 @@ func (w *fastWalk) array(f *fastSchema, depth int) bool {
 				return false
 			}
 			n++
-			w.space()
-			if w.i >= len(w.b) {
+			if end, ok := w.after(']'); !ok {
 				return false
-			}
-			if w.b[w.i] == ']' {
-				w.i++
+			} else if end {
 				break
 			}
-			if w.b[w.i] != ',' {
-				return false
-			}
-			w.i++
 		}
 	}
 	if f != nil && (f.minItems >= 0 && n < f.minItems || f.maxItems >= 0 && n > f.maxItems) {
