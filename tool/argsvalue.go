@@ -15,7 +15,7 @@ import (
 // out of float64's range, any syntax error), so that every error message
 // and every odd case stays encoding/json's.
 func argsValue(args []byte) (v any, ok bool) {
-	p := argsParser{b: args}
+	p := argsParser{jsonCursor{b: args}}
 	v, ok = p.value(0)
 	if !ok {
 		return nil, false
@@ -28,21 +28,7 @@ func argsValue(args []byte) (v any, ok bool) {
 // before it leaves the arguments to encoding/json.
 const maxFastDepth = 64
 
-type argsParser struct {
-	b []byte
-	i int
-}
-
-func (p *argsParser) space() {
-	for p.i < len(p.b) {
-		switch p.b[p.i] {
-		case ' ', '\t', '\n', '\r':
-			p.i++
-		default:
-			return
-		}
-	}
-}
+type argsParser struct{ jsonCursor }
 
 func (p *argsParser) value(depth int) (any, bool) {
 	p.space()
@@ -108,18 +94,10 @@ func (p *argsParser) object(depth int) (any, bool) {
 			return nil, false
 		}
 		m[k] = v
-		p.space()
-		if p.i >= len(p.b) {
+		if end, ok := p.after('}'); !ok {
 			return nil, false
-		}
-		switch p.b[p.i] {
-		case ',':
-			p.i++
-		case '}':
-			p.i++
+		} else if end {
 			return m, true
-		default:
-			return nil, false
 		}
 	}
 }
@@ -141,18 +119,10 @@ func (p *argsParser) array(depth int) (any, bool) {
 			return nil, false
 		}
 		a = append(a, v)
-		p.space()
-		if p.i >= len(p.b) {
+		if end, ok := p.after(']'); !ok {
 			return nil, false
-		}
-		switch p.b[p.i] {
-		case ',':
-			p.i++
-		case ']':
-			p.i++
+		} else if end {
 			return a, true
-		default:
-			return nil, false
 		}
 	}
 }

@@ -333,7 +333,7 @@ func (b fastBound) cmp(x float64) (c int, ok bool) {
 // the library would accept them; fp is then Fingerprint of their decoded
 // value. ok false says nothing: the caller takes the slow way.
 func fastValidate(f *fastSchema, args []byte) (fp uint64, ok bool) {
-	w := fastWalk{b: args, h: offset64, hashing: true}
+	w := fastWalk{jsonCursor: jsonCursor{b: args}, h: offset64, hashing: true}
 	if !w.value(f, 0) {
 		return 0, false
 	}
@@ -346,8 +346,7 @@ func fastValidate(f *fastSchema, args []byte) (fp uint64, ok bool) {
 
 // fastWalk reads one argument document. h is the fingerprint so far.
 type fastWalk struct {
-	b []byte
-	i int
+	jsonCursor
 	h fnv64
 	// hashing is false while the walk reads the rest of an object whose
 	// keys turned out to be out of order: it is hashed again, in key
@@ -360,35 +359,6 @@ type fastWalk struct {
 // out of order is hashed again in key order from its members.
 type fastMember struct {
 	keyStart, keyEnd, valueStart int
-}
-
-func (w *fastWalk) space() {
-	for w.i < len(w.b) {
-		switch w.b[w.i] {
-		case ' ', '\t', '\n', '\r':
-			w.i++
-		default:
-			return
-		}
-	}
-}
-
-// after reads what follows a member or an element: the container's
-// closing byte (end) or a comma; ok is false for anything else.
-func (w *fastWalk) after(closing byte) (end, ok bool) {
-	w.space()
-	if w.i >= len(w.b) {
-		return false, false
-	}
-	switch w.b[w.i] {
-	case closing:
-		w.i++
-		return true, true
-	case ',':
-		w.i++
-		return false, true
-	}
-	return false, false
 }
 
 // value reads a value that must conform to f (nil: any value) and hashes
