@@ -440,7 +440,7 @@ func (s *stage) batch(w *waiter) {
 				// is no sooner than this. (The timer may thus fire before any
 				// deadline, when a worker is slower than a queued call's
 				// timeout; the floor then moves up.)
-				d = floor.Add(e.timeout(&s.calls[i]))
+				d = floor.Add(e.Timeout(&s.calls[i]))
 			default:
 				continue
 			}
@@ -501,7 +501,7 @@ func (s *stage) batch(w *waiter) {
 				if err := ctx.Err(); err != nil {
 					s.out[i] = e.ended(c, 1, start, err)
 				} else {
-					s.out[i] = e.timedOut(c, 1, start, e.timeout(c), context.DeadlineExceeded)
+					s.out[i] = e.timedOut(c, 1, start, e.Timeout(c), context.DeadlineExceeded)
 				}
 			}
 			live -= gone
@@ -572,7 +572,7 @@ func (s *stage) worker() {
 		if s.out[i].Started = now; !e.realClock {
 			s.out[i].Started = e.opts.Now()
 		}
-		p.ctx.init(s.ctx, now.Add(e.timeout(c)))
+		p.ctx.init(s.ctx, now.Add(e.Timeout(c)))
 		s.mu.Unlock()
 		if s.watch != nil {
 			s.watch(CallEvent{Index: i})
@@ -599,7 +599,7 @@ func (s *stage) settleBatched(i int, a answer) {
 	e, c, p := s.e, &s.calls[i], &s.first[i]
 	content, late, err := e.settle(s.ctx, p.ctx.end(), c, a)
 	t := tries{n: 1, start: s.out[i].Started, wait: e.opts.RetryBackoff}
-	o, over := e.judge(s.ctx, c, &t, e.timeout(c), content, late, err)
+	o, over := e.judge(s.ctx, c, &t, e.Timeout(c), content, late, err)
 	if !over {
 		t.n++
 		resume := t // on the heap only for a retry
@@ -800,7 +800,7 @@ func (e *Executor) bind(c *Call) (b binding) {
 }
 
 func (e *Executor) run(ctx context.Context, c Call, first *prepared, w *waiter) Outcome {
-	timeout := e.timeout(&c)
+	timeout := e.Timeout(&c)
 	var t tries
 	if first != nil && first.resume != nil {
 		t = *first.resume // the batch made the first attempt
@@ -861,7 +861,10 @@ func (e *Executor) judge(ctx context.Context, c *Call, t *tries, timeout time.Du
 	return e.failed(c, t.n, t.start, err), true
 }
 
-func (e *Executor) timeout(c *Call) time.Duration {
+// Timeout is how long one attempt of c may take: c.Timeout, else its
+// tool's, else Options.DefaultTimeout. The loop's compensations and the
+// Temporal activities that wait out or bound a call go by it too.
+func (e *Executor) Timeout(c *Call) time.Duration {
 	switch {
 	case c.Timeout > 0:
 		return c.Timeout

@@ -125,7 +125,7 @@ func (e *Executor) existing(ctx context.Context, c Call, old store.Record, start
 	}
 	// Another process's attempt: if it may still be running, its write
 	// could land after our look-up.
-	if age := time.Since(old.UpdatedAt); age < e.timeout(&c) {
+	if age := time.Since(old.UpdatedAt); age < e.Timeout(&c) {
 		return e.refused(c, start, llm.KindWriteInProgress, fmt.Sprintf(
 			"a write with idempotency key %q started %v ago and may still be running", old.Key, age.Round(time.Millisecond)))
 	}
@@ -218,7 +218,7 @@ func (e *Executor) reconcile(ctx context.Context, c Call, o Outcome) Outcome {
 // lookup runs the tool's status look-up under the tool's own timeout,
 // detached from the run's context: a canceled run still needs to know.
 func (e *Executor) lookup(c Call) (json.RawMessage, bool, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), e.timeout(&c))
+	ctx, cancel := context.WithTimeout(context.Background(), e.Timeout(&c))
 	defer cancel()
 	type answer struct {
 		content json.RawMessage
@@ -239,7 +239,7 @@ func (e *Executor) lookup(c Call) (json.RawMessage, bool, error) {
 	case a := <-done:
 		return a.content, a.applied, a.err
 	case <-ctx.Done():
-		return nil, false, fmt.Errorf("status look-up did not answer within %v", e.timeout(&c))
+		return nil, false, fmt.Errorf("status look-up did not answer within %v", e.Timeout(&c))
 	}
 }
 

@@ -684,16 +684,10 @@ func settleUnknown(ctx context.Context, ex *executor.Executor, orig *tool.Tool, 
 	return content, "", ""
 }
 
-// callTimeout is a call's timeout: the run's override, else the tool's,
-// else the executor's default.
+// callTimeout is the timeout the executor gives a call of t under the
+// run's override.
 func callTimeout(ex *executor.Executor, t *tool.Tool, override time.Duration) time.Duration {
-	switch {
-	case override > 0:
-		return override
-	case t.Timeout() > 0:
-		return t.Timeout()
-	}
-	return ex.Options().DefaultTimeout
+	return ex.Timeout(&executor.Call{Tool: t, Timeout: override})
 }
 
 // sleep waits d, or until ctx ends (its error then).

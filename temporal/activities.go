@@ -695,13 +695,7 @@ func (a *Activities) PrepareBatch(ctx context.Context, in PrepareInput) (Prepare
 
 // callTimeout is the timeout the executor gives one attempt of a call.
 func (a *Activities) callTimeout(t *tool.Tool, override time.Duration) time.Duration {
-	switch {
-	case override > 0:
-		return override
-	case t.Timeout() > 0:
-		return t.Timeout()
-	}
-	return a.cfg.Executor.Options().DefaultTimeout
+	return a.cfg.Executor.Timeout(&executor.Call{Tool: t, Timeout: override})
 }
 
 // bound is the longest executor.Run can take on a call of t, plus slack.
