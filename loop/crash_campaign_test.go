@@ -266,7 +266,7 @@ func campTools(db *sql.DB, mark func(string, ...any), delay func(upTo time.Durat
 	query := tool.MustNew(tool.Spec[campOrderIn]{Name: "query_order", Description: "look an order up",
 		Resources: func(in campOrderIn) []string { return []string{"order:" + in.ID} }},
 		func(ctx context.Context, in campOrderIn) (map[string]any, error) {
-			if err := campSleep(ctx, delay(3*time.Millisecond)); err != nil {
+			if err := sleep(ctx, delay(3*time.Millisecond)); err != nil {
 				return nil, err
 			}
 			var n int
@@ -299,7 +299,7 @@ func campTools(db *sql.DB, mark func(string, ...any), delay func(upTo time.Durat
 		effect := 0
 		mark("write+", in.OrderID)
 		defer func() { mark("write-", in.OrderID, effect) }()
-		if err := campSleep(ctx, delay(15*time.Millisecond)); err != nil {
+		if err := sleep(ctx, delay(15*time.Millisecond)); err != nil {
 			return out, err
 		}
 		res, err := db.ExecContext(ctx, `INSERT INTO campaign_refunds (order_id) VALUES (?)`, in.OrderID)
@@ -351,7 +351,7 @@ func campPairTools(db *sql.DB, mark func(string, ...any), delay func(upTo time.D
 	}, func(ctx context.Context, in campRefundIn) (out campRefundOut, err error) {
 		mark("pwrite+", in.OrderID)
 		defer mark("pwrite-", in.OrderID)
-		if err := campSleep(ctx, delay(15*time.Millisecond)); err != nil {
+		if err := sleep(ctx, delay(15*time.Millisecond)); err != nil {
 			return out, err
 		}
 		res, err := db.ExecContext(ctx, `INSERT INTO campaign_pair_refunds (order_id) VALUES (?)`, in.OrderID)
@@ -392,7 +392,7 @@ func campPairTools(db *sql.DB, mark func(string, ...any), delay func(upTo time.D
 	}, func(ctx context.Context, in campReverseIn) (map[string]any, error) {
 		mark("undo+", in.RefundID)
 		defer mark("undo-", in.RefundID)
-		if err := campSleep(ctx, delay(15*time.Millisecond)); err != nil {
+		if err := sleep(ctx, delay(15*time.Millisecond)); err != nil {
 			return nil, err
 		}
 		res, err := db.ExecContext(ctx, `INSERT INTO campaign_reversals (refund_id) VALUES (?)`, in.RefundID)
@@ -408,17 +408,6 @@ func campPairTools(db *sql.DB, mark func(string, ...any), delay func(upTo time.D
 		return map[string]any{"reversal": id}, nil
 	})
 	return pair, voucher, reverse
-}
-
-func campSleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }
 
 // campMarked wraps the store so that the child reports, on stdout, every
